@@ -1,0 +1,1 @@
+//! Veil CPU backend.

@@ -1,0 +1,1 @@
+//! Veil cross-crate tests.
