@@ -1,1 +1,567 @@
-//! Veil CPU backend.
+//! Veil's CPU backend.
+//!
+//! [`CpuBackend::scalar`] is the **reference**: plain scalar Rust on one thread, following the
+//! formulas `veil-core` defines, with `veil-core`'s canonical NTT. It is the oracle every other
+//! backend is tested against, bit for bit.
+//!
+//! [`CpuBackend::fast`] is the optimized path on top of the same element-wise code: the NTT runs
+//! on tfhe-ntt (AVX-512 / AVX2 SIMD when the CPU has it; tfhe-ntt computes the same canonical
+//! transform — same root, same bit-reversed order — which the tests check), and every operation
+//! is split over rows (limbs) and polynomials on a private rayon pool of `threads` threads.
+
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use veil_core::backend::{automorphism_ntt_map, Basis, Domain, PolyBackend};
+use veil_core::math::rns::{BasisConverter, DivRoundPlan};
+use veil_core::math::Modulus;
+use veil_core::CkksParams;
+
+/// How the NTT is computed.
+enum NttEngine {
+    /// `veil-core`'s scalar reference transform.
+    Reference,
+    /// tfhe-ntt plans, one per prime (global index order).
+    Tfhe(Vec<tfhe_ntt::prime64::Plan>),
+}
+
+/// The CPU backend. See the crate documentation.
+pub struct CpuBackend {
+    params: CkksParams,
+    moduli: Vec<Modulus>,
+    q_total: usize,
+    engine: NttEngine,
+    pool: Option<rayon::ThreadPool>,
+    threads: usize,
+    auto_maps: Mutex<HashMap<u64, Arc<Vec<u32>>>>,
+    decompose_plans: Mutex<HashMap<(usize, usize), Arc<BasisConverter>>>,
+    moddown_plans: Mutex<HashMap<usize, Arc<DivRoundPlan>>>,
+    rescale_plans: Mutex<HashMap<usize, Arc<DivRoundPlan>>>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+/// Errors constructing a CPU backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CpuBackendError {
+    /// tfhe-ntt refused a prime (it needs `q ≡ 1 mod 2N`, prime, `N ≥ 16`).
+    NttPlan(u64),
+    /// The thread pool could not be built.
+    ThreadPool(String),
+}
+
+impl std::fmt::Display for CpuBackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CpuBackendError::NttPlan(q) => write!(f, "no tfhe-ntt plan for prime {q}"),
+            CpuBackendError::ThreadPool(e) => write!(f, "thread pool: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CpuBackendError {}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned cache only means another thread panicked while inserting an entry we can rebuild.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CpuBackend {
+    fn build(
+        params: &CkksParams,
+        engine: NttEngine,
+        threads: usize,
+    ) -> Result<Self, CpuBackendError> {
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("veil-cpu-{i}"))
+                    .build()
+                    .map_err(|e| CpuBackendError::ThreadPool(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            params: params.clone(),
+            moduli: params.all_moduli().copied().collect(),
+            q_total: params.q().len(),
+            engine,
+            pool,
+            threads: threads.max(1),
+            auto_maps: Mutex::new(HashMap::new()),
+            decompose_plans: Mutex::new(HashMap::new()),
+            moddown_plans: Mutex::new(HashMap::new()),
+            rescale_plans: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The scalar, single-threaded reference backend (the oracle).
+    pub fn scalar(params: &CkksParams) -> Self {
+        Self::build(params, NttEngine::Reference, 1)
+            .expect("a one-thread backend has no pool to fail")
+    }
+
+    /// The optimized backend: tfhe-ntt SIMD NTTs, `threads` worker threads (1 = no pool).
+    pub fn fast(params: &CkksParams, threads: usize) -> Result<Self, CpuBackendError> {
+        let n = params.n();
+        let plans = params
+            .all_moduli()
+            .map(|m| {
+                tfhe_ntt::prime64::Plan::try_new(n, m.value())
+                    .ok_or(CpuBackendError::NttPlan(m.value()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::build(params, NttEngine::Tfhe(plans), threads)
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn n(&self) -> usize {
+        self.params.n()
+    }
+
+    /// Runs `f` inside the pool when there is one.
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+
+    /// Applies `f(row, global_prime_index, row_slice)` to every row.
+    fn rows_mut(
+        &self,
+        a: &mut [u64],
+        basis: Basis,
+        f: impl Fn(usize, usize, &mut [u64]) + Sync + Send,
+    ) {
+        let n = self.n();
+        let rows = basis.rows();
+        let q_total = self.q_total;
+        let a = &mut a[..rows * n];
+        if self.pool.is_some() {
+            self.run(|| {
+                a.par_chunks_mut(n)
+                    .enumerate()
+                    .for_each(|(r, row)| f(r, basis.global_index(r, q_total), row))
+            });
+        } else {
+            a.chunks_mut(n)
+                .enumerate()
+                .for_each(|(r, row)| f(r, basis.global_index(r, q_total), row));
+        }
+    }
+
+    fn ntt_row(&self, g: usize, row: &mut [u64]) {
+        match &self.engine {
+            NttEngine::Reference => self.params.ntt_table(g).forward(row),
+            NttEngine::Tfhe(plans) => plans[g].fwd(row),
+        }
+    }
+
+    fn intt_row(&self, g: usize, row: &mut [u64]) {
+        match &self.engine {
+            NttEngine::Reference => self.params.ntt_table(g).inverse(row),
+            NttEngine::Tfhe(plans) => {
+                plans[g].inv(row);
+                plans[g].normalize(row);
+            }
+        }
+    }
+
+    fn auto_map(&self, g: u64) -> Arc<Vec<u32>> {
+        let two_n = 2 * self.n() as u64;
+        let g = g % two_n;
+        if let Some(m) = lock(&self.auto_maps).get(&g) {
+            return m.clone();
+        }
+        let m = Arc::new(automorphism_ntt_map(self.params.log_n(), g));
+        lock(&self.auto_maps).insert(g, m.clone());
+        m
+    }
+
+    fn decompose_plan(&self, level: usize, j: usize) -> Arc<BasisConverter> {
+        if let Some(p) = lock(&self.decompose_plans).get(&(level, j)) {
+            return p.clone();
+        }
+        let alpha = self.params.alpha();
+        let (s, e) = (j * alpha, ((j + 1) * alpha).min(level + 1));
+        let src = &self.moduli[s..e];
+        let dst: Vec<Modulus> = (0..=level)
+            .filter(|i| !(s..e).contains(i))
+            .map(|i| self.moduli[i])
+            .chain(self.params.p().iter().copied())
+            .collect();
+        let p = Arc::new(BasisConverter::new(src, &dst));
+        lock(&self.decompose_plans).insert((level, j), p.clone());
+        p
+    }
+
+    fn div_plan(&self, level: usize, rescale: bool) -> Arc<DivRoundPlan> {
+        let cache = if rescale {
+            &self.rescale_plans
+        } else {
+            &self.moddown_plans
+        };
+        if let Some(p) = lock(cache).get(&level) {
+            return p.clone();
+        }
+        let p = Arc::new(if rescale {
+            DivRoundPlan::new(&self.moduli[..level], &self.moduli[level..=level])
+        } else {
+            DivRoundPlan::new(&self.moduli[..=level], self.params.p())
+        });
+        lock(cache).insert(level, p.clone());
+        p
+    }
+
+    /// Fast basis conversion of `src` rows (coefficient domain, primes `conv.src`) into `out`
+    /// rows (primes `conv.dst`), in parallel over destination rows. `out_rows[t]` is the output
+    /// row for destination `t`.
+    fn base_convert(&self, conv: &BasisConverter, src: &[&[u64]], out_rows: Vec<&mut [u64]>) {
+        let n = self.n();
+        let k = conv.src.len();
+        // tmp_i = x_i · (B/b_i)^{-1} mod b_i
+        let mut tmp = vec![0u64; k * n];
+        for i in 0..k {
+            let (b, w, ws) = (&conv.src[i], conv.src_hat_inv[i], conv.src_hat_inv_shoup[i]);
+            for (t, &x) in tmp[i * n..(i + 1) * n].iter_mut().zip(src[i]) {
+                *t = b.mul_shoup(x, w, ws);
+            }
+        }
+        let tmp = &tmp;
+        let body = |(j, out): (usize, &mut [u64])| {
+            let t = &conv.dst[j];
+            let hats = &conv.src_hat_mod_dst[j];
+            for c in 0..n {
+                let mut acc: u128 = 0;
+                for i in 0..k {
+                    acc += tmp[i * n + c] as u128 * hats[i] as u128;
+                }
+                out[c] = t.reduce_u128(acc);
+            }
+        };
+        if self.pool.is_some() {
+            self.run(|| out_rows.into_par_iter().enumerate().for_each(body));
+        } else {
+            out_rows.into_iter().enumerate().for_each(body);
+        }
+    }
+
+    /// `out = round(x / D)` where `x`'s first `keep` rows are kept and the next `drop` rows
+    /// (global prime indices `drop_g`) are divided out. `x` and `out` are in the NTT domain.
+    fn div_round(
+        &self,
+        x: &[u64],
+        keep: usize,
+        drop_g: &[usize],
+        plan: &DivRoundPlan,
+        out: &mut [u64],
+    ) {
+        let n = self.n();
+        let d = drop_g.len();
+        // Dropped rows to the coefficient domain, plus h.
+        let mut dropped = x[keep * n..(keep + d) * n].to_vec();
+        for (j, row) in dropped.chunks_mut(n).enumerate() {
+            self.intt_row(drop_g[j], row);
+            let m = &plan.conv.src[j];
+            let h = plan.half_mod_drop[j];
+            for v in row.iter_mut() {
+                *v = m.add(*v, h);
+            }
+        }
+        let src: Vec<&[u64]> = dropped.chunks(n).collect();
+        let out = &mut out[..keep * n];
+        self.base_convert(&plan.conv, &src, out.chunks_mut(n).collect());
+        // out_i = (x_i + h_i - NTT(conv_i)) · D^{-1}
+        self.rows_mut(out, Basis::q(keep), |r, g, row| {
+            self.ntt_row(g, row);
+            let m = &self.moduli[g];
+            let (h, w, ws) = (
+                plan.half_mod_keep[r],
+                plan.d_inv_mod_keep[r],
+                plan.d_inv_mod_keep_shoup[r],
+            );
+            for (o, &xi) in row.iter_mut().zip(&x[r * n..(r + 1) * n]) {
+                let t = m.sub(m.add(xi, h), *o);
+                *o = m.mul_shoup(t, w, ws);
+            }
+        });
+    }
+
+    fn zip_rows(
+        &self,
+        a: &mut [u64],
+        b: &[u64],
+        basis: Basis,
+        f: impl Fn(&Modulus, &mut u64, u64) + Sync + Send,
+    ) {
+        let n = self.n();
+        self.rows_mut(a, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            for (x, &y) in row.iter_mut().zip(&b[r * n..(r + 1) * n]) {
+                f(m, x, y);
+            }
+        });
+    }
+}
+
+impl PolyBackend for CpuBackend {
+    type Buffer = Vec<u64>;
+
+    fn name(&self) -> String {
+        match (&self.engine, self.threads) {
+            (NttEngine::Reference, _) => "cpu-scalar".into(),
+            (NttEngine::Tfhe(_), t) => format!("cpu-fast/{t}t"),
+        }
+    }
+
+    fn params(&self) -> &CkksParams {
+        &self.params
+    }
+
+    fn alloc(&self, rows: usize) -> Vec<u64> {
+        vec![0u64; rows * self.n()]
+    }
+
+    fn buffer_rows(&self, buf: &Vec<u64>) -> usize {
+        buf.len() / self.n()
+    }
+
+    fn upload(&self, data: &[u64]) -> Vec<u64> {
+        data.to_vec()
+    }
+
+    fn download(&self, buf: &Vec<u64>, out: &mut [u64]) {
+        out.copy_from_slice(&buf[..out.len()]);
+    }
+
+    fn copy_rows(&self, src: &Vec<u64>, src_basis: Basis, dst: &mut Vec<u64>, dst_basis: Basis) {
+        let n = self.n();
+        for r in 0..dst_basis.rows() {
+            let g = dst_basis.global_index(r, self.q_total);
+            let s = src_basis
+                .row_of(g, self.q_total)
+                .expect("copy_rows: destination basis must be a subset");
+            dst[r * n..(r + 1) * n].copy_from_slice(&src[s * n..(s + 1) * n]);
+        }
+    }
+
+    fn zeroize(&self, buf: &mut Vec<u64>) {
+        zeroize::Zeroize::zeroize(buf.as_mut_slice());
+    }
+
+    fn ntt(&self, a: &mut Vec<u64>, basis: Basis) {
+        self.rows_mut(a, basis, |_, g, row| self.ntt_row(g, row));
+    }
+
+    fn intt(&self, a: &mut Vec<u64>, basis: Basis) {
+        self.rows_mut(a, basis, |_, g, row| self.intt_row(g, row));
+    }
+
+    fn add_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: Basis) {
+        self.zip_rows(a, b, basis, |m, x, y| *x = m.add(*x, y));
+    }
+
+    fn sub_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: Basis) {
+        self.zip_rows(a, b, basis, |m, x, y| *x = m.sub(*x, y));
+    }
+
+    fn neg_assign(&self, a: &mut Vec<u64>, basis: Basis) {
+        self.rows_mut(a, basis, |_, g, row| {
+            let m = &self.moduli[g];
+            row.iter_mut().for_each(|x| *x = m.neg(*x));
+        });
+    }
+
+    fn mul_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: Basis) {
+        self.zip_rows(a, b, basis, |m, x, y| *x = m.mul(*x, y));
+    }
+
+    fn mul(&self, a: &Vec<u64>, b: &Vec<u64>, out: &mut Vec<u64>, basis: Basis) {
+        let n = self.n();
+        self.rows_mut(out, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let (ar, br) = (&a[r * n..(r + 1) * n], &b[r * n..(r + 1) * n]);
+            for ((o, &x), &y) in row.iter_mut().zip(ar).zip(br) {
+                *o = m.mul(x, y);
+            }
+        });
+    }
+
+    fn mul_add_assign(&self, acc: &mut Vec<u64>, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) {
+        let n = self.n();
+        self.rows_mut(acc, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let (ar, br) = (&a[r * n..(r + 1) * n], &b[r * n..(r + 1) * n]);
+            for ((o, &x), &y) in row.iter_mut().zip(ar).zip(br) {
+                *o = m.mul_add(*o, x, y);
+            }
+        });
+    }
+
+    fn mul_scalar_assign(&self, a: &mut Vec<u64>, scalars: &[u64], basis: Basis) {
+        self.rows_mut(a, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let (w, ws) = (scalars[r], m.shoup(scalars[r]));
+            row.iter_mut().for_each(|x| *x = m.mul_shoup(*x, w, ws));
+        });
+    }
+
+    fn add_scalar_assign(&self, a: &mut Vec<u64>, scalars: &[u64], basis: Basis) {
+        self.rows_mut(a, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            row.iter_mut().for_each(|x| *x = m.add(*x, scalars[r]));
+        });
+    }
+
+    fn automorphism(&self, a: &Vec<u64>, g: u64, out: &mut Vec<u64>, basis: Basis, domain: Domain) {
+        let n = self.n();
+        match domain {
+            Domain::Ntt => {
+                let map = self.auto_map(g);
+                self.rows_mut(out, basis, |r, _, row| {
+                    let src = &a[r * n..(r + 1) * n];
+                    for (o, &i) in row.iter_mut().zip(map.iter()) {
+                        *o = src[i as usize];
+                    }
+                });
+            }
+            Domain::Coeff => {
+                let two_n = 2 * n;
+                let g = (g % two_n as u64) as usize;
+                self.rows_mut(out, basis, |r, gi, row| {
+                    let m = &self.moduli[gi];
+                    let src = &a[r * n..(r + 1) * n];
+                    for (i, &x) in src.iter().enumerate() {
+                        let t = (i * g) % two_n;
+                        if t < n {
+                            row[t] = x;
+                        } else {
+                            row[t - n] = m.neg(x);
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    fn decompose(&self, c: &Vec<u64>, level: usize, out: &mut [Vec<u64>]) {
+        let n = self.n();
+        let alpha = self.params.alpha();
+        let k = self.params.p().len();
+        let qb = Basis::q(level + 1);
+        let mut coeff = c[..qb.rows() * n].to_vec();
+        self.intt(&mut coeff, qb);
+        let ext = Basis::qp(level + 1, k);
+        for (j, d) in out
+            .iter_mut()
+            .enumerate()
+            .take(self.params.digits_at(level))
+        {
+            let (s, e) = (j * alpha, ((j + 1) * alpha).min(level + 1));
+            let plan = self.decompose_plan(level, j);
+            let src: Vec<&[u64]> = (s..e).map(|i| &coeff[i * n..(i + 1) * n]).collect();
+            // Digit rows are the input's own NTT rows.
+            d[s * n..e * n].copy_from_slice(&c[s * n..e * n]);
+            {
+                let mut outs: Vec<&mut [u64]> = Vec::with_capacity(ext.rows());
+                let (head, rest) = d[..ext.rows() * n].split_at_mut(s * n);
+                let (_, tail) = rest.split_at_mut((e - s) * n);
+                outs.extend(head.chunks_mut(n));
+                outs.extend(tail.chunks_mut(n));
+                self.base_convert(&plan, &src, outs);
+            }
+            // NTT every converted row.
+            let q_total = self.q_total;
+            let body = |(r, row): (usize, &mut [u64])| {
+                if !(s..e).contains(&r) {
+                    self.ntt_row(ext.global_index(r, q_total), row);
+                }
+            };
+            if self.pool.is_some() {
+                self.run(|| {
+                    d[..ext.rows() * n]
+                        .par_chunks_mut(n)
+                        .enumerate()
+                        .for_each(body)
+                });
+            } else {
+                d[..ext.rows() * n].chunks_mut(n).enumerate().for_each(body);
+            }
+        }
+    }
+
+    fn key_inner_product(
+        &self,
+        digits: &[Vec<u64>],
+        key_b: &[Vec<u64>],
+        key_a: &[Vec<u64>],
+        level: usize,
+        acc0: &mut Vec<u64>,
+        acc1: &mut Vec<u64>,
+    ) {
+        let n = self.n();
+        let k = self.params.p().len();
+        let ext = Basis::qp(level + 1, k);
+        let key_basis = Basis::qp(self.q_total, k);
+        let dn = self.params.digits_at(level);
+        let q_total = self.q_total;
+        let one = |acc: &mut [u64], key: &[Vec<u64>]| {
+            let body = |(r, row): (usize, &mut [u64])| {
+                let g = ext.global_index(r, q_total);
+                let kr = key_basis.row_of(g, q_total).unwrap();
+                let m = &self.moduli[g];
+                // Lazy accumulation: each product < 2^122; dnum ≤ 64 keeps the sum below 2^128.
+                for c in 0..n {
+                    let mut s: u128 = 0;
+                    for j in 0..dn {
+                        s += digits[j][r * n + c] as u128 * key[j][kr * n + c] as u128;
+                    }
+                    row[c] = m.reduce_u128(s);
+                }
+            };
+            if self.pool.is_some() {
+                self.run(|| {
+                    acc[..ext.rows() * n]
+                        .par_chunks_mut(n)
+                        .enumerate()
+                        .for_each(body)
+                });
+            } else {
+                acc[..ext.rows() * n]
+                    .chunks_mut(n)
+                    .enumerate()
+                    .for_each(body);
+            }
+        };
+        one(acc0, key_b);
+        one(acc1, key_a);
+    }
+
+    fn mod_down(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
+        let plan = self.div_plan(level, false);
+        let drop_g: Vec<usize> = (0..self.params.p().len())
+            .map(|j| self.q_total + j)
+            .collect();
+        self.div_round(x, level + 1, &drop_g, &plan, out);
+    }
+
+    fn rescale(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
+        assert!(level >= 1, "rescale needs a prime to drop");
+        let plan = self.div_plan(level, true);
+        self.div_round(x, level, &[level], &plan, out);
+    }
+}

@@ -3,3 +3,12 @@
 extern crate alloc;
 #[cfg(test)]
 extern crate std;
+
+pub mod error;
+pub mod math;
+pub mod params;
+
+pub use error::{Error, Result};
+pub use params::{CkksParams, CkksParamsLiteral};
+pub mod backend;
+pub use backend::{Basis, Domain, PolyBackend};

@@ -1,0 +1,184 @@
+//! `PolyBackend`: the only door to polynomial compute.
+//!
+//! A backend is built for one parameter set and owns device buffers. A buffer holds `rows × N`
+//! words; row `r` of a polynomial over a [`Basis`] `{q, p}` is reduced modulo
+//! `q_r` for `r < q` and modulo `p_{r-q}` for `q ≤ r < q + p` (the Q primes first, then the
+//! special primes). Values are always fully reduced.
+//!
+//! Every operation is exact integer arithmetic whose result is defined by `core`: the canonical
+//! NTT ([`crate::math::ntt`]), the basis-conversion and division plans ([`crate::math::rns`]), and
+//! the automorphism index maps below. Backends must agree bit for bit; the CPU backend is the
+//! oracle. Upload and download are the only host crossings.
+
+use crate::params::CkksParams;
+use alloc::vec::Vec;
+
+/// The primes a polynomial's rows run over: `q_0..q_{q-1}` then `p_0..p_{p-1}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Basis {
+    /// Number of leading Q primes.
+    pub q: usize,
+    /// Number of leading special primes.
+    pub p: usize,
+}
+
+impl Basis {
+    /// A basis of the first `q` ciphertext primes (a ciphertext at level `q - 1`).
+    pub const fn q(q: usize) -> Self {
+        Self { q, p: 0 }
+    }
+    /// The extended basis `Q_level ∪ P` used inside key switching.
+    pub const fn qp(q: usize, p: usize) -> Self {
+        Self { q, p }
+    }
+    /// Number of rows.
+    pub const fn rows(&self) -> usize {
+        self.q + self.p
+    }
+    /// Global prime index of row `r` (Q primes are `0..=L`, special primes follow at `L + 1`).
+    pub fn global_index(&self, r: usize, q_total: usize) -> usize {
+        if r < self.q {
+            r
+        } else {
+            q_total + (r - self.q)
+        }
+    }
+    /// Row of global prime index `g` in this basis, if present.
+    pub fn row_of(&self, g: usize, q_total: usize) -> Option<usize> {
+        if g < q_total {
+            (g < self.q).then_some(g)
+        } else {
+            let j = g - q_total;
+            (j < self.p).then_some(self.q + j)
+        }
+    }
+}
+
+/// Whether a polynomial holds coefficients or NTT evaluations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Domain {
+    /// Coefficient representation.
+    Coeff,
+    /// Evaluation representation in the canonical NTT order.
+    Ntt,
+}
+
+/// The index map of the automorphism `X → X^g` (`g` odd) in the NTT domain:
+/// `out[j] = in[map[j]]`. Slot `j` holds `a(ψ^{e_j})` with `e_j = 2·rev(j)+1`, so
+/// `σ_g(a)(ψ^{e_j}) = a(ψ^{g·e_j})` is found at the slot whose exponent is `g·e_j mod 2N`.
+pub fn automorphism_ntt_map(log_n: u32, g: u64) -> Vec<u32> {
+    let n = 1usize << log_n;
+    let two_n = 2 * n as u64;
+    let mut map = alloc::vec![0u32; n];
+    for (j, m) in map.iter_mut().enumerate() {
+        let e = crate::math::NttTable::eval_exponent(log_n, j) as u64;
+        let t = (e * (g % two_n)) % two_n; // odd
+        let rev = ((t - 1) / 2) as usize;
+        *m = crate::math::ntt::bit_rev(rev, log_n) as u32;
+    }
+    map
+}
+
+/// Polynomial compute over a parameter set's RNS primes.
+///
+/// Same-basis operations take one `basis`; every operand must have at least `basis.rows()`
+/// rows laid out as that basis. The CKKS layer validates shapes once at its entry points;
+/// backends may assume them.
+pub trait PolyBackend: Send + Sync + Sized + 'static {
+    /// An opaque device buffer of `rows × N` words.
+    type Buffer: Send + Sync;
+
+    /// A human-readable name (e.g. `cpu-scalar`, `cpu-fast/4 threads`).
+    fn name(&self) -> alloc::string::String;
+    /// The parameter set this backend was built for.
+    fn params(&self) -> &CkksParams;
+
+    // ---- memory -----------------------------------------------------------------------------
+    /// A zeroed buffer of `rows × N` words.
+    fn alloc(&self, rows: usize) -> Self::Buffer;
+    /// Number of rows a buffer holds.
+    fn buffer_rows(&self, buf: &Self::Buffer) -> usize;
+    /// Copies host words into a buffer (`data.len() = rows × N`). A host crossing.
+    fn upload(&self, data: &[u64]) -> Self::Buffer;
+    /// Copies a buffer's first `out.len() / N` rows to the host. A host crossing.
+    fn download(&self, buf: &Self::Buffer, out: &mut [u64]);
+    /// Copies rows `src_basis ⊇ dst_basis` into `dst` (drops rows: level drop, extraction).
+    fn copy_rows(
+        &self,
+        src: &Self::Buffer,
+        src_basis: Basis,
+        dst: &mut Self::Buffer,
+        dst_basis: Basis,
+    );
+    /// Overwrites a buffer with zeros (used on secret-bearing buffers before they are dropped).
+    fn zeroize(&self, buf: &mut Self::Buffer);
+
+    // ---- transforms -------------------------------------------------------------------------
+    /// Forward canonical NTT of every row, batched over rows.
+    fn ntt(&self, a: &mut Self::Buffer, basis: Basis);
+    /// Inverse canonical NTT of every row.
+    fn intt(&self, a: &mut Self::Buffer, basis: Basis);
+
+    // ---- element-wise -----------------------------------------------------------------------
+    /// `a += b`.
+    fn add_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis);
+    /// `a -= b`.
+    fn sub_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis);
+    /// `a = -a`.
+    fn neg_assign(&self, a: &mut Self::Buffer, basis: Basis);
+    /// `a = a ∘ b` (Hadamard product; both in the NTT domain for ring multiplication).
+    fn mul_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis);
+    /// `out = a ∘ b`.
+    fn mul(&self, a: &Self::Buffer, b: &Self::Buffer, out: &mut Self::Buffer, basis: Basis);
+    /// `acc += a ∘ b`.
+    fn mul_add_assign(
+        &self,
+        acc: &mut Self::Buffer,
+        a: &Self::Buffer,
+        b: &Self::Buffer,
+        basis: Basis,
+    );
+    /// `a = a · s_r` row by row, with one scalar `s_r < modulus_r` per row.
+    fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis);
+    /// `a = a + s_r` on every coefficient of row `r` (adds a constant polynomial in the NTT domain).
+    fn add_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis);
+
+    // ---- permutations -----------------------------------------------------------------------
+    /// `out = σ_g(a)` for odd `g` (the Galois automorphism `X → X^g`).
+    fn automorphism(
+        &self,
+        a: &Self::Buffer,
+        g: u64,
+        out: &mut Self::Buffer,
+        basis: Basis,
+        domain: Domain,
+    );
+
+    // ---- key switching ----------------------------------------------------------------------
+    /// Gadget decomposition with ModUp (hybrid key switching, Han–Ki 2020).
+    ///
+    /// `c` is in the NTT domain over `Q_level = Basis::q(level + 1)`. For each digit
+    /// `j < digits_at(level)` (primes `[j·α, min((j+1)·α, level+1))`), `out[j]` receives, over
+    /// `Basis::qp(level + 1, k)` in the NTT domain, the rows of `c` on the digit's primes and the
+    /// fast basis conversion ([`crate::math::rns::BasisConverter`]) of the digit's coefficients on
+    /// every other prime.
+    fn decompose(&self, c: &Self::Buffer, level: usize, out: &mut [Self::Buffer]);
+    /// Inner product with a switching key: `acc0 = Σ_j d_j ∘ b_j`, `acc1 = Σ_j d_j ∘ a_j` over
+    /// `Basis::qp(level + 1, k)`, reading the keys' rows (which span `Basis::qp(L + 1, k)`) by
+    /// prime.
+    fn key_inner_product(
+        &self,
+        digits: &[Self::Buffer],
+        key_b: &[Self::Buffer],
+        key_a: &[Self::Buffer],
+        level: usize,
+        acc0: &mut Self::Buffer,
+        acc1: &mut Self::Buffer,
+    );
+    /// ModDown: `out = round(x / P)` over `Q_level`, for `x` in the NTT domain over
+    /// `Basis::qp(level + 1, k)` ([`crate::math::rns::DivRoundPlan`] with the special primes dropped).
+    fn mod_down(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);
+    /// Rescale: `out = round(x / q_level)` over `Q_{level-1}`, for `x` in the NTT domain over
+    /// `Basis::q(level + 1)` ([`crate::math::rns::DivRoundPlan`] with `q_level` dropped).
+    fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);
+}

@@ -1,0 +1,11 @@
+//! Number theory for RNS-CKKS: word-size modular arithmetic, NTT-friendly primes, the canonical
+//! negacyclic NTT, RNS basis conversion and the samplers.
+
+pub mod modular;
+pub mod ntt;
+pub mod primes;
+pub mod rns;
+pub mod sampling;
+
+pub use modular::Modulus;
+pub use ntt::NttTable;

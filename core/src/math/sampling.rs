@@ -1,0 +1,208 @@
+//! Samplers for RLWE: uniform ternary and sparse ternary secrets, the rounded Gaussian error, and
+//! uniform residues expanded from a public seed.
+//!
+//! Secret-dependent samplers are constant time: no branch or memory index depends on a sampled
+//! value. Rejection sampling is only used on public randomness (seed expansion) or where the
+//! rejected draws are independent of the value finally kept.
+
+use super::modular::Modulus;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+use subtle::{ConditionallySelectable, ConstantTimeGreater};
+
+/// The error standard deviation fixed by the HE Standard parameter tables.
+pub const SIGMA: f64 = 3.2;
+/// Tail cut of the error distribution, in standard deviations (outputs satisfy `|e| ≤ 6σ`).
+pub const TAIL_SIGMAS: f64 = 6.0;
+
+/// Uniform ternary vector in `{-1, 0, 1}^n`, constant time in the output.
+pub fn ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize) -> Vec<i8> {
+    let mut out = vec![0i8; n];
+    let mut i = 0;
+    let mut buf = [0u8; 64];
+    while i < n {
+        rng.fill_bytes(&mut buf);
+        for &b in buf.iter() {
+            // 255 is rejected so that b % 3 is uniform; whether a byte is rejected is independent
+            // of the kept values.
+            if b == 255 || i == n {
+                continue;
+            }
+            out[i] = (b % 3) as i8 - 1;
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Sparse ternary vector with exactly `h` non-zero entries, each `±1` uniformly, at uniformly
+/// random positions. The positions are fixed by sorting random keys with a constant-time bitonic
+/// network, so no memory access depends on the secret.
+pub fn sparse_ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize, h: usize) -> Vec<i8> {
+    assert!(n.is_power_of_two() && h <= n);
+    // (key, value) pairs; the value is encoded as u64 (0, 1, or 2 for -1).
+    let mut keys: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let mut vals: Vec<u64> = (0..n)
+        .map(|i| {
+            let sign = rng.next_u32() & 1;
+            if i < h {
+                1 + sign as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    // Bitonic sort by key (constant-time compare-and-swap).
+    let mut k = 2;
+    while k <= n {
+        let mut j = k / 2;
+        while j > 0 {
+            for i in 0..n {
+                let l = i ^ j;
+                if l > i {
+                    let ascending = (i & k) == 0;
+                    let gt = keys[i].ct_gt(&keys[l]);
+                    let swap = if ascending { gt } else { !gt };
+                    let (a, b) = (keys[i], keys[l]);
+                    keys[i] = u64::conditional_select(&a, &b, swap);
+                    keys[l] = u64::conditional_select(&b, &a, swap);
+                    let (a, b) = (vals[i], vals[l]);
+                    vals[i] = u64::conditional_select(&a, &b, swap);
+                    vals[l] = u64::conditional_select(&b, &a, swap);
+                }
+            }
+            j /= 2;
+        }
+        k *= 2;
+    }
+    vals.iter()
+        .map(|&v| {
+            // 0 -> 0, 1 -> 1, 2 -> -1, branch free.
+            let one = (v & 1) as i8;
+            let minus = ((v >> 1) & 1) as i8;
+            one - minus
+        })
+        .collect()
+}
+
+/// A cumulative distribution table for the rounded Gaussian of deviation `σ`, cut at `6σ`.
+#[derive(Clone, Debug)]
+pub struct GaussianCdt {
+    /// `cdt[k] = floor(2^63 · Pr[|x| ≤ k] )` for the folded (absolute value) distribution.
+    cdt: Vec<u64>,
+}
+
+impl GaussianCdt {
+    /// Builds the table for deviation `sigma`.
+    pub fn new(sigma: f64) -> Self {
+        let bound = libm::ceil(TAIL_SIGMAS * sigma) as i64;
+        let rho = |x: f64| libm::exp(-x * x / (2.0 * sigma * sigma));
+        let mut total = 0.0;
+        for x in -bound..=bound {
+            total += rho(x as f64);
+        }
+        let mut cdt = Vec::with_capacity(bound as usize + 1);
+        let mut acc = rho(0.0) / total;
+        for k in 0..=bound {
+            if k > 0 {
+                acc += 2.0 * rho(k as f64) / total;
+            }
+            let v = libm::fmin(acc, 1.0) * (1u64 << 63) as f64;
+            cdt.push(v as u64);
+        }
+        *cdt.last_mut().unwrap() = 1u64 << 63;
+        Self { cdt }
+    }
+
+    /// The largest magnitude the sampler can output.
+    pub fn bound(&self) -> i64 {
+        self.cdt.len() as i64 - 1
+    }
+
+    /// One sample, constant time: the whole table is scanned.
+    pub fn sample<R: RngCore + CryptoRng>(&self, rng: &mut R) -> i64 {
+        let r = rng.next_u64();
+        let u = r >> 1; // 63 bits
+        let sign_bit = r & 1;
+        let mut mag: u64 = 0;
+        for &c in self.cdt.iter() {
+            // mag += (u >= c)
+            // Every entry is at least 1, so `u > c - 1` is `u >= c`.
+            mag += u.ct_gt(&(c - 1)).unwrap_u8() as u64;
+        }
+        // A zero magnitude must not get a sign bias: -0 == 0 anyway.
+        let m = mag as i64;
+        let neg = -m;
+        i64::conditional_select(&m, &neg, subtle::Choice::from(sign_bit as u8))
+    }
+
+    /// `n` samples.
+    pub fn sample_vec<R: RngCore + CryptoRng>(&self, rng: &mut R, n: usize) -> Vec<i64> {
+        (0..n).map(|_| self.sample(rng)).collect()
+    }
+}
+
+/// Fills `out` with residues uniform in `[0, q)`, drawn from `rng` by rejection (public randomness).
+pub fn uniform_mod<R: RngCore>(rng: &mut R, q: &Modulus, out: &mut [u64]) {
+    let mask = if q.bits() == 64 {
+        u64::MAX
+    } else {
+        (1u64 << q.bits()) - 1
+    };
+    for x in out.iter_mut() {
+        loop {
+            let v = rng.next_u64() & mask;
+            if v < q.value() {
+                *x = v;
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    #[test]
+    fn ternary_is_balanced() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let v = ternary(&mut rng, 1 << 16);
+        let c: [usize; 3] = [-1i8, 0, 1].map(|t| v.iter().filter(|&&x| x == t).count());
+        for k in c {
+            assert!((k as f64 - 65536.0 / 3.0).abs() < 600.0, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn sparse_has_weight_h() {
+        let mut rng = ChaCha20Rng::seed_from_u64(4);
+        let v = sparse_ternary(&mut rng, 1 << 12, 192);
+        assert_eq!(v.iter().filter(|&&x| x != 0).count(), 192);
+        assert!(v.iter().all(|&x| (-1..=1).contains(&x)));
+        let pos = v.iter().filter(|&&x| x == 1).count();
+        assert!(pos > 60 && pos < 132);
+        // Positions spread over the whole vector.
+        assert!(v[..2048].iter().any(|&x| x != 0) && v[2048..].iter().any(|&x| x != 0));
+    }
+
+    #[test]
+    fn gaussian_moments() {
+        let mut rng = ChaCha20Rng::seed_from_u64(5);
+        let g = GaussianCdt::new(SIGMA);
+        assert_eq!(g.bound(), 20);
+        let s = g.sample_vec(&mut rng, 200_000);
+        let mean = s.iter().sum::<i64>() as f64 / s.len() as f64;
+        let var = s.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / s.len() as f64;
+        assert!(mean.abs() < 0.05, "mean {mean}");
+        assert!(
+            (libm::sqrt(var) - SIGMA).abs() < 0.05,
+            "sd {}",
+            libm::sqrt(var)
+        );
+        assert!(s.iter().all(|x| x.abs() <= 20));
+    }
+}

@@ -1,0 +1,397 @@
+//! CKKS parameters: an unchecked, serializable [`CkksParamsLiteral`] becomes an immutable,
+//! validated [`CkksParams`] (shared behind an `Arc`), after Lattigo's `ParametersLiteral`.
+//!
+//! Validation refuses any set whose `log2(QP)` exceeds the HomomorphicEncryption.org Security
+//! Standard bound for 128-bit classical security with a uniform ternary secret (see
+//! [`max_log_qp_128`]), unless the set's name starts with `INSECURE_`.
+
+mod named;
+pub use named::*;
+
+use crate::error::{Error, Result};
+use crate::math::{primes, Modulus, NttTable};
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+/// The distribution of the secret key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SecretDistribution {
+    /// Uniform in `{-1, 0, 1}^N`: the distribution the HE Standard tables assume.
+    UniformTernary,
+    /// Exactly `h` non-zero entries in `{-1, 1}`. Lower `h` means lower security; we accept
+    /// `h ≥ 192` under the same table (the weight Lattigo's and OpenFHE's sparse sets use),
+    /// and anything sparser only in `INSECURE_` sets.
+    SparseTernary {
+        /// Hamming weight.
+        h: u32,
+    },
+}
+
+/// The smallest Hamming weight accepted for a sparse secret outside `INSECURE_` sets.
+pub const MIN_SECURE_HAMMING_WEIGHT: u32 = 192;
+
+/// Unchecked CKKS parameters, as written in a file or in code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CkksParamsLiteral {
+    /// Name of the set; `INSECURE_*` lifts the security check.
+    pub name: String,
+    /// `log2 N`, from 12 to 17 (10 and 11 only for `INSECURE_` sets).
+    pub log_n: u32,
+    /// Bit sizes of the ciphertext primes `q_0, q_1, …, q_L`. Primes whose size equals
+    /// `log_default_scale` are chosen nearest to `2^log_default_scale` (scaling primes).
+    pub log_q: Vec<u32>,
+    /// Bit sizes of the special primes `p_0, …, p_{k-1}` for hybrid key switching.
+    pub log_p: Vec<u32>,
+    /// Number of gadget digits `dnum`; `None` picks `ceil((L+1) / k)`.
+    pub dnum: Option<usize>,
+    /// `log2` of the default scale `Δ`.
+    pub log_default_scale: u32,
+    /// Secret distribution.
+    pub secret: SecretDistribution,
+    /// Error standard deviation; must be 3.2 (the HE Standard value).
+    pub sigma: f64,
+}
+
+/// Validated, immutable CKKS parameters with their NTT tables. Cheap to clone.
+#[derive(Clone)]
+pub struct CkksParams(Arc<Inner>);
+
+struct Inner {
+    literal: CkksParamsLiteral,
+    q: Vec<Modulus>,
+    p: Vec<Modulus>,
+    tables: Vec<NttTable>,
+    dnum: usize,
+    alpha: usize,
+    log_qp: f64,
+    id: u64,
+}
+
+impl core::fmt::Debug for CkksParams {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CkksParams")
+            .field("name", &self.0.literal.name)
+            .field("log_n", &self.0.literal.log_n)
+            .field("levels", &self.max_level())
+            .field("special_primes", &self.0.p.len())
+            .field("dnum", &self.0.dnum)
+            .field("log_qp", &self.0.log_qp)
+            .finish()
+    }
+}
+
+impl PartialEq for CkksParams {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id && self.0.q == other.0.q && self.0.p == other.0.p
+    }
+}
+
+/// The HE Standard's largest `log2(QP)` for 128-bit classical security, uniform ternary secret,
+/// σ = 3.2: Albrecht et al., "Homomorphic Encryption Security Standard", HomomorphicEncryption.org,
+/// 2018, Table 1 (N = 2^10 … 2^15). The standard stops at 2^15; for 2^16 and 2^17 we use the
+/// common extrapolation (each doubling of N doubles the bound, less one bit: 1761 and 3521), the
+/// values used by Lattigo and OpenFHE for those degrees.
+pub fn max_log_qp_128(log_n: u32) -> Option<f64> {
+    Some(match log_n {
+        10 => 27.0,
+        11 => 54.0,
+        12 => 109.0,
+        13 => 218.0,
+        14 => 438.0,
+        15 => 881.0,
+        16 => 1761.0,
+        17 => 3521.0,
+        _ => return None,
+    })
+}
+
+/// A 64-bit FNV-1a digest of the primes and ring degree: a parameter set's identity on the wire.
+fn digest(log_n: u32, q: &[Modulus], p: &[Modulus]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut eat = |x: u64| {
+        for b in x.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    };
+    eat(log_n as u64);
+    for m in q.iter().chain(p) {
+        eat(m.value());
+    }
+    eat(q.len() as u64);
+    h
+}
+
+impl CkksParamsLiteral {
+    /// Whether the name marks the set as insecure.
+    pub fn is_insecure(&self) -> bool {
+        self.name.starts_with("INSECURE_")
+    }
+
+    /// Validates the literal, generates its primes and NTT tables.
+    pub fn validate(&self) -> Result<CkksParams> {
+        let insecure = self.is_insecure();
+        let lo = if insecure { 10 } else { 12 };
+        if !(lo..=17).contains(&self.log_n) {
+            return Err(Error::InvalidParameters("log_n must be in 12..=17"));
+        }
+        if self.log_q.is_empty() || self.log_q.len() > 64 {
+            return Err(Error::InvalidParameters("log_q must hold 1 to 64 primes"));
+        }
+        if self.log_p.is_empty() || self.log_p.len() > 16 {
+            return Err(Error::InvalidParameters(
+                "log_p must hold 1 to 16 special primes",
+            ));
+        }
+        if self
+            .log_q
+            .iter()
+            .chain(&self.log_p)
+            .any(|&b| !(20..=61).contains(&b))
+        {
+            return Err(Error::InvalidParameters(
+                "prime sizes must be 20 to 61 bits",
+            ));
+        }
+        if !(20..=60).contains(&self.log_default_scale) {
+            return Err(Error::InvalidParameters(
+                "log_default_scale must be 20 to 60",
+            ));
+        }
+        if self.log_q[0] <= self.log_default_scale {
+            return Err(Error::InvalidParameters(
+                "q_0 must be larger than the default scale",
+            ));
+        }
+        if !(self.sigma == crate::math::sampling::SIGMA) {
+            return Err(Error::InvalidParameters("sigma must be 3.2"));
+        }
+        let n = 1usize << self.log_n;
+        match self.secret {
+            SecretDistribution::UniformTernary => {}
+            SecretDistribution::SparseTernary { h } => {
+                if h == 0 || h as usize > n {
+                    return Err(Error::InvalidParameters("Hamming weight must be in 1..=N"));
+                }
+                if h < MIN_SECURE_HAMMING_WEIGHT && !insecure {
+                    return Err(Error::InvalidParameters(
+                        "sparse secrets need h >= 192 outside INSECURE_ sets",
+                    ));
+                }
+            }
+        }
+        let levels = self.log_q.len();
+        let k = self.log_p.len();
+        let dnum = self.dnum.unwrap_or(levels.div_ceil(k));
+        if dnum == 0 || dnum > levels {
+            return Err(Error::InvalidParameters("dnum must be in 1..=L+1"));
+        }
+        let alpha = levels.div_ceil(dnum);
+        if alpha.div_ceil(1) * dnum < levels {
+            return Err(Error::InvalidParameters("dnum digits do not cover Q"));
+        }
+
+        // Primes: scaling primes nearest 2^scale; the others as large as their size allows.
+        let mut chosen: Vec<u64> = Vec::new();
+        let mut q_vals = Vec::with_capacity(levels);
+        let scaling = self
+            .log_q
+            .iter()
+            .skip(1)
+            .filter(|&&b| b == self.log_default_scale)
+            .count();
+        let near = primes::ntt_primes_near(self.log_default_scale, n, scaling, &[])
+            .ok_or(Error::InvalidParameters("not enough scaling primes"))?;
+        let mut near_it = near.iter();
+        chosen.extend_from_slice(&near);
+        for (i, &b) in self.log_q.iter().enumerate() {
+            if i > 0 && b == self.log_default_scale {
+                q_vals.push(*near_it.next().unwrap());
+            } else {
+                let v = primes::ntt_primes(b, n, 1, &chosen)
+                    .ok_or(Error::InvalidParameters("not enough primes of that size"))?[0];
+                chosen.push(v);
+                q_vals.push(v);
+            }
+        }
+        let mut p_vals = Vec::with_capacity(k);
+        for &b in &self.log_p {
+            let v = primes::ntt_primes(b, n, 1, &chosen).ok_or(Error::InvalidParameters(
+                "not enough special primes of that size",
+            ))?[0];
+            chosen.push(v);
+            p_vals.push(v);
+        }
+        let q: Vec<Modulus> = q_vals.iter().map(|&v| Modulus::new(v).unwrap()).collect();
+        let p: Vec<Modulus> = p_vals.iter().map(|&v| Modulus::new(v).unwrap()).collect();
+        let log_qp: f64 = q
+            .iter()
+            .chain(&p)
+            .map(|m| libm::log2(m.value() as f64))
+            .sum();
+        let max = max_log_qp_128(self.log_n).unwrap_or(0.0);
+        if log_qp > max && !insecure {
+            return Err(Error::InsecureParameters {
+                log_qp,
+                max_log_qp: max,
+                log_n: self.log_n,
+            });
+        }
+        let tables = q
+            .iter()
+            .chain(&p)
+            .map(|m| NttTable::new(*m, self.log_n).ok_or(Error::InvalidParameters("NTT table")))
+            .collect::<Result<Vec<_>>>()?;
+        let id = digest(self.log_n, &q, &p);
+        Ok(CkksParams(Arc::new(Inner {
+            literal: self.clone(),
+            q,
+            p,
+            tables,
+            dnum,
+            alpha,
+            log_qp,
+            id,
+        })))
+    }
+}
+
+impl CkksParams {
+    /// The literal this set was validated from.
+    pub fn literal(&self) -> &CkksParamsLiteral {
+        &self.0.literal
+    }
+    /// The set's name.
+    pub fn name(&self) -> &str {
+        &self.0.literal.name
+    }
+    /// `log2 N`.
+    pub fn log_n(&self) -> u32 {
+        self.0.literal.log_n
+    }
+    /// The ring degree `N`.
+    pub fn n(&self) -> usize {
+        1 << self.0.literal.log_n
+    }
+    /// The maximum number of complex slots, `N/2`.
+    pub fn max_slots(&self) -> usize {
+        self.n() / 2
+    }
+    /// The top level `L` (a fresh ciphertext has `L + 1` primes).
+    pub fn max_level(&self) -> usize {
+        self.0.q.len() - 1
+    }
+    /// The ciphertext primes `q_0..q_L`.
+    pub fn q(&self) -> &[Modulus] {
+        &self.0.q
+    }
+    /// The special primes `p_0..p_{k-1}`.
+    pub fn p(&self) -> &[Modulus] {
+        &self.0.p
+    }
+    /// All primes in row order: `q_0..q_L, p_0..p_{k-1}`.
+    pub fn all_moduli(&self) -> impl Iterator<Item = &Modulus> {
+        self.0.q.iter().chain(self.0.p.iter())
+    }
+    /// The canonical NTT table of the prime with global index `i` (Q first, then P).
+    pub fn ntt_table(&self, i: usize) -> &NttTable {
+        &self.0.tables[i]
+    }
+    /// The number of gadget digits.
+    pub fn dnum(&self) -> usize {
+        self.0.dnum
+    }
+    /// Primes per gadget digit (`alpha = ceil((L+1)/dnum)`).
+    pub fn alpha(&self) -> usize {
+        self.0.alpha
+    }
+    /// Number of digits covering a ciphertext at `level`.
+    pub fn digits_at(&self, level: usize) -> usize {
+        (level + 1).div_ceil(self.0.alpha)
+    }
+    /// The default scale `2^log_default_scale`.
+    pub fn default_scale(&self) -> f64 {
+        libm::ldexp(1.0, self.0.literal.log_default_scale as i32)
+    }
+    /// The secret distribution.
+    pub fn secret_distribution(&self) -> SecretDistribution {
+        self.0.literal.secret
+    }
+    /// `log2(QP)`.
+    pub fn log_qp(&self) -> f64 {
+        self.0.log_qp
+    }
+    /// A digest identifying the ring and primes (carried by serialized objects).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+    /// `log2(Q_level)`.
+    pub fn log_q_at(&self, level: usize) -> f64 {
+        self.0.q[..=level]
+            .iter()
+            .map(|m| libm::log2(m.value() as f64))
+            .sum()
+    }
+    /// `log2(P)`.
+    pub fn log_p(&self) -> f64 {
+        self.0.p.iter().map(|m| libm::log2(m.value() as f64)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_sets_validate() {
+        for lit in [ckks_128_logn14(), ckks_128_logn15(), ckks_128_logn16()] {
+            let p = lit.validate().unwrap();
+            assert!(p.log_qp() <= max_log_qp_128(p.log_n()).unwrap());
+            assert!(p.name().contains(&alloc::format!("LOGN{}", p.log_n())));
+        }
+    }
+
+    #[test]
+    fn insecure_is_refused_unless_named() {
+        let mut lit = ckks_128_logn14();
+        lit.log_q = alloc::vec![60, 50, 50, 50, 50, 50, 50, 50];
+        lit.name = "TOO_BIG".into();
+        assert!(matches!(
+            lit.validate(),
+            Err(Error::InsecureParameters { .. })
+        ));
+        lit.name = "INSECURE_TOO_BIG".into();
+        assert!(lit.validate().is_ok());
+        let mut sparse = ckks_128_logn14();
+        sparse.secret = SecretDistribution::SparseTernary { h: 64 };
+        assert!(matches!(
+            sparse.validate(),
+            Err(Error::InvalidParameters(_))
+        ));
+    }
+
+    #[test]
+    fn bad_literals_are_refused() {
+        let base = ckks_128_logn14();
+        let mut l = base.clone();
+        l.log_n = 18;
+        assert!(l.validate().is_err());
+        let mut l = base.clone();
+        l.log_q = alloc::vec![];
+        assert!(l.validate().is_err());
+        let mut l = base.clone();
+        l.log_q[1] = 62;
+        assert!(l.validate().is_err());
+        let mut l = base.clone();
+        l.sigma = 1.0;
+        assert!(l.validate().is_err());
+        let mut l = base.clone();
+        l.dnum = Some(0);
+        assert!(l.validate().is_err());
+        let mut l = base;
+        l.log_q[0] = 30;
+        assert!(l.validate().is_err());
+    }
+}

@@ -1,0 +1,75 @@
+//! Named parameter sets. Each name states the security level, `log2 N` and `log2(QP)`;
+//! test-only sets start with `INSECURE_`.
+
+use super::{CkksParamsLiteral, SecretDistribution};
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+
+fn literal(
+    name: &str,
+    log_n: u32,
+    levels: usize,
+    special: usize,
+    dnum: usize,
+) -> CkksParamsLiteral {
+    let mut log_q: Vec<u32> = vec![60];
+    log_q.extend(core::iter::repeat_n(40, levels));
+    CkksParamsLiteral {
+        name: String::from(name),
+        log_n,
+        log_q,
+        log_p: vec![60; special],
+        dnum: Some(dnum),
+        log_default_scale: 40,
+        secret: SecretDistribution::UniformTernary,
+        sigma: crate::math::sampling::SIGMA,
+    }
+}
+
+/// N = 2^14, 6 levels (q_0 60 bits, six 40-bit scaling primes), two 60-bit special primes,
+/// 4 digits, scale 2^40: log2(QP) = 420 ≤ 438.
+pub fn ckks_128_logn14() -> CkksParamsLiteral {
+    literal("CKKS_128_LOGN14_LOGQP420", 14, 6, 2, 4)
+}
+
+/// N = 2^15, 10 levels, three 60-bit special primes, 4 digits: log2(QP) = 640 ≤ 881.
+pub fn ckks_128_logn15() -> CkksParamsLiteral {
+    literal("CKKS_128_LOGN15_LOGQP640", 15, 10, 3, 4)
+}
+
+/// N = 2^16, 16 levels, four 60-bit special primes, 5 digits: log2(QP) = 940 ≤ 1761.
+pub fn ckks_128_logn16() -> CkksParamsLiteral {
+    literal("CKKS_128_LOGN16_LOGQP940", 16, 16, 4, 5)
+}
+
+/// N = 2^16 at the full 128-bit budget: q_0 60 bits, 34 scaling primes of 40 bits, eight 60-bit
+/// special primes, 5 digits (log2(QP) = 1840 would exceed; this set uses 28 levels: 60 + 28·40 +
+/// 8·60 = 1660 ≤ 1761).
+pub fn ckks_128_logn16_deep() -> CkksParamsLiteral {
+    literal("CKKS_128_LOGN16_LOGQP1660", 16, 28, 8, 4)
+}
+
+/// A named set for `log2 N` and a level count, for the benchmark CLI: 60-bit q_0, 40-bit scaling
+/// primes, and as many 60-bit special primes as one digit of `ceil((L+1)/dnum)` primes needs.
+/// It is validated like any other set, so an insecure combination is refused.
+pub fn ckks_128_custom(log_n: u32, levels: usize, dnum: usize) -> CkksParamsLiteral {
+    let dnum = dnum.clamp(1, levels + 1);
+    let alpha = (levels + 1).div_ceil(dnum);
+    // A digit holds at most 60 + 40·(alpha-1) bits; P must cover it.
+    let digit_bits = 60 + 40 * (alpha as u32 - 1);
+    let special = digit_bits.div_ceil(60) as usize;
+    let log_qp = 60 + 40 * levels as u32 + 60 * special as u32;
+    let name = alloc::format!("CKKS_128_LOGN{log_n}_LOGQP{log_qp}");
+    literal(&name, log_n, levels, special, dnum)
+}
+
+/// Test set: N = 2^12, 6 levels. Far below 128-bit security: for fast tests only.
+pub fn insecure_logn12() -> CkksParamsLiteral {
+    literal("INSECURE_LOGN12_LOGQP420", 12, 6, 2, 4)
+}
+
+/// Test set: N = 2^10, 3 levels. Far below 128-bit security: for fast tests only.
+pub fn insecure_logn10() -> CkksParamsLiteral {
+    literal("INSECURE_LOGN10_LOGQP300", 10, 3, 2, 2)
+}
