@@ -285,18 +285,16 @@ impl CpuBackend {
         let src: Vec<&[u64]> = dropped.chunks(n).collect();
         let out = &mut out[..keep * n];
         self.base_convert(&plan.conv, &src, out.chunks_mut(n).collect());
-        // out_i = (x_i + h_i - NTT(conv_i)) · D^{-1}
+        // out_i = (x_i - NTT(conv_i - h_i)) · D^{-1}; h was added to every coefficient, so it
+        // is removed in the coefficient domain, before the NTT.
         self.rows_mut(out, Basis::q(keep), |r, g, row| {
-            self.ntt_row(g, row);
             let m = &self.moduli[g];
-            let (h, w, ws) = (
-                plan.half_mod_keep[r],
-                plan.d_inv_mod_keep[r],
-                plan.d_inv_mod_keep_shoup[r],
-            );
+            let h = plan.half_mod_keep[r];
+            row.iter_mut().for_each(|o| *o = m.sub(*o, h));
+            self.ntt_row(g, row);
+            let (w, ws) = (plan.d_inv_mod_keep[r], plan.d_inv_mod_keep_shoup[r]);
             for (o, &xi) in row.iter_mut().zip(&x[r * n..(r + 1) * n]) {
-                let t = m.sub(m.add(xi, h), *o);
-                *o = m.mul_shoup(t, w, ws);
+                *o = m.mul_shoup(m.sub(xi, *o), w, ws);
             }
         });
     }

@@ -12,3 +12,4 @@ pub use error::{Error, Result};
 pub use params::{CkksParams, CkksParamsLiteral};
 pub mod backend;
 pub use backend::{Basis, Domain, PolyBackend};
+pub mod ckks;

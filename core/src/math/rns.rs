@@ -83,7 +83,10 @@ impl BasisConverter {
 /// Exact division with rounding by the product `D` of the primes dropped from a basis
 /// `keep ∪ drop`: `y = round(x / D)` over `keep`, computed as
 ///
-/// `y_i = (x_i + h − conv([x + h]_drop)_i) · D^{-1} mod keep_i`,  `h = floor(D/2)`.
+/// `y_i = (x_i − (conv([x + h]_drop)_i − h)) · D^{-1} mod keep_i`,  `h = floor(D/2)`,
+///
+/// where `h` is added to *every coefficient* (in the NTT domain, subtract `h` from the converted
+/// rows before their forward NTT).
 ///
 /// With one dropped prime (CKKS rescale) the conversion is exact and so is the rounding; with
 /// several (ModDown over the special primes `P`) the result is `round(x/D) + ε`, `0 ≤ ε < |drop|`.

@@ -1,0 +1,101 @@
+//! Keys: the secret key (zeroized on drop, redacted in `Debug`), the public key, and switching keys
+//! (relinearization and Galois) for hybrid key switching with `dnum` gadget digits.
+
+use crate::backend::PolyBackend;
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
+
+/// The CKKS secret key `s`.
+///
+/// Holds the ternary coefficients and their canonical NTT over every prime (`Q ∪ P`). Both are
+/// wiped when the key is dropped; `Debug` never shows them.
+pub struct SecretKey {
+    pub(crate) coeffs: Zeroizing<alloc::vec::Vec<i8>>,
+    /// NTT of `s` over `Q ∪ P`, rows in basis order.
+    pub(crate) ntt: Zeroizing<alloc::vec::Vec<u64>>,
+    pub(crate) params_id: u64,
+}
+
+impl core::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SecretKey { <redacted> }")
+    }
+}
+
+impl Zeroize for SecretKey {
+    fn zeroize(&mut self) {
+        self.coeffs.zeroize();
+        self.ntt.zeroize();
+    }
+}
+
+impl ZeroizeOnDrop for SecretKey {}
+
+impl SecretKey {
+    /// The Hamming weight of `s` (number of non-zero coefficients). Constant time in `s`.
+    pub fn hamming_weight(&self) -> usize {
+        self.coeffs.iter().map(|&c| (c as i32 & 1) as usize).sum()
+    }
+}
+
+/// The public key `(b, a) = (-a·s + e, a)` over `Q`, in the NTT domain.
+pub struct PublicKey<B: PolyBackend> {
+    pub(crate) b: B::Buffer,
+    pub(crate) a: B::Buffer,
+    pub(crate) seed: [u8; 32],
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for PublicKey<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PublicKey")
+            .field("params_id", &self.params_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A switching key from a secret `s'` to `s`: for each digit `j < dnum`,
+/// `(b_j, a_j) = (-a_j·s + e_j + P·g_j·s', a_j)` over `Q ∪ P` in the NTT domain, where the gadget
+/// `g_j ≡ 1 (mod q_i)` for `q_i` in digit `j` and `≡ 0` for the other `q_i`.
+pub struct SwitchingKey<B: PolyBackend> {
+    pub(crate) b: Vec<B::Buffer>,
+    pub(crate) a: Vec<B::Buffer>,
+    /// Seed of the `a_j` (stream `j`), for compressed serialization.
+    pub(crate) seed: [u8; 32],
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for SwitchingKey<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SwitchingKey")
+            .field("digits", &self.b.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Evaluation keys: relinearization and Galois keys, by Galois element.
+pub struct EvaluationKeys<B: PolyBackend> {
+    /// The relinearization key (`s² → s`).
+    pub relin: Option<SwitchingKey<B>>,
+    /// Galois keys (`σ_g(s) → s`), by Galois element `g`.
+    pub galois: BTreeMap<u64, SwitchingKey<B>>,
+}
+
+impl<B: PolyBackend> Default for EvaluationKeys<B> {
+    fn default() -> Self {
+        Self {
+            relin: None,
+            galois: BTreeMap::new(),
+        }
+    }
+}
+
+impl<B: PolyBackend> core::fmt::Debug for EvaluationKeys<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EvaluationKeys")
+            .field("relin", &self.relin.is_some())
+            .field("galois", &self.galois.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
