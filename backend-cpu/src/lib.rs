@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use veil_core::backend::{automorphism_ntt_map, Basis, Domain, PolyBackend};
+use veil_core::math::modular::csub;
 use veil_core::math::rns::{BasisConverter, DivRoundPlan};
 use veil_core::math::Modulus;
 use veil_core::CkksParams;
@@ -244,13 +245,26 @@ impl CpuBackend {
         let tmp = &tmp;
         let body = |(j, out): (usize, &mut [u64])| {
             let t = &conv.dst[j];
+            let tv = t.value();
+            let two_t = 2 * tv;
             let hats = &conv.src_hat_mod_dst[j];
-            for c in 0..n {
-                let mut acc: u128 = 0;
-                for i in 0..k {
-                    acc += tmp[i * n + c] as u128 * hats[i] as u128;
+            // Σ_i tmp_i · hat_i mod t with Shoup multiplication by the constant hat_i, reduced
+            // lazily: every partial sum stays below 2t.
+            for i in 0..k {
+                let (w, ws) = (hats[i], t.shoup(hats[i]));
+                let src = &tmp[i * n..(i + 1) * n];
+                if i == 0 {
+                    for (o, &x) in out.iter_mut().zip(src) {
+                        *o = t.mul_shoup_lazy(x, w, ws);
+                    }
+                } else {
+                    for (o, &x) in out.iter_mut().zip(src) {
+                        *o = csub(*o + t.mul_shoup_lazy(x, w, ws), two_t);
+                    }
                 }
-                out[c] = t.reduce_u128(acc);
+            }
+            for o in out.iter_mut() {
+                *o = csub(*o, tv);
             }
         };
         if self.pool.is_some() {
@@ -517,36 +531,46 @@ impl PolyBackend for CpuBackend {
         let key_basis = Basis::qp(self.q_total, k);
         let dn = self.params.digits_at(level);
         let q_total = self.q_total;
-        let one = |acc: &mut [u64], key: &[Vec<u64>]| {
-            let body = |(r, row): (usize, &mut [u64])| {
-                let g = ext.global_index(r, q_total);
-                let kr = key_basis.row_of(g, q_total).unwrap();
-                let m = &self.moduli[g];
-                // Lazy accumulation: each product < 2^122; dnum ≤ 64 keeps the sum below 2^128.
+        // Both halves in one pass over the digits (the loop is memory-bound: the digits and keys
+        // are several MB). Lazy accumulation in u128: each product < 2^122 and dnum ≤ 64 keeps
+        // the sum below 2^128; one Barrett reduction per coefficient.
+        let body = |(r, (row0, row1)): (usize, (&mut [u64], &mut [u64]))| {
+            let g = ext.global_index(r, q_total);
+            let kr = key_basis.row_of(g, q_total).expect("key spans Q ∪ P");
+            let m = &self.moduli[g];
+            let mut s0 = vec![0u128; n];
+            let mut s1 = vec![0u128; n];
+            for j in 0..dn {
+                let dj = &digits[j][r * n..(r + 1) * n];
+                let bj = &key_b[j][kr * n..(kr + 1) * n];
+                let aj = &key_a[j][kr * n..(kr + 1) * n];
                 for c in 0..n {
-                    let mut s: u128 = 0;
-                    for j in 0..dn {
-                        s += digits[j][r * n + c] as u128 * key[j][kr * n + c] as u128;
-                    }
-                    row[c] = m.reduce_u128(s);
+                    let d = dj[c] as u128;
+                    s0[c] += d * bj[c] as u128;
+                    s1[c] += d * aj[c] as u128;
                 }
-            };
-            if self.pool.is_some() {
-                self.run(|| {
-                    acc[..ext.rows() * n]
-                        .par_chunks_mut(n)
-                        .enumerate()
-                        .for_each(body)
-                });
-            } else {
-                acc[..ext.rows() * n]
-                    .chunks_mut(n)
-                    .enumerate()
-                    .for_each(body);
+            }
+            for c in 0..n {
+                row0[c] = m.reduce_u128(s0[c]);
+                row1[c] = m.reduce_u128(s1[c]);
             }
         };
-        one(acc0, key_b);
-        one(acc1, key_a);
+        let rows = ext.rows() * n;
+        if self.pool.is_some() {
+            self.run(|| {
+                acc0[..rows]
+                    .par_chunks_mut(n)
+                    .zip(acc1[..rows].par_chunks_mut(n))
+                    .enumerate()
+                    .for_each(body)
+            });
+        } else {
+            acc0[..rows]
+                .chunks_mut(n)
+                .zip(acc1[..rows].chunks_mut(n))
+                .enumerate()
+                .for_each(body);
+        }
     }
 
     fn mod_down(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
