@@ -229,49 +229,82 @@ impl CpuBackend {
     }
 
     /// Fast basis conversion of `src` rows (coefficient domain, primes `conv.src`) into `out`
-    /// rows (primes `conv.dst`), in parallel over destination rows. `out_rows[t]` is the output
-    /// row for destination `t`.
+    /// rows (primes `conv.dst`). `out_rows[t]` is the output row for destination `t`.
+    ///
+    /// Cache-blocked: for each block of coefficients the source terms
+    /// `[x_i · (B/b_i)^{-1}]_{b_i}` are computed once into an L1-resident buffer, then every
+    /// destination row of the block is produced with Shoup multiplications by the constants
+    /// `(B/b_i) mod t` and lazy reduction (partial sums stay below `2t`). With a pool, the
+    /// coefficient range is split between threads.
     fn base_convert(&self, conv: &BasisConverter, src: &[&[u64]], out_rows: Vec<&mut [u64]>) {
+        const BLK: usize = 512;
         let n = self.n();
         let k = conv.src.len();
-        // tmp_i = x_i · (B/b_i)^{-1} mod b_i
-        let mut tmp = vec![0u64; k * n];
-        for i in 0..k {
-            let (b, w, ws) = (&conv.src[i], conv.src_hat_inv[i], conv.src_hat_inv_shoup[i]);
-            for (t, &x) in tmp[i * n..(i + 1) * n].iter_mut().zip(src[i]) {
-                *t = b.mul_shoup(x, w, ws);
-            }
-        }
-        let tmp = &tmp;
-        let body = |(j, out): (usize, &mut [u64])| {
-            let t = &conv.dst[j];
-            let tv = t.value();
-            let two_t = 2 * tv;
-            let hats = &conv.src_hat_mod_dst[j];
-            // Σ_i tmp_i · hat_i mod t with Shoup multiplication by the constant hat_i, reduced
-            // lazily: every partial sum stays below 2t.
-            for i in 0..k {
-                let (w, ws) = (hats[i], t.shoup(hats[i]));
-                let src = &tmp[i * n..(i + 1) * n];
-                if i == 0 {
-                    for (o, &x) in out.iter_mut().zip(src) {
-                        *o = t.mul_shoup_lazy(x, w, ws);
-                    }
-                } else {
-                    for (o, &x) in out.iter_mut().zip(src) {
-                        *o = csub(*o + t.mul_shoup_lazy(x, w, ws), two_t);
+        let dsts = conv.dst.len();
+        // Shoup companions of the constant matrix, row-major [t][i].
+        let w: Vec<u64> = (0..dsts)
+            .flat_map(|j| conv.src_hat_mod_dst[j].iter().copied())
+            .collect();
+        let ws: Vec<u64> = (0..dsts * k).map(|x| conv.dst[x / k].shoup(w[x])).collect();
+        let (w, ws) = (&w, &ws);
+        let work = |c0: usize, outs: Vec<&mut [u64]>| {
+            let len = outs.first().map_or(0, |o| o.len());
+            let mut tmp = vec![0u64; k * BLK];
+            let mut outs = outs;
+            let mut b = 0;
+            while b < len {
+                let e = (b + BLK).min(len);
+                let m = e - b;
+                for i in 0..k {
+                    let (q, hi, his) =
+                        (&conv.src[i], conv.src_hat_inv[i], conv.src_hat_inv_shoup[i]);
+                    let s = &src[i][c0 + b..c0 + e];
+                    for (t, &x) in tmp[i * BLK..i * BLK + m].iter_mut().zip(s) {
+                        *t = q.mul_shoup(x, hi, his);
                     }
                 }
-            }
-            for o in out.iter_mut() {
-                *o = csub(*o, tv);
+                for (j, out) in outs.iter_mut().enumerate() {
+                    let t = &conv.dst[j];
+                    let (tv, two_t) = (t.value(), 2 * t.value());
+                    let (wj, wsj) = (&w[j * k..(j + 1) * k], &ws[j * k..(j + 1) * k]);
+                    let o = &mut out[b..e];
+                    for (oc, &x) in o.iter_mut().zip(&tmp[..m]) {
+                        *oc = t.mul_shoup_lazy(x, wj[0], wsj[0]);
+                    }
+                    for i in 1..k {
+                        let (wi, wsi) = (wj[i], wsj[i]);
+                        for (oc, &x) in o.iter_mut().zip(&tmp[i * BLK..i * BLK + m]) {
+                            *oc = csub(*oc + t.mul_shoup_lazy(x, wi, wsi), two_t);
+                        }
+                    }
+                    for oc in o.iter_mut() {
+                        *oc = csub(*oc, tv);
+                    }
+                }
+                b = e;
             }
         };
-        if self.pool.is_some() {
-            self.run(|| out_rows.into_par_iter().enumerate().for_each(body));
+        let chunks = if self.pool.is_some() {
+            (self.threads * 2).min(n / BLK).max(1)
         } else {
-            out_rows.into_iter().enumerate().for_each(body);
+            1
+        };
+        if chunks == 1 {
+            work(0, out_rows);
+            return;
         }
+        let csize = n.div_ceil(chunks);
+        let mut per: Vec<Vec<&mut [u64]>> = (0..chunks).map(|_| Vec::with_capacity(dsts)).collect();
+        for row in out_rows {
+            for (ci, piece) in row.chunks_mut(csize).enumerate() {
+                per[ci].push(piece);
+            }
+        }
+        self.run(|| {
+            per.into_par_iter()
+                .enumerate()
+                .for_each(|(ci, outs)| work(ci * csize, outs))
+        });
     }
 
     /// `out = round(x / D)` where `x`'s first `keep` rows are kept and the next `drop` rows

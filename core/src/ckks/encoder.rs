@@ -111,7 +111,7 @@ fn bit_reverse<T>(v: &mut [T]) {
 }
 
 /// The largest magnitude of an encoded integer coefficient: `2^126` keeps every residue map exact.
-const MAX_COEFF: f64 = 8.5070591730234616e37; // 2^126
+const MAX_COEFF: f64 = 8.507_059_173_023_462e37; // 2^126
 
 impl Encoder {
     /// Builds the tables for `N = 2^log_n`.

@@ -29,7 +29,7 @@ fn tonelli_shanks(q: &Modulus, n: u64, z: u64) -> Option<u64> {
     let p = q.value();
     let mut odd = p - 1;
     let mut s = 0u32;
-    while odd % 2 == 0 {
+    while odd.is_multiple_of(2) {
         odd /= 2;
         s += 1;
     }
@@ -67,7 +67,7 @@ fn tonelli_shanks(q: &Modulus, n: u64, z: u64) -> Option<u64> {
 /// The canonical primitive `order`-th root of unity mod prime `q` (`order` a power of two ≥ 2
 /// dividing `q - 1`): start from `-1` and take `log2(order) - 1` canonical square roots.
 pub fn canonical_root(q: &Modulus, order: u64) -> Option<u64> {
-    if !order.is_power_of_two() || order < 2 || (q.value() - 1) % order != 0 {
+    if !order.is_power_of_two() || order < 2 || !(q.value() - 1).is_multiple_of(order) {
         return None;
     }
     let p = q.value();
