@@ -1,4 +1,7 @@
-//! Shared helpers for Veil's cross-crate tests.
+//! Shared helpers for Veil's cross-crate tests, and the backend conformance suite
+//! ([`conformance`], instantiated per backend with [`testgen_conformance!`]).
+
+pub mod conformance;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};

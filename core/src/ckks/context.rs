@@ -40,6 +40,10 @@ impl<B: PolyBackend> Plaintext<B> {
     pub fn slots(&self) -> usize {
         self.slots
     }
+    /// The polynomial (NTT domain over `Q_level`), for inspection and backend conformance tests.
+    pub fn poly(&self) -> &B::Buffer {
+        &self.poly
+    }
 }
 
 /// A CKKS ciphertext `(c_0, c_1[, c_2])` in the NTT domain over `Q_level`, decrypting to
@@ -85,6 +89,11 @@ impl<B: PolyBackend> Ciphertext<B> {
     /// Whether `c_1` can travel as a seed.
     pub fn is_seeded(&self) -> bool {
         self.seed.is_some()
+    }
+    /// The polynomials `c_0, c_1[, c_2]` (NTT domain over `Q_level`), for inspection and backend
+    /// conformance tests.
+    pub fn polys(&self) -> &[B::Buffer] {
+        &self.polys
     }
     /// Overrides the scale bookkeeping (the ciphertext is unchanged: the decoded value is
     /// multiplied by `old / new`).
