@@ -13,3 +13,4 @@ pub use params::{CkksParams, CkksParamsLiteral};
 pub mod backend;
 pub use backend::{Basis, Domain, PolyBackend};
 pub mod ckks;
+pub mod serial;
