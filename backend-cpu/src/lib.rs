@@ -346,6 +346,39 @@ impl CpuBackend {
         });
     }
 
+    /// A new buffer `f(a, b)` element-wise, built without a zero-fill pass.
+    fn zip_new(
+        &self,
+        a: &[u64],
+        b: &[u64],
+        basis: Basis,
+        f: impl Fn(&Modulus, u64, u64) -> u64 + Sync + Send,
+    ) -> Vec<u64> {
+        let n = self.n();
+        let rows = basis.rows();
+        let f = &f;
+        let row = |r: usize| {
+            let m = &self.moduli[basis.global_index(r, self.q_total)];
+            let (ar, br) = (&a[r * n..(r + 1) * n], &b[r * n..(r + 1) * n]);
+            ar.iter().zip(br).map(move |(&x, &y)| f(m, x, y))
+        };
+        if self.pool.is_some() {
+            self.run(|| {
+                let parts: Vec<Vec<u64>> = (0..rows)
+                    .into_par_iter()
+                    .map(|r| row(r).collect())
+                    .collect();
+                parts.concat()
+            })
+        } else {
+            let mut out = Vec::with_capacity(rows * n);
+            for r in 0..rows {
+                out.extend(row(r));
+            }
+            out
+        }
+    }
+
     fn zip_rows(
         &self,
         a: &mut [u64],
@@ -422,6 +455,14 @@ impl PolyBackend for CpuBackend {
 
     fn sub_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: Basis) {
         self.zip_rows(a, b, basis, |m, x, y| *x = m.sub(*x, y));
+    }
+
+    fn add_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
+        self.zip_new(a, b, basis, |m, x, y| m.add(x, y))
+    }
+
+    fn sub_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
+        self.zip_new(a, b, basis, |m, x, y| m.sub(x, y))
     }
 
     fn neg_assign(&self, a: &mut Vec<u64>, basis: Basis) {

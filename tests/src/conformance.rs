@@ -318,7 +318,7 @@ pub fn check_ntt<A: PolyBackend, B: PolyBackend>(
     Ok(())
 }
 
-/// `add_assign`, `sub_assign`, `neg_assign`, `mul_assign`, `mul`, `mul_add_assign`,
+/// `add_assign`, `sub_assign`, `add_new`, `sub_new`, `neg_assign`, `mul_assign`, `mul`, `mul_add_assign`,
 /// `mul_scalar_assign` and `add_scalar_assign` over every test basis. Over Q-only bases the
 /// right operand spans all of Q (operands may have more rows than the basis).
 pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
@@ -346,6 +346,18 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
         pr.a.sub_assign(&mut x.0, &b.0, basis);
         pr.b.sub_assign(&mut x.1, &b.1, basis);
         pr.cmp(&format!("sub_assign {basis:?}"), &x, rows)?;
+
+        let x = pr.up(&a);
+        let out = (
+            pr.a.add_new(&x.0, &b.0, basis),
+            pr.b.add_new(&x.1, &b.1, basis),
+        );
+        pr.cmp(&format!("add_new {basis:?}"), &out, rows)?;
+        let out = (
+            pr.a.sub_new(&x.0, &b.0, basis),
+            pr.b.sub_new(&x.1, &b.1, basis),
+        );
+        pr.cmp(&format!("sub_new {basis:?}"), &out, rows)?;
 
         let mut x = pr.up(&a);
         pr.a.neg_assign(&mut x.0, basis);

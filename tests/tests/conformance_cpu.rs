@@ -112,6 +112,12 @@ impl PolyBackend for Faulty {
     fn sub_assign(&self, a: &mut Vec<u64>, b: &Vec<u64>, basis: Basis) {
         self.inner.sub_assign(a, b, basis)
     }
+    fn add_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
+        self.inner.add_new(a, b, basis)
+    }
+    fn sub_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
+        self.inner.sub_new(a, b, basis)
+    }
     fn neg_assign(&self, a: &mut Vec<u64>, basis: Basis) {
         self.inner.neg_assign(a, basis)
     }

@@ -124,6 +124,10 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     fn add_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis);
     /// `a -= b`.
     fn sub_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis);
+    /// A new buffer holding `a + b` over `basis` (one pass, no zero-fill).
+    fn add_new(&self, a: &Self::Buffer, b: &Self::Buffer, basis: Basis) -> Self::Buffer;
+    /// A new buffer holding `a - b` over `basis`.
+    fn sub_new(&self, a: &Self::Buffer, b: &Self::Buffer, basis: Basis) -> Self::Buffer;
     /// `a = -a`.
     fn neg_assign(&self, a: &mut Self::Buffer, basis: Basis);
     /// `a = a ∘ b` (Hadamard product; both in the NTT domain for ring multiplication).

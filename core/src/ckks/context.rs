@@ -276,7 +276,11 @@ impl<B: PolyBackend> Ckks<B> {
         for r in 0..basis.rows() {
             let m = &self.moduli[r];
             for (o, &c) in rows[r * n..(r + 1) * n].iter_mut().zip(&coeffs) {
-                *o = m.from_i128(c);
+                // Almost every coefficient fits an i64, whose reduction is a single mul-high.
+                *o = match i64::try_from(c) {
+                    Ok(v) => m.from_i64(v),
+                    Err(_) => m.from_i128(c),
+                };
             }
         }
         let mut poly = self.backend.upload(&rows);
@@ -301,20 +305,29 @@ impl<B: PolyBackend> Ckks<B> {
         self.encode(&v, slots, level, scale)
     }
 
-    /// Decodes a plaintext into its slot values.
-    pub fn decode(&self, pt: &Plaintext<B>) -> Result<Vec<C64>> {
-        let n = self.n();
-        let basis = Basis::q(pt.level + 1);
-        let mut coeff = self.copy_buf(&pt.poly, basis);
-        self.backend.intt(&mut coeff, basis);
-        // Use the fewest primes whose product exceeds scale·2^64 (the message is far smaller).
-        let need = libm::log2(pt.scale.max(1.0)) + 64.0;
+    /// The number of primes decoding reads: the fewest whose product exceeds `scale·2^64`. A
+    /// message `m` with `|m| < 2^63` (anything larger is not a CKKS value at this scale) is the
+    /// same integer modulo that product as modulo `Q_level`.
+    fn decode_rows(&self, level: usize, scale: f64) -> usize {
+        let need = libm::log2(scale.max(1.0)) + 64.0;
         let mut k = 0;
         let mut bits = 0.0;
-        while k <= pt.level && bits < need {
+        while k <= level && bits < need {
             bits += libm::log2(self.moduli[k].value() as f64);
             k += 1;
         }
+        k
+    }
+
+    /// Decodes a plaintext into its slot values.
+    pub fn decode(&self, pt: &Plaintext<B>) -> Result<Vec<C64>> {
+        let n = self.n();
+        let k = self.decode_rows(pt.level, pt.scale);
+        let basis = Basis::q(k);
+        let mut coeff = self.backend.alloc(k);
+        self.backend
+            .copy_rows(&pt.poly, Basis::q(pt.level + 1), &mut coeff, basis);
+        self.backend.intt(&mut coeff, basis);
         let mut host = vec![0u64; k * n];
         self.backend.download(&coeff, &mut host);
         let q = &self.moduli[..k];
@@ -502,7 +515,7 @@ impl<B: PolyBackend> Ckks<B> {
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<SwitchingKey<B>> {
         self.check_sk(sk)?;
-        if g % 2 == 0 {
+        if g.is_multiple_of(2) {
             return Err(Error::InvalidParameters("Galois elements are odd"));
         }
         let n = self.n();
@@ -622,8 +635,13 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Decryption: `c_0 + c_1·s (+ c_2·s²)`.
     pub fn decrypt(&self, sk: &SecretKey, ct: &Ciphertext<B>) -> Result<Plaintext<B>> {
+        self.decrypt_at(sk, ct, ct.level)
+    }
+
+    /// Decryption on the first `level + 1` primes only (`level ≤ ct.level`).
+    fn decrypt_at(&self, sk: &SecretKey, ct: &Ciphertext<B>, level: usize) -> Result<Plaintext<B>> {
         self.check_sk(sk)?;
-        let basis = Basis::q(ct.level + 1);
+        let basis = Basis::q(level + 1);
         let mut s = self.upload_secret(sk, basis);
         let mut m = self.copy_buf(&ct.polys[ct.polys.len() - 1], basis);
         // Horner: ((c_d)·s + c_{d-1})·s + … + c_0
@@ -634,7 +652,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.backend.zeroize(&mut s);
         Ok(Plaintext {
             poly: m,
-            level: ct.level,
+            level,
             scale: ct.scale,
             slots: ct.slots,
         })
@@ -642,7 +660,9 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Decrypts and decodes.
     pub fn decrypt_decode(&self, sk: &SecretKey, ct: &Ciphertext<B>) -> Result<Vec<C64>> {
-        let pt = self.decrypt(sk, ct)?;
+        // Only the rows decoding reads are decrypted.
+        let level = self.decode_rows(ct.level, ct.scale).min(ct.level + 1) - 1;
+        let pt = self.decrypt_at(sk, ct, level)?;
         self.decode(&pt)
     }
 
@@ -695,9 +715,36 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a + b`.
     pub fn add(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
-        let mut out = self.clone_ct(a);
-        self.add_assign(&mut out, b)?;
-        Ok(out)
+        self.binary_new(a, b, false)
+    }
+
+    /// `a ± b` into fresh buffers (one pass per polynomial).
+    fn binary_new(&self, a: &Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<Ciphertext<B>> {
+        self.binary_check(a, b.level, b.scale, b.slots)?;
+        let basis = Basis::q(a.level + 1);
+        let degree = a.polys.len().max(b.polys.len());
+        let polys = (0..degree)
+            .map(|i| match (a.polys.get(i), b.polys.get(i)) {
+                (Some(x), Some(y)) if sub => self.backend.sub_new(x, y, basis),
+                (Some(x), Some(y)) => self.backend.add_new(x, y, basis),
+                (Some(x), None) => self.copy_buf(x, basis),
+                (None, Some(y)) => {
+                    let mut o = self.copy_buf(y, basis);
+                    if sub {
+                        self.backend.neg_assign(&mut o, basis);
+                    }
+                    o
+                }
+                (None, None) => unreachable!("index below the larger degree"),
+            })
+            .collect();
+        Ok(Ciphertext {
+            polys,
+            level: a.level,
+            scale: a.scale,
+            slots: a.slots,
+            seed: None,
+        })
     }
 
     /// `a -= b`.
@@ -716,9 +763,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a - b`.
     pub fn sub(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
-        let mut out = self.clone_ct(a);
-        self.sub_assign(&mut out, b)?;
-        Ok(out)
+        self.binary_new(a, b, true)
     }
 
     /// `a = -a`.

@@ -80,16 +80,21 @@ impl BasisConverter {
     }
 }
 
-/// Exact division with rounding by the product `D` of the primes dropped from a basis
-/// `keep ∪ drop`: `y = round(x / D)` over `keep`, computed as
+/// Division with rounding by the product `D` of the `k` primes dropped from a basis
+/// `keep ∪ drop`: `y ≈ x / D` over `keep`, computed as
 ///
-/// `y_i = (x_i − (conv([x + h]_drop)_i − h)) · D^{-1} mod keep_i`,  `h = floor(D/2)`,
+/// `y_i = (x_i − (conv([x + h]_drop)_i − h)) · D^{-1} mod keep_i`,  `h = floor(k·D/2)`,
 ///
 /// where `h` is added to *every coefficient* (in the NTT domain, subtract `h` from the converted
 /// rows before their forward NTT).
 ///
-/// With one dropped prime (CKKS rescale) the conversion is exact and so is the rounding; with
-/// several (ModDown over the special primes `P`) the result is `round(x/D) + ε`, `0 ≤ ε < |drop|`.
+/// The fast conversion overshoots by `u·D` with `0 ≤ u < k` (`u` is the integer part of
+/// `Σ_i [x_i·(D/d_i)^{-1}]_{d_i} / d_i`), so `y = floor(x/D + k/2) − u`. With `u` spread over
+/// `0..k`, `E[u] ≈ (k−1)/2` and the offset `k/2` centres the error: `y = x/D + ε` with
+/// `E[ε] ≈ 0` and `|ε| ≤ k/2 + 1/2`. (The textbook `h = floor(D/2)` leaves a bias of `−(k−1)/2`,
+/// which multiplied by the secret shows up as a low-frequency error in the slots near the root
+/// `1`.) With one dropped prime (CKKS rescale) `u = 0`, `h = floor(D/2)` and the division is exact
+/// rounding.
 #[derive(Clone, Debug)]
 pub struct DivRoundPlan {
     /// Conversion from the dropped primes to the kept primes.
@@ -108,16 +113,19 @@ impl DivRoundPlan {
     /// Builds the plan for dividing by the product of `drop`, keeping `keep`.
     pub fn new(keep: &[Modulus], drop: &[Modulus]) -> Self {
         let conv = BasisConverter::new(drop, keep);
-        // h = floor(D/2) = (D-1)/2 since D is odd: residues are (D-1)·2^{-1} mod m.
+        // h = floor(k·D/2): for even k it is (k/2)·D; for odd k, k·D is odd and
+        // h = (k·D - 1)/2, i.e. (k·D - 1)·2^{-1} mod m.
+        let k = drop.len() as u64;
         let half = |m: &Modulus| {
-            let d = prod_mod(drop, None, m);
-            let two_inv = m.inv(2).expect("odd modulus");
-            m.mul(m.sub(d, 1 % m.value()), two_inv)
+            let kd = m.mul(m.reduce(k), prod_mod(drop, None, m));
+            if k % 2 == 0 {
+                m.mul(m.reduce(k / 2), prod_mod(drop, None, m))
+            } else {
+                let two_inv = m.inv(2).expect("odd modulus");
+                m.mul(m.sub(kd, 1 % m.value()), two_inv)
+            }
         };
-        let half_mod_drop = drop
-            .iter()
-            .map(|m| m.mul(m.neg(1), m.inv(2).unwrap()))
-            .collect();
+        let half_mod_drop = drop.iter().map(half).collect();
         let half_mod_keep = keep.iter().map(half).collect();
         let d_inv_mod_keep: Vec<u64> = keep
             .iter()
