@@ -11,7 +11,7 @@ use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ckks, PrecisionStats, C64};
 use veil_core::params::{self, CkksParamsLiteral};
-use veil_core::{CkksParams, PolyBackend};
+use veil_core::PolyBackend;
 
 /// Which backend runs the benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -97,12 +97,6 @@ pub fn params_for(logn: u32, levels: usize, dnum: Option<usize>) -> CkksParamsLi
         (16, 16, None) => params::ckks_128_logn16(),
         (l, k, d) => params::ckks_128_custom(l, k, d.unwrap_or(4)),
     }
-}
-
-/// Bytes of a bit-packed ciphertext of `degree + 1` polynomials at `level`.
-pub fn ciphertext_bytes(p: &CkksParams, level: usize, polys: usize) -> usize {
-    let bits: usize = p.q()[..=level].iter().map(|m| m.bits() as usize).sum();
-    polys * (bits * p.n()).div_ceil(8)
 }
 
 fn values(n: usize, seed: u64) -> Vec<C64> {
@@ -430,12 +424,21 @@ pub fn run_on<B: PolyBackend>(
     note("log2_QP", ((p.log_qp() * 100.0).round() / 100.0).into());
     note("threads", opts.threads.into());
     note("reps", reps.into());
-    note("ciphertext_bytes_top", ciphertext_bytes(&p, top, 2).into());
-    note("ciphertext_bytes_lowest", ciphertext_bytes(&p, 0, 2).into());
-    note(
-        "ciphertext_bytes_top_seeded",
-        (ciphertext_bytes(&p, top, 1) + 32).into(),
-    );
+    // Sizes of the real serialized objects (bit-packed rows, versioned header).
+    let ser = |c: &veil_core::ckks::Ciphertext<B>, compressed: bool| {
+        ck.serialize_ciphertext(c, compressed)
+            .map(|b| b.len())
+            .map_err(e)
+    };
+    let fresh_sk = ck.encrypt_sk(&sk, &ptx, &mut rng).map_err(e)?;
+    note("ciphertext_bytes_top", ser(&cx, false)?.into());
+    note("ciphertext_bytes_top_seeded", ser(&fresh_sk, true)?.into());
+    note("ciphertext_bytes_lowest", ser(&low, false)?.into());
+    let sk_bytes = ck
+        .serialize_switching_key(keys.relin.as_ref().expect("generated above"), true)
+        .map_err(e)?
+        .len();
+    note("relin_key_bytes_seeded", sk_bytes.into());
     Ok(BenchCkksReport { info, results })
 }
 
@@ -504,8 +507,8 @@ pub fn render(r: &BenchCkksReport) -> String {
         }
     }
     s += &format!(
-        "ciphertext bytes: top level {} ({} seeded), level 0 {}\n",
-        i["ciphertext_bytes_top"], i["ciphertext_bytes_top_seeded"], i["ciphertext_bytes_lowest"]
+        "serialized bytes: ciphertext at the top level {} ({} seeded), at level 0 {}; relinearization key {} (seeded)\n",
+        i["ciphertext_bytes_top"], i["ciphertext_bytes_top_seeded"], i["ciphertext_bytes_lowest"], i["relin_key_bytes_seeded"]
     );
     s
 }
