@@ -701,13 +701,22 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a += b` (same level, scale and slots; degrees may differ).
     pub fn add_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>) -> Result<()> {
+        self.binary_assign(a, b, false)
+    }
+
+    /// `a ±= b` in place.
+    fn binary_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<()> {
         self.binary_check(a, b.level, b.scale, b.slots)?;
         let basis = Basis::q(a.level + 1);
         while a.polys.len() < b.polys.len() {
             a.polys.push(self.backend.alloc(basis.rows()));
         }
         for (x, y) in a.polys.iter_mut().zip(&b.polys) {
-            self.backend.add_assign(x, y, basis);
+            if sub {
+                self.backend.sub_assign(x, y, basis);
+            } else {
+                self.backend.add_assign(x, y, basis);
+            }
         }
         a.seed = None;
         Ok(())
@@ -735,7 +744,8 @@ impl<B: PolyBackend> Ckks<B> {
                     }
                     o
                 }
-                (None, None) => unreachable!("index below the larger degree"),
+                // Not reached (i is below the larger degree); a zero polynomial is the neutral answer.
+                (None, None) => self.backend.alloc(basis.rows()),
             })
             .collect();
         Ok(Ciphertext {
@@ -749,16 +759,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a -= b`.
     pub fn sub_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>) -> Result<()> {
-        self.binary_check(a, b.level, b.scale, b.slots)?;
-        let basis = Basis::q(a.level + 1);
-        while a.polys.len() < b.polys.len() {
-            a.polys.push(self.backend.alloc(basis.rows()));
-        }
-        for (x, y) in a.polys.iter_mut().zip(&b.polys) {
-            self.backend.sub_assign(x, y, basis);
-        }
-        a.seed = None;
-        Ok(())
+        self.binary_assign(a, b, true)
     }
 
     /// `a - b`.
