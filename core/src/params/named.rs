@@ -50,17 +50,21 @@ pub fn ckks_128_logn16_deep() -> CkksParamsLiteral {
     literal("CKKS_128_LOGN16_LOGQP1660", 16, 28, 8, 4)
 }
 
-/// A named set for `log2 N` and a level count, for the benchmark CLI: 60-bit q_0, 40-bit scaling
-/// primes, and as many 60-bit special primes as one digit of `ceil((L+1)/dnum)` primes needs.
+/// A named set for `log2 N`, a level count and a digit count, for the benchmark CLI: 60-bit q_0,
+/// 40-bit scaling primes, and enough 60-bit special primes to exceed the largest digit of
+/// `ceil((L+1)/dnum)` primes by 24 bits. The name carries `log2 N`, `log2(QP)` and `dnum`.
 /// It is validated like any other set, so an insecure combination is refused.
 pub fn ckks_128_custom(log_n: u32, levels: usize, dnum: usize) -> CkksParamsLiteral {
     let dnum = dnum.clamp(1, levels + 1);
     let alpha = (levels + 1).div_ceil(dnum);
-    // A digit holds at most 60 + 40·(alpha-1) bits; P must cover it.
+    // A digit holds at most 60 + 40·(alpha-1) bits. The key-switching error is about
+    // N·σ·α·Q_j/P, so P must exceed the largest digit by log2(N·σ·α) + a few bits: 24 bits of
+    // headroom keep that term below the ModDown rounding (a P of exactly the digit's size costs
+    // ~5 bits of precision at N = 2^16).
     let digit_bits = 60 + 40 * (alpha as u32 - 1);
-    let special = digit_bits.div_ceil(60) as usize;
+    let special = (digit_bits + 24).div_ceil(60) as usize;
     let log_qp = 60 + 40 * levels as u32 + 60 * special as u32;
-    let name = alloc::format!("CKKS_128_LOGN{log_n}_LOGQP{log_qp}");
+    let name = alloc::format!("CKKS_128_LOGN{log_n}_LOGQP{log_qp}_DNUM{dnum}");
     literal(&name, log_n, levels, special, dnum)
 }
 
