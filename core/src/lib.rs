@@ -3,3 +3,4 @@
 extern crate alloc;
 #[cfg(test)]
 extern crate std;
+pub mod mpc;
