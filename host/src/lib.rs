@@ -1,1 +1,3 @@
 //! Veil host.
+pub mod mpc;
+pub mod transport;
