@@ -1,0 +1,226 @@
+//! Per-primitive tests: both parties as threads over the in-memory duplex,
+//! random inputs plus edge values, outputs reconstructed and compared with
+//! the plaintext reference.
+
+mod mpc_common;
+use mpc_common::*;
+use veil_core::mpc::arith::{bcast, rowsum};
+use veil_core::mpc::{BoolShares, FieldShares, Modulus, MpcConfig, MpcError, RingCfg, TruncMode};
+use veil_host::mpc::drive;
+
+const N: usize = 300;
+
+fn q104() -> Modulus {
+    Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).unwrap()
+}
+
+#[test]
+fn mul_fixed_point_both_trunc_modes() {
+    for (cfg, xb, yb) in [
+        (MpcConfig::ENCFORMER, 28u32, 13u32),
+        (MpcConfig { trunc: TruncMode::Exact, ..MpcConfig::ENCFORMER }, 29, 14),
+        (MpcConfig { ring: RingCfg::new(64, 20).unwrap(), ..MpcConfig::ENCFORMER }, 40, 21),
+    ] {
+        let r = cfg.ring;
+        let mut rng = seeded(1);
+        let xs = values(&mut rng, N, xb);
+        let ys = values(&mut rng, N, yb);
+        let (x0, x1) = share(&r, &xs, &mut rng);
+        let (y0, y1) = share(&r, &ys, &mut rng);
+        let (z0, z1) = run_mem(
+            cfg,
+            |p, t| drive(p.channel(), p.mul(&x0, &y0), t).unwrap(),
+            |p, t| drive(p.channel(), p.mul(&x1, &y1), t).unwrap(),
+        );
+        let z = open(&r, &z0, &z1);
+        for k in 0..xs.len() {
+            let exact = ((xs[k] as i128 * ys[k] as i128) >> r.frac) as i64;
+            assert!(z[k] == exact || z[k] == exact - 1, "{cfg:?}: {} * {} -> {} (want {exact})", xs[k], ys[k], z[k]);
+        }
+    }
+}
+
+#[test]
+fn trunc_and_public_mul() {
+    for mode in [TruncMode::KnownMsb, TruncMode::Exact] {
+        let cfg = MpcConfig { trunc: mode, ..MpcConfig::ENCFORMER };
+        let r = cfg.ring;
+        let mut rng = seeded(2);
+        let bound = if mode == TruncMode::KnownMsb { r.ell - 2 } else { r.ell - 1 };
+        let xs = values(&mut rng, N, bound);
+        let (x0, x1) = share(&r, &xs, &mut rng);
+        let small = values(&mut rng, N, 26);
+        let (s0, s1) = share(&r, &small, &mut rng);
+        let c = r.encode(-1.75);
+        let ((t0, m0), (t1, m1)) = run_mem(
+            cfg,
+            |p, t| {
+                let a = drive(p.channel(), p.trunc(&x0, 13), t).unwrap();
+                (a, drive(p.channel(), p.mul_public(&s0, c), t).unwrap())
+            },
+            |p, t| {
+                let a = drive(p.channel(), p.trunc(&x1, 13), t).unwrap();
+                (a, drive(p.channel(), p.mul_public(&s1, c), t).unwrap())
+            },
+        );
+        let tz = open(&r, &t0, &t1);
+        for k in 0..xs.len() {
+            let e = xs[k] >> 13;
+            assert!(tz[k] == e || tz[k] == e - 1, "{mode:?} trunc {} -> {} (want {e})", xs[k], tz[k]);
+        }
+        let mz = open(&r, &m0, &m1);
+        for k in 0..small.len() {
+            let e = ((small[k] as i128 * r.to_signed(c) as i128) >> 13) as i64;
+            assert!(mz[k] == e || mz[k] == e - 1, "public mul {} -> {} (want {e})", small[k], mz[k]);
+        }
+    }
+}
+
+#[test]
+fn comparison_msb_drelu_relu_less() {
+    for radix in [2u32, 4, 5] {
+        let cfg = MpcConfig { radix_bits: radix, ..MpcConfig::ENCFORMER };
+        let r = cfg.ring;
+        let mut rng = seeded(3);
+        let xs = values(&mut rng, N, r.ell);
+        let (x0, x1) = share(&r, &xs, &mut rng);
+        let as_ = values(&mut rng, N, r.ell - 2);
+        let mut bs = values(&mut rng, N, r.ell - 2);
+        bs[..20].copy_from_slice(&as_[..20]); // equal pairs
+        let (a0, a1) = share(&r, &as_, &mut rng);
+        let (b0, b1) = share(&r, &bs, &mut rng);
+        // Raw millionaires on unsigned inputs with edges.
+        let mut u: Vec<u64> = (0..N).map(|_| rng.next_u64() & r.mask()).collect();
+        let mut v: Vec<u64> = (0..N).map(|_| rng.next_u64() & r.mask()).collect();
+        u.extend([0, r.mask(), r.mask(), 0, 1 << 42, (1 << 42) - 1, 12345]);
+        v.extend([0, r.mask(), 0, r.mask(), (1 << 42) - 1, 1 << 42, 12345]);
+        let ell = r.ell;
+        use rand_core::RngCore;
+        let ((g0, d0, rl0, l0), (g1, d1, rl1, l1)) = run_mem(
+            cfg,
+            |p, t| {
+                let g = drive(p.channel(), p.millionaire(&u, ell), t).unwrap();
+                let d = drive(p.channel(), p.drelu(&x0), t).unwrap();
+                let rl = drive(p.channel(), p.relu(&x0), t).unwrap();
+                let l = drive(p.channel(), p.less_than(&a0, &b0), t).unwrap();
+                (g, d, rl, l)
+            },
+            |p, t| {
+                let g = drive(p.channel(), p.millionaire(&v, ell), t).unwrap();
+                let d = drive(p.channel(), p.drelu(&x1), t).unwrap();
+                let rl = drive(p.channel(), p.relu(&x1), t).unwrap();
+                let l = drive(p.channel(), p.less_than(&a1, &b1), t).unwrap();
+                (g, d, rl, l)
+            },
+        );
+        for k in 0..u.len() {
+            assert_eq!(g0.as_slice()[k] ^ g1.as_slice()[k], (u[k] > v[k]) as u8, "radix {radix}: {} > {}", u[k], v[k]);
+        }
+        let rl = open(&r, &rl0, &rl1);
+        for k in 0..xs.len() {
+            assert_eq!(d0.as_slice()[k] ^ d1.as_slice()[k], (xs[k] >= 0) as u8, "drelu {}", xs[k]);
+            assert_eq!(rl[k], xs[k].max(0), "relu {}", xs[k]);
+        }
+        for k in 0..as_.len() {
+            assert_eq!(l0.as_slice()[k] ^ l1.as_slice()[k], (as_[k] < bs[k]) as u8, "{} < {}", as_[k], bs[k]);
+        }
+    }
+}
+
+#[test]
+fn b2a_and_mux() {
+    let cfg = MpcConfig::ENCFORMER;
+    let r = cfg.ring;
+    let mut rng = seeded(4);
+    use rand_core::RngCore;
+    let xs = values(&mut rng, N, r.ell);
+    let (x0, x1) = share(&r, &xs, &mut rng);
+    let bits: Vec<u8> = (0..xs.len()).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let m0: Vec<u8> = (0..xs.len()).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let m1: Vec<u8> = bits.iter().zip(&m0).map(|(a, b)| a ^ b).collect();
+    let (b0, b1) = (BoolShares::new(m0), BoolShares::new(m1));
+    let ((a0, s0), (a1, s1)) = run_mem(
+        cfg,
+        |p, t| (drive(p.channel(), p.b2a(&b0), t).unwrap(), drive(p.channel(), p.mux(&b0, &x0), t).unwrap()),
+        |p, t| (drive(p.channel(), p.b2a(&b1), t).unwrap(), drive(p.channel(), p.mux(&b1, &x1), t).unwrap()),
+    );
+    let a = open(&r, &a0, &a1);
+    let s = open(&r, &s0, &s1);
+    for k in 0..xs.len() {
+        assert_eq!(a[k], bits[k] as i64);
+        assert_eq!(s[k], if bits[k] == 1 { xs[k] } else { 0 });
+    }
+}
+
+#[test]
+fn ext_ring_field_both_directions() {
+    let q = q104();
+    for cfg in [MpcConfig::ENCFORMER, MpcConfig { radix_bits: 3, ..MpcConfig::ENCFORMER }] {
+        let r = cfg.ring;
+        let mut rng = seeded(5);
+        let xs = values(&mut rng, N, r.ell);
+        let (x0, x1) = share(&r, &xs, &mut rng);
+        // Z_q shares for Field2Ring, with the edge share q-1 on both sides.
+        let mut f0: Vec<u128> = xs.iter().map(|_| q.sample(&mut rng)).collect();
+        f0[0] = q.value() - 1;
+        let mut f1: Vec<u128> = xs.iter().zip(&f0).map(|(&x, &a)| q.sub(q.from_signed(x as i128), a)).collect();
+        f1[1] = q.value() - 1;
+        f0[1] = q.sub(q.from_signed(xs[1] as i128), f1[1]);
+        let (ff0, ff1) = (FieldShares::new(f0), FieldShares::new(f1));
+        let ((y0, z0), (y1, z1)) = run_mem(
+            cfg,
+            |p, t| (drive(p.channel(), p.ring_to_field(&x0, &q), t).unwrap(), p.field_to_ring(&ff0, &q).unwrap()),
+            |p, t| (drive(p.channel(), p.ring_to_field(&x1, &q), t).unwrap(), p.field_to_ring(&ff1, &q).unwrap()),
+        );
+        assert!(y0.is_reduced(&q) && y1.is_reduced(&q));
+        for k in 0..xs.len() {
+            assert_eq!(q.to_signed(q.add(y0.as_slice()[k], y1.as_slice()[k])), xs[k] as i128, "r2f {}", xs[k]);
+        }
+        assert_eq!(open(&r, &z0, &z1), xs, "f2r");
+    }
+    // Typed errors for unsupported moduli.
+    assert_eq!(Modulus::new(1u128 << 124), Err(MpcError::ModulusTooLarge));
+    let small = Modulus::from_primes(&[0xffff_ffff_0000_0001]).unwrap();
+    let cfg = MpcConfig::ENCFORMER;
+    let (e0, e1) = run_mem(
+        cfg,
+        |p, _t| p.field_to_ring(&FieldShares::new(vec![1]), &small).unwrap_err(),
+        |p, _t| p.field_to_ring(&FieldShares::new(vec![1]), &small).unwrap_err(),
+    );
+    assert!(matches!(e0, MpcError::InvalidConfig(_)) && matches!(e1, MpcError::InvalidConfig(_)));
+}
+
+#[test]
+fn polynomial_rowsum_bcast() {
+    let cfg = MpcConfig::ENCFORMER;
+    let r = cfg.ring;
+    let mut rng = seeded(6);
+    let xs: Vec<f64> = (0..256).map(|i| (i as f64 - 128.0) / 32.0).collect();
+    let enc: Vec<i64> = xs.iter().map(|&v| r.to_signed(r.encode(v))).collect();
+    let (x0, x1) = share(&r, &enc, &mut rng);
+    // GELU-like odd polynomial of degree 5.
+    let c = [0.5, 0.3989, 0.0, -0.0665, 0.0, 0.005];
+    let (y0, y1) = run_mem(
+        cfg,
+        |p, t| drive(p.channel(), p.poly_eval(&x0, &c), t).unwrap(),
+        |p, t| drive(p.channel(), p.poly_eval(&x1, &c), t).unwrap(),
+    );
+    for (k, &x) in xs.iter().enumerate() {
+        // Reference with the coefficients as encoded; Horner amplifies each
+        // step's 1-ulp truncation error by |x| ≤ 4: ≤ (1+4+16+64+256) ulp.
+        let want: f64 = c.iter().rev().fold(0.0, |acc, &ck| acc * x + r.decode(r.encode(ck)));
+        let got = r.decode(r.add(y0.as_slice()[k], y1.as_slice()[k]));
+        assert!((got - want).abs() < 341.0 / 8192.0, "p({x}) = {got}, want {want}");
+    }
+    let s0 = rowsum(&x0, 16, 16, r.ell).unwrap();
+    let s1 = rowsum(&x1, 16, 16, r.ell).unwrap();
+    let s = open(&r, &s0, &s1);
+    for row in 0..16 {
+        assert_eq!(s[row], enc[row * 16..row * 16 + 16].iter().sum::<i64>());
+    }
+    let b = open(&r, &bcast(&s0, 4), &bcast(&s1, 4));
+    for (i, v) in b.iter().enumerate() {
+        assert_eq!(*v, s[i / 4]);
+    }
+    assert!(rowsum(&x0, 3, 5, r.ell).is_err());
+}
