@@ -206,11 +206,12 @@ fn polynomial_rowsum_bcast() {
         |p, t| drive(p.channel(), p.poly_eval(&x1, &c), t).unwrap(),
     );
     for (k, &x) in xs.iter().enumerate() {
-        // Reference with the coefficients as encoded; Horner amplifies each
-        // step's 1-ulp truncation error by |x| ≤ 4: ≤ (1+4+16+64+256) ulp.
+        // Reference with the coefficients as encoded. Each truncation is
+        // within [-2, 0] ulp of the real quotient (floor, then the dropped
+        // carry); Horner amplifies step errors by |x| ≤ 4: ≤ 2·(1+4+16+64+256) ulp.
         let want: f64 = c.iter().rev().fold(0.0, |acc, &ck| acc * x + r.decode(r.encode(ck)));
         let got = r.decode(r.add(y0.as_slice()[k], y1.as_slice()[k]));
-        assert!((got - want).abs() < 341.0 / 8192.0, "p({x}) = {got}, want {want}");
+        assert!((got - want).abs() < 682.0 / 8192.0, "p({x}) = {got}, want {want}");
     }
     let s0 = rowsum(&x0, 16, 16, r.ell).unwrap();
     let s1 = rowsum(&x1, 16, 16, r.ell).unwrap();
