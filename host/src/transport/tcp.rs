@@ -109,6 +109,11 @@ impl TcpTransport {
         Self::new(s, cfg)
     }
 
+    /// Sends raw bytes (fault injection in tests).
+    pub fn send_raw(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
+        self.tx.as_ref().ok_or(TransportError::Disconnected)?.send(bytes).map_err(|_| TransportError::Disconnected)
+    }
+
     /// Closes the connection in both directions now.
     pub fn close(&mut self) {
         self.tx = None;
