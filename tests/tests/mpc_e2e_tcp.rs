@@ -18,18 +18,37 @@ fn field_mul_relu_field_over_tcp() {
     let ws: Vec<f64> = (0..n).map(|i| ((i as f64) * 0.11).cos() * 3.0).collect();
     let xe: Vec<i64> = xs.iter().map(|&v| r.to_signed(r.encode(v))).collect();
     let f0: Vec<u128> = xe.iter().map(|_| q.sample(&mut rng)).collect();
-    let f1: Vec<u128> = xe.iter().zip(&f0).map(|(&x, &a)| q.sub(q.from_signed(x as i128), a)).collect();
-    let (w0, w1) = share(&r, &ws.iter().map(|&v| r.to_signed(r.encode(v))).collect::<Vec<_>>(), &mut rng);
+    let f1: Vec<u128> = xe
+        .iter()
+        .zip(&f0)
+        .map(|(&x, &a)| q.sub(q.from_signed(x as i128), a))
+        .collect();
+    let (w0, w1) = share(
+        &r,
+        &ws.iter()
+            .map(|&v| r.to_signed(r.encode(v)))
+            .collect::<Vec<_>>(),
+        &mut rng,
+    );
     let (ff0, ff1) = (FieldShares::new(f0), FieldShares::new(f1));
     let (t0, t1) = tcp_pair(tcfg(30_000));
-    let run = |p: &mut P, t: &mut veil_host::transport::TcpTransport, f: &FieldShares, w: &veil_core::mpc::RingShares| {
+    let run = |p: &mut P,
+               t: &mut veil_host::transport::TcpTransport,
+               f: &FieldShares,
+               w: &veil_core::mpc::RingShares| {
         let x = p.field_to_ring(f, &q).unwrap();
         let y = drive(p.channel(), p.mul(&x, w), t).unwrap();
         let z = drive(p.channel(), p.relu(&y), t).unwrap();
         let out = drive(p.channel(), p.ring_to_field(&z, &q), t).unwrap();
         (out, p.channel().stats())
     };
-    let ((o0, st0), (o1, st1)) = run_with(cfg, t0, t1, |p, t| run(p, t, &ff0, &w0), |p, t| run(p, t, &ff1, &w1));
+    let ((o0, st0), (o1, st1)) = run_with(
+        cfg,
+        t0,
+        t1,
+        |p, t| run(p, t, &ff0, &w0),
+        |p, t| run(p, t, &ff1, &w1),
+    );
     for k in 0..n {
         let got = q.to_signed(q.add(o0.as_slice()[k], o1.as_slice()[k])) as f64 / 8192.0;
         let want = (xs[k] * ws[k]).max(0.0);

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use veil_core::mpc::party::tags;
 use veil_core::mpc::{Frame, MpcConfig, MpcError, PartyId, RingShares};
 use veil_host::mpc::{drive, DriverError};
-use veil_host::transport::{encode_frames, mem_pair, MemTransport, TcpTransport, Transport, TransportError};
+use veil_host::transport::{
+    encode_frames, mem_pair, MemTransport, TcpTransport, Transport, TransportError,
+};
 
 /// Forwards `sends_left` batches, then drops the connection.
 struct CutAfter<T: Transport> {
@@ -23,10 +25,16 @@ impl<T: Transport> Transport for CutAfter<T> {
             return Err(TransportError::Disconnected);
         }
         self.sends_left -= 1;
-        self.inner.as_mut().ok_or(TransportError::Disconnected)?.send(frames)
+        self.inner
+            .as_mut()
+            .ok_or(TransportError::Disconnected)?
+            .send(frames)
     }
     fn recv(&mut self) -> Result<Frame, TransportError> {
-        self.inner.as_mut().ok_or(TransportError::Disconnected)?.recv()
+        self.inner
+            .as_mut()
+            .ok_or(TransportError::Disconnected)?
+            .recv()
     }
 }
 
@@ -50,14 +58,22 @@ fn x64() -> RingShares {
 
 const TIMEOUT_MS: u64 = 600;
 
-fn run_cut<T0: Transport, T1: Transport>(cfg: MpcConfig, mut t0: T0, t1: T1, cut: usize) -> (DriverError, DriverError) {
+fn run_cut<T0: Transport, T1: Transport>(
+    cfg: MpcConfig,
+    mut t0: T0,
+    t1: T1,
+    cut: usize,
+) -> (DriverError, DriverError) {
     let x = x64();
     std::thread::scope(|s| {
         let h = s.spawn(|| {
             let mut p = new_party(PartyId::P1, cfg);
             let mut t1 = t1;
             drive(p.channel(), p.setup(), &mut t1).unwrap();
-            let mut c = CutAfter { inner: Some(t1), sends_left: cut };
+            let mut c = CutAfter {
+                inner: Some(t1),
+                sends_left: cut,
+            };
             drive(p.channel(), p.relu(&x), &mut c).unwrap_err()
         });
         let mut p = new_party(PartyId::P0, cfg);
@@ -83,10 +99,19 @@ fn disconnect_mid_protocol() {
             };
             let el = start.elapsed();
             assert!(
-                matches!(e0, DriverError::Transport(TransportError::Disconnected | TransportError::PeerAborted(_))),
+                matches!(
+                    e0,
+                    DriverError::Transport(
+                        TransportError::Disconnected | TransportError::PeerAborted(_)
+                    )
+                ),
                 "tcp={tcp} cut={cut}: P0 got {e0:?}"
             );
-            assert_eq!(e1, DriverError::Transport(TransportError::Disconnected), "tcp={tcp} cut={cut}");
+            assert_eq!(
+                e1,
+                DriverError::Transport(TransportError::Disconnected),
+                "tcp={tcp} cut={cut}"
+            );
             // Detected from the closed connection, not by waiting for the 10 s timeout.
             assert!(el < Duration::from_secs(3), "took {el:?}");
         }
@@ -94,13 +119,22 @@ fn disconnect_mid_protocol() {
 }
 
 fn frame(tag: u16, payload: Vec<u8>) -> Vec<u8> {
-    encode_frames(&[Frame { tag, depth: 1, payload }])
+    encode_frames(&[Frame {
+        tag,
+        depth: 1,
+        payload,
+    }])
 }
 
 /// The fake peer completes setup honestly, then sends `garbage` instead of
 /// its protocol messages (or, with `None`, nothing at all). Returns P0's error,
 /// the time P0 took, and what the fake peer then receives.
-fn garbage_case<T0: Transport, T1: Raw>(t0: T0, t1: T1, garbage: Option<Vec<u8>>, in_setup: bool) -> (DriverError, Duration, TransportError) {
+fn garbage_case<T0: Transport, T1: Raw>(
+    t0: T0,
+    t1: T1,
+    garbage: Option<Vec<u8>>,
+    in_setup: bool,
+) -> (DriverError, Duration, TransportError) {
     let cfg = MpcConfig::ENCFORMER;
     let x = x64();
     std::thread::scope(|s| {
@@ -145,36 +179,67 @@ fn garbage_case<T0: Transport, T1: Raw>(t0: T0, t1: T1, garbage: Option<Vec<u8>>
     })
 }
 
-
 fn check_cases<F>(run: F, label: &str)
 where
     F: Fn(Option<Vec<u8>>, bool) -> (DriverError, Duration, TransportError),
 {
     let fast = Duration::from_millis(TIMEOUT_MS / 2);
-    let peer_ok = |e: &TransportError| matches!(e, TransportError::PeerAborted(_) | TransportError::Disconnected);
+    let peer_ok = |e: &TransportError| {
+        matches!(
+            e,
+            TransportError::PeerAborted(_) | TransportError::Disconnected
+        )
+    };
     // Random bytes.
     let (e, el, pe) = run(Some(vec![0x13; 40]), false);
-    assert_eq!(e, DriverError::Transport(TransportError::Malformed("bad magic")), "{label}");
+    assert_eq!(
+        e,
+        DriverError::Transport(TransportError::Malformed("bad magic")),
+        "{label}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}: {el:?} {pe:?}");
     // Unsupported version.
     let mut g = frame(tags::IKNP_U, vec![0; 8]);
     g[1] = 9;
     let (e, el, pe) = run(Some(g), false);
-    assert_eq!(e, DriverError::Transport(TransportError::Malformed("unsupported version")), "{label}");
+    assert_eq!(
+        e,
+        DriverError::Transport(TransportError::Malformed("unsupported version")),
+        "{label}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Oversized frame header.
     let mut g = frame(tags::IKNP_U, vec![]);
     g[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
     let (e, el, pe) = run(Some(g), false);
-    assert!(matches!(e, DriverError::Transport(TransportError::TooLarge { .. })), "{label}: {e:?}");
+    assert!(
+        matches!(e, DriverError::Transport(TransportError::TooLarge { .. })),
+        "{label}: {e:?}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Well-formed frame, wrong protocol step.
     let (e, el, pe) = run(Some(frame(0x7777, vec![1, 2, 3])), false);
-    assert_eq!(e, DriverError::Protocol(MpcError::UnexpectedMessage { expected: tags::IKNP_U, got: 0x7777 }), "{label}");
+    assert_eq!(
+        e,
+        DriverError::Protocol(MpcError::UnexpectedMessage {
+            expected: tags::IKNP_U,
+            got: 0x7777
+        }),
+        "{label}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Right step, wrong payload size.
     let (e, el, pe) = run(Some(frame(tags::IKNP_U, vec![0; 5])), false);
-    assert!(matches!(e, DriverError::Protocol(MpcError::Malformed { tag: tags::IKNP_U, .. })), "{label}: {e:?}");
+    assert!(
+        matches!(
+            e,
+            DriverError::Protocol(MpcError::Malformed {
+                tag: tags::IKNP_U,
+                ..
+            })
+        ),
+        "{label}: {e:?}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Invalid curve points during setup.
     let (e, el, pe) = run(Some(frame(tags::SETUP_S, vec![0xff; 48])), true);
@@ -184,13 +249,27 @@ where
     let mut g = frame(tags::IKNP_U, vec![0; 100]);
     g.truncate(40);
     let (e, el, pe) = run(Some(g), false);
-    assert_eq!(e, DriverError::Transport(TransportError::Timeout), "{label}");
-    assert!(el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS), "{label}: {el:?}");
+    assert_eq!(
+        e,
+        DriverError::Transport(TransportError::Timeout),
+        "{label}"
+    );
+    assert!(
+        el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS),
+        "{label}: {el:?}"
+    );
     assert!(peer_ok(&pe), "{label}: {pe:?}");
     // Peer stops sending entirely: timeout on P0, abort notice at the peer.
     let (e, el, pe) = run(None, false);
-    assert_eq!(e, DriverError::Transport(TransportError::Timeout), "{label}");
-    assert!(el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS), "{label}: {el:?}");
+    assert_eq!(
+        e,
+        DriverError::Transport(TransportError::Timeout),
+        "{label}"
+    );
+    assert!(
+        el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS),
+        "{label}: {el:?}"
+    );
     assert!(peer_ok(&pe), "{label}: {pe:?}");
 }
 

@@ -18,8 +18,22 @@ fn q104() -> Modulus {
 fn mul_fixed_point_both_trunc_modes() {
     for (cfg, xb, yb) in [
         (MpcConfig::ENCFORMER, 28u32, 13u32),
-        (MpcConfig { trunc: TruncMode::Exact, ..MpcConfig::ENCFORMER }, 29, 14),
-        (MpcConfig { ring: RingCfg::new(64, 20).unwrap(), ..MpcConfig::ENCFORMER }, 40, 21),
+        (
+            MpcConfig {
+                trunc: TruncMode::Exact,
+                ..MpcConfig::ENCFORMER
+            },
+            29,
+            14,
+        ),
+        (
+            MpcConfig {
+                ring: RingCfg::new(64, 20).unwrap(),
+                ..MpcConfig::ENCFORMER
+            },
+            40,
+            21,
+        ),
     ] {
         let r = cfg.ring;
         let mut rng = seeded(1);
@@ -35,7 +49,13 @@ fn mul_fixed_point_both_trunc_modes() {
         let z = open(&r, &z0, &z1);
         for k in 0..xs.len() {
             let exact = ((xs[k] as i128 * ys[k] as i128) >> r.frac) as i64;
-            assert!(z[k] == exact || z[k] == exact - 1, "{cfg:?}: {} * {} -> {} (want {exact})", xs[k], ys[k], z[k]);
+            assert!(
+                z[k] == exact || z[k] == exact - 1,
+                "{cfg:?}: {} * {} -> {} (want {exact})",
+                xs[k],
+                ys[k],
+                z[k]
+            );
         }
     }
 }
@@ -43,10 +63,17 @@ fn mul_fixed_point_both_trunc_modes() {
 #[test]
 fn trunc_and_public_mul() {
     for mode in [TruncMode::KnownMsb, TruncMode::Exact] {
-        let cfg = MpcConfig { trunc: mode, ..MpcConfig::ENCFORMER };
+        let cfg = MpcConfig {
+            trunc: mode,
+            ..MpcConfig::ENCFORMER
+        };
         let r = cfg.ring;
         let mut rng = seeded(2);
-        let bound = if mode == TruncMode::KnownMsb { r.ell - 2 } else { r.ell - 1 };
+        let bound = if mode == TruncMode::KnownMsb {
+            r.ell - 2
+        } else {
+            r.ell - 1
+        };
         let xs = values(&mut rng, N, bound);
         let (x0, x1) = share(&r, &xs, &mut rng);
         let small = values(&mut rng, N, 26);
@@ -66,12 +93,22 @@ fn trunc_and_public_mul() {
         let tz = open(&r, &t0, &t1);
         for k in 0..xs.len() {
             let e = xs[k] >> 13;
-            assert!(tz[k] == e || tz[k] == e - 1, "{mode:?} trunc {} -> {} (want {e})", xs[k], tz[k]);
+            assert!(
+                tz[k] == e || tz[k] == e - 1,
+                "{mode:?} trunc {} -> {} (want {e})",
+                xs[k],
+                tz[k]
+            );
         }
         let mz = open(&r, &m0, &m1);
         for k in 0..small.len() {
             let e = ((small[k] as i128 * r.to_signed(c) as i128) >> 13) as i64;
-            assert!(mz[k] == e || mz[k] == e - 1, "public mul {} -> {} (want {e})", small[k], mz[k]);
+            assert!(
+                mz[k] == e || mz[k] == e - 1,
+                "public mul {} -> {} (want {e})",
+                small[k],
+                mz[k]
+            );
         }
     }
 }
@@ -79,7 +116,10 @@ fn trunc_and_public_mul() {
 #[test]
 fn comparison_msb_drelu_relu_less() {
     for radix in [2u32, 4, 5] {
-        let cfg = MpcConfig { radix_bits: radix, ..MpcConfig::ENCFORMER };
+        let cfg = MpcConfig {
+            radix_bits: radix,
+            ..MpcConfig::ENCFORMER
+        };
         let r = cfg.ring;
         let mut rng = seeded(3);
         let xs = values(&mut rng, N, r.ell);
@@ -114,15 +154,32 @@ fn comparison_msb_drelu_relu_less() {
             },
         );
         for k in 0..u.len() {
-            assert_eq!(g0.as_slice()[k] ^ g1.as_slice()[k], (u[k] > v[k]) as u8, "radix {radix}: {} > {}", u[k], v[k]);
+            assert_eq!(
+                g0.as_slice()[k] ^ g1.as_slice()[k],
+                (u[k] > v[k]) as u8,
+                "radix {radix}: {} > {}",
+                u[k],
+                v[k]
+            );
         }
         let rl = open(&r, &rl0, &rl1);
         for k in 0..xs.len() {
-            assert_eq!(d0.as_slice()[k] ^ d1.as_slice()[k], (xs[k] >= 0) as u8, "drelu {}", xs[k]);
+            assert_eq!(
+                d0.as_slice()[k] ^ d1.as_slice()[k],
+                (xs[k] >= 0) as u8,
+                "drelu {}",
+                xs[k]
+            );
             assert_eq!(rl[k], xs[k].max(0), "relu {}", xs[k]);
         }
         for k in 0..as_.len() {
-            assert_eq!(l0.as_slice()[k] ^ l1.as_slice()[k], (as_[k] < bs[k]) as u8, "{} < {}", as_[k], bs[k]);
+            assert_eq!(
+                l0.as_slice()[k] ^ l1.as_slice()[k],
+                (as_[k] < bs[k]) as u8,
+                "{} < {}",
+                as_[k],
+                bs[k]
+            );
         }
     }
 }
@@ -141,8 +198,18 @@ fn b2a_and_mux() {
     let (b0, b1) = (BoolShares::new(m0), BoolShares::new(m1));
     let ((a0, s0), (a1, s1)) = run_mem(
         cfg,
-        |p, t| (drive(p.channel(), p.b2a(&b0), t).unwrap(), drive(p.channel(), p.mux(&b0, &x0), t).unwrap()),
-        |p, t| (drive(p.channel(), p.b2a(&b1), t).unwrap(), drive(p.channel(), p.mux(&b1, &x1), t).unwrap()),
+        |p, t| {
+            (
+                drive(p.channel(), p.b2a(&b0), t).unwrap(),
+                drive(p.channel(), p.mux(&b0, &x0), t).unwrap(),
+            )
+        },
+        |p, t| {
+            (
+                drive(p.channel(), p.b2a(&b1), t).unwrap(),
+                drive(p.channel(), p.mux(&b1, &x1), t).unwrap(),
+            )
+        },
     );
     let a = open(&r, &a0, &a1);
     let s = open(&r, &s0, &s1);
@@ -155,7 +222,13 @@ fn b2a_and_mux() {
 #[test]
 fn ext_ring_field_both_directions() {
     let q = q104();
-    for cfg in [MpcConfig::ENCFORMER, MpcConfig { radix_bits: 3, ..MpcConfig::ENCFORMER }] {
+    for cfg in [
+        MpcConfig::ENCFORMER,
+        MpcConfig {
+            radix_bits: 3,
+            ..MpcConfig::ENCFORMER
+        },
+    ] {
         let r = cfg.ring;
         let mut rng = seeded(5);
         let xs = values(&mut rng, N, r.ell);
@@ -163,18 +236,37 @@ fn ext_ring_field_both_directions() {
         // Z_q shares for Field2Ring, with the edge share q-1 on both sides.
         let mut f0: Vec<u128> = xs.iter().map(|_| q.sample(&mut rng)).collect();
         f0[0] = q.value() - 1;
-        let mut f1: Vec<u128> = xs.iter().zip(&f0).map(|(&x, &a)| q.sub(q.from_signed(x as i128), a)).collect();
+        let mut f1: Vec<u128> = xs
+            .iter()
+            .zip(&f0)
+            .map(|(&x, &a)| q.sub(q.from_signed(x as i128), a))
+            .collect();
         f1[1] = q.value() - 1;
         f0[1] = q.sub(q.from_signed(xs[1] as i128), f1[1]);
         let (ff0, ff1) = (FieldShares::new(f0), FieldShares::new(f1));
         let ((y0, z0), (y1, z1)) = run_mem(
             cfg,
-            |p, t| (drive(p.channel(), p.ring_to_field(&x0, &q), t).unwrap(), p.field_to_ring(&ff0, &q).unwrap()),
-            |p, t| (drive(p.channel(), p.ring_to_field(&x1, &q), t).unwrap(), p.field_to_ring(&ff1, &q).unwrap()),
+            |p, t| {
+                (
+                    drive(p.channel(), p.ring_to_field(&x0, &q), t).unwrap(),
+                    p.field_to_ring(&ff0, &q).unwrap(),
+                )
+            },
+            |p, t| {
+                (
+                    drive(p.channel(), p.ring_to_field(&x1, &q), t).unwrap(),
+                    p.field_to_ring(&ff1, &q).unwrap(),
+                )
+            },
         );
         assert!(y0.is_reduced(&q) && y1.is_reduced(&q));
         for k in 0..xs.len() {
-            assert_eq!(q.to_signed(q.add(y0.as_slice()[k], y1.as_slice()[k])), xs[k] as i128, "r2f {}", xs[k]);
+            assert_eq!(
+                q.to_signed(q.add(y0.as_slice()[k], y1.as_slice()[k])),
+                xs[k] as i128,
+                "r2f {}",
+                xs[k]
+            );
         }
         assert_eq!(open(&r, &z0, &z1), xs, "f2r");
     }
@@ -184,8 +276,14 @@ fn ext_ring_field_both_directions() {
     let cfg = MpcConfig::ENCFORMER;
     let (e0, e1) = run_mem(
         cfg,
-        |p, _t| p.field_to_ring(&FieldShares::new(vec![1]), &small).unwrap_err(),
-        |p, _t| p.field_to_ring(&FieldShares::new(vec![1]), &small).unwrap_err(),
+        |p, _t| {
+            p.field_to_ring(&FieldShares::new(vec![1]), &small)
+                .unwrap_err()
+        },
+        |p, _t| {
+            p.field_to_ring(&FieldShares::new(vec![1]), &small)
+                .unwrap_err()
+        },
     );
     assert!(matches!(e0, MpcError::InvalidConfig(_)) && matches!(e1, MpcError::InvalidConfig(_)));
 }
@@ -209,9 +307,15 @@ fn polynomial_rowsum_bcast() {
         // Reference with the coefficients as encoded. Each truncation is
         // within [-2, 0] ulp of the real quotient (floor, then the dropped
         // carry); Horner amplifies step errors by |x| ≤ 4: ≤ 2·(1+4+16+64+256) ulp.
-        let want: f64 = c.iter().rev().fold(0.0, |acc, &ck| acc * x + r.decode(r.encode(ck)));
+        let want: f64 = c
+            .iter()
+            .rev()
+            .fold(0.0, |acc, &ck| acc * x + r.decode(r.encode(ck)));
         let got = r.decode(r.add(y0.as_slice()[k], y1.as_slice()[k]));
-        assert!((got - want).abs() < 682.0 / 8192.0, "p({x}) = {got}, want {want}");
+        assert!(
+            (got - want).abs() < 682.0 / 8192.0,
+            "p({x}) = {got}, want {want}"
+        );
     }
     let s0 = rowsum(&x0, 16, 16, r.ell).unwrap();
     let s1 = rowsum(&x1, 16, 16, r.ell).unwrap();

@@ -46,10 +46,21 @@ fn feature(x: &[u8], bit: usize, d: usize) -> bool {
 
 fn compare(a: &[Vec<u8>], b: &[Vec<u8>]) -> Verdict {
     let len = a[0].len();
-    assert!(a.iter().chain(b).all(|v| v.len() == len), "view lengths differ");
+    assert!(
+        a.iter().chain(b).all(|v| v.len() == len),
+        "view lengths differ"
+    );
     let (ra, rb) = (a.len() as f64, b.len() as f64);
-    let mut v = Verdict { stat: 0.0, k: 0, max_z: 0.0, const_mismatch: false };
-    for (bit, d) in SHIFTS.iter().flat_map(|&d| (0..(len * 8).saturating_sub(d)).map(move |b| (b, d))) {
+    let mut v = Verdict {
+        stat: 0.0,
+        k: 0,
+        max_z: 0.0,
+        const_mismatch: false,
+    };
+    for (bit, d) in SHIFTS
+        .iter()
+        .flat_map(|&d| (0..(len * 8).saturating_sub(d)).map(move |b| (b, d)))
+    {
         let cnt = |s: &[Vec<u8>]| s.iter().filter(|x| feature(x, bit, d)).count() as f64;
         let (ca, cb) = (cnt(a), cnt(b));
         let p = (ca + cb) / (ra + rb);
@@ -70,7 +81,12 @@ fn compare(a: &[Vec<u8>], b: &[Vec<u8>]) -> Verdict {
 
 /// Runs `RUNS` times with input A and `RUNS` times with input B at the
 /// varying party, recording the observer's received payloads per run.
-fn views<V, O>(cfg: MpcConfig, observer_is_p1: bool, vary: V, observe: O) -> (Vec<Vec<u8>>, Vec<Vec<u8>>)
+fn views<V, O>(
+    cfg: MpcConfig,
+    observer_is_p1: bool,
+    vary: V,
+    observe: O,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>)
 where
     V: Fn(&mut P, &mut dyn Transport, bool) + Send + Sync,
     O: Fn(&mut P, &mut dyn Transport) + Send + Sync,
@@ -86,16 +102,30 @@ where
         for i in 0..2 * RUNS {
             t.log.clear();
             observe(p, t);
-            let bytes: Vec<u8> = t.log.iter().flat_map(|f| f.payload.iter().copied()).collect();
-            if i % 2 == 0 { va.push(bytes) } else { vb.push(bytes) }
+            let bytes: Vec<u8> = t
+                .log
+                .iter()
+                .flat_map(|f| f.payload.iter().copied())
+                .collect();
+            if i % 2 == 0 {
+                va.push(bytes)
+            } else {
+                vb.push(bytes)
+            }
         }
         (va, vb)
     };
     if observer_is_p1 {
-        let rec = Recorder { inner: t1, log: Vec::new() };
+        let rec = Recorder {
+            inner: t1,
+            log: Vec::new(),
+        };
         run_with(cfg, t0, rec, |p, t| vary_loop(p, t), observe_loop).1
     } else {
-        let rec = Recorder { inner: t0, log: Vec::new() };
+        let rec = Recorder {
+            inner: t0,
+            log: Vec::new(),
+        };
         run_with(cfg, rec, t1, observe_loop, |p, t| vary_loop(p, t)).0
     }
 }
@@ -103,7 +133,13 @@ where
 fn check(name: &str, a: &[Vec<u8>], b: &[Vec<u8>]) {
     let v = compare(a, b);
     assert!(v.k > 100, "{name}: too few random positions ({})", v.k);
-    assert!(v.indistinguishable(), "{name}: views differ: stat {} over k {} (max |z| {})", v.stat, v.k, v.max_z);
+    assert!(
+        v.indistinguishable(),
+        "{name}: views differ: stat {} over k {} (max |z| {})",
+        v.stat,
+        v.k,
+        v.max_z
+    );
     // Negative control: leak one input bit (A = 0, B = 1) at a random-looking
     // position of the same views; the test must reject.
     let pos = a[0].len() * 4 + 3;
@@ -115,7 +151,10 @@ fn check(name: &str, a: &[Vec<u8>], b: &[Vec<u8>]) {
     for x in b2.iter_mut() {
         x[pos / 8] |= 1 << (pos % 8);
     }
-    assert!(!compare(&a2, &b2).indistinguishable(), "{name}: negative control not detected");
+    assert!(
+        !compare(&a2, &b2).indistinguishable(),
+        "{name}: negative control not detected"
+    );
     // Weaker leak: the bit is biased (flipped to the input in 1/3 of runs).
     let mut b3: Vec<Vec<u8>> = b.to_vec();
     for (i, x) in b3.iter_mut().enumerate() {
@@ -129,7 +168,10 @@ fn check(name: &str, a: &[Vec<u8>], b: &[Vec<u8>]) {
             x[pos / 8] &= !(1 << (pos % 8));
         }
     }
-    assert!(!compare(&a3, &b3).indistinguishable(), "{name}: biased-bit control not detected");
+    assert!(
+        !compare(&a3, &b3).indistinguishable(),
+        "{name}: biased-bit control not detected"
+    );
 }
 
 fn fixed_shares(cfg: &MpcConfig, seed: u64) -> RingShares {
@@ -210,6 +252,14 @@ fn ext_views() {
                 drive(p.channel(), p.ring_to_field(&other, &q), t).unwrap();
             },
         );
-        check(if observer_is_p1 { "ring2field, P1 view" } else { "ring2field, P0 view" }, &a, &b);
+        check(
+            if observer_is_p1 {
+                "ring2field, P1 view"
+            } else {
+                "ring2field, P0 view"
+            },
+            &a,
+            &b,
+        );
     }
 }

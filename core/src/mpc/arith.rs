@@ -36,7 +36,11 @@ pub fn rowsum(x: &RingShares, rows: usize, cols: usize, ell: u32) -> Result<Ring
     }
     let m = mask(ell);
     Ok(RingShares::new(
-        x.as_slice().chunks(cols.max(1)).take(rows).map(|r| r.iter().fold(0u64, |s, &v| s.wrapping_add(v)) & m).collect(),
+        x.as_slice()
+            .chunks(cols.max(1))
+            .take(rows)
+            .map(|r| r.iter().fold(0u64, |s, &v| s.wrapping_add(v)) & m)
+            .collect(),
     ))
 }
 
@@ -86,18 +90,32 @@ impl<R: RngCore + CryptoRng> Party<R> {
             }
         }
         ch.set_phase(prev);
-        Ok(Triples { a: RingShares::new(a), b: RingShares::new(b), c: RingShares::new(c) })
+        Ok(Triples {
+            a: RingShares::new(a),
+            b: RingShares::new(b),
+            c: RingShares::new(c),
+        })
     }
 
     /// Online Beaver product without truncation (1 round): opens
     /// `e = x − a`, `f = y − b`, then `z = c + e·b + f·a (+ e·f at P0)`.
-    pub async fn mul_with_triples(&mut self, x: &[u64], y: &[u64], t: &Triples, off: usize) -> Result<RingShares> {
+    pub async fn mul_with_triples(
+        &mut self,
+        x: &[u64],
+        y: &[u64],
+        t: &Triples,
+        off: usize,
+    ) -> Result<RingShares> {
         let n = x.len();
         if y.len() != n || t.a.len() < off + n {
             return Err(MpcError::InvalidInput("mul lengths"));
         }
         let r = self.cfg.ring;
-        let (a, b, c) = (&t.a.as_slice()[off..off + n], &t.b.as_slice()[off..off + n], &t.c.as_slice()[off..off + n]);
+        let (a, b, c) = (
+            &t.a.as_slice()[off..off + n],
+            &t.b.as_slice()[off..off + n],
+            &t.c.as_slice()[off..off + n],
+        );
         let mut ef: Vec<u64> = x.iter().zip(a).map(|(&x, &a)| r.sub(x, a)).collect();
         ef.extend(y.iter().zip(b).map(|(&y, &b)| r.sub(y, b)));
         self.ch.send(tags::BEAVER_OPEN, pack_u64(&ef, r.ell));
@@ -123,7 +141,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// ([`MpcConfig::trunc`](crate::mpc::MpcConfig)), error ≤ 1 ulp.
     pub async fn mul(&mut self, x: &RingShares, y: &RingShares) -> Result<RingShares> {
         let t = self.triples(x.len()).await?;
-        let z = self.mul_with_triples(x.as_slice(), y.as_slice(), &t, 0).await?;
+        let z = self
+            .mul_with_triples(x.as_slice(), y.as_slice(), &t, 0)
+            .await?;
         let f = self.cfg.ring.frac;
         self.trunc(&z, f).await
     }
@@ -158,7 +178,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
             TruncMode::Exact => ell - 1,
         };
         let p0 = self.is_p0();
-        let xp: Vec<u64> = x.as_slice().iter().map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v }).collect();
+        let xp: Vec<u64> = x
+            .as_slice()
+            .iter()
+            .map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v })
+            .collect();
         let w: Vec<u64> = match mode {
             TruncMode::KnownMsb => {
                 // w = a0 ∨ a1 = a0 + a1 − a0·a1; a0·a1 by one COT (P0 sends a0).
@@ -167,16 +191,29 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 if p0 {
                     let sb = self.ot()?.send(&ch, a.len()).await?;
                     let p = self.cot_send_corr(&sb, &a, |_| s)?;
-                    a.iter().zip(&p).map(|(&a, &p)| a.wrapping_add(p) & mask(s)).collect()
+                    a.iter()
+                        .zip(&p)
+                        .map(|(&a, &p)| a.wrapping_add(p) & mask(s))
+                        .collect()
                 } else {
-                    let rb = self.ot()?.recv(&ch, a.iter().map(|&v| v as u8).collect()).await?;
+                    let rb = self
+                        .ot()?
+                        .recv(&ch, a.iter().map(|&v| v as u8).collect())
+                        .await?;
                     let t = self.cot_recv_corr(&rb, |_| s).await?;
-                    a.iter().zip(&t).map(|(&a, &t)| a.wrapping_sub(t) & mask(s)).collect()
+                    a.iter()
+                        .zip(&t)
+                        .map(|(&a, &t)| a.wrapping_sub(t) & mask(s))
+                        .collect()
                 }
             }
             TruncMode::Exact => {
                 let m = r.mask();
-                let inp: Vec<u64> = if p0 { xp.clone() } else { xp.iter().map(|&v| m - v).collect() };
+                let inp: Vec<u64> = if p0 {
+                    xp.clone()
+                } else {
+                    xp.iter().map(|&v| m - v).collect()
+                };
                 let wb = self.millionaire(&inp, ell).await?;
                 self.b2a_bits(&wb, s).await?
             }
@@ -206,11 +243,22 @@ impl<R: RngCore + CryptoRng> Party<R> {
         if self.is_p0() {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
             let p = self.cot_send_corr(&sb, &bits, |_| k)?;
-            Ok(bits.iter().zip(&p).map(|(&b, &p)| b.wrapping_add(p.wrapping_mul(2)) & m).collect())
+            Ok(bits
+                .iter()
+                .zip(&p)
+                .map(|(&b, &p)| b.wrapping_add(p.wrapping_mul(2)) & m)
+                .collect())
         } else {
-            let rb = self.ot()?.recv(&ch, bits.iter().map(|&v| v as u8).collect()).await?;
+            let rb = self
+                .ot()?
+                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
+                .await?;
             let t = self.cot_recv_corr(&rb, |_| k).await?;
-            Ok(bits.iter().zip(&t).map(|(&b, &t)| b.wrapping_sub(t.wrapping_mul(2)) & m).collect())
+            Ok(bits
+                .iter()
+                .zip(&t)
+                .map(|(&b, &t)| b.wrapping_sub(t.wrapping_mul(2)) & m)
+                .collect())
         }
     }
 
@@ -275,7 +323,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
             *v = r.add(*v, cst(r.encode(coeffs[d - 2])));
         }
         for (step, k) in (0..d - 2).rev().enumerate() {
-            let z = self.mul_with_triples(acc.as_slice(), x.as_slice(), &t, step * n).await?;
+            let z = self
+                .mul_with_triples(acc.as_slice(), x.as_slice(), &t, step * n)
+                .await?;
             acc = self.trunc(&z, r.frac).await?;
             for v in acc.as_mut_slice() {
                 *v = r.add(*v, cst(r.encode(coeffs[k])));

@@ -43,7 +43,13 @@ pub struct Frame {
 
 impl fmt::Debug for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Frame {{ tag: {}, depth: {}, {} bytes }}", self.tag, self.depth, self.payload.len())
+        write!(
+            f,
+            "Frame {{ tag: {}, depth: {}, {} bytes }}",
+            self.tag,
+            self.depth,
+            self.payload.len()
+        )
     }
 }
 
@@ -106,7 +112,11 @@ impl Stats {
             frames_sent: a.frames_sent - b.frames_sent,
             rounds: a.rounds - b.rounds,
         };
-        Stats { setup: d(&self.setup, &e.setup), offline: d(&self.offline, &e.offline), online: d(&self.online, &e.online) }
+        Stats {
+            setup: d(&self.setup, &e.setup),
+            offline: d(&self.offline, &e.offline),
+            online: d(&self.online, &e.online),
+        }
     }
 }
 
@@ -144,7 +154,12 @@ pub struct Channel(Rc<RefCell<Inner>>);
 impl fmt::Debug for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = self.0.borrow();
-        write!(f, "Channel {{ outbox: {}, inbox: {} }}", i.outbox.len(), i.inbox.len())
+        write!(
+            f,
+            "Channel {{ outbox: {}, inbox: {} }}",
+            i.outbox.len(),
+            i.inbox.len()
+        )
     }
 }
 
@@ -183,18 +198,29 @@ impl Channel {
         let p = i.phase_idx;
         i.stats[p].bytes_sent += payload.len() as u64 + FRAME_OVERHEAD;
         i.stats[p].frames_sent += 1;
-        i.outbox.push(Frame { tag, depth, payload });
+        i.outbox.push(Frame {
+            tag,
+            depth,
+            payload,
+        });
     }
 
     /// Waits for the next frame, which must carry `tag`.
     pub fn recv(&self, tag: u16) -> Recv {
-        Recv { ch: self.clone(), tag }
+        Recv {
+            ch: self.clone(),
+            tag,
+        }
     }
 
     /// Counters so far.
     pub fn stats(&self) -> Stats {
         let i = self.0.borrow();
-        Stats { setup: i.stats[0], offline: i.stats[1], online: i.stats[2] }
+        Stats {
+            setup: i.stats[0],
+            offline: i.stats[1],
+            online: i.stats[2],
+        }
     }
 
     fn take_outgoing(&self) -> Vec<Frame> {
@@ -225,7 +251,10 @@ impl Future for Recv {
                 i.clock = i.clock.max(f.depth);
                 i.bump_rounds();
                 if f.tag != self.tag {
-                    return Poll::Ready(Err(MpcError::UnexpectedMessage { expected: self.tag, got: f.tag }));
+                    return Poll::Ready(Err(MpcError::UnexpectedMessage {
+                        expected: self.tag,
+                        got: f.tag,
+                    }));
                 }
                 Poll::Ready(Ok(f.payload))
             }
@@ -249,7 +278,11 @@ impl<T> fmt::Debug for Session<'_, T> {
 impl<'a, T> Session<'a, T> {
     /// Wraps a protocol future running over `ch`.
     pub fn new(ch: Channel, fut: impl Future<Output = Result<T>> + 'a) -> Self {
-        Session { fut: Box::pin(fut), ch, done: false }
+        Session {
+            fut: Box::pin(fut),
+            ch,
+            done: false,
+        }
     }
 
     /// Advances the state machine as far as possible without new input.
@@ -317,7 +350,10 @@ pub fn run_pair<A, B>(mut s0: Session<'_, A>, mut s1: Session<'_, B>) -> (Result
         if !progressed {
             // Deadlock: neither side can move.
             let e = MpcError::InvalidInput("deadlock: both parties wait");
-            return (r0.unwrap_or_else(|| Err(e.clone())), r1.unwrap_or_else(|| Err(e)));
+            return (
+                r0.unwrap_or_else(|| Err(e.clone())),
+                r1.unwrap_or_else(|| Err(e)),
+            );
         }
     }
     (r0.unwrap(), r1.unwrap())

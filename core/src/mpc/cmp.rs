@@ -60,7 +60,13 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let ot = self.ot()?;
         let kr = rb.rot_keys(&ot.hash);
         let (k0, k1) = sb.rot_keys(&ot.hash);
-        let mut t = BitTriplePairs { a, b: vec![0; n], b2: vec![0; n], c: vec![0; n], c2: vec![0; n] };
+        let mut t = BitTriplePairs {
+            a,
+            b: vec![0; n],
+            b2: vec![0; n],
+            c: vec![0; n],
+            c2: vec![0; n],
+        };
         for j in 0..n {
             let (s0, s1, r) = (k0[j] as u8, k1[j] as u8, kr[j] as u8);
             t.b[j] = (s0 ^ s1) & 1;
@@ -85,7 +91,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let width = |j: usize| core::cmp::min(m, bits - j as u32 * m);
         let digit = |x: u64, j: usize| (x >> (j as u32 * m)) & crate::mpc::ring::mask(width(j));
         let merges = nd - 1;
-        let tp = if merges > 0 { Some(self.bit_triple_pairs(n * merges).await?) } else { None };
+        let tp = if merges > 0 {
+            Some(self.bit_triple_pairs(n * merges).await?)
+        } else {
+            None
+        };
         let ch = self.ch.clone();
         let p0 = self.is_p0();
         let nl = n * nd;
@@ -109,7 +119,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     for val in 0..(1u64 << mj) {
                         let mut pad = 0u64;
                         for i in 0..mj as usize {
-                            let k = if (val >> i) & 1 == 1 { k1[idx + i] } else { k0[idx + i] };
+                            let k = if (val >> i) & 1 == 1 {
+                                k1[idx + i]
+                            } else {
+                                k0[idx + i]
+                            };
                             pad ^= (k >> (2 * val)) as u64 & 3;
                         }
                         let msg = ((g ^ (xj > val) as u8) | ((q ^ (xj == val) as u8) << 1)) as u64;
@@ -160,7 +174,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let mut used = 0usize; // triple pairs used per element so far
         while cnt > 1 {
             let pairs = cnt / 2;
-            let tp = tp.as_ref().ok_or(MpcError::InvalidInput("missing triples"))?;
+            let tp = tp
+                .as_ref()
+                .ok_or(MpcError::InvalidInput("missing triples"))?;
             // Open d = eq_hi ⊕ a, e = gt_lo ⊕ b, e' = eq_lo ⊕ b'.
             let mut open = Vec::with_capacity(3 * n * pairs);
             for e in 0..n {
@@ -214,10 +230,18 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let ell = self.cfg.ring.ell;
         let lm = crate::mpc::ring::mask(ell - 1);
         let p0 = self.is_p0();
-        let inp: Vec<u64> = x.as_slice().iter().map(|&v| if p0 { v & lm } else { lm - (v & lm) }).collect();
+        let inp: Vec<u64> = x
+            .as_slice()
+            .iter()
+            .map(|&v| if p0 { v & lm } else { lm - (v & lm) })
+            .collect();
         let c = self.millionaire(&inp, ell - 1).await?;
         Ok(BoolShares::new(
-            x.as_slice().iter().zip(c.as_slice()).map(|(&v, &c)| c ^ ((v >> (ell - 1)) & 1) as u8).collect(),
+            x.as_slice()
+                .iter()
+                .zip(c.as_slice())
+                .map(|(&v, &c)| c ^ ((v >> (ell - 1)) & 1) as u8)
+                .collect(),
         ))
     }
 
@@ -245,7 +269,13 @@ impl<R: RngCore + CryptoRng> Party<R> {
             return Err(MpcError::InvalidInput("less_than lengths"));
         }
         let r = self.cfg.ring;
-        let d = RingShares::new(x.as_slice().iter().zip(y.as_slice()).map(|(&a, &b)| r.sub(a, b)).collect());
+        let d = RingShares::new(
+            x.as_slice()
+                .iter()
+                .zip(y.as_slice())
+                .map(|(&a, &b)| r.sub(a, b))
+                .collect(),
+        );
         self.msb(&d).await
     }
 }

@@ -31,8 +31,16 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let p0 = self.is_p0();
         let half = 1u64 << (ell - 1);
-        let xp: Vec<u64> = x.as_slice().iter().map(|&v| if p0 { r.add(v, half) } else { v }).collect();
-        let inp: Vec<u64> = if p0 { xp.clone() } else { xp.iter().map(|&v| r.mask() - v).collect() };
+        let xp: Vec<u64> = x
+            .as_slice()
+            .iter()
+            .map(|&v| if p0 { r.add(v, half) } else { v })
+            .collect();
+        let inp: Vec<u64> = if p0 {
+            xp.clone()
+        } else {
+            xp.iter().map(|&v| r.mask() - v).collect()
+        };
         let w = self.millionaire(&inp, ell).await?;
         // B2A of w into Z_q.
         let ch = self.ch.clone();
@@ -40,11 +48,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let wq: Vec<u128> = if p0 {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
             let p = self.cot_send_corr_zq(&sb, &bits, q)?;
-            bits.iter().zip(&p).map(|(&b, &p)| q.add(b, q.add(p, p))).collect()
+            bits.iter()
+                .zip(&p)
+                .map(|(&b, &p)| q.add(b, q.add(p, p)))
+                .collect()
         } else {
             let rb = self.ot()?.recv(&ch, w.as_slice().to_vec()).await?;
             let t = self.cot_recv_corr_zq(&rb, q).await?;
-            bits.iter().zip(&t).map(|(&b, &t)| q.sub(b, q.add(t, t))).collect()
+            bits.iter()
+                .zip(&t)
+                .map(|(&b, &t)| q.sub(b, q.add(t, t)))
+                .collect()
         };
         let two_l = q.reduce(1u128 << ell);
         let half_q = q.reduce(half as u128);
@@ -69,7 +83,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let r = self.cfg.ring;
         let ell = r.ell;
         if q.bits() < ell + self.cfg.sigma + 1 {
-            return Err(MpcError::InvalidConfig("Field2Ring needs log2 q >= ell + sigma + 1"));
+            return Err(MpcError::InvalidConfig(
+                "Field2Ring needs log2 q >= ell + sigma + 1",
+            ));
         }
         if !x.is_reduced(q) {
             return Err(MpcError::InvalidInput("Z_q share not reduced"));

@@ -18,7 +18,11 @@ pub fn packed_len(n: usize, bits: u32) -> usize {
 pub fn pack_into(out: &mut Vec<u8>, words: impl IntoIterator<Item = u128>, bits: u32) {
     let mut acc: u128 = 0;
     let mut nacc: u32 = 0;
-    let m = if bits >= 128 { u128::MAX } else { (1u128 << bits) - 1 };
+    let m = if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
     for w in words {
         let w = w & m;
         // Push low bits first so the accumulator never overflows.
@@ -75,7 +79,10 @@ pub fn pack_bits(bits: &[u8]) -> Vec<u8> {
 /// Unpacks exactly `n` bits; `bytes` must have exactly `⌈n/8⌉` bytes.
 pub fn unpack_bits(bytes: &[u8], n: usize, tag: u16) -> Result<Vec<u8>> {
     if bytes.len() != n.div_ceil(8) {
-        return Err(MpcError::Malformed { tag, what: "bit vector length" });
+        return Err(MpcError::Malformed {
+            tag,
+            what: "bit vector length",
+        });
     }
     Ok((0..n).map(|i| (bytes[i >> 3] >> (i & 7)) & 1).collect())
 }
@@ -83,9 +90,16 @@ pub fn unpack_bits(bytes: &[u8], n: usize, tag: u16) -> Result<Vec<u8>> {
 /// Unpacks exactly `n` words of `bits ≤ 128` bits.
 pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u128>> {
     if bytes.len() != packed_len(n, bits) {
-        return Err(MpcError::Malformed { tag, what: "packed vector length" });
+        return Err(MpcError::Malformed {
+            tag,
+            what: "packed vector length",
+        });
     }
-    let m = if bits >= 128 { u128::MAX } else { (1u128 << bits) - 1 };
+    let m = if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
     let mut out = Vec::with_capacity(n);
     let mut pos = 0usize; // bit position
     for _ in 0..n {
@@ -109,7 +123,10 @@ pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u1
 pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64>> {
     if bits == 64 {
         if bytes.len() != n * 8 {
-            return Err(MpcError::Malformed { tag, what: "packed vector length" });
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed vector length",
+            });
         }
         return Ok(bytes
             .chunks_exact(8)
@@ -123,7 +140,10 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64
     if bits <= 57 {
         // Fast path: read an unaligned 64-bit window per word.
         if bytes.len() != packed_len(n, bits) {
-            return Err(MpcError::Malformed { tag, what: "packed vector length" });
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed vector length",
+            });
         }
         let m = crate::mpc::ring::mask(bits);
         let mut out = Vec::with_capacity(n);
@@ -137,7 +157,10 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64
         }
         return Ok(out);
     }
-    Ok(unpack_u128(bytes, n, bits, tag)?.into_iter().map(|w| w as u64).collect())
+    Ok(unpack_u128(bytes, n, bits, tag)?
+        .into_iter()
+        .map(|w| w as u64)
+        .collect())
 }
 
 #[cfg(test)]
@@ -149,15 +172,26 @@ mod tests {
     fn roundtrip() {
         for bits in [1u32, 3, 13, 43, 57, 60, 64] {
             let m = crate::mpc::ring::mask(bits);
-            let w: Vec<u64> = (0..37u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & m).collect();
+            let w: Vec<u64> = (0..37u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & m)
+                .collect();
             let p = pack_u64(&w, bits);
             assert_eq!(p.len(), packed_len(w.len(), bits));
             assert_eq!(unpack_u64(&p, w.len(), bits, 0).unwrap(), w);
         }
         for bits in [84u32, 123, 128] {
-            let m = if bits == 128 { u128::MAX } else { (1u128 << bits) - 1 };
-            let w: Vec<u128> = (0..19u128).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_1234_5678_9ABC_DEF1) & m).collect();
-            assert_eq!(unpack_u128(&pack_u128(&w, bits), w.len(), bits, 0).unwrap(), w);
+            let m = if bits == 128 {
+                u128::MAX
+            } else {
+                (1u128 << bits) - 1
+            };
+            let w: Vec<u128> = (0..19u128)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_1234_5678_9ABC_DEF1) & m)
+                .collect();
+            assert_eq!(
+                unpack_u128(&pack_u128(&w, bits), w.len(), bits, 0).unwrap(),
+                w
+            );
         }
         let b = vec![1u8, 0, 1, 1, 0, 0, 0, 1, 1];
         assert_eq!(unpack_bits(&pack_bits(&b), 9, 0).unwrap(), b);
@@ -176,7 +210,11 @@ pub struct BitWriter {
 impl BitWriter {
     /// Empty writer with capacity for `bits` bits.
     pub fn with_capacity_bits(bits: usize) -> Self {
-        BitWriter { out: Vec::with_capacity(bits.div_ceil(8)), acc: 0, nacc: 0 }
+        BitWriter {
+            out: Vec::with_capacity(bits.div_ceil(8)),
+            acc: 0,
+            nacc: 0,
+        }
     }
 
     /// Appends the low `bits ≤ 64` bits of `w`.
@@ -213,7 +251,10 @@ impl<'a> BitReader<'a> {
     /// Reader over `bytes`, which must hold exactly `⌈total_bits/8⌉` bytes.
     pub fn new(bytes: &'a [u8], total_bits: usize, tag: u16) -> Result<Self> {
         if bytes.len() != total_bits.div_ceil(8) {
-            return Err(MpcError::Malformed { tag, what: "packed message length" });
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed message length",
+            });
         }
         Ok(BitReader { bytes, pos: 0 })
     }

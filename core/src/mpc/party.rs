@@ -69,7 +69,12 @@ pub struct MpcConfig {
 
 impl MpcConfig {
     /// EncFormer parameters: `ℓ = 43, F = 13`, radix 4, σ = 40.
-    pub const ENCFORMER: MpcConfig = MpcConfig { ring: RingCfg::ENCFORMER, radix_bits: 4, trunc: TruncMode::KnownMsb, sigma: 40 };
+    pub const ENCFORMER: MpcConfig = MpcConfig {
+        ring: RingCfg::ENCFORMER,
+        radix_bits: 4,
+        trunc: TruncMode::KnownMsb,
+        sigma: 40,
+    };
 
     /// Checks ranges.
     pub fn validate(&self) -> Result<()> {
@@ -93,7 +98,13 @@ pub struct Party<R: RngCore + CryptoRng> {
 
 impl<R: RngCore + CryptoRng> core::fmt::Debug for Party<R> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Party {{ id: {:?}, cfg: {:?}, set_up: {} }}", self.id, self.cfg, self.ot.is_some())
+        write!(
+            f,
+            "Party {{ id: {:?}, cfg: {:?}, set_up: {} }}",
+            self.id,
+            self.cfg,
+            self.ot.is_some()
+        )
     }
 }
 
@@ -102,7 +113,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// protocol that needs OT.
     pub fn new(id: PartyId, cfg: MpcConfig, rng: R) -> Result<Self> {
         cfg.validate()?;
-        Ok(Party { id, cfg, rng, ch: Channel::new(), ot: None, common: None })
+        Ok(Party {
+            id,
+            cfg,
+            rng,
+            ch: Channel::new(),
+            ot: None,
+            common: None,
+        })
     }
 
     /// This party's index.
@@ -149,7 +167,10 @@ impl<R: RngCore + CryptoRng> Party<R> {
         ch.send(tags::SETUP_S, m1);
         let peer = ch.recv(tags::SETUP_S).await?;
         if peer.len() != 48 {
-            return Err(MpcError::Malformed { tag: tags::SETUP_S, what: "setup message length" });
+            return Err(MpcError::Malformed {
+                tag: tags::SETUP_S,
+                what: "setup message length",
+            });
         }
         let mut db = [0u8; 16];
         self.rng.fill_bytes(&mut db);
@@ -209,7 +230,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// COT as sender with correlations `corr[j]` of width `widths(j)` bits:
     /// sends `d_j = H(q_j) + c_j − H(q_j ⊕ Δ) mod 2^w` and returns
     /// `p_j = H(q_j) mod 2^w`. The receiver obtains `p_j + r_j·c_j`.
-    pub(crate) fn cot_send_corr(&mut self, b: &CotBatchS, corr: &[u64], widths: impl Fn(usize) -> u32) -> Result<Vec<u64>> {
+    pub(crate) fn cot_send_corr(
+        &mut self,
+        b: &CotBatchS,
+        corr: &[u64],
+        widths: impl Fn(usize) -> u32,
+    ) -> Result<Vec<u64>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let (k0, k1) = b.rot_keys(&ot.hash);
@@ -229,7 +255,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// Receiver side of [`Party::cot_send_corr`]: returns `p_j + r_j·c_j mod 2^w`.
-    pub(crate) async fn cot_recv_corr(&mut self, b: &CotBatchR, widths: impl Fn(usize) -> u32) -> Result<Vec<u64>> {
+    pub(crate) async fn cot_recv_corr(
+        &mut self,
+        b: &CotBatchR,
+        widths: impl Fn(usize) -> u32,
+    ) -> Result<Vec<u64>> {
         let ch = self.ch.clone();
         let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
@@ -248,12 +278,20 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).
-    pub(crate) fn cot_send_corr_zq(&mut self, b: &CotBatchS, corr: &[u128], q: &Modulus) -> Result<Vec<u128>> {
+    pub(crate) fn cot_send_corr_zq(
+        &mut self,
+        b: &CotBatchS,
+        corr: &[u128],
+        q: &Modulus,
+    ) -> Result<Vec<u128>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let h = &ot.hash;
         let (a0, a1) = (h.hash(&b.q, 0, b.tweak, 1), h.hash(&b.q, 0, b.tweak, 2));
-        let (c0, c1) = (h.hash(&b.q, b.delta, b.tweak, 1), h.hash(&b.q, b.delta, b.tweak, 2));
+        let (c0, c1) = (
+            h.hash(&b.q, b.delta, b.tweak, 1),
+            h.hash(&b.q, b.delta, b.tweak, 2),
+        );
         let mut p = Vec::with_capacity(corr.len());
         let mut d = Vec::with_capacity(corr.len());
         for j in 0..corr.len() {
@@ -267,17 +305,27 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// Receiver side of [`Party::cot_send_corr_zq`].
-    pub(crate) async fn cot_recv_corr_zq(&mut self, b: &CotBatchR, q: &Modulus) -> Result<Vec<u128>> {
+    pub(crate) async fn cot_recv_corr_zq(
+        &mut self,
+        b: &CotBatchR,
+        q: &Modulus,
+    ) -> Result<Vec<u128>> {
         let ch = self.ch.clone();
         let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
         let d = crate::mpc::pack::unpack_u128(&msg, n, q.bits(), tags::COT_CORR)?;
         let ot = self.ot()?;
-        let (t0, t1) = (ot.hash.hash(&b.t, 0, b.tweak, 1), ot.hash.hash(&b.t, 0, b.tweak, 2));
+        let (t0, t1) = (
+            ot.hash.hash(&b.t, 0, b.tweak, 1),
+            ot.hash.hash(&b.t, 0, b.tweak, 2),
+        );
         let mut out = Vec::with_capacity(n);
         for j in 0..n {
             if d[j] >= q.value() {
-                return Err(MpcError::Malformed { tag: tags::COT_CORR, what: "Z_q element not reduced" });
+                return Err(MpcError::Malformed {
+                    tag: tags::COT_CORR,
+                    what: "Z_q element not reduced",
+                });
             }
             let t = q.reduce_wide(t1[j], t0[j]);
             out.push(if b.r[j] == 1 { q.add(t, d[j]) } else { t });
@@ -289,7 +337,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
     pub(crate) fn common_zq(&mut self, q: &Modulus) -> Result<u128> {
         let prg = self.common.as_mut().ok_or(MpcError::NotSetUp)?;
         let bits = q.bits();
-        let m = if bits >= 128 { u128::MAX } else { (1u128 << bits) - 1 };
+        let m = if bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        };
         loop {
             let mut b = [0u8; 16];
             prg.fill(&mut b);

@@ -32,12 +32,24 @@ fn share(r: &RingCfg, xs: &[u64], rng: &mut ChaCha20Rng) -> (RingShares, RingSha
 }
 
 fn open(r: &RingCfg, a: &RingShares, b: &RingShares) -> Vec<i64> {
-    a.as_slice().iter().zip(b.as_slice()).map(|(&x, &y)| r.to_signed(r.add(x, y))).collect()
+    a.as_slice()
+        .iter()
+        .zip(b.as_slice())
+        .map(|(&x, &y)| r.to_signed(r.add(x, y)))
+        .collect()
 }
 
 fn inputs(r: &RingCfg, rng: &mut ChaCha20Rng, n: usize, bound_bits: u32) -> Vec<i64> {
-    let mut v: Vec<i64> = (0..n).map(|_| (rng.next_u64() % (1u64 << bound_bits)) as i64 - (1i64 << (bound_bits - 1))).collect();
-    v.extend([0, 1, -1, (1i64 << (bound_bits - 1)) - 1, -(1i64 << (bound_bits - 1))]);
+    let mut v: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() % (1u64 << bound_bits)) as i64 - (1i64 << (bound_bits - 1)))
+        .collect();
+    v.extend([
+        0,
+        1,
+        -1,
+        (1i64 << (bound_bits - 1)) - 1,
+        -(1i64 << (bound_bits - 1)),
+    ]);
     let _ = r;
     v
 }
@@ -45,7 +57,10 @@ fn inputs(r: &RingCfg, rng: &mut ChaCha20Rng, n: usize, bound_bits: u32) -> Vec<
 #[test]
 fn millionaire_and_msb() {
     for radix in [1u32, 3, 4, 6] {
-        let cfg = MpcConfig { radix_bits: radix, ..MpcConfig::ENCFORMER };
+        let cfg = MpcConfig {
+            radix_bits: radix,
+            ..MpcConfig::ENCFORMER
+        };
         let (mut p0, mut p1) = parties(cfg);
         let r = cfg.ring;
         let mut rng = ChaCha20Rng::seed_from_u64(5);
@@ -54,9 +69,18 @@ fn millionaire_and_msb() {
         let mut y: Vec<u64> = (0..n).map(|_| rng.next_u64() & r.mask()).collect();
         x.extend([0, r.mask(), 5, r.mask(), 0, 77]);
         y.extend([0, r.mask(), 5, 0, r.mask(), 78]);
-        let (g0, g1) = both!(p0, p1, p0.millionaire(&x, r.ell).await, p1.millionaire(&y, r.ell).await);
+        let (g0, g1) = both!(
+            p0,
+            p1,
+            p0.millionaire(&x, r.ell).await,
+            p1.millionaire(&y, r.ell).await
+        );
         for k in 0..x.len() {
-            assert_eq!(g0.as_slice()[k] ^ g1.as_slice()[k], (x[k] > y[k]) as u8, "radix {radix} k {k}");
+            assert_eq!(
+                g0.as_slice()[k] ^ g1.as_slice()[k],
+                (x[k] > y[k]) as u8,
+                "radix {radix} k {k}"
+            );
         }
         let v = inputs(&r, &mut rng, 100, r.ell);
         let enc: Vec<u64> = v.iter().map(|&a| r.from_signed(a)).collect();
@@ -71,28 +95,60 @@ fn millionaire_and_msb() {
 #[test]
 fn mul_trunc_mux_b2a() {
     for mode in [TruncMode::KnownMsb, TruncMode::Exact] {
-        let cfg = MpcConfig { trunc: mode, ..MpcConfig::ENCFORMER };
+        let cfg = MpcConfig {
+            trunc: mode,
+            ..MpcConfig::ENCFORMER
+        };
         let (mut p0, mut p1) = parties(cfg);
         let r = cfg.ring;
         let mut rng = ChaCha20Rng::seed_from_u64(6);
         let xs = inputs(&r, &mut rng, 300, 28);
         let ys = inputs(&r, &mut rng, 300, 13);
-        let (x0, x1) = share(&r, &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(), &mut rng);
-        let (y0, y1) = share(&r, &ys.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(), &mut rng);
+        let (x0, x1) = share(
+            &r,
+            &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(),
+            &mut rng,
+        );
+        let (y0, y1) = share(
+            &r,
+            &ys.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(),
+            &mut rng,
+        );
         let (z0, z1) = both!(p0, p1, p0.mul(&x0, &y0).await, p1.mul(&x1, &y1).await);
         let z = open(&r, &z0, &z1);
         for k in 0..xs.len() {
             let exact = ((xs[k] as i128 * ys[k] as i128) >> r.frac) as i64;
-            assert!(z[k] == exact || z[k] == exact - 1, "{mode:?} {} {} -> {} vs {}", xs[k], ys[k], z[k], exact);
+            assert!(
+                z[k] == exact || z[k] == exact - 1,
+                "{mode:?} {} {} -> {} vs {}",
+                xs[k],
+                ys[k],
+                z[k],
+                exact
+            );
         }
-        let bound = if mode == TruncMode::KnownMsb { r.ell - 2 } else { r.ell - 1 };
+        let bound = if mode == TruncMode::KnownMsb {
+            r.ell - 2
+        } else {
+            r.ell - 1
+        };
         let ts = inputs(&r, &mut rng, 300, bound);
-        let (t0, t1) = share(&r, &ts.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(), &mut rng);
+        let (t0, t1) = share(
+            &r,
+            &ts.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(),
+            &mut rng,
+        );
         let (u0, u1) = both!(p0, p1, p0.trunc(&t0, 13).await, p1.trunc(&t1, 13).await);
         let u = open(&r, &u0, &u1);
         for k in 0..ts.len() {
             let exact = ts[k] >> 13;
-            assert!(u[k] == exact || u[k] == exact - 1, "trunc {mode:?} {} -> {} vs {}", ts[k], u[k], exact);
+            assert!(
+                u[k] == exact || u[k] == exact - 1,
+                "trunc {mode:?} {} -> {} vs {}",
+                ts[k],
+                u[k],
+                exact
+            );
         }
     }
     let cfg = MpcConfig::ENCFORMER;
@@ -100,7 +156,11 @@ fn mul_trunc_mux_b2a() {
     let r = cfg.ring;
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let xs = inputs(&r, &mut rng, 100, r.ell);
-    let (x0, x1) = share(&r, &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(), &mut rng);
+    let (x0, x1) = share(
+        &r,
+        &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(),
+        &mut rng,
+    );
     let bits: Vec<u8> = (0..xs.len()).map(|_| (rng.next_u32() & 1) as u8).collect();
     let b0: Vec<u8> = (0..xs.len()).map(|_| (rng.next_u32() & 1) as u8).collect();
     let b1: Vec<u8> = bits.iter().zip(&b0).map(|(a, b)| a ^ b).collect();
@@ -126,10 +186,22 @@ fn ext_roundtrip() {
     let q = Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(8);
     let xs = inputs(&r, &mut rng, 200, r.ell);
-    let (x0, x1) = share(&r, &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(), &mut rng);
-    let (f0, f1) = both!(p0, p1, p0.ring_to_field(&x0, &q).await, p1.ring_to_field(&x1, &q).await);
+    let (x0, x1) = share(
+        &r,
+        &xs.iter().map(|&v| r.from_signed(v)).collect::<Vec<_>>(),
+        &mut rng,
+    );
+    let (f0, f1) = both!(
+        p0,
+        p1,
+        p0.ring_to_field(&x0, &q).await,
+        p1.ring_to_field(&x1, &q).await
+    );
     for k in 0..xs.len() {
-        assert_eq!(q.to_signed(q.add(f0.as_slice()[k], f1.as_slice()[k])), xs[k] as i128);
+        assert_eq!(
+            q.to_signed(q.add(f0.as_slice()[k], f1.as_slice()[k])),
+            xs[k] as i128
+        );
     }
     let (g0, g1) = both!(p0, p1, p0.field_to_ring(&f0, &q), p1.field_to_ring(&f1, &q));
     assert_eq!(open(&r, &g0, &g1), xs);
@@ -142,9 +214,18 @@ fn poly_and_local() {
     let r = cfg.ring;
     let mut rng = ChaCha20Rng::seed_from_u64(9);
     let xs: Vec<f64> = (0..64).map(|i| (i as f64 - 32.0) / 8.0).collect();
-    let (x0, x1) = share(&r, &xs.iter().map(|&v| r.encode(v)).collect::<Vec<_>>(), &mut rng);
+    let (x0, x1) = share(
+        &r,
+        &xs.iter().map(|&v| r.encode(v)).collect::<Vec<_>>(),
+        &mut rng,
+    );
     let c = [0.5, -0.25, 0.125, 0.03125];
-    let (y0, y1) = both!(p0, p1, p0.poly_eval(&x0, &c).await, p1.poly_eval(&x1, &c).await);
+    let (y0, y1) = both!(
+        p0,
+        p1,
+        p0.poly_eval(&x0, &c).await,
+        p1.poly_eval(&x1, &c).await
+    );
     for (k, &x) in xs.iter().enumerate() {
         let want = c[0] + c[1] * x + c[2] * x * x + c[3] * x * x * x;
         let got = r.decode(r.add(y0.as_slice()[k], y1.as_slice()[k]));

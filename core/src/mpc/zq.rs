@@ -135,7 +135,11 @@ impl Modulus {
     /// Exactly uniform element by rejection sampling.
     pub fn sample<R: RngCore + ?Sized>(&self, rng: &mut R) -> u128 {
         let bits = self.bits();
-        let m = if bits >= 128 { u128::MAX } else { (1u128 << bits) - 1 };
+        let m = if bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        };
         loop {
             let mut b = [0u8; 16];
             rng.fill_bytes(&mut b);

@@ -12,7 +12,9 @@ use rand_core::{OsRng, RngCore, SeedableRng};
 use serde::Serialize;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use veil_core::mpc::{BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats};
+use veil_core::mpc::{
+    BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats,
+};
 
 /// Transport used by a benchmark run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -51,7 +53,16 @@ impl Default for BenchMpcOptions {
 }
 
 /// All benchmarked primitives.
-pub const ALL_OPS: [&str; 8] = ["mul", "trunc", "less", "relu", "select", "b2a", "ring2field", "field2ring"];
+pub const ALL_OPS: [&str; 8] = [
+    "mul",
+    "trunc",
+    "less",
+    "relu",
+    "select",
+    "b2a",
+    "ring2field",
+    "field2ring",
+];
 
 /// SecretFlow SPU 0.9.5 Cheetah on this machine, n = 2^16
 /// (/work/shared/peers/mpc/README.md): (seconds, bytes/element, rounds).
@@ -121,14 +132,20 @@ impl BenchMpcReport {
             self.ell,
             self.frac,
             self.setup_bytes,
-            self.setup_s.iter().map(|(k, t)| format!("{k:?} {:.3} s", t)).collect::<Vec<_>>().join(", ")
+            self.setup_s
+                .iter()
+                .map(|(k, t)| format!("{k:?} {:.3} s", t))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         s += &format!(
             "{:<8} {:<11} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
             "transp", "primitive", "time s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu"
         );
         for r in &self.rows {
-            let opt = |v: Option<f64>, p: usize| v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into());
+            let opt = |v: Option<f64>, p: usize| {
+                v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
+            };
             s += &format!(
                 "{:<8} {:<11} {:>8.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
                 format!("{:?}", r.transport),
@@ -175,20 +192,47 @@ fn make_inputs(cfg: &MpcConfig, n: usize) -> (Inputs, Inputs) {
         (RingShares::new(a), RingShares::new(b))
     };
     let small = |rng: &mut ChaCha20Rng, bits: u32| -> Vec<u64> {
-        (0..n).map(|_| r.from_signed((rng.next_u64() % (1 << bits)) as i64 - (1i64 << (bits - 1)))).collect()
+        (0..n)
+            .map(|_| r.from_signed((rng.next_u64() % (1 << bits)) as i64 - (1i64 << (bits - 1))))
+            .collect()
     };
-    let (x0, x1) = { let v = small(&mut rng, 24); sh(v, &mut rng) };
-    let (y0, y1) = { let v = small(&mut rng, 24); sh(v, &mut rng) };
-    let (t0, t1) = { let v = small(&mut rng, r.ell - 3); sh(v, &mut rng) };
+    let (x0, x1) = {
+        let v = small(&mut rng, 24);
+        sh(v, &mut rng)
+    };
+    let (y0, y1) = {
+        let v = small(&mut rng, 24);
+        sh(v, &mut rng)
+    };
+    let (t0, t1) = {
+        let v = small(&mut rng, r.ell - 3);
+        sh(v, &mut rng)
+    };
     let b0: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
     let b1: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
     let f0: Vec<u128> = (0..n).map(|_| q.sample(&mut rng)).collect();
-    let f1: Vec<u128> = x0.as_slice().iter().zip(x1.as_slice()).zip(&f0).map(|((&a, &b), &f)| {
-        q.sub(q.from_signed(r.to_signed(r.add(a, b)) as i128), f)
-    }).collect();
+    let f1: Vec<u128> = x0
+        .as_slice()
+        .iter()
+        .zip(x1.as_slice())
+        .zip(&f0)
+        .map(|((&a, &b), &f)| q.sub(q.from_signed(r.to_signed(r.add(a, b)) as i128), f))
+        .collect();
     (
-        Inputs { x: x0, y: y0, t: t0, b: BoolShares::new(b0), f: FieldShares::new(f0) },
-        Inputs { x: x1, y: y1, t: t1, b: BoolShares::new(b1), f: FieldShares::new(f1) },
+        Inputs {
+            x: x0,
+            y: y0,
+            t: t0,
+            b: BoolShares::new(b0),
+            f: FieldShares::new(f0),
+        },
+        Inputs {
+            x: x1,
+            y: y1,
+            t: t1,
+            b: BoolShares::new(b1),
+            f: FieldShares::new(f1),
+        },
     )
 }
 
@@ -208,14 +252,26 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
         "select" => drive(p.channel(), p.mux(&i.b, &i.x), t).map(drop),
         "b2a" => drive(p.channel(), p.b2a(&i.b), t).map(drop),
         "ring2field" => drive(p.channel(), p.ring_to_field(&i.x, &q), t).map(drop),
-        "field2ring" => p.field_to_ring(&i.f, &q).map(drop).map_err(DriverError::Protocol),
-        _ => Err(DriverError::Protocol(veil_core::mpc::MpcError::InvalidInput("unknown primitive"))),
+        "field2ring" => p
+            .field_to_ring(&i.f, &q)
+            .map(drop)
+            .map_err(DriverError::Protocol),
+        _ => Err(DriverError::Protocol(
+            veil_core::mpc::MpcError::InvalidInput("unknown primitive"),
+        )),
     }
 }
 
 type PartyResult = Result<(f64, Stats, Vec<(f64, Stats)>), String>;
 
-fn party_main(id: PartyId, cfg: MpcConfig, mut t: Box<dyn Transport>, inp: Inputs, ops: Vec<String>, bar: Arc<Barrier>) -> PartyResult {
+fn party_main(
+    id: PartyId,
+    cfg: MpcConfig,
+    mut t: Box<dyn Transport>,
+    inp: Inputs,
+    ops: Vec<String>,
+    bar: Arc<Barrier>,
+) -> PartyResult {
     let rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| e.to_string())?;
     let mut p = Party::new(id, cfg, rng).map_err(|e| e.to_string())?;
     bar.wait();
@@ -229,7 +285,10 @@ fn party_main(id: PartyId, cfg: MpcConfig, mut t: Box<dyn Transport>, inp: Input
         let before = p.channel().stats();
         let t0 = Instant::now();
         run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
-        out.push((t0.elapsed().as_secs_f64(), p.channel().stats().since(&before)));
+        out.push((
+            t0.elapsed().as_secs_f64(),
+            p.channel().stats().since(&before),
+        ));
     }
     Ok((setup_t, setup_stats, out))
 }
@@ -241,7 +300,10 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             return Err(format!("unknown primitive {op}; known: {}", ALL_OPS.join(",")).into());
         }
     }
-    let tcfg = TransportConfig { timeout: opts.timeout, ..TransportConfig::default() };
+    let tcfg = TransportConfig {
+        timeout: opts.timeout,
+        ..TransportConfig::default()
+    };
     let mut rows = Vec::new();
     let mut setup_s = Vec::new();
     let mut setup_bytes = 0;
@@ -276,7 +338,8 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             let (a, b) = (&o0[k], &o1[k]);
             let off = (a.1.offline.bytes_sent + b.1.offline.bytes_sent) as f64 / n;
             let on = (a.1.online.bytes_sent + b.1.online.bytes_sent) as f64 / n;
-            let rounds = (a.1.offline.rounds + a.1.online.rounds).max(b.1.offline.rounds + b.1.online.rounds);
+            let rounds = (a.1.offline.rounds + a.1.online.rounds)
+                .max(b.1.offline.rounds + b.1.online.rounds);
             let spu = spu_reference(op);
             rows.push(BenchRow {
                 transport: kind,
@@ -294,5 +357,12 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             });
         }
     }
-    Ok(BenchMpcReport { ell: opts.cfg.ring.ell, frac: opts.cfg.ring.frac, n: opts.n, setup_s, setup_bytes, rows })
+    Ok(BenchMpcReport {
+        ell: opts.cfg.ring.ell,
+        frac: opts.cfg.ring.frac,
+        n: opts.n,
+        setup_s,
+        setup_bytes,
+        rows,
+    })
 }

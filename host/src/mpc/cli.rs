@@ -28,7 +28,11 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
         "both" => vec![TransportKind::Memory, TransportKind::Tcp],
         _ => return Err("--transport must be mem, tcp or both".into()),
     };
-    let mut opts = BenchMpcOptions { n: args.n, transports, ..BenchMpcOptions::default() };
+    let mut opts = BenchMpcOptions {
+        n: args.n,
+        transports,
+        ..BenchMpcOptions::default()
+    };
     if let Some(o) = &args.ops {
         opts.ops = o.split(',').map(|s| s.trim().to_string()).collect();
     }

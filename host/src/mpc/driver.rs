@@ -48,7 +48,10 @@ pub fn run_session<T>(mut s: Session<'_, T>, t: &mut dyn Transport) -> Result<T,
             Poll::Pending => match t.recv() {
                 Ok(f) => s.deliver(f),
                 Err(e) => {
-                    if !matches!(e, TransportError::PeerAborted(_) | TransportError::Disconnected) {
+                    if !matches!(
+                        e,
+                        TransportError::PeerAborted(_) | TransportError::Disconnected
+                    ) {
                         t.abort(&e.to_string());
                     }
                     return Err(DriverError::Transport(e));
@@ -59,6 +62,10 @@ pub fn run_session<T>(mut s: Session<'_, T>, t: &mut dyn Transport) -> Result<T,
 }
 
 /// Convenience: `drive(party.channel(), party.mul(&x, &y), &mut t)`.
-pub fn drive<'a, T>(ch: Channel, fut: impl Future<Output = Result<T, MpcError>> + 'a, t: &mut dyn Transport) -> Result<T, DriverError> {
+pub fn drive<'a, T>(
+    ch: Channel,
+    fut: impl Future<Output = Result<T, MpcError>> + 'a,
+    t: &mut dyn Transport,
+) -> Result<T, DriverError> {
     run_session(Session::new(ch, fut), t)
 }

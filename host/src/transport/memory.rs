@@ -14,7 +14,11 @@ struct MemSource {
 }
 
 impl ByteSource for MemSource {
-    fn read_exact_until(&mut self, out: &mut [u8], deadline: Instant) -> Result<(), TransportError> {
+    fn read_exact_until(
+        &mut self,
+        out: &mut [u8],
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
         let mut got = 0;
         while got < out.len() {
             if self.pos == self.buf.len() {
@@ -26,7 +30,9 @@ impl ByteSource for MemSource {
                         self.pos = 0;
                     }
                     Err(RecvTimeoutError::Timeout) => return Err(TransportError::Timeout),
-                    Err(RecvTimeoutError::Disconnected) => return Err(TransportError::Disconnected),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        return Err(TransportError::Disconnected)
+                    }
                 }
                 continue;
             }
@@ -57,15 +63,35 @@ pub fn mem_pair(cfg: TransportConfig) -> (MemTransport, MemTransport) {
     let (ta, rb) = channel();
     let (tb, ra) = channel();
     (
-        MemTransport { tx: Some(ta), src: MemSource { rx: ra, buf: Vec::new(), pos: 0 }, cfg },
-        MemTransport { tx: Some(tb), src: MemSource { rx: rb, buf: Vec::new(), pos: 0 }, cfg },
+        MemTransport {
+            tx: Some(ta),
+            src: MemSource {
+                rx: ra,
+                buf: Vec::new(),
+                pos: 0,
+            },
+            cfg,
+        },
+        MemTransport {
+            tx: Some(tb),
+            src: MemSource {
+                rx: rb,
+                buf: Vec::new(),
+                pos: 0,
+            },
+            cfg,
+        },
     )
 }
 
 impl MemTransport {
     /// Sends raw bytes (fault injection in tests).
     pub fn send_raw(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
-        self.tx.as_ref().ok_or(TransportError::Disconnected)?.send(bytes).map_err(|_| TransportError::Disconnected)
+        self.tx
+            .as_ref()
+            .ok_or(TransportError::Disconnected)?
+            .send(bytes)
+            .map_err(|_| TransportError::Disconnected)
     }
 
     /// Closes the sending direction (the peer sees `Disconnected`).

@@ -36,7 +36,10 @@ pub struct TransportConfig {
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { timeout: Duration::from_secs(60), max_frame: 1 << 30 }
+        TransportConfig {
+            timeout: Duration::from_secs(60),
+            max_frame: 1 << 30,
+        }
     }
 }
 
@@ -68,7 +71,9 @@ impl std::fmt::Display for TransportError {
             TransportError::Timeout => write!(f, "receive timed out"),
             TransportError::Disconnected => write!(f, "peer disconnected"),
             TransportError::Malformed(s) => write!(f, "malformed frame: {s}"),
-            TransportError::TooLarge { len, max } => write!(f, "frame of {len} bytes exceeds limit {max}"),
+            TransportError::TooLarge { len, max } => {
+                write!(f, "frame of {len} bytes exceeds limit {max}")
+            }
             TransportError::PeerAborted(s) => write!(f, "peer aborted: {s}"),
             TransportError::Io(s) => write!(f, "I/O error: {s}"),
         }
@@ -85,7 +90,11 @@ pub trait Transport: Send {
     fn recv(&mut self) -> Result<Frame, TransportError>;
     /// Best-effort abort notice to the peer.
     fn abort(&mut self, reason: &str) {
-        let _ = self.send(vec![Frame { tag: ABORT_TAG, depth: 0, payload: reason.as_bytes().to_vec() }]);
+        let _ = self.send(vec![Frame {
+            tag: ABORT_TAG,
+            depth: 0,
+            payload: reason.as_bytes().to_vec(),
+        }]);
     }
 }
 
@@ -106,11 +115,15 @@ pub fn encode_frames(frames: &[Frame]) -> Vec<u8> {
 
 /// A source of bytes with deadline-bounded reads.
 pub(crate) trait ByteSource {
-    fn read_exact_until(&mut self, buf: &mut [u8], deadline: Instant) -> Result<(), TransportError>;
+    fn read_exact_until(&mut self, buf: &mut [u8], deadline: Instant)
+        -> Result<(), TransportError>;
 }
 
 /// Reads and validates one frame.
-pub(crate) fn read_frame<S: ByteSource>(src: &mut S, cfg: &TransportConfig) -> Result<Frame, TransportError> {
+pub(crate) fn read_frame<S: ByteSource>(
+    src: &mut S,
+    cfg: &TransportConfig,
+) -> Result<Frame, TransportError> {
     let deadline = Instant::now() + cfg.timeout;
     let mut h = [0u8; HEADER_LEN];
     src.read_exact_until(&mut h, deadline)?;
@@ -124,12 +137,21 @@ pub(crate) fn read_frame<S: ByteSource>(src: &mut S, cfg: &TransportConfig) -> R
     let depth = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
     let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
     if len > cfg.max_frame {
-        return Err(TransportError::TooLarge { len, max: cfg.max_frame });
+        return Err(TransportError::TooLarge {
+            len,
+            max: cfg.max_frame,
+        });
     }
     let mut payload = vec![0u8; len];
     src.read_exact_until(&mut payload, deadline)?;
     if tag == ABORT_TAG {
-        return Err(TransportError::PeerAborted(String::from_utf8_lossy(&payload).into_owned()));
+        return Err(TransportError::PeerAborted(
+            String::from_utf8_lossy(&payload).into_owned(),
+        ));
     }
-    Ok(Frame { tag, depth, payload })
+    Ok(Frame {
+        tag,
+        depth,
+        payload,
+    })
 }

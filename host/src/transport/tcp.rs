@@ -16,14 +16,20 @@ struct TcpSource {
 }
 
 impl ByteSource for TcpSource {
-    fn read_exact_until(&mut self, out: &mut [u8], deadline: Instant) -> Result<(), TransportError> {
+    fn read_exact_until(
+        &mut self,
+        out: &mut [u8],
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
         let mut got = 0;
         while got < out.len() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(TransportError::Timeout);
             }
-            self.s.set_read_timeout(Some(left.max(Duration::from_millis(1)))).map_err(|e| TransportError::Io(e.to_string()))?;
+            self.s
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .map_err(|e| TransportError::Io(e.to_string()))?;
             match self.s.read(&mut out[got..]) {
                 Ok(0) => return Err(TransportError::Disconnected),
                 Ok(k) => got += k,
@@ -31,7 +37,14 @@ impl ByteSource for TcpSource {
                     return Err(TransportError::Timeout)
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::ConnectionReset
+                            | ErrorKind::ConnectionAborted
+                            | ErrorKind::BrokenPipe
+                    ) =>
+                {
                     return Err(TransportError::Disconnected)
                 }
                 Err(e) => return Err(TransportError::Io(e.to_string())),
@@ -52,7 +65,11 @@ pub struct TcpTransport {
 
 impl std::fmt::Debug for TcpTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "TcpTransport {{ peer: {:?} }}", self.src.s.peer_addr().ok())
+        write!(
+            f,
+            "TcpTransport {{ peer: {:?} }}",
+            self.src.s.peer_addr().ok()
+        )
     }
 }
 
@@ -71,9 +88,9 @@ impl TcpTransport {
                 if let Err(e) = w.write_all(&buf).and_then(|_| w.flush()) {
                     let te = match e.kind() {
                         ErrorKind::WouldBlock | ErrorKind::TimedOut => TransportError::Timeout,
-                        ErrorKind::BrokenPipe | ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
-                            TransportError::Disconnected
-                        }
+                        ErrorKind::BrokenPipe
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted => TransportError::Disconnected,
                         _ => TransportError::Io(e.to_string()),
                     };
                     if let Ok(mut g) = werr2.lock() {
@@ -84,11 +101,20 @@ impl TcpTransport {
                 }
             }
         });
-        Ok(TcpTransport { src: TcpSource { s }, tx: Some(tx), writer: Some(writer), werr, cfg })
+        Ok(TcpTransport {
+            src: TcpSource { s },
+            tx: Some(tx),
+            writer: Some(writer),
+            werr,
+            cfg,
+        })
     }
 
     /// Connects to `addr`, retrying until the timeout.
-    pub fn connect<A: ToSocketAddrs + Clone>(addr: A, cfg: TransportConfig) -> Result<Self, TransportError> {
+    pub fn connect<A: ToSocketAddrs + Clone>(
+        addr: A,
+        cfg: TransportConfig,
+    ) -> Result<Self, TransportError> {
         let deadline = Instant::now() + cfg.timeout;
         loop {
             match TcpStream::connect(addr.clone()) {
@@ -105,13 +131,19 @@ impl TcpTransport {
 
     /// Accepts one connection on `listener` (blocking).
     pub fn accept(listener: &TcpListener, cfg: TransportConfig) -> Result<Self, TransportError> {
-        let (s, _) = listener.accept().map_err(|e| TransportError::Io(e.to_string()))?;
+        let (s, _) = listener
+            .accept()
+            .map_err(|e| TransportError::Io(e.to_string()))?;
         Self::new(s, cfg)
     }
 
     /// Sends raw bytes (fault injection in tests).
     pub fn send_raw(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
-        self.tx.as_ref().ok_or(TransportError::Disconnected)?.send(bytes).map_err(|_| TransportError::Disconnected)
+        self.tx
+            .as_ref()
+            .ok_or(TransportError::Disconnected)?
+            .send(bytes)
+            .map_err(|_| TransportError::Disconnected)
     }
 
     /// Closes the connection in both directions now.

@@ -11,7 +11,10 @@ use veil_host::transport::{mem_pair, TcpTransport, Transport, TransportConfig, T
 pub type P = Party<ChaCha20Rng>;
 
 pub fn tcfg(ms: u64) -> TransportConfig {
-    TransportConfig { timeout: Duration::from_millis(ms), max_frame: 1 << 28 }
+    TransportConfig {
+        timeout: Duration::from_millis(ms),
+        max_frame: 1 << 28,
+    }
 }
 
 pub fn new_party(id: PartyId, cfg: MpcConfig) -> P {
@@ -19,7 +22,13 @@ pub fn new_party(id: PartyId, cfg: MpcConfig) -> P {
 }
 
 /// Runs `f0` (P0) and `f1` (P1) in two threads over `t0`/`t1`, after setup.
-pub fn run_with<T0, T1, A, B, F0, F1>(cfg: MpcConfig, mut t0: T0, mut t1: T1, f0: F0, f1: F1) -> (A, B)
+pub fn run_with<T0, T1, A, B, F0, F1>(
+    cfg: MpcConfig,
+    mut t0: T0,
+    mut t1: T1,
+    f0: F0,
+    f1: F1,
+) -> (A, B)
 where
     T0: Transport,
     T1: Transport,
@@ -68,19 +77,29 @@ pub fn seeded(seed: u64) -> ChaCha20Rng {
 pub fn values(rng: &mut ChaCha20Rng, n: usize, bits: u32) -> Vec<i64> {
     let lo = -(1i64 << (bits - 1));
     let hi = (1i64 << (bits - 1)) - 1;
-    let mut v: Vec<i64> = (0..n).map(|_| (rng.next_u64() & ((1u64 << bits) - 1)) as i64 + lo).collect();
+    let mut v: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() & ((1u64 << bits) - 1)) as i64 + lo)
+        .collect();
     v.extend([0, 1, -1, hi, lo, hi - 1, lo + 1, hi / 2, lo / 2]);
     v
 }
 
 pub fn share(r: &RingCfg, xs: &[i64], rng: &mut ChaCha20Rng) -> (RingShares, RingShares) {
     let a: Vec<u64> = xs.iter().map(|_| rng.next_u64() & r.mask()).collect();
-    let b: Vec<u64> = xs.iter().zip(&a).map(|(&x, &a)| r.sub(r.from_signed(x), a)).collect();
+    let b: Vec<u64> = xs
+        .iter()
+        .zip(&a)
+        .map(|(&x, &a)| r.sub(r.from_signed(x), a))
+        .collect();
     (RingShares::new(a), RingShares::new(b))
 }
 
 pub fn open(r: &RingCfg, a: &RingShares, b: &RingShares) -> Vec<i64> {
-    a.as_slice().iter().zip(b.as_slice()).map(|(&x, &y)| r.to_signed(r.add(x, y))).collect()
+    a.as_slice()
+        .iter()
+        .zip(b.as_slice())
+        .map(|(&x, &y)| r.to_signed(r.add(x, y)))
+        .collect()
 }
 
 /// Transport wrapper recording every frame received.

@@ -76,13 +76,18 @@ impl BaseSender {
     /// pairs `(k_i^0, k_i^1)`.
     pub fn finish(&self, msg: &[u8], n: usize, tag: u16) -> Result<Vec<(Key, Key)>> {
         if msg.len() != 32 * n {
-            return Err(MpcError::Malformed { tag, what: "base OT receiver message length" });
+            return Err(MpcError::Malformed {
+                tag,
+                what: "base OT receiver message length",
+            });
         }
         let s_pt = decode_point(&self.s)?;
         let ys = self.y * s_pt;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
-            let rb: [u8; 32] = msg[32 * i..32 * i + 32].try_into().map_err(|_| MpcError::InvalidPoint)?;
+            let rb: [u8; 32] = msg[32 * i..32 * i + 32]
+                .try_into()
+                .map_err(|_| MpcError::InvalidPoint)?;
             let r = decode_point(&rb)?;
             let yr = self.y * r;
             out.push((kdf(i, &self.s, &rb, &yr), kdf(i, &self.s, &rb, &(yr - ys))));
@@ -93,9 +98,17 @@ impl BaseSender {
 
 /// Receiver: from the sender's `S` and choice bits, returns its message
 /// (`32·n` bytes) and keys `k_i^{c_i}`.
-pub fn receive<R: RngCore + CryptoRng>(rng: &mut R, s_msg: &[u8], choices: &[u8], tag: u16) -> Result<(Vec<u8>, Vec<Key>)> {
+pub fn receive<R: RngCore + CryptoRng>(
+    rng: &mut R,
+    s_msg: &[u8],
+    choices: &[u8],
+    tag: u16,
+) -> Result<(Vec<u8>, Vec<Key>)> {
     if s_msg.len() != 32 {
-        return Err(MpcError::Malformed { tag, what: "base OT sender message length" });
+        return Err(MpcError::Malformed {
+            tag,
+            what: "base OT sender message length",
+        });
     }
     let s: [u8; 32] = s_msg.try_into().map_err(|_| MpcError::InvalidPoint)?;
     let s_pt = decode_point(&s)?;
@@ -105,7 +118,11 @@ pub fn receive<R: RngCore + CryptoRng>(rng: &mut R, s_msg: &[u8], choices: &[u8]
         let mut x = random_scalar(rng);
         let xg = &x * RISTRETTO_BASEPOINT_TABLE;
         // Constant-time select of c·S.
-        let cs = RistrettoPoint::conditional_select(&RistrettoPoint::default(), &s_pt, subtle::Choice::from(c & 1));
+        let cs = RistrettoPoint::conditional_select(
+            &RistrettoPoint::default(),
+            &s_pt,
+            subtle::Choice::from(c & 1),
+        );
         let r = (xg + cs).compress().to_bytes();
         keys.push(kdf(i, &s, &r, &(x * s_pt)));
         msg.extend_from_slice(&r);

@@ -86,14 +86,20 @@ impl IknpSender {
         if keys.len() != 128 {
             return Err(MpcError::InvalidConfig("IKNP needs 128 base OTs"));
         }
-        Ok(IknpSender { delta, prgs: keys.iter().map(|k| AesPrg::new(*k)).collect() })
+        Ok(IknpSender {
+            delta,
+            prgs: keys.iter().map(|k| AesPrg::new(*k)).collect(),
+        })
     }
 
     async fn extend_impl(&mut self, ch: &Channel, m: usize) -> Result<Vec<u128>> {
         let cb = m.div_ceil(128) * 16;
         let u = ch.recv(TAG_IKNP_U).await?;
         if u.len() != 128 * cb {
-            return Err(MpcError::Malformed { tag: TAG_IKNP_U, what: "IKNP matrix size" });
+            return Err(MpcError::Malformed {
+                tag: TAG_IKNP_U,
+                what: "IKNP matrix size",
+            });
         }
         let mut cols = vec![0u8; 128 * cb];
         for i in 0..128 {
@@ -137,7 +143,12 @@ impl IknpReceiver {
         if keys.len() != 128 {
             return Err(MpcError::InvalidConfig("IKNP needs 128 base OTs"));
         }
-        Ok(IknpReceiver { prgs: keys.iter().map(|(a, b)| (AesPrg::new(*a), AesPrg::new(*b))).collect() })
+        Ok(IknpReceiver {
+            prgs: keys
+                .iter()
+                .map(|(a, b)| (AesPrg::new(*a), AesPrg::new(*b)))
+                .collect(),
+        })
     }
 
     fn extend_impl(&mut self, ch: &Channel, choices: &[u8]) -> Result<Vec<u128>> {
@@ -167,7 +178,11 @@ impl IknpReceiver {
 }
 
 impl CotReceiver for IknpReceiver {
-    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        choices: &'a [u8],
+    ) -> BoxFuture<'a, Result<Vec<u128>>> {
         let r = self.extend_impl(ch, choices);
         Box::pin(async move { r })
     }

@@ -43,7 +43,11 @@ pub trait CotReceiver {
     /// For IKNP this only sends (it never waits for the peer), so a party can
     /// call it before its own [`CotSender::extend`] and both directions share
     /// one round.
-    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BoxFuture<'a, Result<Vec<u128>>>;
+    fn extend<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        choices: &'a [u8],
+    ) -> BoxFuture<'a, Result<Vec<u128>>>;
 }
 
 /// Fixed key of the AES permutation π (nothing-up-my-sleeve digits of π).
@@ -73,7 +77,9 @@ impl Default for CrHash {
 impl CrHash {
     /// Instantiates π.
     pub fn new() -> Self {
-        CrHash { aes: Aes128::new(&GenericArray::from(FIXED_KEY)) }
+        CrHash {
+            aes: Aes128::new(&GenericArray::from(FIXED_KEY)),
+        }
     }
 
     /// `out[j] = H(xs[j] ⊕ mask[j]·Δ?, tweak0 + j)`: hashes `xs[j] ⊕ off` with
@@ -90,7 +96,8 @@ impl CrHash {
             self.aes.encrypt_blocks(&mut buf[..n]);
             for k in 0..n {
                 px[k] = u128::from_le_bytes(buf[k].into());
-                let tw = ((domain as u128) << 64) | (tweak0.wrapping_add((c * 64 + k) as u64) as u128);
+                let tw =
+                    ((domain as u128) << 64) | (tweak0.wrapping_add((c * 64 + k) as u64) as u128);
                 buf[k] = GenericArray::from((px[k] ^ tw).to_le_bytes());
             }
             self.aes.encrypt_blocks(&mut buf[..n]);
@@ -117,12 +124,15 @@ impl core::fmt::Debug for AesPrg {
 impl AesPrg {
     /// PRG keyed by a 128-bit seed.
     pub fn new(seed: [u8; 16]) -> Self {
-        AesPrg { aes: Aes128::new(&GenericArray::from(seed)), ctr: 0 }
+        AesPrg {
+            aes: Aes128::new(&GenericArray::from(seed)),
+            ctr: 0,
+        }
     }
 
     /// Fills `out` (length a multiple of 16) with pseudorandom bytes.
     pub fn fill(&mut self, out: &mut [u8]) {
-        debug_assert!(out.len() % 16 == 0);
+        debug_assert!(out.len().is_multiple_of(16));
         let mut buf = [GenericArray::from([0u8; 16]); 64];
         for chunk in out.chunks_mut(16 * 64) {
             let nb = chunk.len() / 16;
@@ -155,7 +165,11 @@ pub struct OtEngine {
 
 impl core::fmt::Debug for OtEngine {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "OtEngine {{ sent: {}, received: {} }}", self.sent, self.received)
+        write!(
+            f,
+            "OtEngine {{ sent: {}, received: {} }}",
+            self.sent, self.received
+        )
     }
 }
 
@@ -202,7 +216,11 @@ impl OtEngine {
         let q = self.sender.extend(ch, m).await?;
         let tweak = self.sent;
         self.sent += m as u64;
-        Ok(CotBatchS { q, delta: self.sender.delta(), tweak })
+        Ok(CotBatchS {
+            q,
+            delta: self.sender.delta(),
+            tweak,
+        })
     }
 
     /// Extends COTs as receiver with choice bits `r` (sends only).
@@ -217,7 +235,10 @@ impl OtEngine {
 impl CotBatchS {
     /// Random-OT keys `(H(q_j), H(q_j ⊕ Δ))`.
     pub fn rot_keys(&self, h: &CrHash) -> (Vec<u128>, Vec<u128>) {
-        (h.hash(&self.q, 0, self.tweak, 0), h.hash(&self.q, self.delta, self.tweak, 0))
+        (
+            h.hash(&self.q, 0, self.tweak, 0),
+            h.hash(&self.q, self.delta, self.tweak, 0),
+        )
     }
 }
 
