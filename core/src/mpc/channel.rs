@@ -192,7 +192,7 @@ impl Channel {
     /// Queues a frame for the peer.
     pub fn send(&self, tag: u16, payload: Vec<u8>) {
         let mut i = self.0.borrow_mut();
-        let depth = i.recv_depth + 1;
+        let depth = i.recv_depth.saturating_add(1);
         i.clock = i.clock.max(depth);
         i.bump_rounds();
         let p = i.phase_idx;

@@ -33,6 +33,9 @@ pub mod tags {
     pub const CMP_AND: u16 = 0x0302;
 }
 
+/// Blocks hashed per chunk (keeps hash outputs in L1/L2).
+const HASH_CHUNK: usize = 2048;
+
 /// Party index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PartyId {
@@ -148,6 +151,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
         self.id == PartyId::P0
     }
 
+    /// Number of correlated OTs consumed so far as (sender, receiver).
+    pub fn ot_counts(&self) -> (u64, u64) {
+        self.ot.as_ref().map_or((0, 0), |o| (o.sent, o.received))
+    }
+
     /// Mutable access to the party's randomness (e.g. to sample shares).
     pub fn rng(&mut self) -> &mut R {
         &mut self.rng
@@ -238,18 +246,34 @@ impl<R: RngCore + CryptoRng> Party<R> {
     ) -> Result<Vec<u64>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
-        let (k0, k1) = b.rot_keys(&ot.hash);
-        let total: usize = (0..corr.len()).map(|j| widths(j) as usize).sum();
-        let mut w = BitWriter::with_capacity_bits(total);
-        let mut p = Vec::with_capacity(corr.len());
-        for j in 0..corr.len() {
-            let bits = widths(j);
-            let m = mask(bits);
-            let p0 = (k0[j] as u64) & m;
-            let p1 = (k1[j] as u64) & m;
-            w.push(p0.wrapping_add(corr[j]).wrapping_sub(p1), bits);
-            p.push(p0);
+        let n = corr.len();
+        if b.q.len() != n {
+            return Err(MpcError::InvalidInput("COT batch size"));
         }
+        let total: usize = (0..n).map(|j| widths(j) as usize).sum();
+        let mut w = BitWriter::with_capacity_bits(total);
+        let mut p = Vec::with_capacity(n);
+        let mut k0 = alloc::vec![0u128; HASH_CHUNK];
+        let mut k1 = alloc::vec![0u128; HASH_CHUNK];
+        for c0 in (0..n).step_by(HASH_CHUNK) {
+            let len = HASH_CHUNK.min(n - c0);
+            let tw = b.tweak + c0 as u64;
+            ot.hash
+                .hash_into(&b.q[c0..c0 + len], 0, tw, 0, &mut k0[..len]);
+            ot.hash
+                .hash_into(&b.q[c0..c0 + len], b.delta, tw, 0, &mut k1[..len]);
+            for k in 0..len {
+                let j = c0 + k;
+                let bits = widths(j);
+                let m = mask(bits);
+                let p0 = (k0[k] as u64) & m;
+                let p1 = (k1[k] as u64) & m;
+                w.push(p0.wrapping_add(corr[j]).wrapping_sub(p1), bits);
+                p.push(p0);
+            }
+        }
+        k0.zeroize();
+        k1.zeroize();
         ch.send(tags::COT_CORR, w.finish());
         Ok(p)
     }
@@ -266,14 +290,20 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let total: usize = (0..n).map(|j| widths(j) as usize).sum();
         let mut rd = BitReader::new(&msg, total, tags::COT_CORR)?;
         let ot = self.ot()?;
-        let t = b.rot_keys(&ot.hash);
+        let mut t = alloc::vec![0u128; HASH_CHUNK];
         let mut out = Vec::with_capacity(n);
-        for j in 0..n {
-            let bits = widths(j);
-            let d = rd.read(bits);
-            let v = (t[j] as u64).wrapping_add(d.wrapping_mul(b.r[j] as u64)) & mask(bits);
-            out.push(v);
+        for c0 in (0..n).step_by(HASH_CHUNK) {
+            let len = HASH_CHUNK.min(n - c0);
+            ot.hash
+                .hash_into(&b.t[c0..c0 + len], 0, b.tweak + c0 as u64, 0, &mut t[..len]);
+            for k in 0..len {
+                let j = c0 + k;
+                let bits = widths(j);
+                let d = rd.read(bits);
+                out.push((t[k] as u64).wrapping_add(d.wrapping_mul(b.r[j] as u64)) & mask(bits));
+            }
         }
+        t.zeroize();
         Ok(out)
     }
 

@@ -98,6 +98,12 @@ pub struct BenchRow {
     pub rounds: u32,
     /// Online rounds.
     pub online_rounds: u32,
+    /// Correlated OTs per element (both directions).
+    pub cots_per_elem: f64,
+    /// Estimated bytes per element if the IKNP extension (16 B per COT) were
+    /// replaced by a silent OT at 1 bit per COT (a conservative figure for
+    /// Ferret-style LPN-based COT); all other messages unchanged.
+    pub est_silent_bytes_per_elem: f64,
     /// SPU Cheetah time, seconds.
     pub spu_time_s: Option<f64>,
     /// SPU Cheetah bytes per element.
@@ -139,15 +145,15 @@ impl BenchMpcReport {
                 .join(", ")
         );
         s += &format!(
-            "{:<8} {:<11} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
-            "transp", "primitive", "time s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu"
+            "{:<8} {:<11} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+            "transp", "primitive", "time s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
         );
         for r in &self.rows {
             let opt = |v: Option<f64>, p: usize| {
                 v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
             };
             s += &format!(
-                "{:<8} {:<11} {:>8.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+                "{:<8} {:<11} {:>8.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
                 format!("{:?}", r.transport),
                 r.primitive,
                 r.time_s,
@@ -156,14 +162,19 @@ impl BenchMpcReport {
                 r.online_bytes_per_elem,
                 r.rounds,
                 r.online_rounds,
+                r.cots_per_elem,
+                r.est_silent_bytes_per_elem,
                 opt(r.spu_time_s, 2),
                 opt(r.spu_bytes_per_elem, 1),
                 r.spu_rounds.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
                 opt(r.spu_time_s.map(|t| r.time_s / t), 2),
                 opt(r.spu_bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
                 opt(r.spu_rounds.map(|x| r.rounds as f64 / x as f64), 2),
+                opt(r.spu_bytes_per_elem.map(|b| r.est_silent_bytes_per_elem / b), 2),
             );
         }
+        s +=
+            "silent* = estimated B/elem with IKNP (16 B/COT) replaced by silent OT at 1 bit/COT.\n";
         s
     }
 }
@@ -262,7 +273,7 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
     }
 }
 
-type PartyResult = Result<(f64, Stats, Vec<(f64, Stats)>), String>;
+type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64)>), String>;
 
 fn party_main(
     id: PartyId,
@@ -283,12 +294,13 @@ fn party_main(
     for op in &ops {
         bar.wait();
         let before = p.channel().stats();
+        let ot0 = p.ot_counts();
         let t0 = Instant::now();
         run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
-        out.push((
-            t0.elapsed().as_secs_f64(),
-            p.channel().stats().since(&before),
-        ));
+        let el = t0.elapsed().as_secs_f64();
+        let ot1 = p.ot_counts();
+        let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
+        out.push((el, p.channel().stats().since(&before), cots));
     }
     Ok((setup_t, setup_stats, out))
 }
@@ -341,6 +353,10 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             let rounds = (a.1.offline.rounds + a.1.online.rounds)
                 .max(b.1.offline.rounds + b.1.online.rounds);
             let spu = spu_reference(op);
+            // Every COT is counted once as sender (one party) and once as
+            // receiver (the other): P0's sent + received covers all of them.
+            let cots = a.2 as f64 / n;
+            let est = off + on - 16.0 * cots + cots / 8.0;
             rows.push(BenchRow {
                 transport: kind,
                 primitive: op.clone(),
@@ -351,6 +367,8 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
                 online_bytes_per_elem: on,
                 rounds,
                 online_rounds: a.1.online.rounds.max(b.1.online.rounds),
+                cots_per_elem: cots,
+                est_silent_bytes_per_elem: est,
                 spu_time_s: spu.map(|s| s.0),
                 spu_bytes_per_elem: spu.map(|s| s.1),
                 spu_rounds: spu.map(|s| s.2),

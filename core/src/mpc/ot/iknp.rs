@@ -42,14 +42,18 @@ pub fn transpose128(a: &mut [u128; 128]) {
     }
 }
 
-/// Transposes 128 columns of `cb` bytes each (stored contiguously) into
-/// `m ≤ 8·cb` rows.
-fn transpose_cols(cols: &[u8], cb: usize, m: usize) -> Vec<u128> {
-    let mut out = Vec::with_capacity(cb * 8);
+/// Columns per chunk of extension, in bytes (8192 OTs): the working set of
+/// one chunk (128 columns) stays in L2 instead of materializing the full
+/// `128 × m` matrix.
+const CHUNK: usize = 1024;
+
+/// Transposes `nb` 128×128 blocks of 128 columns stored with `stride` bytes
+/// per column, appending the rows to `out`.
+fn transpose_cols(cols: &[u8], stride: usize, nb: usize, out: &mut Vec<u128>) {
     let mut a = [0u128; 128];
-    for blk in 0..cb / 16 {
+    for blk in 0..nb {
         for (i, ai) in a.iter_mut().enumerate() {
-            let o = i * cb + blk * 16;
+            let o = i * stride + blk * 16;
             let mut b = [0u8; 16];
             b.copy_from_slice(&cols[o..o + 16]);
             *ai = u128::from_le_bytes(b);
@@ -58,8 +62,6 @@ fn transpose_cols(cols: &[u8], cb: usize, m: usize) -> Vec<u128> {
         out.extend_from_slice(&a);
     }
     a.zeroize();
-    out.truncate(m);
-    out
 }
 
 /// IKNP COT sender (holds `Δ` and one PRG per column).
@@ -101,17 +103,22 @@ impl IknpSender {
                 what: "IKNP matrix size",
             });
         }
-        let mut cols = vec![0u8; 128 * cb];
-        for i in 0..128 {
-            let c = &mut cols[i * cb..(i + 1) * cb];
-            self.prgs[i].fill(c);
-            if (self.delta >> i) & 1 == 1 {
-                for (x, y) in c.iter_mut().zip(&u[i * cb..(i + 1) * cb]) {
-                    *x ^= *y;
+        let mut cols = vec![0u8; 128 * CHUNK];
+        let mut q = Vec::with_capacity(cb * 8);
+        for off in (0..cb).step_by(CHUNK) {
+            let len = CHUNK.min(cb - off);
+            for i in 0..128 {
+                let c = &mut cols[i * CHUNK..i * CHUNK + len];
+                self.prgs[i].fill(c);
+                if (self.delta >> i) & 1 == 1 {
+                    for (x, y) in c.iter_mut().zip(&u[i * cb + off..i * cb + off + len]) {
+                        *x ^= *y;
+                    }
                 }
             }
+            transpose_cols(&cols, CHUNK, len / 16, &mut q);
         }
-        let q = transpose_cols(&cols, cb, m);
+        q.truncate(m);
         cols.zeroize();
         Ok(q)
     }
@@ -158,19 +165,26 @@ impl IknpReceiver {
         for (j, &c) in choices.iter().enumerate() {
             r[j >> 3] |= (c & 1) << (j & 7);
         }
-        let mut cols = vec![0u8; 128 * cb];
+        let mut cols = vec![0u8; 128 * CHUNK];
+        let mut g = vec![0u8; CHUNK];
         let mut u = vec![0u8; 128 * cb];
-        for i in 0..128 {
-            let t = &mut cols[i * cb..(i + 1) * cb];
-            self.prgs[i].0.fill(t);
-            let ui = &mut u[i * cb..(i + 1) * cb];
-            self.prgs[i].1.fill(ui);
-            for ((x, y), z) in ui.iter_mut().zip(t.iter()).zip(r.iter()) {
-                *x ^= *y ^ *z;
+        let mut t = Vec::with_capacity(cb * 8);
+        for off in (0..cb).step_by(CHUNK) {
+            let len = CHUNK.min(cb - off);
+            for i in 0..128 {
+                let ti = &mut cols[i * CHUNK..i * CHUNK + len];
+                self.prgs[i].0.fill(ti);
+                self.prgs[i].1.fill(&mut g[..len]);
+                let ui = &mut u[i * cb + off..i * cb + off + len];
+                for k in 0..len {
+                    ui[k] = ti[k] ^ g[k] ^ r[off + k];
+                }
             }
+            transpose_cols(&cols, CHUNK, len / 16, &mut t);
         }
+        t.truncate(m);
+        g.zeroize();
         ch.send(TAG_IKNP_U, u);
-        let t = transpose_cols(&cols, cb, m);
         cols.zeroize();
         r.zeroize();
         Ok(t)

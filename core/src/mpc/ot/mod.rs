@@ -82,13 +82,18 @@ impl CrHash {
         }
     }
 
-    /// `out[j] = H(xs[j] ⊕ mask[j]·Δ?, tweak0 + j)`: hashes `xs[j] ⊕ off` with
-    /// tweak `(domain << 64) | (tweak0 + j)`.
+    /// `out[j] = H(xs[j] ⊕ off, (domain << 64) | (tweak0 + j))`.
     pub fn hash(&self, xs: &[u128], off: u128, tweak0: u64, domain: u64) -> Vec<u128> {
-        let mut out = Vec::with_capacity(xs.len());
+        let mut out = alloc::vec![0u128; xs.len()];
+        self.hash_into(xs, off, tweak0, domain, &mut out);
+        out
+    }
+
+    /// As [`CrHash::hash`], writing into `out` (same length as `xs`).
+    pub fn hash_into(&self, xs: &[u128], off: u128, tweak0: u64, domain: u64, out: &mut [u128]) {
         let mut buf = [GenericArray::from([0u8; 16]); 64];
         let mut px = [0u128; 64];
-        for (c, chunk) in xs.chunks(64).enumerate() {
+        for (c, (chunk, oc)) in xs.chunks(64).zip(out.chunks_mut(64)).enumerate() {
             let n = chunk.len();
             for k in 0..n {
                 buf[k] = GenericArray::from((chunk[k] ^ off).to_le_bytes());
@@ -102,10 +107,9 @@ impl CrHash {
             }
             self.aes.encrypt_blocks(&mut buf[..n]);
             for k in 0..n {
-                out.push(u128::from_le_bytes(buf[k].into()) ^ px[k]);
+                oc[k] = u128::from_le_bytes(buf[k].into()) ^ px[k];
             }
         }
-        out
     }
 }
 
