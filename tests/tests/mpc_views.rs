@@ -35,13 +35,34 @@ impl Verdict {
 /// keep single-bit marginals uniform (e.g. several entries masked by one bit).
 const SHIFTS: [usize; 7] = [0, 1, 2, 4, 8, 16, 32];
 
-fn feature(x: &[u8], bit: usize, d: usize) -> bool {
-    let g = |i: usize| (x[i / 8] >> (i % 8)) & 1 == 1;
-    if d == 0 {
-        g(bit)
-    } else {
-        g(bit) ^ g(bit + d)
+fn bits_of(v: &[u8]) -> Vec<u8> {
+    (0..v.len() * 8)
+        .map(|i| (v[i / 8] >> (i % 8)) & 1)
+        .collect()
+}
+
+/// Per-feature one-counts over a sample of views.
+fn counts(s: &[Vec<u8>], len_bits: usize) -> Vec<Vec<u32>> {
+    let mut c: Vec<Vec<u32>> = SHIFTS
+        .iter()
+        .map(|&d| vec![0u32; len_bits.saturating_sub(d)])
+        .collect();
+    for v in s {
+        let b = bits_of(v);
+        for (si, &d) in SHIFTS.iter().enumerate() {
+            let cs = &mut c[si];
+            if d == 0 {
+                for (k, x) in cs.iter_mut().enumerate() {
+                    *x += b[k] as u32;
+                }
+            } else {
+                for (k, x) in cs.iter_mut().enumerate() {
+                    *x += (b[k] ^ b[k + d]) as u32;
+                }
+            }
+        }
     }
+    c
 }
 
 fn compare(a: &[Vec<u8>], b: &[Vec<u8>]) -> Verdict {
@@ -57,24 +78,23 @@ fn compare(a: &[Vec<u8>], b: &[Vec<u8>]) -> Verdict {
         max_z: 0.0,
         const_mismatch: false,
     };
-    for (bit, d) in SHIFTS
-        .iter()
-        .flat_map(|&d| (0..(len * 8).saturating_sub(d)).map(move |b| (b, d)))
-    {
-        let cnt = |s: &[Vec<u8>]| s.iter().filter(|x| feature(x, bit, d)).count() as f64;
-        let (ca, cb) = (cnt(a), cnt(b));
-        let p = (ca + cb) / (ra + rb);
-        if p == 0.0 || p == 1.0 {
-            continue;
+    let (ca_all, cb_all) = (counts(a, len * 8), counts(b, len * 8));
+    for (fa, fb) in ca_all.iter().zip(&cb_all) {
+        for (&ca, &cb) in fa.iter().zip(fb) {
+            let (ca, cb) = (ca as f64, cb as f64);
+            let p = (ca + cb) / (ra + rb);
+            if p == 0.0 || p == 1.0 {
+                continue;
+            }
+            if (ca == 0.0 || ca == ra) && (cb == 0.0 || cb == rb) {
+                // Constant in both samples but different constants.
+                v.const_mismatch = true;
+            }
+            let z = (ca / ra - cb / rb) / (p * (1.0 - p) * (1.0 / ra + 1.0 / rb)).sqrt();
+            v.stat += z * z;
+            v.k += 1;
+            v.max_z = v.max_z.max(z.abs());
         }
-        if (ca == 0.0 || ca == ra) && (cb == 0.0 || cb == rb) {
-            // Constant in both samples but different constants.
-            v.const_mismatch = true;
-        }
-        let z = (ca / ra - cb / rb) / (p * (1.0 - p) * (1.0 / ra + 1.0 / rb)).sqrt();
-        v.stat += z * z;
-        v.k += 1;
-        v.max_z = v.max_z.max(z.abs());
     }
     v
 }
