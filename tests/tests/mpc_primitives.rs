@@ -343,17 +343,21 @@ fn mul_accounting_matches_analytic_cost() {
     let mut rng = seeded(9);
     let xs = values(&mut rng, n - 9, 20);
     let (x0, x1) = share(&r, &xs, &mut rng);
-    let f = |p: &mut P, t: &mut veil_host::transport::MemTransport, x: &veil_core::mpc::RingShares| {
-        let before = p.channel().stats();
-        drive(p.channel(), p.mul(x, x), t).unwrap();
-        p.channel().stats().since(&before)
-    };
+    let f =
+        |p: &mut P, t: &mut veil_host::transport::MemTransport, x: &veil_core::mpc::RingShares| {
+            let before = p.channel().stats();
+            drive(p.channel(), p.mul(x, x), t).unwrap();
+            p.channel().stats().since(&before)
+        };
     let (s0, s1) = run_mem(cfg, |p, t| f(p, t, &x0), |p, t| f(p, t, &x1));
     let offline = 128 * 43 * 16 + 10 + (n * 946).div_ceil(8) + 10;
     assert_eq!(s0.offline.bytes_sent as usize, offline);
     assert_eq!(s1.offline.bytes_sent as usize, offline);
     let open = (2 * n * 43).div_ceil(8) + 10;
-    assert_eq!(s0.online.bytes_sent as usize, open + (n * 13).div_ceil(8) + 10);
+    assert_eq!(
+        s0.online.bytes_sent as usize,
+        open + (n * 13).div_ceil(8) + 10
+    );
     assert_eq!(s1.online.bytes_sent as usize, open + n * 16 + 10);
     assert_eq!(s0.online.bytes_recv, s1.online.bytes_sent);
     for s in [s0, s1] {

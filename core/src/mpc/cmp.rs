@@ -25,6 +25,63 @@ use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
+/// `SEL[i]`: entries `v` (2-bit chunks) whose bit `i` is set.
+const SEL: [u128; 6] = sel_masks();
+/// `GT_MASK[x]`: bit 0 of every entry `v < x` (i.e. `[x > v]`).
+const GT_MASK: [u128; 64] = gt_masks();
+/// Bit 0 of every entry.
+const LO_BITS: u128 = 0x5555_5555_5555_5555_5555_5555_5555_5555;
+/// Bit 1 of entry 0 (shifted to entry `x` for `[x = v]`).
+const EQ_BIT: u128 = 2;
+
+const fn sel_masks() -> [u128; 6] {
+    let mut out = [0u128; 6];
+    let mut i = 0;
+    while i < 6 {
+        let mut v = 0;
+        while v < 64 {
+            if (v >> i) & 1 == 1 {
+                out[i] |= 3u128 << (2 * v);
+            }
+            v += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+const fn gt_masks() -> [u128; 64] {
+    let mut out = [0u128; 64];
+    let mut x = 0;
+    while x < 64 {
+        let mut v = 0;
+        while v < x {
+            out[x] |= 1u128 << (2 * v);
+            v += 1;
+        }
+        x += 1;
+    }
+    out
+}
+
+fn push_word(w: &mut BitWriter, word: u128, bits: u32) {
+    if bits <= 64 {
+        w.push(word as u64, bits);
+    } else {
+        w.push(word as u64, 64);
+        w.push((word >> 64) as u64, bits - 64);
+    }
+}
+
+fn read_word(r: &mut BitReader<'_>, bits: u32) -> u128 {
+    if bits <= 64 {
+        r.read(bits) as u128
+    } else {
+        let lo = r.read(64) as u128;
+        lo | ((r.read(bits - 64) as u128) << 64)
+    }
+}
+
 /// Shared-operand bit-triple pairs `(a; b, b'; c = ab, c' = ab')`, one bit
 /// per byte.
 struct BitTriplePairs {
@@ -116,19 +173,21 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     let (g, q) = (rnd[2 * (e * nd + j)], rnd[2 * (e * nd + j) + 1]);
                     gt[e * nd + j] = g;
                     eq[e * nd + j] = q;
-                    for val in 0..(1u64 << mj) {
-                        let mut pad = 0u64;
-                        for i in 0..mj as usize {
-                            let k = if (val >> i) & 1 == 1 {
-                                k1[idx + i]
-                            } else {
-                                k0[idx + i]
-                            };
-                            pad ^= (k >> (2 * val)) as u64 & 3;
-                        }
-                        let msg = ((g ^ (xj > val) as u8) | ((q ^ (xj == val) as u8) << 1)) as u64;
-                        w.push(msg ^ pad, 2);
+                    // All 2^m entries at once as one word, entry v in bits
+                    // 2v, 2v+1: pad = ⊕_i select(K_i^0, K_i^1 by bit i of v).
+                    let mut word = 0u128;
+                    for i in 0..mj as usize {
+                        let sel = SEL[i];
+                        word ^= (k0[idx + i] & !sel) | (k1[idx + i] & sel);
                     }
+                    word ^= GT_MASK[xj as usize] ^ (EQ_BIT << (2 * xj));
+                    if g == 1 {
+                        word ^= LO_BITS;
+                    }
+                    if q == 1 {
+                        word ^= LO_BITS << 1;
+                    }
+                    push_word(&mut w, word, 2u32 << mj);
                     idx += mj as usize;
                 }
             }
@@ -155,13 +214,8 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     for i in 0..mj as usize {
                         pad ^= (kr[idx + i] >> (2 * yj)) as u64 & 3;
                     }
-                    let mut entry = 0;
-                    for val in 0..(1u64 << mj) {
-                        let c = rd.read(2);
-                        if val == yj {
-                            entry = c;
-                        }
-                    }
+                    let word = read_word(&mut rd, 2u32 << mj);
+                    let entry = (word >> (2 * yj)) as u64 & 3;
                     let s = entry ^ pad;
                     gt[e * nd + j] = (s & 1) as u8;
                     eq[e * nd + j] = ((s >> 1) & 1) as u8;

@@ -88,6 +88,8 @@ pub struct BenchRow {
     pub n: usize,
     /// Wall time of the slower party, offline + online, seconds.
     pub time_s: f64,
+    /// CPU time of the busier party's protocol thread, seconds.
+    pub cpu_s: f64,
     /// Bytes per element, both directions, offline + online.
     pub bytes_per_elem: f64,
     /// Offline part of `bytes_per_elem`.
@@ -145,18 +147,19 @@ impl BenchMpcReport {
                 .join(", ")
         );
         s += &format!(
-            "{:<8} {:<11} {:>8} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
-            "transp", "primitive", "time s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
+            "{:<8} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+            "transp", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
         );
         for r in &self.rows {
             let opt = |v: Option<f64>, p: usize| {
                 v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
             };
             s += &format!(
-                "{:<8} {:<11} {:>8.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+                "{:<8} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
                 format!("{:?}", r.transport),
                 r.primitive,
                 r.time_s,
+                r.cpu_s,
                 r.bytes_per_elem,
                 r.offline_bytes_per_elem,
                 r.online_bytes_per_elem,
@@ -273,7 +276,20 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
     }
 }
 
-type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64)>), String>;
+type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64)>), String>;
+
+/// CPU time of the calling thread in seconds (Linux `schedstat`), so that
+/// numbers stay meaningful on a loaded machine; 0 where unavailable.
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
+}
 
 fn party_main(
     id: PartyId,
@@ -295,12 +311,14 @@ fn party_main(
         bar.wait();
         let before = p.channel().stats();
         let ot0 = p.ot_counts();
+        let c0 = thread_cpu_s();
         let t0 = Instant::now();
         run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
         let el = t0.elapsed().as_secs_f64();
+        let cpu = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
-        out.push((el, p.channel().stats().since(&before), cots));
+        out.push((el, p.channel().stats().since(&before), cots, cpu));
     }
     Ok((setup_t, setup_stats, out))
 }
@@ -362,6 +380,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
                 primitive: op.clone(),
                 n: opts.n,
                 time_s: a.0.max(b.0),
+                cpu_s: a.3.max(b.3),
                 bytes_per_elem: off + on,
                 offline_bytes_per_elem: off,
                 online_bytes_per_elem: on,
