@@ -54,6 +54,46 @@ pub fn bcast(v: &RingShares, cols: usize) -> RingShares {
 }
 
 impl<R: RngCore + CryptoRng> Party<R> {
+    /// Secret-shares `n` ring elements held by `owner`: the owner passes
+    /// `Some(values)`, the other party `None`. The owner samples `r`
+    /// uniformly, keeps `x − r` and sends `r` (1 round, `nℓ` bits).
+    pub async fn share_input(
+        &mut self,
+        owner: crate::mpc::PartyId,
+        values: Option<&[u64]>,
+        n: usize,
+    ) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        if owner == self.id {
+            let x = values.ok_or(MpcError::InvalidInput("owner must provide values"))?;
+            if x.len() != n {
+                return Err(MpcError::InvalidInput("share_input length"));
+            }
+            let mut mask = self.random_ring(n);
+            self.ch.send(tags::INPUT, pack_u64(&mask, r.ell));
+            let out = x.iter().zip(&mask).map(|(&x, &m)| r.sub(x, m)).collect();
+            mask.zeroize();
+            Ok(RingShares::new(out))
+        } else {
+            let msg = self.ch.recv(tags::INPUT).await?;
+            Ok(RingShares::new(unpack_u64(&msg, n, r.ell, tags::INPUT)?))
+        }
+    }
+
+    /// Opens shared values to both parties (1 round, `nℓ` bits each way).
+    pub async fn reveal(&mut self, x: &RingShares) -> Result<Vec<u64>> {
+        let r = self.cfg.ring;
+        let n = x.len();
+        self.ch.send(tags::REVEAL, pack_u64(x.as_slice(), r.ell));
+        let msg = self.ch.recv(tags::REVEAL).await?;
+        let peer = unpack_u64(&msg, n, r.ell, tags::REVEAL)?;
+        Ok(x.as_slice()
+            .iter()
+            .zip(&peer)
+            .map(|(&a, &b)| r.add(a, b))
+            .collect())
+    }
+
     /// Offline: `n` Beaver triples by Gilboa's OT multiplication. For the
     /// cross term `a_0·b_1`, P1 is COT receiver with the `ℓ` bits of `b_1`
     /// and P0 sends, for bit `i`, the correlation `a_0 mod 2^{ℓ-i}`; then

@@ -31,6 +31,10 @@ pub mod tags {
     pub const CMP_LEAF: u16 = 0x0301;
     /// AND-tree opening: 3 bits per merge.
     pub const CMP_AND: u16 = 0x0302;
+    /// Input sharing: the peer's share, `n` words of `ℓ` bits.
+    pub const INPUT: u16 = 0x0401;
+    /// Opening: the sender's shares, `n` words of `ℓ` bits.
+    pub const REVEAL: u16 = 0x0402;
 }
 
 /// Blocks hashed per chunk (keeps hash outputs in L1/L2).
