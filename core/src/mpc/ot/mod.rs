@@ -12,6 +12,17 @@
 //!
 //! The protocols above only use [`CotSender`]/[`CotReceiver`], so a silent OT
 //! (Ferret, Yang et al. CCS 2020) can replace IKNP without touching them.
+//!
+//! Contract relied on by the protocols: [`CotReceiver::extend`] only sends
+//! (never waits), so both parties can call it before their
+//! [`CotSender::extend`] and the two directions share one round. A silent OT
+//! fits this contract as a *pool*: Ferret fills a store of random COTs
+//! `(q'_j, t'_j = q'_j ⊕ r'_j·Δ)` in the offline phase (its own interactive
+//! rounds, run sequentially), and `extend` derandomizes with Beaver's trick:
+//! the receiver sends `d_j = r_j ⊕ r'_j` (1 bit per OT, send-only) and the
+//! sender sets `q_j = q'_j ⊕ d_j·Δ`. IKNP costs 128 bits per COT on the wire;
+//! Ferret's amortized cost is below one bit per COT plus the 1-bit
+//! derandomization.
 
 pub mod base;
 pub mod iknp;
