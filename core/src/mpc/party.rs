@@ -5,6 +5,7 @@ use crate::mpc::channel::{Channel, Phase};
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::ot::base::{self, BaseSender};
 use crate::mpc::ot::iknp::{IknpReceiver, IknpSender};
+use crate::mpc::ot::pool::{PooledReceiver, PooledSender};
 use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, OtEngine};
 use crate::mpc::pack::{BitReader, BitWriter};
 use crate::mpc::ring::{mask, RingCfg};
@@ -23,6 +24,8 @@ pub mod tags {
     pub const SETUP_R: u16 = 0x0002;
     /// IKNP `u` matrix: `128 × ⌈m/128⌉·16` bytes.
     pub const IKNP_U: u16 = crate::mpc::ot::iknp::TAG_IKNP_U;
+    /// Pool derandomization bits `r ⊕ r'` (1 bit per OT).
+    pub const DERAND: u16 = crate::mpc::ot::pool::TAG_DERAND;
     /// COT corrections `d_j = p_0 + c_j − p_1` packed at the correlation width.
     pub const COT_CORR: u16 = 0x0102;
     /// Beaver opening `(x − a, y − b)`: `2n` words of `ℓ` bits.
@@ -211,12 +214,34 @@ impl<R: RngCore + CryptoRng> Party<R> {
         seed.zeroize();
         cs.zeroize();
         self.ot = Some(OtEngine {
-            sender: Box::new(sender),
-            receiver: Box::new(receiver),
+            sender: Box::new(PooledSender::new(Box::new(sender))),
+            receiver: Box::new(PooledReceiver::new(Box::new(receiver))),
             hash: crate::mpc::ot::CrHash::new(),
             sent: 0,
             received: 0,
         });
+        ch.set_phase(prev);
+        Ok(())
+    }
+
+    /// Offline OT preprocessing: precomputes `as_sender` random COTs with this
+    /// party as sender and `as_receiver` as receiver (1 round). Later protocol
+    /// calls consume them with 1 derandomization bit per OT instead of the
+    /// 128-bit IKNP column, moving OT-extension traffic offline. The peer
+    /// must call it with the two counts swapped.
+    pub async fn preprocess_ot(&mut self, as_sender: usize, as_receiver: usize) -> Result<()> {
+        let ch = self.ch.clone();
+        let prev = ch.set_phase(Phase::Offline);
+        let r = self.random_bits(as_receiver);
+        let ot = self.ot()?;
+        // Zero counts are skipped on both sides alike (the peer's counts are
+        // these two swapped).
+        if as_receiver > 0 {
+            ot.receiver.fill(&ch, r).await?;
+        }
+        if as_sender > 0 {
+            ot.sender.fill(&ch, as_sender).await?;
+        }
         ch.set_phase(prev);
         Ok(())
     }

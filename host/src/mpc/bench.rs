@@ -38,6 +38,9 @@ pub struct BenchMpcOptions {
     pub ops: Vec<String>,
     /// Receive timeout.
     pub timeout: Duration,
+    /// OT modes to run: `false` = IKNP on demand, `true` = random-COT pools
+    /// filled offline (`Party::preprocess_ot`) and derandomized online.
+    pub pool_modes: Vec<bool>,
 }
 
 impl Default for BenchMpcOptions {
@@ -48,6 +51,7 @@ impl Default for BenchMpcOptions {
             cfg: MpcConfig::ENCFORMER,
             ops: ALL_OPS.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(120),
+            pool_modes: vec![false, true],
         }
     }
 }
@@ -82,12 +86,16 @@ fn spu_reference(op: &str) -> Option<(f64, f64, u32)> {
 pub struct BenchRow {
     /// Transport.
     pub transport: TransportKind,
+    /// Whether OT came from a pool preprocessed offline.
+    pub ot_pool: bool,
     /// Primitive.
     pub primitive: String,
     /// Elements.
     pub n: usize,
     /// Wall time of the slower party, offline + online, seconds.
     pub time_s: f64,
+    /// Part of `time_s` spent in OT preprocessing (pool mode), seconds.
+    pub pre_s: f64,
     /// CPU time of the busier party's protocol thread, seconds.
     pub cpu_s: f64,
     /// Bytes per element, both directions, offline + online.
@@ -147,16 +155,17 @@ impl BenchMpcReport {
                 .join(", ")
         );
         s += &format!(
-            "{:<8} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
-            "transp", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
+            "{:<8} {:<5} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+            "transp", "OT", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
         );
         for r in &self.rows {
             let opt = |v: Option<f64>, p: usize| {
                 v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
             };
             s += &format!(
-                "{:<8} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+                "{:<8} {:<5} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
                 format!("{:?}", r.transport),
+                if r.ot_pool { "pool" } else { "iknp" },
                 r.primitive,
                 r.time_s,
                 r.cpu_s,
@@ -276,7 +285,8 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
     }
 }
 
-type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64)>), String>;
+/// Per op: (wall s, stats, COTs consumed, cpu s, preprocessing wall s).
+type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64, f64)>), String>;
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`), so that
 /// numbers stay meaningful on a loaded machine; 0 where unavailable.
@@ -298,6 +308,7 @@ fn party_main(
     inp: Inputs,
     ops: Vec<String>,
     bar: Arc<Barrier>,
+    pool: bool,
 ) -> PartyResult {
     let rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| e.to_string())?;
     let mut p = Party::new(id, cfg, rng).map_err(|e| e.to_string())?;
@@ -308,17 +319,33 @@ fn party_main(
     let setup_stats = p.channel().stats();
     let mut out = Vec::new();
     for op in &ops {
+        let demand = if pool {
+            // Warm-up run (not measured) to learn this party's OT demand.
+            bar.wait();
+            let c0 = p.ot_counts();
+            run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
+            let c1 = p.ot_counts();
+            Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
+        } else {
+            None
+        };
         bar.wait();
         let before = p.channel().stats();
-        let ot0 = p.ot_counts();
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
+        let mut pre = 0.0;
+        if let Some((ns, nr)) = demand {
+            drive(p.channel(), p.preprocess_ot(ns, nr), t.as_mut())
+                .map_err(|e| format!("{op}: {e}"))?;
+            pre = t0.elapsed().as_secs_f64();
+        }
+        let ot0 = p.ot_counts();
         run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
         let el = t0.elapsed().as_secs_f64();
         let cpu = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
-        out.push((el, p.channel().stats().since(&before), cots, cpu));
+        out.push((el, p.channel().stats().since(&before), cots, cpu, pre));
     }
     Ok((setup_t, setup_stats, out))
 }
@@ -337,7 +364,11 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
     let mut rows = Vec::new();
     let mut setup_s = Vec::new();
     let mut setup_bytes = 0;
-    for &kind in &opts.transports {
+    for (&kind, &pool) in opts
+        .transports
+        .iter()
+        .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
+    {
         let (ta, tb): (Box<dyn Transport>, Box<dyn Transport>) = match kind {
             TransportKind::Memory => {
                 let (a, b) = mem_pair(tcfg);
@@ -356,12 +387,14 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
         let bar = Arc::new(Barrier::new(2));
         let (cfg, ops) = (opts.cfg, opts.ops.clone());
         let (b2, ops2) = (bar.clone(), ops.clone());
-        let h1 = std::thread::spawn(move || party_main(PartyId::P1, cfg, tb, i1, ops2, b2));
-        let r0 = party_main(PartyId::P0, cfg, ta, i0, ops.clone(), bar);
+        let h1 = std::thread::spawn(move || party_main(PartyId::P1, cfg, tb, i1, ops2, b2, pool));
+        let r0 = party_main(PartyId::P0, cfg, ta, i0, ops.clone(), bar, pool);
         let r1 = h1.join().map_err(|_| "party thread panicked")?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
-        setup_s.push((kind, s0.max(s1)));
+        if !pool {
+            setup_s.push((kind, s0.max(s1)));
+        }
         setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
         let n = opts.n as f64;
         for (k, op) in ops.iter().enumerate() {
@@ -377,9 +410,11 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             let est = off + on - 16.0 * cots + cots / 8.0;
             rows.push(BenchRow {
                 transport: kind,
+                ot_pool: pool,
                 primitive: op.clone(),
                 n: opts.n,
                 time_s: a.0.max(b.0),
+                pre_s: a.4.max(b.4),
                 cpu_s: a.3.max(b.3),
                 bytes_per_elem: off + on,
                 offline_bytes_per_elem: off,

@@ -15,6 +15,9 @@ pub struct BenchMpcArgs {
     /// Transport(s): mem, tcp or both.
     #[arg(long, default_value = "both")]
     pub transport: String,
+    /// OT mode(s): iknp (on demand), pool (preprocessed offline) or both.
+    #[arg(long, default_value = "both")]
+    pub ot: String,
     /// Comma-separated primitives (default: all).
     #[arg(long)]
     pub ops: Option<String>,

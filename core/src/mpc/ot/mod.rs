@@ -26,6 +26,7 @@
 
 pub mod base;
 pub mod iknp;
+pub mod pool;
 
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
@@ -46,6 +47,11 @@ pub trait CotSender {
     fn delta(&self) -> u128;
     /// Produces `m` blocks `q_j`; the receiver obtains `q_j ⊕ r_j·Δ`.
     fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>>;
+    /// Precomputes `m` random COTs for later [`CotSender::extend`] calls
+    /// (implementations without a pool return an error).
+    fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
 }
 
 /// Receiver side of a correlated-OT generator.
@@ -59,6 +65,14 @@ pub trait CotReceiver {
         ch: &'a Channel,
         choices: &'a [u8],
     ) -> BoxFuture<'a, Result<Vec<u128>>>;
+    /// Precomputes random COTs with the given (random) choice bits.
+    fn fill<'a>(
+        &'a mut self,
+        _ch: &'a Channel,
+        _random_choices: Vec<u8>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
 }
 
 /// Fixed key of the AES permutation π (nothing-up-my-sleeve digits of π).
