@@ -2,46 +2,32 @@
 //! benchmarks). Bytes are framed exactly as on TCP, so malformed input can be
 //! injected with [`MemTransport::send_raw`].
 
-use super::{encode_frames, read_frame, ByteSource, Transport, TransportConfig, TransportError};
+use super::{
+    encode_frames, read_frame, ByteSource, RecvBuf, Transport, TransportConfig, TransportError,
+};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
 use veil_core::mpc::Frame;
 
 struct MemSource {
     rx: Receiver<Vec<u8>>,
-    buf: Vec<u8>,
-    pos: usize,
 }
 
 impl ByteSource for MemSource {
-    fn read_exact_until(
-        &mut self,
-        out: &mut [u8],
-        deadline: Instant,
-    ) -> Result<(), TransportError> {
-        let mut got = 0;
-        while got < out.len() {
-            if self.pos == self.buf.len() {
-                let now = Instant::now();
-                let left = deadline.saturating_duration_since(now);
-                match self.rx.recv_timeout(left) {
-                    Ok(chunk) => {
-                        self.buf = chunk;
-                        self.pos = 0;
-                    }
-                    Err(RecvTimeoutError::Timeout) => return Err(TransportError::Timeout),
-                    Err(RecvTimeoutError::Disconnected) => {
-                        return Err(TransportError::Disconnected)
-                    }
+    fn fill(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), TransportError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.rx.recv_timeout(left) {
+            Ok(chunk) => {
+                if buf.is_empty() {
+                    *buf = chunk;
+                } else {
+                    buf.extend_from_slice(&chunk);
                 }
-                continue;
+                Ok(())
             }
-            let k = (out.len() - got).min(self.buf.len() - self.pos);
-            out[got..got + k].copy_from_slice(&self.buf[self.pos..self.pos + k]);
-            got += k;
-            self.pos += k;
+            Err(RecvTimeoutError::Timeout) => Err(TransportError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(TransportError::Disconnected),
         }
-        Ok(())
     }
 }
 
@@ -49,6 +35,7 @@ impl ByteSource for MemSource {
 pub struct MemTransport {
     tx: Option<Sender<Vec<u8>>>,
     src: MemSource,
+    rb: RecvBuf,
     cfg: TransportConfig,
 }
 
@@ -65,20 +52,14 @@ pub fn mem_pair(cfg: TransportConfig) -> (MemTransport, MemTransport) {
     (
         MemTransport {
             tx: Some(ta),
-            src: MemSource {
-                rx: ra,
-                buf: Vec::new(),
-                pos: 0,
-            },
+            src: MemSource { rx: ra },
+            rb: RecvBuf::default(),
             cfg,
         },
         MemTransport {
             tx: Some(tb),
-            src: MemSource {
-                rx: rb,
-                buf: Vec::new(),
-                pos: 0,
-            },
+            src: MemSource { rx: rb },
+            rb: RecvBuf::default(),
             cfg,
         },
     )
@@ -105,6 +86,6 @@ impl Transport for MemTransport {
         self.send_raw(encode_frames(&frames))
     }
     fn recv(&mut self) -> Result<Frame, TransportError> {
-        read_frame(&mut self.src, &self.cfg)
+        read_frame(&mut self.src, &mut self.rb, &self.cfg)
     }
 }

@@ -115,43 +115,68 @@ pub fn encode_frames(frames: &[Frame]) -> Vec<u8> {
 
 /// A source of bytes with deadline-bounded reads.
 pub(crate) trait ByteSource {
-    fn read_exact_until(&mut self, buf: &mut [u8], deadline: Instant)
-        -> Result<(), TransportError>;
+    /// Appends at least one newly arrived byte to `buf`, or fails at the
+    /// deadline. Bytes already received are never lost, so a timeout in the
+    /// middle of a frame leaves the stream aligned for the next call.
+    fn fill(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), TransportError>;
+}
+
+/// Receive buffer with a read offset.
+#[derive(Default)]
+pub(crate) struct RecvBuf {
+    buf: Vec<u8>,
+    start: usize,
 }
 
 /// Reads and validates one frame.
 pub(crate) fn read_frame<S: ByteSource>(
     src: &mut S,
+    rb: &mut RecvBuf,
     cfg: &TransportConfig,
 ) -> Result<Frame, TransportError> {
     let deadline = Instant::now() + cfg.timeout;
-    let mut h = [0u8; HEADER_LEN];
-    src.read_exact_until(&mut h, deadline)?;
-    if h[0] != MAGIC {
-        return Err(TransportError::Malformed("bad magic"));
+    loop {
+        let avail = &rb.buf[rb.start..];
+        if avail.len() >= HEADER_LEN {
+            let h = &avail[..HEADER_LEN];
+            if h[0] != MAGIC {
+                return Err(TransportError::Malformed("bad magic"));
+            }
+            if h[1] != WIRE_VERSION {
+                return Err(TransportError::Malformed("unsupported version"));
+            }
+            let tag = u16::from_le_bytes([h[2], h[3]]);
+            let depth = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+            let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+            if len > cfg.max_frame {
+                return Err(TransportError::TooLarge {
+                    len,
+                    max: cfg.max_frame,
+                });
+            }
+            if avail.len() >= HEADER_LEN + len {
+                let payload = avail[HEADER_LEN..HEADER_LEN + len].to_vec();
+                rb.start += HEADER_LEN + len;
+                if rb.start == rb.buf.len() {
+                    rb.buf.clear();
+                    rb.start = 0;
+                } else if rb.start > (1 << 20) && rb.start * 2 > rb.buf.len() {
+                    rb.buf.drain(..rb.start);
+                    rb.start = 0;
+                }
+                if tag == ABORT_TAG {
+                    return Err(TransportError::PeerAborted(
+                        String::from_utf8_lossy(&payload).into_owned(),
+                    ));
+                }
+                return Ok(Frame {
+                    tag,
+                    depth,
+                    payload,
+                });
+            }
+            rb.buf.reserve(HEADER_LEN + len - avail.len());
+        }
+        src.fill(&mut rb.buf, deadline)?;
     }
-    if h[1] != WIRE_VERSION {
-        return Err(TransportError::Malformed("unsupported version"));
-    }
-    let tag = u16::from_le_bytes([h[2], h[3]]);
-    let depth = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-    let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-    if len > cfg.max_frame {
-        return Err(TransportError::TooLarge {
-            len,
-            max: cfg.max_frame,
-        });
-    }
-    let mut payload = vec![0u8; len];
-    src.read_exact_until(&mut payload, deadline)?;
-    if tag == ABORT_TAG {
-        return Err(TransportError::PeerAborted(
-            String::from_utf8_lossy(&payload).into_owned(),
-        ));
-    }
-    Ok(Frame {
-        tag,
-        depth,
-        payload,
-    })
 }

@@ -2,7 +2,9 @@
 //! sending large batches at the same time cannot deadlock on full socket
 //! buffers; reads use socket read timeouts bounded by the frame deadline.
 
-use super::{encode_frames, read_frame, ByteSource, Transport, TransportConfig, TransportError};
+use super::{
+    encode_frames, read_frame, ByteSource, RecvBuf, Transport, TransportConfig, TransportError,
+};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc::{channel, Sender};
@@ -16,13 +18,9 @@ struct TcpSource {
 }
 
 impl ByteSource for TcpSource {
-    fn read_exact_until(
-        &mut self,
-        out: &mut [u8],
-        deadline: Instant,
-    ) -> Result<(), TransportError> {
-        let mut got = 0;
-        while got < out.len() {
+    fn fill(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), TransportError> {
+        let mut tmp = [0u8; 1 << 16];
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(TransportError::Timeout);
@@ -30,9 +28,12 @@ impl ByteSource for TcpSource {
             self.s
                 .set_read_timeout(Some(left.max(Duration::from_millis(1))))
                 .map_err(|e| TransportError::Io(e.to_string()))?;
-            match self.s.read(&mut out[got..]) {
+            match self.s.read(&mut tmp) {
                 Ok(0) => return Err(TransportError::Disconnected),
-                Ok(k) => got += k,
+                Ok(k) => {
+                    buf.extend_from_slice(&tmp[..k]);
+                    return Ok(());
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {
                     return Err(TransportError::Timeout)
                 }
@@ -50,13 +51,13 @@ impl ByteSource for TcpSource {
                 Err(e) => return Err(TransportError::Io(e.to_string())),
             }
         }
-        Ok(())
     }
 }
 
 /// One end of a TCP connection.
 pub struct TcpTransport {
     src: TcpSource,
+    rb: RecvBuf,
     tx: Option<Sender<Vec<u8>>>,
     writer: Option<JoinHandle<()>>,
     werr: Arc<Mutex<Option<TransportError>>>,
@@ -103,6 +104,7 @@ impl TcpTransport {
         });
         Ok(TcpTransport {
             src: TcpSource { s },
+            rb: RecvBuf::default(),
             tx: Some(tx),
             writer: Some(writer),
             werr,
@@ -174,6 +176,6 @@ impl Transport for TcpTransport {
             .map_err(|_| TransportError::Disconnected)
     }
     fn recv(&mut self) -> Result<Frame, TransportError> {
-        read_frame(&mut self.src, &self.cfg)
+        read_frame(&mut self.src, &mut self.rb, &self.cfg)
     }
 }
