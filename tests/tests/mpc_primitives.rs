@@ -419,3 +419,55 @@ fn preprocessed_ot_pool() {
     let online = (a.3.online.bytes_sent + b.3.online.bytes_sent) as f64;
     assert!(online < 4.0 * cots, "online {online} bytes for {cots} COTs");
 }
+
+/// The same primitives on other rings: ℓ = 16 (F = 6) and ℓ = 64 (F = 20),
+/// including Ext with a 119-bit modulus.
+#[test]
+fn other_ring_sizes() {
+    let q119 = Modulus::from_primes(&[0xffff_ffff_0000_0001, (1 << 55) - 55]).unwrap();
+    for (ell, frac, radix) in [(16u32, 6u32, 3u32), (64, 20, 4)] {
+        let cfg = MpcConfig {
+            ring: RingCfg::new(ell, frac).unwrap(),
+            radix_bits: radix,
+            ..MpcConfig::ENCFORMER
+        };
+        let r = cfg.ring;
+        let mut rng = seeded(11 + ell as u64);
+        let xs = values(&mut rng, 200, ell);
+        let (x0, x1) = share(&r, &xs, &mut rng);
+        let ts = values(&mut rng, 200, ell - 2);
+        let (t0, t1) = share(&r, &ts, &mut rng);
+        let run = |p: &mut P,
+                   t: &mut veil_host::transport::MemTransport,
+                   x: &veil_core::mpc::RingShares,
+                   tr: &veil_core::mpc::RingShares| {
+            let rl = drive(p.channel(), p.relu(x), t).unwrap();
+            let tz = drive(p.channel(), p.trunc(tr, frac), t).unwrap();
+            let f = drive(p.channel(), p.ring_to_field(x, &q119), t).unwrap();
+            let back = p.field_to_ring(&f, &q119).unwrap();
+            (rl, tz, f, back)
+        };
+        let (a, b) = run_mem(cfg, |p, t| run(p, t, &x0, &t0), |p, t| run(p, t, &x1, &t1));
+        let rl = open(&r, &a.0, &b.0);
+        let tz = open(&r, &a.1, &b.1);
+        let back = open(&r, &a.3, &b.3);
+        for k in 0..xs.len() {
+            assert_eq!(rl[k], xs[k].max(0), "ell {ell}: relu {}", xs[k]);
+            assert_eq!(
+                q119.to_signed(q119.add(a.2.as_slice()[k], b.2.as_slice()[k])),
+                xs[k] as i128,
+                "ell {ell}: r2f"
+            );
+            assert_eq!(back[k], xs[k], "ell {ell}: f2r");
+        }
+        for k in 0..ts.len() {
+            let e = ts[k] >> frac;
+            assert!(
+                tz[k] == e || tz[k] == e - 1,
+                "ell {ell}: trunc {} -> {}",
+                ts[k],
+                tz[k]
+            );
+        }
+    }
+}
