@@ -10,7 +10,7 @@ use crate::mpc::ring::mask;
 use crate::mpc::shares::{BoolShares, RingShares};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Beaver triples `c = a·b` over `Z_{2^ℓ}` (one party's shares).
 pub struct Triples {
@@ -218,11 +218,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
             TruncMode::Exact => ell - 1,
         };
         let p0 = self.is_p0();
-        let xp: Vec<u64> = x
-            .as_slice()
-            .iter()
-            .map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v })
-            .collect();
+        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v })
+                .collect::<Vec<u64>>(),
+        );
         let w: Vec<u64> = match mode {
             TruncMode::KnownMsb => {
                 // w = a0 ∨ a1 = a0 + a1 − a0·a1; a0·a1 by one COT (P0 sends a0).
@@ -232,7 +233,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     let sb = self.ot()?.send(&ch, a.len()).await?;
                     let p = self.cot_send_corr(&sb, &a, |_| s)?;
                     a.iter()
-                        .zip(&p)
+                        .zip(p.iter())
                         .map(|(&a, &p)| a.wrapping_add(p) & mask(s))
                         .collect()
                 } else {
@@ -242,7 +243,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                         .await?;
                     let t = self.cot_recv_corr(&rb, |_| s).await?;
                     a.iter()
-                        .zip(&t)
+                        .zip(t.iter())
                         .map(|(&a, &t)| a.wrapping_sub(t) & mask(s))
                         .collect()
                 }
@@ -250,7 +251,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             TruncMode::Exact => {
                 let m = r.mask();
                 let inp: Vec<u64> = if p0 {
-                    xp.clone()
+                    xp.to_vec()
                 } else {
                     xp.iter().map(|&v| m - v).collect()
                 };
@@ -261,7 +262,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let hi = ell - s;
         let out = xp
             .iter()
-            .zip(&w)
+            .zip(w.iter())
             .map(|(&v, &wi)| {
                 let mut y = r.sub(v >> s, wi << hi);
                 if p0 {
@@ -278,14 +279,15 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// correlation `b_0`, P1 chooses with `b_1`). 2 rounds, `k` bits + 1 COT.
     pub async fn b2a_bits(&mut self, b: &BoolShares, k: u32) -> Result<Vec<u64>> {
         let ch = self.ch.clone();
-        let bits: Vec<u64> = b.as_slice().iter().map(|&v| (v & 1) as u64).collect();
+        let bits: Zeroizing<Vec<u64>> =
+            Zeroizing::new(b.as_slice().iter().map(|&v| (v & 1) as u64).collect());
         let m = mask(k);
         if self.is_p0() {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
             let p = self.cot_send_corr(&sb, &bits, |_| k)?;
             Ok(bits
                 .iter()
-                .zip(&p)
+                .zip(p.iter())
                 .map(|(&b, &p)| b.wrapping_add(p.wrapping_mul(2)) & m)
                 .collect())
         } else {
@@ -296,7 +298,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             let t = self.cot_recv_corr(&rb, |_| k).await?;
             Ok(bits
                 .iter()
-                .zip(&t)
+                .zip(t.iter())
                 .map(|(&b, &t)| b.wrapping_sub(t.wrapping_mul(2)) & m)
                 .collect())
         }
@@ -320,13 +322,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let r = self.cfg.ring;
         let ch = self.ch.clone();
-        let bits: Vec<u8> = b.as_slice().iter().map(|&v| v & 1).collect();
+        let bits: Zeroizing<Vec<u8>> =
+            Zeroizing::new(b.as_slice().iter().map(|&v| v & 1).collect());
         let corr: Vec<u64> = bits
             .iter()
             .zip(x.as_slice())
             .map(|(&bi, &xi)| if bi == 1 { r.sub(0, xi) } else { xi })
             .collect();
-        let rb = self.ot()?.recv(&ch, bits.clone()).await?;
+        let rb = self.ot()?.recv(&ch, bits.to_vec()).await?;
         let sb = self.ot()?.send(&ch, n).await?;
         let ell = r.ell;
         let p = self.cot_send_corr(&sb, &corr, |_| ell)?;

@@ -24,6 +24,7 @@ use crate::mpc::shares::{BoolShares, RingShares};
 use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
 
 /// `SEL[i]`: entries `v` (2-bit chunks) whose bit `i` is set.
 const SEL: [u128; 6] = sel_masks();
@@ -157,14 +158,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let p0 = self.is_p0();
         let nl = n * nd;
         // Leaf shares, index e·nd + j (j = 0 least significant digit).
-        let mut gt = vec![0u8; nl];
-        let mut eq = vec![0u8; nl];
+        let mut gt = Zeroizing::new(vec![0u8; nl]);
+        let mut eq = Zeroizing::new(vec![0u8; nl]);
         if p0 {
             let sb = self.ot()?.send(&ch, n * bits as usize).await?;
             let (k0, k1) = sb.rot_keys(&self.ot()?.hash);
             let total: usize = n * (0..nd).map(|j| 2usize << width(j)).sum::<usize>();
             let mut w = BitWriter::with_capacity_bits(total);
-            let rnd = self.random_bits(2 * nl);
+            let rnd = Zeroizing::new(self.random_bits(2 * nl));
             let mut idx = 0usize;
             for e in 0..n {
                 for j in 0..nd {

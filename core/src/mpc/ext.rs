@@ -19,6 +19,7 @@ use crate::mpc::shares::{FieldShares, RingShares};
 use crate::mpc::zq::Modulus;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
 
 impl<R: RngCore + CryptoRng> Party<R> {
     /// Ring2Field: additive shares mod `2^ℓ` of signed `x` → shares mod `q`
@@ -31,13 +32,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let p0 = self.is_p0();
         let half = 1u64 << (ell - 1);
-        let xp: Vec<u64> = x
-            .as_slice()
-            .iter()
-            .map(|&v| if p0 { r.add(v, half) } else { v })
-            .collect();
+        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, half) } else { v })
+                .collect::<Vec<u64>>(),
+        );
         let inp: Vec<u64> = if p0 {
-            xp.clone()
+            xp.to_vec()
         } else {
             xp.iter().map(|&v| r.mask() - v).collect()
         };
@@ -49,14 +51,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
             let p = self.cot_send_corr_zq(&sb, &bits, q)?;
             bits.iter()
-                .zip(&p)
+                .zip(p.iter())
                 .map(|(&b, &p)| q.add(b, q.add(p, p)))
                 .collect()
         } else {
             let rb = self.ot()?.recv(&ch, w.as_slice().to_vec()).await?;
             let t = self.cot_recv_corr_zq(&rb, q).await?;
             bits.iter()
-                .zip(&t)
+                .zip(t.iter())
                 .map(|(&b, &t)| q.sub(b, q.add(t, t)))
                 .collect()
         };
@@ -64,7 +66,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let half_q = q.reduce(half as u128);
         let out = xp
             .iter()
-            .zip(&wq)
+            .zip(wq.iter())
             .map(|(&v, &w)| {
                 let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
                 if p0 {

@@ -14,7 +14,7 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 use sha2::{Digest, Sha256};
-use zeroize::Zeroize;
+use zeroize::{Zeroize, Zeroizing};
 
 /// Message tags. Payload formats (all little-endian, LSB-first bit packing):
 pub mod tags {
@@ -272,7 +272,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         b: &CotBatchS,
         corr: &[u64],
         widths: impl Fn(usize) -> u32,
-    ) -> Result<Vec<u64>> {
+    ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let n = corr.len();
@@ -304,7 +304,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         k0.zeroize();
         k1.zeroize();
         ch.send(tags::COT_CORR, w.finish());
-        Ok(p)
+        Ok(Zeroizing::new(p))
     }
 
     /// Receiver side of [`Party::cot_send_corr`]: returns `p_j + r_j·c_j mod 2^w`.
@@ -312,7 +312,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         &mut self,
         b: &CotBatchR,
         widths: impl Fn(usize) -> u32,
-    ) -> Result<Vec<u64>> {
+    ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
         let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
@@ -333,7 +333,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             }
         }
         t.zeroize();
-        Ok(out)
+        Ok(Zeroizing::new(out))
     }
 
     /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).
@@ -342,7 +342,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         b: &CotBatchS,
         corr: &[u128],
         q: &Modulus,
-    ) -> Result<Vec<u128>> {
+    ) -> Result<Zeroizing<Vec<u128>>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let h = &ot.hash;
@@ -360,7 +360,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             p.push(p0);
         }
         ch.send(tags::COT_CORR, crate::mpc::pack::pack_u128(&d, q.bits()));
-        Ok(p)
+        Ok(Zeroizing::new(p))
     }
 
     /// Receiver side of [`Party::cot_send_corr_zq`].
@@ -368,7 +368,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         &mut self,
         b: &CotBatchR,
         q: &Modulus,
-    ) -> Result<Vec<u128>> {
+    ) -> Result<Zeroizing<Vec<u128>>> {
         let ch = self.ch.clone();
         let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
@@ -389,7 +389,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             let t = q.reduce_wide(t1[j], t0[j]);
             out.push(if b.r[j] == 1 { q.add(t, d[j]) } else { t });
         }
-        Ok(out)
+        Ok(Zeroizing::new(out))
     }
 
     /// Next common pseudorandom element of `Z_q` (same on both parties).

@@ -241,3 +241,24 @@ fn poly_and_local() {
     let b = open(&r, &arith::bcast(&s0, 3), &arith::bcast(&s1, 3));
     assert_eq!(b[4], s[1]);
 }
+
+#[test]
+fn debug_output_redacts_secrets() {
+    use alloc::format;
+    let s = format!("{:?}", RingShares::new(alloc::vec![123_456_789]));
+    assert!(!s.contains("123456789") && s.contains("redacted"), "{s}");
+    let b = format!("{:?}", BoolShares::new(alloc::vec![1, 0, 1]));
+    assert!(b.contains("redacted"));
+    let (p0, _p1) = parties(MpcConfig::ENCFORMER);
+    let d = format!("{p0:?} {:?}", p0.ot);
+    assert!(!d.contains("delta") || d.contains("redacted"), "{d}");
+    let f = format!(
+        "{:?}",
+        Frame {
+            tag: 1,
+            depth: 2,
+            payload: alloc::vec![0xAB; 4]
+        }
+    );
+    assert!(!f.contains("171") && f.contains("4 bytes"), "{f}");
+}

@@ -263,17 +263,20 @@ impl OtEngine {
 
 impl CotBatchS {
     /// Random-OT keys `(H(q_j), H(q_j ⊕ Δ))`.
-    pub fn rot_keys(&self, h: &CrHash) -> (Vec<u128>, Vec<u128>) {
+    pub fn rot_keys(
+        &self,
+        h: &CrHash,
+    ) -> (zeroize::Zeroizing<Vec<u128>>, zeroize::Zeroizing<Vec<u128>>) {
         (
-            h.hash(&self.q, 0, self.tweak, 0),
-            h.hash(&self.q, self.delta, self.tweak, 0),
+            zeroize::Zeroizing::new(h.hash(&self.q, 0, self.tweak, 0)),
+            zeroize::Zeroizing::new(h.hash(&self.q, self.delta, self.tweak, 0)),
         )
     }
 }
 
 impl CotBatchR {
     /// Random-OT key `H(t_j)` (equals the sender's key of index `r_j`).
-    pub fn rot_keys(&self, h: &CrHash) -> Vec<u128> {
-        h.hash(&self.t, 0, self.tweak, 0)
+    pub fn rot_keys(&self, h: &CrHash) -> zeroize::Zeroizing<Vec<u128>> {
+        zeroize::Zeroizing::new(h.hash(&self.t, 0, self.tweak, 0))
     }
 }
