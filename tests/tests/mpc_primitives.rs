@@ -471,3 +471,54 @@ fn other_ring_sizes() {
         }
     }
 }
+
+/// Field2Ring's error analysis, checked where it is measurable: with
+/// ℓ = 16 and a 20-bit q (σ = 3) each element fails independently with
+/// probability `(x + 2^{ℓ-1} + 1)/q`, and a failure is an error of exactly
+/// `−q mod 2^ℓ`. (With ℓ = 43 and log q ≥ 84 the same formula gives ≤ 2^-41.)
+#[test]
+fn field_to_ring_failure_rate_matches_bound() {
+    let cfg = MpcConfig {
+        ring: RingCfg::new(16, 6).unwrap(),
+        sigma: 3,
+        ..MpcConfig::ENCFORMER
+    };
+    let r = cfg.ring;
+    let q = Modulus::new(1_048_573).unwrap();
+    let mut rng = seeded(12);
+    let n = 20_000;
+    let xs = values(&mut rng, n, 16);
+    let f0: Vec<u128> = xs.iter().map(|_| q.sample(&mut rng)).collect();
+    let f1: Vec<u128> = xs
+        .iter()
+        .zip(&f0)
+        .map(|(&x, &a)| q.sub(q.from_signed(x as i128), a))
+        .collect();
+    let (ff0, ff1) = (FieldShares::new(f0), FieldShares::new(f1));
+    let (z0, z1) = run_mem(
+        cfg,
+        |p, _t| p.field_to_ring(&ff0, &q).unwrap(),
+        |p, _t| p.field_to_ring(&ff1, &q).unwrap(),
+    );
+    let z = open(&r, &z0, &z1);
+    let qm = (q.value() as u64) & r.mask();
+    let mut fails = 0.0;
+    let mut expected = 0.0;
+    for k in 0..xs.len() {
+        expected += (xs[k] + (1 << 15) + 1) as f64 / q.value() as f64;
+        if z[k] != xs[k] {
+            fails += 1.0;
+            assert_eq!(
+                r.from_signed(z[k]),
+                r.sub(r.from_signed(xs[k]), qm),
+                "failure is not the missing q-wrap"
+            );
+        }
+    }
+    let sd = expected.sqrt();
+    assert!(
+        (fails - expected).abs() < 6.0 * sd,
+        "failures {fails}, expected {expected:.1} ± {sd:.1}"
+    );
+    assert!(fails > 0.0);
+}
