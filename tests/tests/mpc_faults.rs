@@ -320,3 +320,37 @@ fn timeout_mid_frame_keeps_stream_aligned() {
 fn frame_bytes(f: &Frame) -> Vec<u8> {
     encode_frames(std::slice::from_ref(f))
 }
+
+/// After a failed run the party refuses further work instead of computing
+/// with OT state that is out of sync with its peer.
+#[test]
+fn failed_party_is_poisoned() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (t0, t1) = mem_pair(tcfg(TIMEOUT_MS));
+    let x = x64();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut t1 = t1;
+            let mut p = new_party(PartyId::P1, cfg);
+            drive(p.channel(), p.setup(), &mut t1).unwrap();
+            t1.raw(frame(0x7777, vec![0; 4]));
+            while t1.recv().is_ok() {}
+        });
+        let mut t0 = t0;
+        let mut p = new_party(PartyId::P0, cfg);
+        drive(p.channel(), p.setup(), &mut t0).unwrap();
+        let e = drive(p.channel(), p.mul(&x, &x), &mut t0).unwrap_err();
+        assert!(
+            matches!(e, DriverError::Protocol(MpcError::UnexpectedMessage { .. })),
+            "{e:?}"
+        );
+        let start = Instant::now();
+        let e = drive(p.channel(), p.relu(&x), &mut t0).unwrap_err();
+        assert_eq!(e, DriverError::Protocol(MpcError::Poisoned));
+        assert!(start.elapsed() < Duration::from_millis(100));
+        let q = veil_core::mpc::Modulus::from_primes(&[0xffff_ffff_0000_0001, 1 << 40]).unwrap();
+        let f = veil_core::mpc::FieldShares::new(vec![1]);
+        assert_eq!(p.field_to_ring(&f, &q).unwrap_err(), MpcError::Poisoned);
+        drop(t0);
+    });
+}

@@ -134,6 +134,7 @@ struct Inner {
     /// Rounds accumulated per phase over previous spans.
     stats: [PhaseStats; 3],
     span_rounds: u32,
+    poisoned: bool,
 }
 
 impl Inner {
@@ -189,6 +190,17 @@ impl Channel {
         old
     }
 
+    /// Marks the channel (and so its party) as failed: every later receive
+    /// and every OT use returns [`MpcError::Poisoned`].
+    pub fn poison(&self) {
+        self.0.borrow_mut().poisoned = true;
+    }
+
+    /// True after [`Channel::poison`].
+    pub fn is_poisoned(&self) -> bool {
+        self.0.borrow().poisoned
+    }
+
     /// Queues a frame for the peer.
     pub fn send(&self, tag: u16, payload: Vec<u8>) {
         let mut i = self.0.borrow_mut();
@@ -242,6 +254,9 @@ impl Future for Recv {
     type Output = Result<Vec<u8>>;
     fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut i = self.ch.0.borrow_mut();
+        if i.poisoned {
+            return Poll::Ready(Err(MpcError::Poisoned));
+        }
         match i.inbox.pop_front() {
             None => Poll::Pending,
             Some(f) => {
@@ -291,10 +306,17 @@ impl<'a, T> Session<'a, T> {
         if self.done {
             return Poll::Ready(Err(MpcError::InvalidInput("session already finished")));
         }
+        if self.ch.is_poisoned() {
+            self.done = true;
+            return Poll::Ready(Err(MpcError::Poisoned));
+        }
         let mut cx = Context::from_waker(Waker::noop());
         match self.fut.as_mut().poll(&mut cx) {
             Poll::Ready(r) => {
                 self.done = true;
+                if r.is_err() {
+                    self.ch.poison();
+                }
                 Poll::Ready(r)
             }
             Poll::Pending => Poll::Pending,
@@ -304,6 +326,11 @@ impl<'a, T> Session<'a, T> {
     /// Frames produced since the last call (one round's batch).
     pub fn take_outgoing(&self) -> Vec<Frame> {
         self.ch.take_outgoing()
+    }
+
+    /// Marks the party as failed (the driver calls this on transport errors).
+    pub fn poison(&self) {
+        self.ch.poison()
     }
 
     /// Delivers a frame received from the peer.

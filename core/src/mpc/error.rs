@@ -30,6 +30,10 @@ pub enum MpcError {
     NotSetUp,
     /// The modulus `q` is not supported (`q ≥ 2^124` or `q < 2`).
     ModulusTooLarge,
+    /// An earlier protocol run on this party failed; its OT and PRG state is
+    /// out of sync with the peer, so the party refuses further work (create a
+    /// new party and run setup again).
+    Poisoned,
 }
 
 impl fmt::Display for MpcError {
@@ -44,6 +48,9 @@ impl fmt::Display for MpcError {
             MpcError::InvalidInput(s) => write!(f, "invalid input: {s}"),
             MpcError::NotSetUp => write!(f, "OT not set up: call Party::setup first"),
             MpcError::ModulusTooLarge => write!(f, "modulus q must satisfy 2 <= q < 2^124"),
+            MpcError::Poisoned => {
+                write!(f, "party poisoned by an earlier failure; set up a new one")
+            }
         }
     }
 }

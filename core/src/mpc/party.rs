@@ -247,6 +247,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     pub(crate) fn ot(&mut self) -> Result<&mut OtEngine> {
+        if self.ch.is_poisoned() {
+            return Err(MpcError::Poisoned);
+        }
         self.ot.as_mut().ok_or(MpcError::NotSetUp)
     }
 
@@ -394,6 +397,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
 
     /// Next common pseudorandom element of `Z_q` (same on both parties).
     pub(crate) fn common_zq(&mut self, q: &Modulus) -> Result<u128> {
+        if self.ch.is_poisoned() {
+            return Err(MpcError::Poisoned);
+        }
         let prg = self.common.as_mut().ok_or(MpcError::NotSetUp)?;
         let bits = q.bits();
         let m = if bits >= 128 {

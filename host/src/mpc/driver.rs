@@ -35,6 +35,7 @@ pub fn run_session<T>(mut s: Session<'_, T>, t: &mut dyn Transport) -> Result<T,
         let out = s.take_outgoing();
         if !out.is_empty() {
             if let Err(e) = t.send(out) {
+                s.poison();
                 t.abort(&e.to_string());
                 return Err(DriverError::Transport(e));
             }
@@ -48,6 +49,7 @@ pub fn run_session<T>(mut s: Session<'_, T>, t: &mut dyn Transport) -> Result<T,
             Poll::Pending => match t.recv() {
                 Ok(f) => s.deliver(f),
                 Err(e) => {
+                    s.poison();
                     if !matches!(
                         e,
                         TransportError::PeerAborted(_) | TransportError::Disconnected
