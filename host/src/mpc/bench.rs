@@ -205,10 +205,10 @@ fn bench_modulus() -> Modulus {
     Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).expect("static modulus")
 }
 
-fn make_inputs(cfg: &MpcConfig, n: usize) -> (Inputs, Inputs) {
+fn make_inputs(cfg: &MpcConfig, n: usize) -> Result<(Inputs, Inputs), rand_core::Error> {
     let r = cfg.ring;
     let q = bench_modulus();
-    let mut rng = ChaCha20Rng::from_rng(OsRng).expect("OS entropy");
+    let mut rng = ChaCha20Rng::from_rng(OsRng)?;
     let sh = |vals: Vec<u64>, rng: &mut ChaCha20Rng| {
         let a: Vec<u64> = vals.iter().map(|_| rng.next_u64() & r.mask()).collect();
         let b: Vec<u64> = vals.iter().zip(&a).map(|(&v, &a)| r.sub(v, a)).collect();
@@ -241,7 +241,7 @@ fn make_inputs(cfg: &MpcConfig, n: usize) -> (Inputs, Inputs) {
         .zip(&f0)
         .map(|((&a, &b), &f)| q.sub(q.from_signed(r.to_signed(r.add(a, b)) as i128), f))
         .collect();
-    (
+    Ok((
         Inputs {
             x: x0,
             y: y0,
@@ -256,7 +256,7 @@ fn make_inputs(cfg: &MpcConfig, n: usize) -> (Inputs, Inputs) {
             b: BoolShares::new(b1),
             f: FieldShares::new(f1),
         },
-    )
+    ))
 }
 
 fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
@@ -383,7 +383,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
                 (Box::new(a), Box::new(b))
             }
         };
-        let (i0, i1) = make_inputs(&opts.cfg, opts.n);
+        let (i0, i1) = make_inputs(&opts.cfg, opts.n)?;
         let bar = Arc::new(Barrier::new(2));
         let (cfg, ops) = (opts.cfg, opts.ops.clone());
         let (b2, ops2) = (bar.clone(), ops.clone());
