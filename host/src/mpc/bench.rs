@@ -383,7 +383,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
                 (Box::new(a), Box::new(b))
             }
         };
-        let (i0, i1) = make_inputs(&opts.cfg, opts.n)?;
+        let (i0, i1) = make_inputs(&opts.cfg, opts.n).map_err(|e| e.to_string())?;
         let bar = Arc::new(Barrier::new(2));
         let (cfg, ops) = (opts.cfg, opts.ops.clone());
         let (b2, ops2) = (bar.clone(), ops.clone());
