@@ -31,9 +31,16 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
         "both" => vec![TransportKind::Memory, TransportKind::Tcp],
         _ => return Err("--transport must be mem, tcp or both".into()),
     };
+    let pool_modes = match args.ot.as_str() {
+        "iknp" => vec![false],
+        "pool" => vec![true],
+        "both" => vec![false, true],
+        _ => return Err("--ot must be iknp, pool or both".into()),
+    };
     let mut opts = BenchMpcOptions {
         n: args.n,
         transports,
+        pool_modes,
         ..BenchMpcOptions::default()
     };
     if let Some(o) = &args.ops {
