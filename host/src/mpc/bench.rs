@@ -185,6 +185,9 @@ impl BenchMpcReport {
                 opt(r.spu_bytes_per_elem.map(|b| r.est_silent_bytes_per_elem / b), 2),
             );
         }
+        s += "OT iknp = IKNP extension on demand, with the real choice bits (online where the \
+              protocol step is online); OT pool = random COTs preprocessed offline \
+              (Party::preprocess_ot, included in time s), derandomized online with 1 bit/COT.\n";
         s +=
             "silent* = estimated B/elem with IKNP (16 B/COT) replaced by silent OT at 1 bit/COT.\n";
         s
