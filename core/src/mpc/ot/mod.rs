@@ -6,6 +6,8 @@
 //!   producing correlated OT `(q_j, q_j ⊕ Δ)` / `t_j = q_j ⊕ r_j·Δ` in batches
 //!   of any size (semi-honest; the KOS consistency check is not needed in
 //!   this model).
+//! * [`pool`]: random-COT pools filled offline and derandomized online
+//!   (1 bit per OT), the shape in which a silent OT plugs in.
 //! * [`CrHash`]: tweakable correlation-robust hash from fixed-key AES,
 //!   `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` (Guo–Katz–Wang–Yu, S&P 2020), turning
 //!   COT into random OT and into `k`-bit correlated OT.
@@ -21,8 +23,8 @@
 //! rounds, run sequentially), and `extend` derandomizes with Beaver's trick:
 //! the receiver sends `d_j = r_j ⊕ r'_j` (1 bit per OT, send-only) and the
 //! sender sets `q_j = q'_j ⊕ d_j·Δ`. IKNP costs 128 bits per COT on the wire;
-//! Ferret's amortized cost is below one bit per COT plus the 1-bit
-//! derandomization.
+//! Ferret's amortized cost is on the order of one bit per COT or less, plus
+//! the 1-bit derandomization.
 
 pub mod base;
 pub mod iknp;
