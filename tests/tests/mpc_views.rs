@@ -252,6 +252,18 @@ fn multiplication_views() {
         },
     );
     check("mul, P1 view", &a, &b);
+    let (a, b) = views(
+        cfg,
+        false,
+        |p, t, alt| {
+            let x = RingShares::new(vec![if alt { m } else { 0 }; N]);
+            drive(p.channel(), p.mul(&x, &y), t).unwrap();
+        },
+        |p, t| {
+            drive(p.channel(), p.mul(&y2, &y), t).unwrap();
+        },
+    );
+    check("mul, P0 view", &a, &b);
 }
 
 #[test]
