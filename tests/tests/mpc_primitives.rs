@@ -522,3 +522,30 @@ fn field_to_ring_failure_rate_matches_bound() {
     );
     assert!(fails > 0.0);
 }
+
+/// Table III forms: `Π_cmp(x, τ)` with public threshold and arithmetic-share
+/// output, and `Π_mux` with an arithmetic-share selector (chained).
+#[test]
+fn table_iii_cmp_and_mux() {
+    let cfg = MpcConfig::ENCFORMER;
+    let r = cfg.ring;
+    let mut rng = seeded(13);
+    let mut xs = values(&mut rng, N, 30);
+    let tau = r.encode(-1.5);
+    xs.extend([r.to_signed(tau), r.to_signed(tau) - 1, r.to_signed(tau) + 1]);
+    let (x0, x1) = share(&r, &xs, &mut rng);
+    let run =
+        |p: &mut P, t: &mut veil_host::transport::MemTransport, x: &veil_core::mpc::RingShares| {
+            let b = drive(p.channel(), p.cmp_public(x, tau), t).unwrap();
+            let v = drive(p.channel(), p.mux_arith(&b, x), t).unwrap();
+            (b, v)
+        };
+    let ((b0, v0), (b1, v1)) = run_mem(cfg, |p, t| run(p, t, &x0), |p, t| run(p, t, &x1));
+    let b = open(&r, &b0, &b1);
+    let v = open(&r, &v0, &v1);
+    for k in 0..xs.len() {
+        let lt = xs[k] < r.to_signed(tau);
+        assert_eq!(b[k], lt as i64, "{} < tau", xs[k]);
+        assert_eq!(v[k], if lt { xs[k] } else { 0 });
+    }
+}

@@ -333,4 +333,28 @@ impl<R: RngCore + CryptoRng> Party<R> {
         );
         self.msb(&d).await
     }
+
+    /// `Π_cmp` of EncFormer Table III: arithmetic shares (mod `2^ℓ`) of
+    /// `b = [x < τ]` for shared `x` and public fixed-point `τ` (ring
+    /// encoding), valid for `|x − τ| < 2^{ℓ-1}`: `b = msb(x − τ)`, then B2A.
+    pub async fn cmp_public(&mut self, x: &RingShares, tau: u64) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        let p0 = self.is_p0();
+        let d = RingShares::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.sub(v, tau) } else { v })
+                .collect(),
+        );
+        let b = self.msb(&d).await?;
+        self.b2a(&b).await
+    }
+
+    /// `Π_mux` of EncFormer Table III with the selector as arithmetic shares
+    /// of a bit (`b ∈ {0,1}`, shares mod `2^ℓ`): XOR shares are the share
+    /// LSBs (`lsb(b_0) ⊕ lsb(b_1) = lsb(b_0 + b_1)`), then [`Party::mux`].
+    pub async fn mux_arith(&mut self, b: &RingShares, u: &RingShares) -> Result<RingShares> {
+        let bits = BoolShares::new(b.as_slice().iter().map(|&v| (v & 1) as u8).collect());
+        self.mux(&bits, u).await
+    }
 }
