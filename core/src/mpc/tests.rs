@@ -117,7 +117,7 @@ fn mul_trunc_mux_b2a() {
         let (z0, z1) = both!(p0, p1, p0.mul(&x0, &y0).await, p1.mul(&x1, &y1).await);
         let z = open(&r, &z0, &z1);
         for k in 0..xs.len() {
-            let exact = ((xs[k] as i128 * ys[k] as i128) >> r.frac) as i64;
+            let exact = ((xs[k] as i128 * ys[k] as i128 + (1 << (r.frac - 1))) >> r.frac) as i64;
             assert!(
                 z[k] == exact || z[k] == exact - 1,
                 "{mode:?} {} {} -> {} vs {}",
