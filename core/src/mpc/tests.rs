@@ -262,3 +262,47 @@ fn debug_output_redacts_secrets() {
     );
     assert!(!f.contains("171") && f.contains("4 bytes"), "{f}");
 }
+
+#[test]
+fn empty_and_single_inputs() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = parties(cfg);
+    let r = cfg.ring;
+    let q = Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).unwrap();
+    for n in [0usize, 1] {
+        let x0 = RingShares::new(alloc::vec![r.encode(2.0); n]);
+        let x1 = RingShares::new(alloc::vec![0; n]);
+        let (a, b) = both!(
+            p0,
+            p1,
+            {
+                let m = p0.mul(&x0, &x0).await?;
+                let rl = p0.relu(&x0).await?;
+                let f = p0.ring_to_field(&x0, &q).await?;
+                let g = p0.field_to_ring(&f, &q)?;
+                Ok::<_, MpcError>((m, rl, g))
+            },
+            {
+                let m = p1.mul(&x1, &x1).await?;
+                let rl = p1.relu(&x1).await?;
+                let f = p1.ring_to_field(&x1, &q).await?;
+                let g = p1.field_to_ring(&f, &q)?;
+                Ok::<_, MpcError>((m, rl, g))
+            }
+        );
+        assert_eq!(a.0.len(), n);
+        if n == 1 {
+            let m = open(&r, &a.0, &b.0)[0];
+            let four = r.to_signed(r.encode(4.0));
+            assert!(m == four || m == four - 1, "{m}");
+            assert_eq!(
+                open(&r, &a.1, &b.1),
+                alloc::vec![r.to_signed(r.encode(2.0))]
+            );
+            assert_eq!(
+                open(&r, &a.2, &b.2),
+                alloc::vec![r.to_signed(r.encode(2.0))]
+            );
+        }
+    }
+}
