@@ -10,9 +10,10 @@
 //! # Round counting
 //!
 //! Each frame carries a depth `d(m) = 1 + max{d(m') : m' received before m
-//! was sent}`. The number of rounds of a protocol is the largest depth, i.e.
-//! the number of one-way latencies on the critical path; two frames sent
-//! simultaneously by both parties count as one round.
+//! was sent}`, counted from the start of the session. The number of rounds of
+//! a protocol run is the largest depth, i.e. the number of one-way latencies
+//! on the critical path; two frames sent simultaneously by both parties count
+//! as one round.
 
 use crate::mpc::error::{MpcError, Result};
 use alloc::boxed::Box;
@@ -225,6 +226,25 @@ impl Channel {
         }
     }
 
+    /// Largest frame depth sent or received in the current session (this
+    /// party's Lamport clock, reset when a [`Session`] starts). After a run,
+    /// `max(depth_0, depth_1)` over the two parties is its exact number of
+    /// rounds.
+    pub fn depth(&self) -> u32 {
+        self.0.borrow().clock
+    }
+
+    /// Restarts the depth count (both parties do this at the start of each
+    /// session, so depths are session-relative and per-run round counts do
+    /// not depend on how the previous run ended).
+    fn begin_session(&self) {
+        let mut i = self.0.borrow_mut();
+        i.recv_depth = 0;
+        i.clock = 0;
+        i.phase_base = 0;
+        i.span_rounds = 0;
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> Stats {
         let i = self.0.borrow();
@@ -293,6 +313,7 @@ impl<T> fmt::Debug for Session<'_, T> {
 impl<'a, T> Session<'a, T> {
     /// Wraps a protocol future running over `ch`.
     pub fn new(ch: Channel, fut: impl Future<Output = Result<T>> + 'a) -> Self {
+        ch.begin_session();
         Session {
             fut: Box::pin(fut),
             ch,

@@ -55,5 +55,7 @@ impl fmt::Display for MpcError {
     }
 }
 
+impl core::error::Error for MpcError {}
+
 /// Result alias of this module.
 pub type Result<T> = core::result::Result<T, MpcError>;

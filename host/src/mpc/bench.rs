@@ -104,9 +104,11 @@ pub struct BenchRow {
     pub offline_bytes_per_elem: f64,
     /// Online part of `bytes_per_elem`.
     pub online_bytes_per_elem: f64,
-    /// Rounds (offline + online, max over the parties).
+    /// Rounds of the whole run (offline + online): largest frame depth of
+    /// each session (preprocessing, op), exact.
     pub rounds: u32,
-    /// Online rounds.
+    /// Online rounds (max over the parties of the depth spent in the online
+    /// phase).
     pub online_rounds: u32,
     /// Correlated OTs per element (both directions).
     pub cots_per_elem: f64,
@@ -278,18 +280,21 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
         "select" => drive(p.channel(), p.mux(&i.b, &i.x), t).map(drop),
         "b2a" => drive(p.channel(), p.b2a(&i.b), t).map(drop),
         "ring2field" => drive(p.channel(), p.ring_to_field(&i.x, &q), t).map(drop),
-        "field2ring" => p
-            .field_to_ring(&i.f, &q)
-            .map(drop)
-            .map_err(DriverError::Protocol),
+        // Local protocol, wrapped in a session so that counters and depths
+        // are accounted like the others.
+        "field2ring" => {
+            let ch = p.channel();
+            drive(ch, async { p.field_to_ring(&i.f, &q) }, t).map(drop)
+        }
         _ => Err(DriverError::Protocol(
             veil_core::mpc::MpcError::InvalidInput("unknown primitive"),
         )),
     }
 }
 
-/// Per op: (wall s, stats, COTs consumed, cpu s, preprocessing wall s).
-type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64, f64)>), String>;
+/// Per op: (wall s, stats, COTs consumed, cpu s, preprocessing wall s,
+/// (session depth of the preprocessing, session depth of the op)).
+type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64, f64, (u32, u32))>), String>;
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`), so that
 /// numbers stay meaningful on a loaded machine; 0 where unavailable.
@@ -334,6 +339,7 @@ fn party_main(
         };
         bar.wait();
         let before = p.channel().stats();
+        let mut d0 = 0;
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
         let mut pre = 0.0;
@@ -341,6 +347,7 @@ fn party_main(
             drive(p.channel(), p.preprocess_ot(ns, nr), t.as_mut())
                 .map_err(|e| format!("{op}: {e}"))?;
             pre = t0.elapsed().as_secs_f64();
+            d0 = p.channel().depth();
         }
         let ot0 = p.ot_counts();
         run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
@@ -348,7 +355,15 @@ fn party_main(
         let cpu = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
-        out.push((el, p.channel().stats().since(&before), cots, cpu, pre));
+        let d1 = p.channel().depth();
+        out.push((
+            el,
+            p.channel().stats().since(&before),
+            cots,
+            cpu,
+            pre,
+            (d0, d1),
+        ));
     }
     Ok((setup_t, setup_stats, out))
 }
@@ -404,8 +419,8 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
             let (a, b) = (&o0[k], &o1[k]);
             let off = (a.1.offline.bytes_sent + b.1.offline.bytes_sent) as f64 / n;
             let on = (a.1.online.bytes_sent + b.1.online.bytes_sent) as f64 / n;
-            let rounds = (a.1.offline.rounds + a.1.online.rounds)
-                .max(b.1.offline.rounds + b.1.online.rounds);
+            // Exact rounds: session depths (preprocessing, then the op).
+            let rounds = a.5 .0.max(b.5 .0) + a.5 .1.max(b.5 .1);
             let spu = spu_reference(op);
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.

@@ -18,6 +18,9 @@ pub struct BenchMpcArgs {
     /// OT mode(s): iknp (on demand), pool (preprocessed offline) or both.
     #[arg(long, default_value = "both")]
     pub ot: String,
+    /// Radix m (bits per digit) of the millionaires' protocol, 1..=6.
+    #[arg(long, default_value_t = 4)]
+    pub radix: u32,
     /// Comma-separated primitives (default: all).
     #[arg(long)]
     pub ops: Option<String>,
@@ -43,6 +46,8 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
         pool_modes,
         ..BenchMpcOptions::default()
     };
+    opts.cfg.radix_bits = args.radix;
+    opts.cfg.validate()?;
     if let Some(o) = &args.ops {
         opts.ops = o.split(',').map(|s| s.trim().to_string()).collect();
     }
