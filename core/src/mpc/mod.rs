@@ -35,11 +35,11 @@
 //! |---|---|---|---|
 //! | Π× fixed point (Gilboa triples + Beaver + `KnownMsb` trunc) | 87 | 1652 | 2 + 3 |
 //! | truncation (`KnownMsb`) | 1 | 17.6 | 2 |
-//! | x < y (MSB of x − y, ℓ−1-bit millionaires) | 62 | 1040 | 1 + 5 |
-//! | ReLU (DReLU + mux) | 64 | 1083 | 1 + 7 |
+//! | x < y (MSB of x − y, ℓ−1-bit millionaires) | 62 | 1040 | 1 + 6 |
+//! | ReLU (DReLU + mux) | 64 | 1083 | 1 + 8 |
 //! | mux / select | 2 | 42.8 | 2 |
 //! | B2A | 1 | 21.4 | 2 |
-//! | Ring2Field (Z_{2^ℓ} → Z_q, q ≈ 2^104) | 64 | 1087 | 1 + 7 |
+//! | Ring2Field (Z_{2^ℓ} → Z_q, q ≈ 2^104) | 64 | 1087 | 1 + 8 |
 //! | Field2Ring (Z_q → Z_{2^ℓ}) | 0 | 0 | 0 |
 //!
 //! IKNP spends 16 bytes per COT, which dominates every nonlinear protocol;
