@@ -354,3 +354,55 @@ fn failed_party_is_poisoned() {
         drop(t0);
     });
 }
+
+/// Parties that disagree (different lengths, different protocols) get typed
+/// errors on both sides instead of a hang or garbage results.
+#[test]
+fn mismatched_calls_fail_on_both_sides() {
+    let cfg = MpcConfig::ENCFORMER;
+    let a = RingShares::new(vec![1; 10]);
+    let b = RingShares::new(vec![1; 11]);
+    let (t0, t1) = mem_pair(tcfg(2_000));
+    let start = Instant::now();
+    let (e0, e1) = run_with(
+        cfg,
+        t0,
+        t1,
+        |p, t| drive(p.channel(), p.mul(&a, &a), t).unwrap_err(),
+        |p, t| drive(p.channel(), p.mul(&b, &b), t).unwrap_err(),
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    for e in [&e0, &e1] {
+        assert!(
+            matches!(
+                e,
+                DriverError::Protocol(MpcError::Malformed { .. })
+                    | DriverError::Transport(TransportError::PeerAborted(_))
+            ),
+            "{e:?}"
+        );
+    }
+    let (t0, t1) = tcp_pair(tcfg(2_000));
+    let (e0, e1) = run_with(
+        cfg,
+        t0,
+        t1,
+        |p, t| drive(p.channel(), p.mul(&a, &a), t).unwrap_err(),
+        |p, t| drive(p.channel(), p.relu(&a), t).unwrap_err(),
+    );
+    for e in [&e0, &e1] {
+        assert!(
+            matches!(
+                e,
+                DriverError::Protocol(
+                    MpcError::Malformed { .. } | MpcError::UnexpectedMessage { .. }
+                ) | DriverError::Transport(TransportError::PeerAborted(_))
+            ),
+            "{e:?}"
+        );
+    }
+}
