@@ -11,7 +11,10 @@
 //!   `x'_0 = x_0 + r + 2^{ℓ-1}` is uniform. Then `x + 2^{ℓ-1} = x'_0 + x'_1 − q`
 //!   unless `x'_0 ≤ x + 2^{ℓ-1}`, which happens with probability
 //!   `≤ 2^ℓ/q ≤ 2^{-(σ+1)}` when `log2 q ≥ ℓ + σ + 1`; each party reduces its
-//!   share modulo `2^ℓ`. No communication.
+//!   share modulo `2^ℓ`. No communication. (EncFormer Appendix C-A instead
+//!   invokes `Π_Ext` from `Z_q` to `Z_{2^{ℓ'}}`, which costs a comparison on
+//!   `⌈log2 q⌉` bits; with `q ≥ 2^{ℓ+σ+1}` the wrap is predictable except
+//!   with the same `2^{-σ}`-order probability, so it can be dropped.)
 
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::party::Party;

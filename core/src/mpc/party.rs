@@ -56,7 +56,8 @@ pub enum PartyId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum TruncMode {
     /// Inputs known to satisfy `|x| < 2^{ℓ-2}`: the wrap bit is
-    /// `msb(x'_0) ∨ msb(x'_1)` for `x' = x + 2^{ℓ-2}` (Cheetah, §5): one
+    /// `msb(x'_0) ∨ msb(x'_1)` for `x' = x + 2^{ℓ-2}` (the MSB-known
+    /// optimization of SiRNN/Cheetah): one
     /// COT per element.
     KnownMsb,
     /// Any `|x| < 2^{ℓ-1}`: wrap bit by an `ℓ`-bit millionaires' comparison
