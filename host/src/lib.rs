@@ -3,8 +3,10 @@
 
 pub mod bench_ckks;
 pub mod demo;
+pub mod mpc;
 pub mod progress;
 pub mod timing;
+pub mod transport;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;

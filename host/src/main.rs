@@ -33,12 +33,15 @@ enum Cmd {
 enum Bench {
     /// Per-primitive CKKS latency and precision.
     Ckks(bench_ckks::BenchCkksOptions),
+    /// Two-party MPC primitives (IKNP OT), in memory and over TCP loopback.
+    Mpc(veil_host::mpc::cli::BenchMpcArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Demo(o) => demo::run(&o).map(|_| ()),
+        Cmd::Bench(Bench::Mpc(a)) => veil_host::mpc::cli::run(&a).map_err(|e| e.to_string()),
         Cmd::Bench(Bench::Ckks(o)) => bench_ckks::run(&o).map(|r| {
             if o.json {
                 println!(

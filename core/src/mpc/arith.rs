@@ -1,0 +1,393 @@
+//! Arithmetic protocols over `Z_{2^ℓ}`: Beaver multiplication with
+//! OT-generated triples (Gilboa), truncation, B2A, multiplexer, public
+//! scaling, row sums / broadcasts and polynomial evaluation.
+
+use crate::mpc::channel::Phase;
+use crate::mpc::error::{MpcError, Result};
+use crate::mpc::pack::{pack_u64, unpack_u64};
+use crate::mpc::party::{tags, Party, TruncMode};
+use crate::mpc::ring::mask;
+use crate::mpc::shares::{BoolShares, RingShares};
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+use zeroize::{Zeroize, Zeroizing};
+
+/// Beaver triples `c = a·b` over `Z_{2^ℓ}` (one party's shares).
+pub struct Triples {
+    /// Shares of `a`.
+    pub a: RingShares,
+    /// Shares of `b`.
+    pub b: RingShares,
+    /// Shares of `c = a·b`.
+    pub c: RingShares,
+}
+
+impl core::fmt::Debug for Triples {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Triples(<{} redacted>)", self.a.len())
+    }
+}
+
+/// `Π_rowsum`: for a `rows × cols` row-major matrix of shares, the share of
+/// each row sum (local, no communication).
+pub fn rowsum(x: &RingShares, rows: usize, cols: usize, ell: u32) -> Result<RingShares> {
+    if x.len() != rows * cols {
+        return Err(MpcError::InvalidInput("rowsum shape"));
+    }
+    let m = mask(ell);
+    Ok(RingShares::new(
+        x.as_slice()
+            .chunks(cols.max(1))
+            .take(rows)
+            .map(|r| r.iter().fold(0u64, |s, &v| s.wrapping_add(v)) & m)
+            .collect(),
+    ))
+}
+
+/// `Π_bcast`: repeats each row value `cols` times (local).
+pub fn bcast(v: &RingShares, cols: usize) -> RingShares {
+    let mut out = Vec::with_capacity(v.len() * cols);
+    for &x in v.as_slice() {
+        out.extend(core::iter::repeat_n(x, cols));
+    }
+    RingShares::new(out)
+}
+
+impl<R: RngCore + CryptoRng> Party<R> {
+    /// Secret-shares `n` ring elements held by `owner`: the owner passes
+    /// `Some(values)`, the other party `None`. The owner samples `r`
+    /// uniformly, keeps `x − r` and sends `r` (1 round, `nℓ` bits).
+    pub async fn share_input(
+        &mut self,
+        owner: crate::mpc::PartyId,
+        values: Option<&[u64]>,
+        n: usize,
+    ) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        if owner == self.id {
+            let x = values.ok_or(MpcError::InvalidInput("owner must provide values"))?;
+            if x.len() != n {
+                return Err(MpcError::InvalidInput("share_input length"));
+            }
+            let mut mask = self.random_ring(n);
+            self.ch.send(tags::INPUT, pack_u64(&mask, r.ell));
+            let out = x.iter().zip(&mask).map(|(&x, &m)| r.sub(x, m)).collect();
+            mask.zeroize();
+            Ok(RingShares::new(out))
+        } else {
+            let msg = self.ch.recv(tags::INPUT).await?;
+            Ok(RingShares::new(unpack_u64(&msg, n, r.ell, tags::INPUT)?))
+        }
+    }
+
+    /// Opens shared values to both parties (1 round, `nℓ` bits each way).
+    pub async fn reveal(&mut self, x: &RingShares) -> Result<Vec<u64>> {
+        let r = self.cfg.ring;
+        let n = x.len();
+        self.ch.send(tags::REVEAL, pack_u64(x.as_slice(), r.ell));
+        let msg = self.ch.recv(tags::REVEAL).await?;
+        let peer = unpack_u64(&msg, n, r.ell, tags::REVEAL)?;
+        Ok(x.as_slice()
+            .iter()
+            .zip(&peer)
+            .map(|(&a, &b)| r.add(a, b))
+            .collect())
+    }
+
+    /// Offline: `n` Beaver triples by Gilboa's OT multiplication. For the
+    /// cross term `a_0·b_1`, P1 is COT receiver with the `ℓ` bits of `b_1`
+    /// and P0 sends, for bit `i`, the correlation `a_0 mod 2^{ℓ-i}`; then
+    /// `a_0 b_1 = Σ_i 2^i (t_i − p_i)`. Symmetrically for `a_1·b_0`.
+    /// Cost per triple: `2ℓ` COTs and `ℓ(ℓ+1)` correction bits; 2 rounds.
+    pub async fn triples(&mut self, n: usize) -> Result<Triples> {
+        let ch = self.ch.clone();
+        let prev = ch.set_phase(Phase::Offline);
+        let ell = self.cfg.ring.ell;
+        let r = self.cfg.ring;
+        let a = self.random_ring(n);
+        let b = self.random_ring(n);
+        let e = ell as usize;
+        // OT index j = i·n + k (bit-major so widths are grouped).
+        let mut choices = Vec::with_capacity(n * e);
+        for i in 0..e {
+            choices.extend(b.iter().map(|&v| ((v >> i) & 1) as u8));
+        }
+        let mut corr = Vec::with_capacity(n * e);
+        for _ in 0..e {
+            corr.extend_from_slice(&a);
+        }
+        let width = move |j: usize| ell - (j / n.max(1)) as u32;
+        let rb = self.ot()?.recv(&ch, choices).await?;
+        let sb = self.ot()?.send(&ch, n * e).await?;
+        let p = self.cot_send_corr(&sb, &corr, width)?;
+        corr.zeroize();
+        let t = self.cot_recv_corr(&rb, width).await?;
+        let mut c: Vec<u64> = a.iter().zip(&b).map(|(&x, &y)| r.mul(x, y)).collect();
+        for i in 0..e {
+            for k in 0..n {
+                let j = i * n + k;
+                c[k] = r.add(c[k], r.sub(t[j], p[j]) << i);
+            }
+        }
+        ch.set_phase(prev);
+        Ok(Triples {
+            a: RingShares::new(a),
+            b: RingShares::new(b),
+            c: RingShares::new(c),
+        })
+    }
+
+    /// Online Beaver product without truncation (1 round): opens
+    /// `e = x − a`, `f = y − b`, then `z = c + e·b + f·a (+ e·f at P0)`.
+    pub async fn mul_with_triples(
+        &mut self,
+        x: &[u64],
+        y: &[u64],
+        t: &Triples,
+        off: usize,
+    ) -> Result<RingShares> {
+        let n = x.len();
+        if y.len() != n || t.a.len() < off + n {
+            return Err(MpcError::InvalidInput("mul lengths"));
+        }
+        let r = self.cfg.ring;
+        let (a, b, c) = (
+            &t.a.as_slice()[off..off + n],
+            &t.b.as_slice()[off..off + n],
+            &t.c.as_slice()[off..off + n],
+        );
+        let mut ef: Vec<u64> = x.iter().zip(a).map(|(&x, &a)| r.sub(x, a)).collect();
+        ef.extend(y.iter().zip(b).map(|(&y, &b)| r.sub(y, b)));
+        self.ch.send(tags::BEAVER_OPEN, pack_u64(&ef, r.ell));
+        let peer = self.ch.recv(tags::BEAVER_OPEN).await?;
+        let pe = unpack_u64(&peer, 2 * n, r.ell, tags::BEAVER_OPEN)?;
+        let p0 = self.is_p0();
+        let z = (0..n)
+            .map(|k| {
+                let e = r.add(ef[k], pe[k]);
+                let f = r.add(ef[n + k], pe[n + k]);
+                let mut z = r.add(c[k], r.add(r.mul(e, b[k]), r.mul(f, a[k])));
+                if p0 {
+                    z = r.add(z, r.mul(e, f));
+                }
+                z
+            })
+            .collect();
+        Ok(RingShares::new(z))
+    }
+
+    /// `Π×` (EncFormer Table III): fixed-point product `⌊x·y / 2^F⌉` of
+    /// shared tensors, faithfully: the result is the rounded product or one
+    /// less. Offline: Beaver triples; online: one opening round and a
+    /// truncation by `F` ([`MpcConfig::trunc`](crate::mpc::MpcConfig)).
+    pub async fn mul(&mut self, x: &RingShares, y: &RingShares) -> Result<RingShares> {
+        let t = self.triples(x.len()).await?;
+        let z = self
+            .mul_with_triples(x.as_slice(), y.as_slice(), &t, 0)
+            .await?;
+        self.round_trunc(z).await
+    }
+
+    /// Truncation by `F` with round-to-nearest offset: P0 adds `2^{F-1}`
+    /// first, so the result is `⌊z/2^F⌉` or one less (the dropped carry of
+    /// [`Party::trunc`]): mean bias about −½ ulp instead of −1 ulp.
+    async fn round_trunc(&mut self, mut z: RingShares) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        if self.is_p0() && r.frac > 0 {
+            for v in z.as_mut_slice() {
+                *v = r.add(*v, 1u64 << (r.frac - 1));
+            }
+        }
+        self.trunc(&z, r.frac).await
+    }
+
+    /// Multiplication by a public fixed-point constant `c` (ring encoding at
+    /// scale `2^F`), then rounding truncation by `F` (result `⌊x·c/2^F⌉` or
+    /// one less).
+    pub async fn mul_public(&mut self, x: &RingShares, c: u64) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        let z = RingShares::new(x.as_slice().iter().map(|&v| r.mul(v, c)).collect());
+        self.round_trunc(z).await
+    }
+
+    /// Truncation `⌊x / 2^s⌋` (arithmetic shift) of shared `x`, faithful:
+    /// the result is `⌊x/2^s⌋ − c` with `c ∈ {0, 1}`. With
+    /// `x' = x + 2^{ℓ-1}` (or `2^{ℓ-2}` in [`TruncMode::KnownMsb`]) and
+    /// `w = [x'_0 + x'_1 ≥ 2^ℓ]`, each party outputs
+    /// `(x'_i >> s) − w_i·2^{ℓ-s}` (P0 also subtracts the offset `>> s`),
+    /// where `w_i` are shares of `w` modulo `2^s`.
+    /// `KnownMsb` requires `|x| < 2^{ℓ-2}`; `Exact` any `|x| < 2^{ℓ-1}`.
+    pub async fn trunc(&mut self, x: &RingShares, s: u32) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        let ell = r.ell;
+        if s == 0 {
+            return Ok(x.clone());
+        }
+        if s >= ell - 1 {
+            return Err(MpcError::InvalidInput("shift must be < ell - 1"));
+        }
+        let mode = self.cfg.trunc;
+        let off_bits = match mode {
+            TruncMode::KnownMsb => ell - 2,
+            TruncMode::Exact => ell - 1,
+        };
+        let p0 = self.is_p0();
+        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v })
+                .collect::<Vec<u64>>(),
+        );
+        let w: Vec<u64> = match mode {
+            TruncMode::KnownMsb => {
+                // w = a0 ∨ a1 = a0 + a1 − a0·a1; a0·a1 by one COT (P0 sends a0).
+                let a: Vec<u64> = xp.iter().map(|&v| (v >> (ell - 1)) & 1).collect();
+                let ch = self.ch.clone();
+                if p0 {
+                    let sb = self.ot()?.send(&ch, a.len()).await?;
+                    let p = self.cot_send_corr(&sb, &a, |_| s)?;
+                    a.iter()
+                        .zip(p.iter())
+                        .map(|(&a, &p)| a.wrapping_add(p) & mask(s))
+                        .collect()
+                } else {
+                    let rb = self
+                        .ot()?
+                        .recv(&ch, a.iter().map(|&v| v as u8).collect())
+                        .await?;
+                    let t = self.cot_recv_corr(&rb, |_| s).await?;
+                    a.iter()
+                        .zip(t.iter())
+                        .map(|(&a, &t)| a.wrapping_sub(t) & mask(s))
+                        .collect()
+                }
+            }
+            TruncMode::Exact => {
+                let m = r.mask();
+                let inp: Vec<u64> = if p0 {
+                    xp.to_vec()
+                } else {
+                    xp.iter().map(|&v| m - v).collect()
+                };
+                let wb = self.millionaire(&inp, ell).await?;
+                self.b2a_bits(&wb, s).await?
+            }
+        };
+        let hi = ell - s;
+        let out = xp
+            .iter()
+            .zip(w.iter())
+            .map(|(&v, &wi)| {
+                let mut y = r.sub(v >> s, wi << hi);
+                if p0 {
+                    y = r.sub(y, 1u64 << (off_bits - s));
+                }
+                y
+            })
+            .collect();
+        Ok(RingShares::new(out))
+    }
+
+    /// B2A into `Z_{2^k}`: from XOR shares `b_0 ⊕ b_1` to additive shares of
+    /// `b = b_0 + b_1 − 2·b_0 b_1`; `b_0 b_1` by one COT (P0 sends
+    /// correlation `b_0`, P1 chooses with `b_1`). 2 rounds, `k` bits + 1 COT.
+    pub async fn b2a_bits(&mut self, b: &BoolShares, k: u32) -> Result<Vec<u64>> {
+        let ch = self.ch.clone();
+        let bits: Zeroizing<Vec<u64>> =
+            Zeroizing::new(b.as_slice().iter().map(|&v| (v & 1) as u64).collect());
+        let m = mask(k);
+        if self.is_p0() {
+            let sb = self.ot()?.send(&ch, bits.len()).await?;
+            let p = self.cot_send_corr(&sb, &bits, |_| k)?;
+            Ok(bits
+                .iter()
+                .zip(p.iter())
+                .map(|(&b, &p)| b.wrapping_add(p.wrapping_mul(2)) & m)
+                .collect())
+        } else {
+            let rb = self
+                .ot()?
+                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
+                .await?;
+            let t = self.cot_recv_corr(&rb, |_| k).await?;
+            Ok(bits
+                .iter()
+                .zip(t.iter())
+                .map(|(&b, &t)| b.wrapping_sub(t.wrapping_mul(2)) & m)
+                .collect())
+        }
+    }
+
+    /// B2A into the ring `Z_{2^ℓ}`.
+    pub async fn b2a(&mut self, b: &BoolShares) -> Result<RingShares> {
+        let ell = self.cfg.ring.ell;
+        Ok(RingShares::new(self.b2a_bits(b, ell).await?))
+    }
+
+    /// `Π_mux`: `b·x` for shared bit `b` and shared `x` (CrypTFlow2 mux with
+    /// COT): each party `i` sends, as COT sender, the correlation
+    /// `(1 − 2b_i)·x_i` so the peer with choice `b_{1-i}` gets
+    /// `(b_i ⊕ b_{1-i})·x_i − r_i`; `r_i = b_i x_i − p_i`. Both directions in
+    /// parallel: 2 rounds, 2 COTs and `2ℓ` bits per element.
+    pub async fn mux(&mut self, b: &BoolShares, x: &RingShares) -> Result<RingShares> {
+        let n = x.len();
+        if b.len() != n {
+            return Err(MpcError::InvalidInput("mux lengths"));
+        }
+        let r = self.cfg.ring;
+        let ch = self.ch.clone();
+        let bits: Zeroizing<Vec<u8>> =
+            Zeroizing::new(b.as_slice().iter().map(|&v| v & 1).collect());
+        let corr: Vec<u64> = bits
+            .iter()
+            .zip(x.as_slice())
+            .map(|(&bi, &xi)| if bi == 1 { r.sub(0, xi) } else { xi })
+            .collect();
+        let rb = self.ot()?.recv(&ch, bits.to_vec()).await?;
+        let sb = self.ot()?.send(&ch, n).await?;
+        let ell = r.ell;
+        let p = self.cot_send_corr(&sb, &corr, |_| ell)?;
+        let t = self.cot_recv_corr(&rb, |_| ell).await?;
+        let out = (0..n)
+            .map(|k| {
+                let own = r.sub(r.mul(bits[k] as u64, x.as_slice()[k]), p[k]);
+                r.add(own, t[k])
+            })
+            .collect();
+        Ok(RingShares::new(out))
+    }
+
+    /// Polynomial `Σ_k c_k x^k` on shared fixed-point `x` by Horner's rule;
+    /// coefficients are public reals, encoded at scale `2^F`. Uses
+    /// `deg − 1` secret products (triples generated in one offline batch)
+    /// and one public product. Error grows by ≤ 1 ulp per step plus the
+    /// coefficient rounding.
+    pub async fn poly_eval(&mut self, x: &RingShares, coeffs: &[f64]) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        let n = x.len();
+        let d = coeffs.len();
+        if d == 0 {
+            return Err(MpcError::InvalidInput("empty polynomial"));
+        }
+        let p0 = self.is_p0();
+        let cst = |v: u64| if p0 { v } else { 0 };
+        if d == 1 {
+            return Ok(RingShares::new(alloc::vec![cst(r.encode(coeffs[0])); n]));
+        }
+        let t = self.triples(n * (d - 2)).await?;
+        let mut acc = self.mul_public(x, r.encode(coeffs[d - 1])).await?;
+        for v in acc.as_mut_slice() {
+            *v = r.add(*v, cst(r.encode(coeffs[d - 2])));
+        }
+        for (step, k) in (0..d - 2).rev().enumerate() {
+            let z = self
+                .mul_with_triples(acc.as_slice(), x.as_slice(), &t, step * n)
+                .await?;
+            acc = self.round_trunc(z).await?;
+            for v in acc.as_mut_slice() {
+                *v = r.add(*v, cst(r.encode(coeffs[k])));
+            }
+        }
+        Ok(acc)
+    }
+}

@@ -1,0 +1,284 @@
+//! Oblivious transfer.
+//!
+//! * [`base`]: Chou–Orlandi "simplest OT" (LATINCRYPT 2015) on Ristretto255,
+//!   128 instances per direction, run once in setup.
+//! * [`iknp`]: IKNP OT extension (Ishai–Kilian–Nissim–Petrank, CRYPTO 2003)
+//!   producing correlated OT `(q_j, q_j ⊕ Δ)` / `t_j = q_j ⊕ r_j·Δ` in batches
+//!   of any size (semi-honest; the KOS consistency check is not needed in
+//!   this model).
+//! * [`pool`]: random-COT pools filled offline and derandomized online
+//!   (1 bit per OT), the shape in which a silent OT plugs in.
+//! * [`CrHash`]: tweakable correlation-robust hash from fixed-key AES,
+//!   `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` (Guo–Katz–Wang–Yu, S&P 2020), turning
+//!   COT into random OT and into `k`-bit correlated OT.
+//!
+//! The protocols above only use [`CotSender`]/[`CotReceiver`], so a silent OT
+//! (Ferret, Yang et al. CCS 2020) can replace IKNP without touching them.
+//!
+//! Contract relied on by the protocols: [`CotReceiver::extend`] only sends
+//! (never waits), so both parties can call it before their
+//! [`CotSender::extend`] and the two directions share one round. A silent OT
+//! fits this contract as a *pool*: Ferret fills a store of random COTs
+//! `(q'_j, t'_j = q'_j ⊕ r'_j·Δ)` in the offline phase (its own interactive
+//! rounds, run sequentially), and `extend` derandomizes with Beaver's trick:
+//! the receiver sends `d_j = r_j ⊕ r'_j` (1 bit per OT, send-only) and the
+//! sender sets `q_j = q'_j ⊕ d_j·Δ`. IKNP costs 128 bits per COT on the wire;
+//! Ferret's amortized cost is on the order of one bit per COT or less, plus
+//! the 1-bit derandomization.
+
+pub mod base;
+pub mod iknp;
+pub mod pool;
+
+use crate::mpc::channel::Channel;
+use crate::mpc::error::Result;
+use aes::cipher::generic_array::GenericArray;
+use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::Aes128;
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::future::Future;
+use core::pin::Pin;
+
+/// Boxed future (the OT traits must be object safe).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// Sender side of a correlated-OT generator with global offset `Δ`.
+pub trait CotSender {
+    /// The global correlation `Δ` (secret; bit 0 may be anything).
+    fn delta(&self) -> u128;
+    /// Produces `m` blocks `q_j`; the receiver obtains `q_j ⊕ r_j·Δ`.
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>>;
+    /// Precomputes `m` random COTs for later [`CotSender::extend`] calls
+    /// (implementations without a pool return an error).
+    fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
+}
+
+/// Receiver side of a correlated-OT generator.
+pub trait CotReceiver {
+    /// Produces `t_j = q_j ⊕ r_j·Δ` for the choice bits `r` (one per byte).
+    /// For IKNP this only sends (it never waits for the peer), so a party can
+    /// call it before its own [`CotSender::extend`] and both directions share
+    /// one round.
+    fn extend<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        choices: &'a [u8],
+    ) -> BoxFuture<'a, Result<Vec<u128>>>;
+    /// Precomputes random COTs with the given (random) choice bits.
+    fn fill<'a>(
+        &'a mut self,
+        _ch: &'a Channel,
+        _random_choices: Vec<u8>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
+}
+
+/// Fixed key of the AES permutation π (nothing-up-my-sleeve digits of π).
+const FIXED_KEY: [u8; 16] = [
+    0x24, 0x3f, 0x6a, 0x88, 0x85, 0xa3, 0x08, 0xd3, 0x13, 0x19, 0x8a, 0x2e, 0x03, 0x70, 0x73, 0x44,
+];
+
+/// Tweakable correlation-robust hash `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` with π
+/// fixed-key AES-128.
+#[derive(Clone)]
+pub struct CrHash {
+    aes: Aes128,
+}
+
+impl core::fmt::Debug for CrHash {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("CrHash")
+    }
+}
+
+impl Default for CrHash {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CrHash {
+    /// Instantiates π.
+    pub fn new() -> Self {
+        CrHash {
+            aes: Aes128::new(&GenericArray::from(FIXED_KEY)),
+        }
+    }
+
+    /// `out[j] = H(xs[j] ⊕ off, (domain << 64) | (tweak0 + j))`.
+    pub fn hash(&self, xs: &[u128], off: u128, tweak0: u64, domain: u64) -> Vec<u128> {
+        let mut out = alloc::vec![0u128; xs.len()];
+        self.hash_into(xs, off, tweak0, domain, &mut out);
+        out
+    }
+
+    /// As [`CrHash::hash`], writing into `out` (same length as `xs`).
+    pub fn hash_into(&self, xs: &[u128], off: u128, tweak0: u64, domain: u64, out: &mut [u128]) {
+        let mut buf = [GenericArray::from([0u8; 16]); 64];
+        let mut px = [0u128; 64];
+        for (c, (chunk, oc)) in xs.chunks(64).zip(out.chunks_mut(64)).enumerate() {
+            let n = chunk.len();
+            for k in 0..n {
+                buf[k] = GenericArray::from((chunk[k] ^ off).to_le_bytes());
+            }
+            self.aes.encrypt_blocks(&mut buf[..n]);
+            for k in 0..n {
+                px[k] = u128::from_le_bytes(buf[k].into());
+                let tw =
+                    ((domain as u128) << 64) | (tweak0.wrapping_add((c * 64 + k) as u64) as u128);
+                buf[k] = GenericArray::from((px[k] ^ tw).to_le_bytes());
+            }
+            self.aes.encrypt_blocks(&mut buf[..n]);
+            for k in 0..n {
+                oc[k] = u128::from_le_bytes(buf[k].into()) ^ px[k];
+            }
+        }
+    }
+}
+
+/// AES-128 in counter mode used as a PRG (seed = AES key).
+pub struct AesPrg {
+    aes: Aes128,
+    ctr: u128,
+}
+
+impl core::fmt::Debug for AesPrg {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("AesPrg(<redacted>)")
+    }
+}
+
+impl AesPrg {
+    /// PRG keyed by a 128-bit seed.
+    pub fn new(seed: [u8; 16]) -> Self {
+        AesPrg {
+            aes: Aes128::new(&GenericArray::from(seed)),
+            ctr: 0,
+        }
+    }
+
+    /// Fills `out` (length a multiple of 16) with pseudorandom bytes.
+    pub fn fill(&mut self, out: &mut [u8]) {
+        debug_assert!(out.len().is_multiple_of(16));
+        let mut buf = [GenericArray::from([0u8; 16]); 64];
+        for chunk in out.chunks_mut(16 * 64) {
+            let nb = chunk.len() / 16;
+            for k in 0..nb {
+                buf[k] = GenericArray::from(self.ctr.to_le_bytes());
+                self.ctr = self.ctr.wrapping_add(1);
+            }
+            self.aes.encrypt_blocks(&mut buf[..nb]);
+            for k in 0..nb {
+                chunk[16 * k..16 * k + 16].copy_from_slice(&buf[k]);
+            }
+        }
+    }
+}
+
+/// Both OT directions of one party plus the hash and the OT counters that
+/// keep hash tweaks unique and synchronized with the peer.
+pub struct OtEngine {
+    /// This party as COT sender.
+    pub sender: Box<dyn CotSender>,
+    /// This party as COT receiver.
+    pub receiver: Box<dyn CotReceiver>,
+    /// Correlation-robust hash.
+    pub hash: CrHash,
+    /// OTs consumed as sender so far (tweak base).
+    pub sent: u64,
+    /// OTs consumed as receiver so far (tweak base).
+    pub received: u64,
+}
+
+impl core::fmt::Debug for OtEngine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "OtEngine {{ sent: {}, received: {} }}",
+            self.sent, self.received
+        )
+    }
+}
+
+/// Sender view of a batch of COTs: blocks `q_j`, the offset `Δ`, and the tweak
+/// base for hashing.
+pub struct CotBatchS {
+    /// `q_j`.
+    pub q: Vec<u128>,
+    /// `Δ`.
+    pub delta: u128,
+    /// Tweak of `q_0`.
+    pub tweak: u64,
+}
+
+/// Receiver view of a batch of COTs.
+pub struct CotBatchR {
+    /// `t_j = q_j ⊕ r_j·Δ`.
+    pub t: Vec<u128>,
+    /// Choice bits `r_j`.
+    pub r: Vec<u8>,
+    /// Tweak of `t_0`.
+    pub tweak: u64,
+}
+
+impl Drop for CotBatchS {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.q.zeroize();
+        self.delta.zeroize();
+    }
+}
+
+impl Drop for CotBatchR {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.t.zeroize();
+        self.r.zeroize();
+    }
+}
+
+impl OtEngine {
+    /// Extends `m` COTs as sender (waits for the receiver's message).
+    pub async fn send(&mut self, ch: &Channel, m: usize) -> Result<CotBatchS> {
+        let q = self.sender.extend(ch, m).await?;
+        let tweak = self.sent;
+        self.sent += m as u64;
+        Ok(CotBatchS {
+            q,
+            delta: self.sender.delta(),
+            tweak,
+        })
+    }
+
+    /// Extends COTs as receiver with choice bits `r` (sends only).
+    pub async fn recv(&mut self, ch: &Channel, r: Vec<u8>) -> Result<CotBatchR> {
+        let t = self.receiver.extend(ch, &r).await?;
+        let tweak = self.received;
+        self.received += r.len() as u64;
+        Ok(CotBatchR { t, r, tweak })
+    }
+}
+
+impl CotBatchS {
+    /// Random-OT keys `(H(q_j), H(q_j ⊕ Δ))`.
+    pub fn rot_keys(
+        &self,
+        h: &CrHash,
+    ) -> (zeroize::Zeroizing<Vec<u128>>, zeroize::Zeroizing<Vec<u128>>) {
+        (
+            zeroize::Zeroizing::new(h.hash(&self.q, 0, self.tweak, 0)),
+            zeroize::Zeroizing::new(h.hash(&self.q, self.delta, self.tweak, 0)),
+        )
+    }
+}
+
+impl CotBatchR {
+    /// Random-OT key `H(t_j)` (equals the sender's key of index `r_j`).
+    pub fn rot_keys(&self, h: &CrHash) -> zeroize::Zeroizing<Vec<u128>> {
+        zeroize::Zeroizing::new(h.hash(&self.t, 0, self.tweak, 0))
+    }
+}

@@ -1,0 +1,276 @@
+//! Dense bit packing of message payloads.
+//!
+//! Ring elements travel with exactly `ℓ` bits each, bits with one bit each,
+//! so the byte counts reported by the engine are those of an optimal fixed
+//! width encoding. Decoders check the exact length and return
+//! [`MpcError::Malformed`] otherwise.
+
+use crate::mpc::error::{MpcError, Result};
+use alloc::vec::Vec;
+
+/// Bytes needed for `n` words of `bits` bits.
+#[inline]
+pub fn packed_len(n: usize, bits: u32) -> usize {
+    (n * bits as usize).div_ceil(8)
+}
+
+/// Appends `words` (each `< 2^bits`, `bits ≤ 128`) to `out`, LSB first.
+pub fn pack_into(out: &mut Vec<u8>, words: impl IntoIterator<Item = u128>, bits: u32) {
+    let mut acc: u128 = 0;
+    let mut nacc: u32 = 0;
+    let m = if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    for w in words {
+        let w = w & m;
+        // Push low bits first so the accumulator never overflows.
+        let mut rem = bits;
+        let mut w = w;
+        while rem > 0 {
+            let take = core::cmp::min(rem, 128 - nacc).min(64);
+            let part = w & ((1u128 << take) - 1);
+            acc |= part << nacc;
+            nacc += take;
+            w = if take >= 128 { 0 } else { w >> take };
+            rem -= take;
+            while nacc >= 8 {
+                out.push(acc as u8);
+                acc >>= 8;
+                nacc -= 8;
+            }
+        }
+    }
+    if nacc > 0 {
+        out.push(acc as u8);
+    }
+}
+
+/// Packs `u64` words of `bits ≤ 64` bits.
+pub fn pack_u64(words: &[u64], bits: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(packed_len(words.len(), bits));
+    if bits == 64 {
+        for w in words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        return out;
+    }
+    pack_into(&mut out, words.iter().map(|&w| w as u128), bits);
+    out
+}
+
+/// Packs `u128` words of `bits ≤ 128` bits.
+pub fn pack_u128(words: &[u128], bits: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(packed_len(words.len(), bits));
+    pack_into(&mut out, words.iter().copied(), bits);
+    out
+}
+
+/// Packs bits (`0`/`1` bytes; only the low bit is used).
+pub fn pack_bits(bits: &[u8]) -> Vec<u8> {
+    let mut out = alloc::vec![0u8; bits.len().div_ceil(8)];
+    for (i, &b) in bits.iter().enumerate() {
+        out[i >> 3] |= (b & 1) << (i & 7);
+    }
+    out
+}
+
+/// Unpacks exactly `n` bits; `bytes` must have exactly `⌈n/8⌉` bytes.
+pub fn unpack_bits(bytes: &[u8], n: usize, tag: u16) -> Result<Vec<u8>> {
+    if bytes.len() != n.div_ceil(8) {
+        return Err(MpcError::Malformed {
+            tag,
+            what: "bit vector length",
+        });
+    }
+    Ok((0..n).map(|i| (bytes[i >> 3] >> (i & 7)) & 1).collect())
+}
+
+/// Unpacks exactly `n` words of `bits ≤ 128` bits.
+pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u128>> {
+    if bytes.len() != packed_len(n, bits) {
+        return Err(MpcError::Malformed {
+            tag,
+            what: "packed vector length",
+        });
+    }
+    let m = if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
+    let mut out = Vec::with_capacity(n);
+    let mut pos = 0usize; // bit position
+    for _ in 0..n {
+        let mut w: u128 = 0;
+        let mut got = 0u32;
+        while got < bits {
+            let byte = bytes[pos >> 3] as u128;
+            let off = (pos & 7) as u32;
+            let take = core::cmp::min(8 - off, bits - got);
+            let part = (byte >> off) & ((1u128 << take) - 1);
+            w |= part << got;
+            got += take;
+            pos += take as usize;
+        }
+        out.push(w & m);
+    }
+    Ok(out)
+}
+
+/// Unpacks exactly `n` words of `bits ≤ 64` bits.
+pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64>> {
+    if bits == 64 {
+        if bytes.len() != n * 8 {
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed vector length",
+            });
+        }
+        return Ok(bytes
+            .chunks_exact(8)
+            .map(|c| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(c);
+                u64::from_le_bytes(b)
+            })
+            .collect());
+    }
+    if bits <= 57 {
+        // Fast path: read an unaligned 64-bit window per word.
+        if bytes.len() != packed_len(n, bits) {
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed vector length",
+            });
+        }
+        let m = crate::mpc::ring::mask(bits);
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let pos = i * bits as usize;
+            let start = pos >> 3;
+            let mut b = [0u8; 8];
+            let end = core::cmp::min(start + 8, bytes.len());
+            b[..end - start].copy_from_slice(&bytes[start..end]);
+            out.push((u64::from_le_bytes(b) >> (pos & 7)) & m);
+        }
+        return Ok(out);
+    }
+    Ok(unpack_u128(bytes, n, bits, tag)?
+        .into_iter()
+        .map(|w| w as u64)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    #[test]
+    fn roundtrip() {
+        for bits in [1u32, 3, 13, 43, 57, 60, 64] {
+            let m = crate::mpc::ring::mask(bits);
+            let w: Vec<u64> = (0..37u64)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & m)
+                .collect();
+            let p = pack_u64(&w, bits);
+            assert_eq!(p.len(), packed_len(w.len(), bits));
+            assert_eq!(unpack_u64(&p, w.len(), bits, 0).unwrap(), w);
+        }
+        for bits in [84u32, 123, 128] {
+            let m = if bits == 128 {
+                u128::MAX
+            } else {
+                (1u128 << bits) - 1
+            };
+            let w: Vec<u128> = (0..19u128)
+                .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_1234_5678_9ABC_DEF1) & m)
+                .collect();
+            assert_eq!(
+                unpack_u128(&pack_u128(&w, bits), w.len(), bits, 0).unwrap(),
+                w
+            );
+        }
+        let b = vec![1u8, 0, 1, 1, 0, 0, 0, 1, 1];
+        assert_eq!(unpack_bits(&pack_bits(&b), 9, 0).unwrap(), b);
+        assert!(unpack_bits(&[0u8; 3], 9, 0).is_err());
+    }
+}
+
+/// Writer of variable-width words (LSB first).
+#[derive(Debug, Default)]
+pub struct BitWriter {
+    out: Vec<u8>,
+    acc: u128,
+    nacc: u32,
+}
+
+impl BitWriter {
+    /// Empty writer with capacity for `bits` bits.
+    pub fn with_capacity_bits(bits: usize) -> Self {
+        BitWriter {
+            out: Vec::with_capacity(bits.div_ceil(8)),
+            acc: 0,
+            nacc: 0,
+        }
+    }
+
+    /// Appends the low `bits ≤ 64` bits of `w`.
+    #[inline]
+    pub fn push(&mut self, w: u64, bits: u32) {
+        let w = (w & crate::mpc::ring::mask(bits)) as u128;
+        self.acc |= w << self.nacc;
+        self.nacc += bits;
+        while self.nacc >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.nacc -= 8;
+        }
+    }
+
+    /// Finishes (pads the last byte with zeros).
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.nacc > 0 {
+            self.out.push(self.acc as u8);
+        }
+        core::mem::take(&mut self.out)
+    }
+}
+
+/// Reader matching [`BitWriter`]; the caller first checks the total length
+/// with [`BitReader::new`].
+#[derive(Debug)]
+pub struct BitReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> BitReader<'a> {
+    /// Reader over `bytes`, which must hold exactly `⌈total_bits/8⌉` bytes.
+    pub fn new(bytes: &'a [u8], total_bits: usize, tag: u16) -> Result<Self> {
+        if bytes.len() != total_bits.div_ceil(8) {
+            return Err(MpcError::Malformed {
+                tag,
+                what: "packed message length",
+            });
+        }
+        Ok(BitReader { bytes, pos: 0 })
+    }
+
+    /// Reads `bits ≤ 64` bits. Reads past the end return zero bits (cannot
+    /// happen when the total was checked).
+    #[inline]
+    pub fn read(&mut self, bits: u32) -> u64 {
+        let start = self.pos >> 3;
+        let mut b = [0u8; 16];
+        let end = core::cmp::min(start + 16, self.bytes.len());
+        if start < end {
+            b[..end - start].copy_from_slice(&self.bytes[start..end]);
+        }
+        let v = (u128::from_le_bytes(b) >> (self.pos & 7)) as u64 & crate::mpc::ring::mask(bits);
+        self.pos += bits as usize;
+        v
+    }
+}

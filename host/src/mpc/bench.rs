@@ -1,0 +1,458 @@
+//! `veil bench mpc`: per-primitive wall time, bytes per element and rounds at
+//! `n` elements (default `2^16`), `ℓ = 43`, `F = 13`, both parties as threads
+//! of this process, over the in-memory duplex and over TCP on 127.0.0.1.
+//! Each party seeds ChaCha20 from OS entropy. Times are the slower party's;
+//! bytes count both directions, offline (OT extension, triples) + online;
+//! the one-time base-OT setup is reported separately, as SPU does.
+
+use super::driver::{drive, DriverError};
+use crate::transport::{mem_pair, TcpTransport, Transport, TransportConfig};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{OsRng, RngCore, SeedableRng};
+use serde::Serialize;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+use veil_core::mpc::{
+    BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats,
+};
+
+/// Transport used by a benchmark run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum TransportKind {
+    /// In-memory duplex.
+    Memory,
+    /// TCP over 127.0.0.1.
+    Tcp,
+}
+
+/// Benchmark options.
+#[derive(Clone, Debug)]
+pub struct BenchMpcOptions {
+    /// Elements per primitive.
+    pub n: usize,
+    /// Transports to run.
+    pub transports: Vec<TransportKind>,
+    /// Engine configuration.
+    pub cfg: MpcConfig,
+    /// Primitives: mul, trunc, less, relu, select, b2a, ring2field, field2ring.
+    pub ops: Vec<String>,
+    /// Receive timeout.
+    pub timeout: Duration,
+    /// OT modes to run: `false` = IKNP on demand, `true` = random-COT pools
+    /// filled offline (`Party::preprocess_ot`) and derandomized online.
+    pub pool_modes: Vec<bool>,
+}
+
+impl Default for BenchMpcOptions {
+    fn default() -> Self {
+        BenchMpcOptions {
+            n: 1 << 16,
+            transports: vec![TransportKind::Memory, TransportKind::Tcp],
+            cfg: MpcConfig::ENCFORMER,
+            ops: ALL_OPS.iter().map(|s| s.to_string()).collect(),
+            timeout: Duration::from_secs(120),
+            pool_modes: vec![false, true],
+        }
+    }
+}
+
+/// All benchmarked primitives.
+pub const ALL_OPS: [&str; 8] = [
+    "mul",
+    "trunc",
+    "less",
+    "relu",
+    "select",
+    "b2a",
+    "ring2field",
+    "field2ring",
+];
+
+/// SecretFlow SPU 0.9.5 Cheetah on this machine, n = 2^16
+/// (/work/shared/peers/mpc/README.md): (seconds, bytes/element, rounds).
+fn spu_reference(op: &str) -> Option<(f64, f64, u32)> {
+    match op {
+        "mul" => Some((1.11, 220.0, 10)),
+        "trunc" => Some((0.13, 2.1, 2)),
+        "less" => Some((1.76, 82.0, 19)),
+        "relu" => Some((2.27, 98.5, 22)),
+        "select" => Some((0.83, 218.0, 8)),
+        _ => None,
+    }
+}
+
+/// One benchmark row.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    /// Transport.
+    pub transport: TransportKind,
+    /// Whether OT came from a pool preprocessed offline.
+    pub ot_pool: bool,
+    /// Primitive.
+    pub primitive: String,
+    /// Elements.
+    pub n: usize,
+    /// Wall time of the slower party, offline + online, seconds.
+    pub time_s: f64,
+    /// Part of `time_s` spent in OT preprocessing (pool mode), seconds.
+    pub pre_s: f64,
+    /// CPU time of the busier party's protocol thread, seconds.
+    pub cpu_s: f64,
+    /// Bytes per element, both directions, offline + online.
+    pub bytes_per_elem: f64,
+    /// Offline part of `bytes_per_elem`.
+    pub offline_bytes_per_elem: f64,
+    /// Online part of `bytes_per_elem`.
+    pub online_bytes_per_elem: f64,
+    /// Rounds of the whole run (offline + online): largest frame depth of
+    /// each session (preprocessing, op), exact.
+    pub rounds: u32,
+    /// Online rounds (max over the parties of the depth spent in the online
+    /// phase).
+    pub online_rounds: u32,
+    /// Correlated OTs per element (both directions).
+    pub cots_per_elem: f64,
+    /// Estimated bytes per element if the IKNP extension (16 B per COT) were
+    /// replaced by a silent OT at 1 bit per COT (a conservative figure for
+    /// Ferret-style LPN-based COT); all other messages unchanged.
+    pub est_silent_bytes_per_elem: f64,
+    /// SPU Cheetah time, seconds.
+    pub spu_time_s: Option<f64>,
+    /// SPU Cheetah bytes per element.
+    pub spu_bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds.
+    pub spu_rounds: Option<u32>,
+}
+
+/// Benchmark report.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchMpcReport {
+    /// Ring bits ℓ.
+    pub ell: u32,
+    /// Fractional bits F.
+    pub frac: u32,
+    /// Elements per primitive.
+    pub n: usize,
+    /// One-time setup (base OTs, both directions): seconds per transport.
+    pub setup_s: Vec<(TransportKind, f64)>,
+    /// One-time setup bytes (both directions).
+    pub setup_bytes: u64,
+    /// Rows.
+    pub rows: Vec<BenchRow>,
+}
+
+impl BenchMpcReport {
+    /// Human-readable table with ratios to SPU Cheetah.
+    pub fn to_table(&self) -> String {
+        let mut s = format!(
+            "veil bench mpc: n = {}, l = {}, F = {}, IKNP OT; setup (base OT) {} bytes, {}\n",
+            self.n,
+            self.ell,
+            self.frac,
+            self.setup_bytes,
+            self.setup_s
+                .iter()
+                .map(|(k, t)| format!("{k:?} {:.3} s", t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        s += &format!(
+            "{:<8} {:<5} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+            "transp", "OT", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
+        );
+        for r in &self.rows {
+            let opt = |v: Option<f64>, p: usize| {
+                v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
+            };
+            s += &format!(
+                "{:<8} {:<5} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+                format!("{:?}", r.transport),
+                if r.ot_pool { "pool" } else { "iknp" },
+                r.primitive,
+                r.time_s,
+                r.cpu_s,
+                r.bytes_per_elem,
+                r.offline_bytes_per_elem,
+                r.online_bytes_per_elem,
+                r.rounds,
+                r.online_rounds,
+                r.cots_per_elem,
+                r.est_silent_bytes_per_elem,
+                opt(r.spu_time_s, 2),
+                opt(r.spu_bytes_per_elem, 1),
+                r.spu_rounds.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
+                opt(r.spu_time_s.map(|t| r.time_s / t), 2),
+                opt(r.spu_bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
+                opt(r.spu_rounds.map(|x| r.rounds as f64 / x as f64), 2),
+                opt(r.spu_bytes_per_elem.map(|b| r.est_silent_bytes_per_elem / b), 2),
+            );
+        }
+        s += "OT iknp = IKNP extension on demand, with the real choice bits (online where the \
+              protocol step is online); OT pool = random COTs preprocessed offline \
+              (Party::preprocess_ot, included in time s), derandomized online with 1 bit/COT.\n";
+        s +=
+            "silent* = estimated B/elem with IKNP (16 B/COT) replaced by silent OT at 1 bit/COT.\n";
+        s
+    }
+}
+
+/// Per-party inputs of every primitive.
+struct Inputs {
+    x: RingShares,
+    y: RingShares,
+    t: RingShares,
+    b: BoolShares,
+    f: FieldShares,
+}
+
+/// A 104-bit modulus (two NTT-friendly primes) for the Ext benchmarks.
+fn bench_modulus() -> Modulus {
+    Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).expect("static modulus")
+}
+
+fn make_inputs(cfg: &MpcConfig, n: usize) -> Result<(Inputs, Inputs), rand_core::Error> {
+    let r = cfg.ring;
+    let q = bench_modulus();
+    let mut rng = ChaCha20Rng::from_rng(OsRng)?;
+    let sh = |vals: Vec<u64>, rng: &mut ChaCha20Rng| {
+        let a: Vec<u64> = vals.iter().map(|_| rng.next_u64() & r.mask()).collect();
+        let b: Vec<u64> = vals.iter().zip(&a).map(|(&v, &a)| r.sub(v, a)).collect();
+        (RingShares::new(a), RingShares::new(b))
+    };
+    let small = |rng: &mut ChaCha20Rng, bits: u32| -> Vec<u64> {
+        (0..n)
+            .map(|_| r.from_signed((rng.next_u64() % (1 << bits)) as i64 - (1i64 << (bits - 1))))
+            .collect()
+    };
+    let (x0, x1) = {
+        let v = small(&mut rng, 24);
+        sh(v, &mut rng)
+    };
+    let (y0, y1) = {
+        let v = small(&mut rng, 24);
+        sh(v, &mut rng)
+    };
+    let (t0, t1) = {
+        let v = small(&mut rng, r.ell - 3);
+        sh(v, &mut rng)
+    };
+    let b0: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let b1: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let f0: Vec<u128> = (0..n).map(|_| q.sample(&mut rng)).collect();
+    let f1: Vec<u128> = x0
+        .as_slice()
+        .iter()
+        .zip(x1.as_slice())
+        .zip(&f0)
+        .map(|((&a, &b), &f)| q.sub(q.from_signed(r.to_signed(r.add(a, b)) as i128), f))
+        .collect();
+    Ok((
+        Inputs {
+            x: x0,
+            y: y0,
+            t: t0,
+            b: BoolShares::new(b0),
+            f: FieldShares::new(f0),
+        },
+        Inputs {
+            x: x1,
+            y: y1,
+            t: t1,
+            b: BoolShares::new(b1),
+            f: FieldShares::new(f1),
+        },
+    ))
+}
+
+fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
+    p: &mut Party<R>,
+    t: &mut dyn Transport,
+    op: &str,
+    i: &Inputs,
+) -> Result<(), DriverError> {
+    let q = bench_modulus();
+    let f = p.config().ring.frac;
+    match op {
+        "mul" => drive(p.channel(), p.mul(&i.x, &i.y), t).map(drop),
+        "trunc" => drive(p.channel(), p.trunc(&i.t, f), t).map(drop),
+        "less" => drive(p.channel(), p.less_than(&i.x, &i.y), t).map(drop),
+        "relu" => drive(p.channel(), p.relu(&i.x), t).map(drop),
+        "select" => drive(p.channel(), p.mux(&i.b, &i.x), t).map(drop),
+        "b2a" => drive(p.channel(), p.b2a(&i.b), t).map(drop),
+        "ring2field" => drive(p.channel(), p.ring_to_field(&i.x, &q), t).map(drop),
+        // Local protocol, wrapped in a session so that counters and depths
+        // are accounted like the others.
+        "field2ring" => {
+            let ch = p.channel();
+            drive(ch, async { p.field_to_ring(&i.f, &q) }, t).map(drop)
+        }
+        _ => Err(DriverError::Protocol(
+            veil_core::mpc::MpcError::InvalidInput("unknown primitive"),
+        )),
+    }
+}
+
+/// Per op: (wall s, stats, COTs consumed, cpu s, preprocessing wall s,
+/// (session depth of the preprocessing, session depth of the op)).
+type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64, f64, (u32, u32))>), String>;
+
+/// CPU time of the calling thread in seconds (Linux `schedstat`), so that
+/// numbers stay meaningful on a loaded machine; 0 where unavailable.
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0.0, |ns| ns as f64 * 1e-9)
+}
+
+fn party_main(
+    id: PartyId,
+    cfg: MpcConfig,
+    mut t: Box<dyn Transport>,
+    inp: Inputs,
+    ops: Vec<String>,
+    bar: Arc<Barrier>,
+    pool: bool,
+) -> PartyResult {
+    let rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| e.to_string())?;
+    let mut p = Party::new(id, cfg, rng).map_err(|e| e.to_string())?;
+    bar.wait();
+    let t0 = Instant::now();
+    drive(p.channel(), p.setup(), t.as_mut()).map_err(|e| e.to_string())?;
+    let setup_t = t0.elapsed().as_secs_f64();
+    let setup_stats = p.channel().stats();
+    let mut out = Vec::new();
+    for op in &ops {
+        let demand = if pool {
+            // Warm-up run (not measured) to learn this party's OT demand.
+            bar.wait();
+            let c0 = p.ot_counts();
+            run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
+            let c1 = p.ot_counts();
+            Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
+        } else {
+            None
+        };
+        bar.wait();
+        let before = p.channel().stats();
+        let mut d0 = 0;
+        let c0 = thread_cpu_s();
+        let t0 = Instant::now();
+        let mut pre = 0.0;
+        if let Some((ns, nr)) = demand {
+            drive(p.channel(), p.preprocess_ot(ns, nr), t.as_mut())
+                .map_err(|e| format!("{op}: {e}"))?;
+            pre = t0.elapsed().as_secs_f64();
+            d0 = p.channel().depth();
+        }
+        let ot0 = p.ot_counts();
+        run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
+        let el = t0.elapsed().as_secs_f64();
+        let cpu = thread_cpu_s() - c0;
+        let ot1 = p.ot_counts();
+        let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
+        let d1 = p.channel().depth();
+        out.push((
+            el,
+            p.channel().stats().since(&before),
+            cots,
+            cpu,
+            pre,
+            (d0, d1),
+        ));
+    }
+    Ok((setup_t, setup_stats, out))
+}
+
+/// Runs the benchmark.
+pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::error::Error>> {
+    for op in &opts.ops {
+        if !ALL_OPS.contains(&op.as_str()) {
+            return Err(format!("unknown primitive {op}; known: {}", ALL_OPS.join(",")).into());
+        }
+    }
+    let tcfg = TransportConfig {
+        timeout: opts.timeout,
+        ..TransportConfig::default()
+    };
+    let mut rows = Vec::new();
+    let mut setup_s = Vec::new();
+    let mut setup_bytes = 0;
+    for (&kind, &pool) in opts
+        .transports
+        .iter()
+        .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
+    {
+        let (ta, tb): (Box<dyn Transport>, Box<dyn Transport>) = match kind {
+            TransportKind::Memory => {
+                let (a, b) = mem_pair(tcfg);
+                (Box::new(a), Box::new(b))
+            }
+            TransportKind::Tcp => {
+                let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+                let addr = l.local_addr()?;
+                let h = std::thread::spawn(move || TcpTransport::connect(addr, tcfg));
+                let a = TcpTransport::accept(&l, tcfg)?;
+                let b = h.join().map_err(|_| "connect thread panicked")??;
+                (Box::new(a), Box::new(b))
+            }
+        };
+        let (i0, i1) = make_inputs(&opts.cfg, opts.n).map_err(|e| e.to_string())?;
+        let bar = Arc::new(Barrier::new(2));
+        let (cfg, ops) = (opts.cfg, opts.ops.clone());
+        let (b2, ops2) = (bar.clone(), ops.clone());
+        let h1 = std::thread::spawn(move || party_main(PartyId::P1, cfg, tb, i1, ops2, b2, pool));
+        let r0 = party_main(PartyId::P0, cfg, ta, i0, ops.clone(), bar, pool);
+        let r1 = h1.join().map_err(|_| "party thread panicked")?;
+        let (s0, st0, o0) = r0?;
+        let (s1, st1, o1) = r1?;
+        if !pool {
+            setup_s.push((kind, s0.max(s1)));
+        }
+        setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
+        let n = opts.n as f64;
+        for (k, op) in ops.iter().enumerate() {
+            let (a, b) = (&o0[k], &o1[k]);
+            let off = (a.1.offline.bytes_sent + b.1.offline.bytes_sent) as f64 / n;
+            let on = (a.1.online.bytes_sent + b.1.online.bytes_sent) as f64 / n;
+            // Exact rounds: session depths (preprocessing, then the op).
+            let rounds = a.5 .0.max(b.5 .0) + a.5 .1.max(b.5 .1);
+            let spu = spu_reference(op);
+            // Every COT is counted once as sender (one party) and once as
+            // receiver (the other): P0's sent + received covers all of them.
+            let cots = a.2 as f64 / n;
+            let est = off + on - 16.0 * cots + cots / 8.0;
+            rows.push(BenchRow {
+                transport: kind,
+                ot_pool: pool,
+                primitive: op.clone(),
+                n: opts.n,
+                time_s: a.0.max(b.0),
+                pre_s: a.4.max(b.4),
+                cpu_s: a.3.max(b.3),
+                bytes_per_elem: off + on,
+                offline_bytes_per_elem: off,
+                online_bytes_per_elem: on,
+                rounds,
+                online_rounds: a.1.online.rounds.max(b.1.online.rounds),
+                cots_per_elem: cots,
+                est_silent_bytes_per_elem: est,
+                spu_time_s: spu.map(|s| s.0),
+                spu_bytes_per_elem: spu.map(|s| s.1),
+                spu_rounds: spu.map(|s| s.2),
+            });
+        }
+    }
+    Ok(BenchMpcReport {
+        ell: opts.cfg.ring.ell,
+        frac: opts.cfg.ring.frac,
+        n: opts.n,
+        setup_s,
+        setup_bytes,
+        rows,
+    })
+}
