@@ -73,6 +73,6 @@ pub use error::MpcError;
 pub use party::{MpcConfig, Party, PartyId, TruncMode};
 pub use ring::RingCfg;
 pub use shares::{BoolShares, FieldShares, RingShares};
-pub use zq::Modulus;
+pub use zq::{Modulus, RnsBasis};
 #[cfg(test)]
 mod tests;
