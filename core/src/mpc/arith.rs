@@ -210,13 +210,15 @@ impl<R: RngCore + CryptoRng> Party<R> {
         self.round_trunc(z).await
     }
 
-    /// Truncation `⌊x / 2^s⌋` (arithmetic shift) of shared `x`, faithful:
-    /// the result is `⌊x/2^s⌋ − c` with `c ∈ {0, 1}`. With
+    /// Truncation `⌊x / 2^s⌋` (arithmetic shift) of shared `x`. With
     /// `x' = x + 2^{ℓ-1}` (or `2^{ℓ-2}` in [`TruncMode::KnownMsb`]) and
     /// `w = [x'_0 + x'_1 ≥ 2^ℓ]`, each party outputs
     /// `(x'_i >> s) − w_i·2^{ℓ-s}` (P0 also subtracts the offset `>> s`),
-    /// where `w_i` are shares of `w` modulo `2^s`.
-    /// `KnownMsb` requires `|x| < 2^{ℓ-2}`; `Exact` any `|x| < 2^{ℓ-1}`.
+    /// where `w_i` are shares of `w` modulo `2^s`. This equals
+    /// `⌊x/2^s⌋ − c` with `c = [x'_0 mod 2^s + x'_1 mod 2^s ≥ 2^s]`; the
+    /// faithful modes (`KnownMsb`, `FullRange`) drop `c`, [`TruncMode::Exact`]
+    /// adds shares of it back. `KnownMsb` requires `|x| < 2^{ℓ-2}`, the others
+    /// any `|x| < 2^{ℓ-1}`.
     pub async fn trunc(&mut self, x: &RingShares, s: u32) -> Result<RingShares> {
         let r = self.cfg.ring;
         let ell = r.ell;
@@ -229,8 +231,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let mode = self.cfg.trunc;
         let off_bits = match mode {
             TruncMode::KnownMsb => ell - 2,
-            TruncMode::Exact => ell - 1,
+            TruncMode::FullRange | TruncMode::Exact => ell - 1,
         };
+        let mut carry: Option<Vec<u64>> = None;
         let p0 = self.is_p0();
         let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
             x.as_slice()
@@ -262,7 +265,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                         .collect()
                 }
             }
-            TruncMode::Exact => {
+            TruncMode::FullRange => {
                 let m = r.mask();
                 let inp: Vec<u64> = if p0 {
                     xp.to_vec()
@@ -272,13 +275,35 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 let wb = self.millionaire(&inp, ell).await?;
                 self.b2a_bits(&wb, s).await?
             }
+            TruncMode::Exact => {
+                // Wrap (ℓ bits) and low carry (s bits, compared as ℓ-bit
+                // numbers) in one batched comparison.
+                let (m, ms) = (r.mask(), mask(s));
+                let n = xp.len();
+                let mut inp = Zeroizing::new(Vec::with_capacity(2 * n));
+                if p0 {
+                    inp.extend(xp.iter().copied());
+                    inp.extend(xp.iter().map(|&v| v & ms));
+                } else {
+                    inp.extend(xp.iter().map(|&v| m - v));
+                    inp.extend(xp.iter().map(|&v| ms - (v & ms)));
+                }
+                let b = self.millionaire(&inp, ell).await?;
+                let mut a = self.b2a_bits(&b, ell).await?;
+                carry = Some(a.split_off(n));
+                a
+            }
         };
         let hi = ell - s;
         let out = xp
             .iter()
             .zip(w.iter())
-            .map(|(&v, &wi)| {
+            .enumerate()
+            .map(|(k, (&v, &wi))| {
                 let mut y = r.sub(v >> s, wi << hi);
+                if let Some(c) = &carry {
+                    y = r.add(y, c[k]);
+                }
                 if p0 {
                     y = r.sub(y, 1u64 << (off_bits - s));
                 }

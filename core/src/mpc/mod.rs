@@ -34,7 +34,9 @@
 //! | protocol | COTs/elem | bytes/elem | rounds |
 //! |---|---|---|---|
 //! | Π× fixed point (Gilboa triples + Beaver + `KnownMsb` trunc) | 87 | 1652 | 2 + 3 |
+//! | Π× with `TruncMode::Exact` (exactly `⌊x·y/2^F⌉`) | 214 | 3792 | 12 |
 //! | truncation (`KnownMsb`) | 1 | 17.6 | 2 |
+//! | truncation (`FullRange` / `Exact`) | 64 / 128 | 1075 / 2158 | 9 / 9 |
 //! | x < y (MSB of x − y, ℓ−1-bit millionaires) | 62 | 1040 | 1 + 6 |
 //! | ReLU (DReLU + mux) | 64 | 1083 | 1 + 8 |
 //! | mux / select | 2 | 42.8 | 2 |
@@ -73,6 +75,6 @@ pub use error::MpcError;
 pub use party::{MpcConfig, Party, PartyId, TruncMode};
 pub use ring::RingCfg;
 pub use shares::{BoolShares, FieldShares, RingShares};
-pub use zq::Modulus;
+pub use zq::{Modulus, RnsBasis};
 #[cfg(test)]
 mod tests;

@@ -61,7 +61,12 @@ pub enum TruncMode {
     /// COT per element.
     KnownMsb,
     /// Any `|x| < 2^{ℓ-1}`: wrap bit by an `ℓ`-bit millionaires' comparison
-    /// (CrypTFlow2 Π_Trunc without the low-carry term).
+    /// (CrypTFlow2 Π_Trunc without the low-carry term); faithful (result is
+    /// the floor or one less).
+    FullRange,
+    /// Any `|x| < 2^{ℓ-1}`, exact floor: the wrap bit and the carry of the
+    /// low `s` bits, `[x'_0 mod 2^s + x'_1 mod 2^s ≥ 2^s]`, from one batched
+    /// millionaires' call over `2n` inputs, then B2A of both.
     Exact,
 }
 

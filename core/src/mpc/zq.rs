@@ -151,6 +151,84 @@ impl Modulus {
     }
 }
 
+/// An RNS basis `q = ∏ p_i` (pairwise coprime `p_i < 2^64`, `q < 2^124`) with
+/// CRT conversion between residues (the CKKS side) and `Z_q` elements (the
+/// MPC side).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RnsBasis {
+    primes: alloc::vec::Vec<u64>,
+    q: Modulus,
+    /// `(q/p_i) · ((q/p_i)^{-1} mod p_i) mod q`.
+    crt: alloc::vec::Vec<u128>,
+}
+
+fn inv_mod(a: u128, m: u128) -> Option<u128> {
+    // Extended Euclid on signed 128-bit (m < 2^64 here).
+    let (mut r0, mut r1) = (m as i128, (a % m) as i128);
+    let (mut t0, mut t1) = (0i128, 1i128);
+    while r1 != 0 {
+        let qt = r0 / r1;
+        (r0, r1) = (r1, r0 - qt * r1);
+        (t0, t1) = (t1, t0 - qt * t1);
+    }
+    if r0 != 1 {
+        return None;
+    }
+    Some(t0.rem_euclid(m as i128) as u128)
+}
+
+impl RnsBasis {
+    /// Basis from pairwise coprime moduli.
+    pub fn new(primes: &[u64]) -> Result<Self> {
+        let q = Modulus::from_primes(primes)?;
+        let mut crt = alloc::vec::Vec::with_capacity(primes.len());
+        for &p in primes {
+            let qi = q.value() / p as u128;
+            let inv = inv_mod(qi % p as u128, p as u128)
+                .ok_or(MpcError::InvalidConfig("RNS moduli not coprime"))?;
+            crt.push(q.mul(qi, inv));
+        }
+        Ok(RnsBasis {
+            primes: primes.to_vec(),
+            q,
+            crt,
+        })
+    }
+
+    /// The modulus `q`.
+    pub fn modulus(&self) -> Modulus {
+        self.q
+    }
+
+    /// The moduli `p_i`.
+    pub fn primes(&self) -> &[u64] {
+        &self.primes
+    }
+
+    /// CRT composition: the `x ∈ Z_q` with `x ≡ r_i (mod p_i)`.
+    pub fn compose(&self, residues: &[u64]) -> Result<u128> {
+        if residues.len() != self.primes.len() {
+            return Err(MpcError::InvalidInput("residue count"));
+        }
+        let mut x = 0u128;
+        for ((&r, &p), &c) in residues.iter().zip(&self.primes).zip(&self.crt) {
+            if r >= p {
+                return Err(MpcError::InvalidInput("residue not reduced"));
+            }
+            x = self.q.add(x, self.q.mul(r as u128, c));
+        }
+        Ok(x)
+    }
+
+    /// Residues `x mod p_i`.
+    pub fn decompose(&self, x: u128) -> alloc::vec::Vec<u64> {
+        self.primes
+            .iter()
+            .map(|&p| (x % p as u128) as u64)
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +245,26 @@ mod tests {
         assert_eq!(m.to_signed(m.from_signed(-7)), -7);
         assert_eq!(Modulus::new(1u128 << 124), Err(MpcError::ModulusTooLarge));
         assert!(Modulus::from_primes(&[u64::MAX, u64::MAX]).is_err());
+    }
+
+    #[test]
+    fn rns_crt_roundtrip() {
+        let primes: &[u64] = &[0xffff_ffff_0000_0001, 1_099_511_627_791];
+        let b = RnsBasis::new(primes).unwrap();
+        let q = b.modulus();
+        for x in [
+            0u128,
+            1,
+            12345,
+            q.value() - 1,
+            q.value() / 3,
+            q.from_signed(-77),
+        ] {
+            let r = b.decompose(x);
+            assert_eq!(b.compose(&r).unwrap(), x);
+        }
+        assert!(RnsBasis::new(&[6, 9]).is_err());
+        assert!(b.compose(&[1]).is_err());
+        assert!(b.compose(&[u64::MAX, 0]).is_err());
     }
 }

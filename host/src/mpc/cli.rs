@@ -21,6 +21,10 @@ pub struct BenchMpcArgs {
     /// Radix m (bits per digit) of the millionaires' protocol, 1..=6.
     #[arg(long, default_value_t = 4)]
     pub radix: u32,
+    /// Truncation after products: known-msb (|x| < 2^(l-2), 1 COT),
+    /// full-range (faithful) or exact (exact rounding).
+    #[arg(long, default_value = "known-msb")]
+    pub trunc: String,
     /// Comma-separated primitives (default: all).
     #[arg(long)]
     pub ops: Option<String>,
@@ -47,6 +51,12 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..BenchMpcOptions::default()
     };
     opts.cfg.radix_bits = args.radix;
+    opts.cfg.trunc = match args.trunc.as_str() {
+        "known-msb" => veil_core::mpc::TruncMode::KnownMsb,
+        "full-range" => veil_core::mpc::TruncMode::FullRange,
+        "exact" => veil_core::mpc::TruncMode::Exact,
+        _ => return Err("--trunc must be known-msb, full-range or exact".into()),
+    };
     opts.cfg.validate()?;
     if let Some(o) = &args.ops {
         opts.ops = o.split(',').map(|s| s.trim().to_string()).collect();
