@@ -13,3 +13,5 @@ pub use params::{CkksParams, CkksParamsLiteral};
 pub mod backend;
 pub use backend::{Basis, Domain, PolyBackend};
 pub mod ckks;
+pub mod packing;
+pub mod transformer;

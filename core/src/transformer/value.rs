@@ -1,0 +1,147 @@
+//! The value kernel `O^{(h)} = P^{(h)}·V^{(h)}` (§III-C2, Appendix A-C2, A-C4, A-C5): folded-diagonal
+//! `P` in minimal packing and head-major `V` give head-major `O`, with no repacking.
+//!
+//! `O[j,·] = Σ_Δ P[j, j+Δ]·V[j+Δ, ·] = Σ_{t<m/2} Re( (p_t + i·p_{t+m/2})[j] · Ψ^t(u)[j,·] )` with
+//! `u = v − i·Ψ^{m/2}(v)`: `(p_t + i p_{t+m/2})(Ψ^t v − i Ψ^{t+m/2} v)` has real part
+//! `p_t Ψ^t v + p_{t+m/2} Ψ^{t+m/2} v`.
+//!
+//! Per value block `ℓ` (heads `ℓ·H_blk ..`, head `h̃` channel `u` in segment `h̃·d_h + u`):
+//!
+//! * `Bank_Ψ(u, {0..m/2−1})` — two rotations per nonzero shift, plus two for `u` itself;
+//! * the broadcast of `P` moves into the kernel: the minimal `P` block has head `h̃`, pair `t` in
+//!   segment `h̃·S_P + t`; with `Bank_Φ(p, D)`, `D = {h̃(S_P − d_h) + t − u}` (one plain rotation
+//!   each; `D = (−d_h, m/2)` when `S_P = d_h`), the broadcast operand is
+//!   `B_t = Σ_u n_{t,δ} ⊙ Φ^{δ}(p)` with the head-channel masks `n_u = Σ_h̃ e_{h̃·d_h+u}` (A-C4);
+//! * `acc = Σ_t B_t ⊙ Ψ^t(u)` (tensor products summed, one relinearization per block);
+//! * decomplexification `Re(acc)` by one conjugation — paired: blocks `(2w, 2w+1)` become the real
+//!   and imaginary parts of one output (`S + conj(D)`), the input the output projection consumes.
+//!
+//! Counts: `#ctmul = B_V·m/2`, `#relin = B_V`,
+//! `#rot = B_V·(|D| − 1 + 2 + 2(m/2 − 1))` (`= B_V·(m + d_h − 2 + m − 2 + 2)` hmm: `254·B_V` at
+//! BERT-base), `#conj = ⌈B_V/2⌉`. Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
+
+use super::exec::{accumulate, align_levels, pt_key, Exec};
+use super::pipeline::AttnPlan;
+use super::score::complexify_half;
+use super::shift::{phi_bank, psi_bank};
+use crate::ckks::C64;
+use crate::error::{Error, Result};
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Blocks `acc_ℓ` of `Σ_t B_t ⊙ Ψ^t(u)` scaled by `½` (even `ℓ`) or `½·i` (odd `ℓ`), before
+/// decomplexification.
+fn block_products<E: Exec>(
+    ex: &E,
+    plan: &AttnPlan,
+    p: &[E::Ct],
+    v: &[E::Ct],
+) -> Result<Vec<E::Ct>> {
+    let (m, heads, n) = (plan.shape.m, plan.shape.heads, plan.shape.slots);
+    let (dh, sp, hblk) = (plan.d_h, plan.s_p, plan.h_blk);
+    let half = m / 2;
+    let mut out = Vec::with_capacity(plan.b_v);
+    for l in 0..plan.b_v {
+        let hb = hblk.min(heads - l * hblk);
+        let segs = hb * dh;
+        let factor = if l % 2 == 0 {
+            C64::real(0.5)
+        } else {
+            C64::new(0.0, 0.5)
+        };
+        let u = complexify_half(ex, &v[l], m, segs, -1.0)?;
+        let taus: Vec<i64> = (0..half as i64).collect();
+        let mut ub = psi_bank(ex, &u, m, segs, &taus, C64::real(1.0))?;
+        let delta = |h: usize, uu: usize, t: usize| (h * sp + t) as i64 - (h * dh + uu) as i64;
+        let mut ds = BTreeSet::new();
+        for h in 0..hb {
+            for uu in 0..dh {
+                for t in 0..half {
+                    ds.insert(delta(h, uu, t));
+                }
+            }
+        }
+        let ds: Vec<i64> = ds.into_iter().collect();
+        let pb = phi_bank(ex, &p[l], m, &ds)?;
+        let idx: BTreeMap<i64, usize> = ds.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+        let mut acc = None;
+        for t in 0..half {
+            let mut groups: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+            for h in 0..hb {
+                for uu in 0..dh {
+                    groups.entry(delta(h, uu, t)).or_default().push(h * dh + uu);
+                }
+            }
+            let mut bt = None;
+            for (d, segs_on) in &groups {
+                let vals = || {
+                    let mut x = vec![C64::default(); n];
+                    for &sg in segs_on {
+                        for r in 0..m {
+                            x[sg * m + r] = factor;
+                        }
+                    }
+                    x
+                };
+                let key = pt_key(
+                    5,
+                    &[
+                        m as u64,
+                        dh as u64,
+                        sp as u64,
+                        hb as u64,
+                        t as u64,
+                        *d as u64,
+                        (l % 2) as u64,
+                    ],
+                );
+                let term = ex.mul_plain(&pb[idx[d]], Some(key), &vals)?;
+                accumulate(ex, &mut bt, term)?;
+            }
+            let mut bt = bt.unwrap();
+            ex.rescale(&mut bt)?;
+            align_levels(ex, &mut bt, &mut ub[t])?;
+            let prod = ex.mul_ct(&bt, &ub[t])?;
+            accumulate(ex, &mut acc, prod)?;
+        }
+        let mut acc = acc.unwrap();
+        ex.relin(&mut acc)?;
+        ex.rescale(&mut acc)?;
+        out.push(acc);
+    }
+    Ok(out)
+}
+
+/// The value kernel: `P` in minimal folded-diagonal packing ([`crate::packing::PLayout`], `B_V`
+/// ciphertexts) and `V` head-major (`B_V` ciphertexts) → `O` head-major with blocks paired as
+/// real/imaginary parts ([`AttnPlan::o_map`], `⌈B_V/2⌉` ciphertexts).
+pub fn value<E: Exec>(ex: &E, plan: &AttnPlan, p: &[E::Ct], v: &[E::Ct]) -> Result<Vec<E::Ct>> {
+    if p.len() != plan.b_v || v.len() != plan.b_v || ex.slots() != plan.shape.slots {
+        return Err(Error::InvalidParameters("value kernel: input count"));
+    }
+    let blocks = block_products(ex, plan, p, v)?;
+    let mut it = blocks.into_iter();
+    let mut out = Vec::new();
+    while let Some(a) = it.next() {
+        let z = match it.next() {
+            Some(b) => {
+                let mut s = ex.clone_ct(&a);
+                ex.add_assign(&mut s, &b)?;
+                let mut d = a;
+                ex.sub_assign(&mut d, &b)?;
+                let dc = ex.conjugate(&d)?;
+                ex.add_assign(&mut s, &dc)?;
+                s
+            }
+            None => {
+                let c = ex.conjugate(&a)?;
+                let mut s = a;
+                ex.add_assign(&mut s, &c)?;
+                s
+            }
+        };
+        out.push(z);
+    }
+    Ok(out)
+}
