@@ -258,15 +258,15 @@ impl ScoreStream {
 }
 
 /// Minimal folded-diagonal packing of the softmax output `P` consumed by the value kernel
-/// (Appendix A-C2): block `ℓ` holds heads `ℓ·H_blk .. (ℓ+1)·H_blk`, head `h̃` and folded pair `t`
-/// in segment `h̃·S_P + t`.
+/// (Appendix A-C2): ciphertext `e` holds heads `e·H_P .. (e+1)·H_P`, head `h̃` and folded pair `t`
+/// in segment `h̃·S_P + t`; with `S_P = m/2` and `H_P = 2n/m²` this is `K_min(P) = ⌈H·m²/2n⌉`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PLayout {
     /// Tokens `m`.
     pub m: usize,
     /// Heads `H`.
     pub heads: usize,
-    /// Heads per block `H_blk`.
+    /// Heads per ciphertext `H_P`.
     pub h_blk: usize,
     /// Segment stride per head `S_P ≥ m/2`.
     pub s_p: usize,
@@ -275,7 +275,7 @@ pub struct PLayout {
 }
 
 impl PLayout {
-    /// Number of blocks `B_V = ⌈H / H_blk⌉`.
+    /// Number of ciphertexts `⌈H / H_P⌉`.
     pub fn cts(&self) -> usize {
         self.heads.div_ceil(self.h_blk)
     }

@@ -58,10 +58,14 @@ pub struct AttnPlan {
     pub beta: usize,
     /// `g = m/β` (even).
     pub g: usize,
-    /// Heads per value block `H_blk`.
+    /// Heads per value block `H_blk` (a divisor of `H_P` with `H_blk·d_h ≤ N_seg`).
     pub h_blk: usize,
-    /// Segment stride of a head in the minimal `P` packing, `S_P = max(d_h, m/2)`.
+    /// Segment stride of a head in the minimal `P` packing, `S_P = m/2`.
     pub s_p: usize,
+    /// Heads per `P` ciphertext `H_P = N_seg/(m/2)`.
+    pub h_p: usize,
+    /// `P` ciphertexts `⌈H/H_P⌉ = K_min(P)`.
+    pub p_cts: usize,
     /// Value blocks `B_V = ⌈H/H_blk⌉`.
     pub b_v: usize,
     /// BSGS of the `Q/K/V` projection.
@@ -110,11 +114,18 @@ impl AttnPlan {
                 })
                 .unwrap(),
         };
-        let s_p = d_h.max(m / 2);
-        let h_blk = (n_seg / s_p).min(heads);
-        if h_blk == 0 {
+        // Minimal P: H_P = N_seg/(m/2) heads per ciphertext, head h̃ pair t in segment h̃·m/2 + t.
+        let s_p = m / 2;
+        let h_p = n_seg / s_p;
+        if h_p == 0 || d_h > n_seg {
             return Err(Error::InvalidParameters("a head does not fit a ciphertext"));
         }
+        // V blocks: the largest divisor of H_P whose heads fit one ciphertext, so that every
+        // value block reads a single P ciphertext.
+        let h_blk = (1..=h_p.min(heads))
+            .rev()
+            .find(|&hb| h_p % hb == 0 && hb * d_h <= n_seg)
+            .unwrap_or(1);
         let b_v = heads.div_ceil(h_blk);
         let x_cts = k_min(m * d, slots);
         let proj_qkv = ProjConfig::auto(m, n_seg, slots, x_cts, 2 * b_s + b_v);
@@ -132,6 +143,8 @@ impl AttnPlan {
             g: m / beta,
             h_blk,
             s_p,
+            h_p,
+            p_cts: heads.div_ceil(h_p),
             b_v,
             proj_qkv,
             proj_fused,
@@ -180,7 +193,7 @@ impl AttnPlan {
         PLayout {
             m: self.shape.m,
             heads: self.shape.heads,
-            h_blk: self.h_blk,
+            h_blk: self.h_p,
             s_p: self.s_p,
             slots: self.shape.slots,
         }

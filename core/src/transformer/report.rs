@@ -134,7 +134,7 @@ pub fn scp_counts_report(shape: AttnShape, beta: Option<usize>) -> Result<ScpCou
         q[0].level - s[0].level,
         is_bert.then_some((TABLE_II_SCORE_ROT, TABLE_II_SCORE_MUL)),
     );
-    let p: Vec<SymCt> = (0..plan.b_v).map(|_| ex.fresh(TOP)).collect();
+    let p: Vec<SymCt> = (0..plan.p_cts).map(|_| ex.fresh(TOP)).collect();
     let o = value_kernel(&ex, &plan, &p, &v)?;
     let c3 = ex.counts();
     row(
@@ -182,7 +182,7 @@ pub fn scp_counts_report(shape: AttnShape, beta: Option<usize>) -> Result<ScpCou
     let a2 = ab.counts();
     let v = repack_edge(&ab, &v, m)?;
     let a3 = ab.counts();
-    let p: Vec<SymCt> = (0..plan.b_v).map(|_| ab.fresh(TOP)).collect();
+    let p: Vec<SymCt> = (0..plan.p_cts).map(|_| ab.fresh(TOP)).collect();
     let o = value_kernel(&ab, &plan, &p, &v)?;
     let a4 = ab.counts();
     let o = repack_edge(&ab, &o, m)?;
@@ -211,7 +211,7 @@ pub fn scp_counts_report(shape: AttnShape, beta: Option<usize>) -> Result<ScpCou
         },
         BoundaryRow {
             name: "P in (MPC→FHE)".into(),
-            cts: plan.b_v,
+            cts: plan.p_cts,
             k_min: k_min(heads * m * m, slots),
             wo_scp_cts: (m / 2) * plan.b_v,
         },

@@ -39,11 +39,18 @@ fn block_products<E: Exec>(
     v: &[E::Ct],
 ) -> Result<Vec<E::Ct>> {
     let (m, heads, n) = (plan.shape.m, plan.shape.heads, plan.shape.slots);
-    let (dh, sp, hblk) = (plan.d_h, plan.s_p, plan.h_blk);
+    let (dh, sp, hblk, hp) = (plan.d_h, plan.s_p, plan.h_blk, plan.h_p);
     let half = m / 2;
+    // Block ℓ reads P ciphertext (ℓ·H_blk)/H_P at head offset (ℓ·H_blk) mod H_P.
+    let p_ct = |l: usize| (l * hblk) / hp;
+    let delta = |l: usize, h: usize, uu: usize, t: usize| {
+        (((l * hblk) % hp + h) * sp + t) as i64 - (h * dh + uu) as i64
+    };
+    let heads_in = |l: usize| hblk.min(heads - l * hblk);
     let mut out = Vec::with_capacity(plan.b_v);
+    let mut bank: Option<(usize, Vec<E::Ct>, BTreeMap<i64, usize>)> = None;
     for l in 0..plan.b_v {
-        let hb = hblk.min(heads - l * hblk);
+        let hb = heads_in(l);
         let segs = hb * dh;
         let factor = if l % 2 == 0 {
             C64::real(0.5)
@@ -53,18 +60,26 @@ fn block_products<E: Exec>(
         let u = complexify_half(ex, &v[l], m, segs, -1.0)?;
         let taus: Vec<i64> = (0..half as i64).collect();
         let mut ub = psi_bank(ex, &u, m, segs, &taus, C64::real(1.0))?;
-        let delta = |h: usize, uu: usize, t: usize| (h * sp + t) as i64 - (h * dh + uu) as i64;
-        let mut ds = BTreeSet::new();
-        for h in 0..hb {
-            for uu in 0..dh {
-                for t in 0..half {
-                    ds.insert(delta(h, uu, t));
+        // Bank_Φ of this block's P ciphertext, shared by all blocks reading it.
+        if bank.as_ref().map(|b| b.0) != Some(p_ct(l)) {
+            let e = p_ct(l);
+            let mut ds = BTreeSet::new();
+            for l2 in (0..plan.b_v).filter(|&l2| p_ct(l2) == e) {
+                for h in 0..heads_in(l2) {
+                    for uu in 0..dh {
+                        for t in 0..half {
+                            ds.insert(delta(l2, h, uu, t));
+                        }
+                    }
                 }
             }
+            let ds: Vec<i64> = ds.into_iter().collect();
+            let pb = phi_bank(ex, &p[e], m, &ds)?;
+            let idx = ds.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+            bank = Some((e, pb, idx));
         }
-        let ds: Vec<i64> = ds.into_iter().collect();
-        let pb = phi_bank(ex, &p[l], m, &ds)?;
-        let idx: BTreeMap<i64, usize> = ds.iter().enumerate().map(|(i, &d)| (d, i)).collect();
+        let (_, pb, idx) = bank.as_ref().unwrap();
+        let delta = |h: usize, uu: usize, t: usize| delta(l, h, uu, t);
         let mut acc = None;
         for t in 0..half {
             let mut groups: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
@@ -91,6 +106,7 @@ fn block_products<E: Exec>(
                         dh as u64,
                         sp as u64,
                         hb as u64,
+                        ((l * hblk) % hp) as u64,
                         t as u64,
                         *d as u64,
                         (l % 2) as u64,
@@ -117,7 +133,7 @@ fn block_products<E: Exec>(
 /// ciphertexts) and `V` head-major (`B_V` ciphertexts) → `O` head-major with blocks paired as
 /// real/imaginary parts ([`AttnPlan::o_map`], `⌈B_V/2⌉` ciphertexts).
 pub fn value<E: Exec>(ex: &E, plan: &AttnPlan, p: &[E::Ct], v: &[E::Ct]) -> Result<Vec<E::Ct>> {
-    if p.len() != plan.b_v || v.len() != plan.b_v || ex.slots() != plan.shape.slots {
+    if p.len() != plan.p_cts || v.len() != plan.b_v || ex.slots() != plan.shape.slots {
         return Err(Error::InvalidParameters("value kernel: input count"));
     }
     let blocks = block_products(ex, plan, p, v)?;
