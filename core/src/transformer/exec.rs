@@ -243,9 +243,8 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         match key {
             Some(k) => {
                 let mut cache = self.cache.borrow_mut();
-                if !cache.contains_key(&(k, level)) {
-                    let pt = self.encode_at(level, values)?;
-                    cache.insert((k, level), pt);
+                if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    e.insert(self.encode_at(level, values)?);
                 }
                 self.ck.mul_plain(ct, &cache[&(k, level)])
             }

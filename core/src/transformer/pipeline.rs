@@ -200,6 +200,11 @@ impl AttnPlan {
     }
 }
 
+/// `(Q, K, V)` ciphertext lists.
+pub type Triple<C> = (Vec<C>, Vec<C>, Vec<C>);
+/// `(Q, K)` ciphertext lists.
+pub type Pair<C> = (Vec<C>, Vec<C>);
+
 fn real_w(w: &Mat) -> impl Fn(usize, usize) -> C64 + '_ {
     move |i, o| C64::real(w.get(i, o))
 }
@@ -213,7 +218,7 @@ pub fn qkv_projection<E: Exec>(
     wq: &Mat,
     wk: &Mat,
     wv: &Mat,
-) -> Result<(Vec<E::Ct>, Vec<E::Ct>, Vec<E::Ct>)> {
+) -> Result<Triple<E::Ct>> {
     let (xm, qm, vm) = (plan.x_map(), plan.qk_map(), plan.v_map());
     let (fq, fk, fv) = (real_w(wq), real_w(wk), real_w(wv));
     let groups = [
@@ -250,7 +255,7 @@ pub fn fused_qk_projection<E: Exec>(
     x: &[E::Ct],
     wq: &Mat,
     wk: &Mat,
-) -> Result<(Vec<E::Ct>, Vec<E::Ct>)> {
+) -> Result<Pair<E::Ct>> {
     let (xs, xmap) = split_complex(ex, x, &plan.x_map())?;
     let qm = plan.qk_map();
     let f = |i: usize, o: usize| C64::new(wq.get(i, o), wk.get(i, o)) * 0.25;

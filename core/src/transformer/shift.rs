@@ -30,7 +30,7 @@ pub fn masked_rot_sum<E: Exec>(ex: &E, x: &E::Ct, terms: &[(i64, SlotFn<'_>)]) -
     let n = ex.slots();
     let mut acc = None;
     for (r, (_, (key, f))) in rots.iter().zip(terms) {
-        let vals = || (0..n).map(|i| f(i)).collect::<Vec<C64>>();
+        let vals = || (0..n).map(f).collect::<Vec<C64>>();
         accumulate(ex, &mut acc, ex.mul_plain(r, Some(*key), &vals)?)?;
     }
     let mut acc = acc.ok_or(Error::InvalidParameters("empty masked sum"))?;

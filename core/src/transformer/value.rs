@@ -5,20 +5,30 @@
 //! `u = v − i·Ψ^{m/2}(v)`: `(p_t + i p_{t+m/2})(Ψ^t v − i Ψ^{t+m/2} v)` has real part
 //! `p_t Ψ^t v + p_{t+m/2} Ψ^{t+m/2} v`.
 //!
-//! Per value block `ℓ` (heads `ℓ·H_blk ..`, head `h̃` channel `u` in segment `h̃·d_h + u`):
+//! Layouts: `V` head-major with `H_blk` heads per block (head `h̃` channel `u` in segment
+//! `h̃·d_h + u`); `P` in minimal folded-diagonal packing with `H_P = N_seg/(m/2)` heads per
+//! ciphertext (head `h̃'` pair `t` in segment `h̃'·m/2 + t`, `K_min(P) = ⌈H·m²/2n⌉` ciphertexts);
+//! `H_blk | H_P`, so value block `ℓ` reads one `P` ciphertext at head offset `o_ℓ = ℓ·H_blk mod H_P`.
 //!
-//! * `Bank_Ψ(u, {0..m/2−1})` — two rotations per nonzero shift, plus two for `u` itself;
-//! * the broadcast of `P` moves into the kernel: the minimal `P` block has head `h̃`, pair `t` in
-//!   segment `h̃·S_P + t`; with `Bank_Φ(p, D)`, `D = {h̃(S_P − d_h) + t − u}` (one plain rotation
-//!   each; `D = (−d_h, m/2)` when `S_P = d_h`), the broadcast operand is
-//!   `B_t = Σ_u n_{t,δ} ⊙ Φ^{δ}(p)` with the head-channel masks `n_u = Σ_h̃ e_{h̃·d_h+u}` (A-C4);
+//! Per value block `ℓ`:
+//!
+//! * `u = v − i·Ψ^{m/2}(v)` (two rotations) and `Bank_Ψ(u, {0..m/2−1})` (two rotations per nonzero
+//!   shift);
+//! * the broadcast of `P` moves into the kernel: with `Bank_Φ(p, D)` (one plain rotation per
+//!   `δ ≠ 0`, shared by the blocks reading the same `P` ciphertext),
+//!   `D = {(o_ℓ + h̃)·m/2 + t − (h̃·d_h + u)}`, the broadcast operand is
+//!   `B_t = Σ_δ n_{t,δ} ⊙ Φ^δ(p)` where `n_{t,δ}` is the union of the head-channel segments
+//!   `e_{h̃·d_h+u}` with that `δ` (the masks `n_u = Σ_h̃ e_{h̃·d_h+u}` of Appendix A-C4 when
+//!   `d_h = m/2`); ptmuls only, no key switch;
 //! * `acc = Σ_t B_t ⊙ Ψ^t(u)` (tensor products summed, one relinearization per block);
 //! * decomplexification `Re(acc)` by one conjugation — paired: blocks `(2w, 2w+1)` become the real
-//!   and imaginary parts of one output (`S + conj(D)`), the input the output projection consumes.
+//!   and imaginary parts of one output (`S + conj(D)`, the `i` folded into the masks), which is the
+//!   input the output projection consumes.
 //!
-//! Counts: `#ctmul = B_V·m/2`, `#relin = B_V`,
-//! `#rot = B_V·(|D| − 1 + 2 + 2(m/2 − 1))` (`= B_V·(m + d_h − 2 + m − 2 + 2)` hmm: `254·B_V` at
-//! BERT-base), `#conj = ⌈B_V/2⌉`. Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
+//! Counts: `#ctmul = B_V·m/2`, `#relin = B_V`, `#conj = ⌈B_V/2⌉`,
+//! `#rot = Σ_P (|D| − 1) + B_V·(2 + 2·(m/2 − 1))`; at BERT-base (`d_h = m/2 = 64`, `H_blk = H_P = 2`)
+//! `|D| = 127` and `#rot = 6·(126 + 2 + 126) = 1524`, `#ctmul = 6·64 = 384` (Table II: 1524 / 384).
+//! Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
 
 use super::exec::{accumulate, align_levels, pt_key, Exec};
 use super::pipeline::AttnPlan;
@@ -29,6 +39,9 @@ use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
 use alloc::vec::Vec;
+
+/// A `Φ` bank of one `P` ciphertext: `(P index, rotations, δ → position)`.
+type Bank<C> = (usize, Vec<C>, BTreeMap<i64, usize>);
 
 /// Blocks `acc_ℓ` of `Σ_t B_t ⊙ Ψ^t(u)` scaled by `½` (even `ℓ`) or `½·i` (odd `ℓ`), before
 /// decomplexification.
@@ -48,7 +61,7 @@ fn block_products<E: Exec>(
     };
     let heads_in = |l: usize| hblk.min(heads - l * hblk);
     let mut out = Vec::with_capacity(plan.b_v);
-    let mut bank: Option<(usize, Vec<E::Ct>, BTreeMap<i64, usize>)> = None;
+    let mut bank: Option<Bank<E::Ct>> = None;
     for l in 0..plan.b_v {
         let hb = heads_in(l);
         let segs = hb * dh;
