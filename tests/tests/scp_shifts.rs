@@ -185,3 +185,64 @@ fn projection_restricted_c() {
         println!("  counts {:?}", ex.counts());
     }
 }
+
+#[test]
+fn backend_counts_confirm_kernel_counts() {
+    // The score and value kernels on Ckks<CountingBackend<CpuBackend>>: every key switch the
+    // executor counted is one key inner product at the backend, every hoisting group or plain key
+    // switch one gadget decomposition, every key switch two ModDowns, every rescale two.
+    use veil_core::backend::CountingBackend;
+    use veil_core::transformer::pipeline::{qkv_projection, score_kernel, value_kernel};
+    use veil_core::transformer::{AttnPlan, AttnShape};
+    let p = params::insecure_logn12().validate().unwrap();
+    let be = Arc::new(CountingBackend::new(CpuBackend::fast(&p, 2).unwrap()));
+    let ck = Ckks::new(be.clone());
+    let mut rng = test_rng(13);
+    let sk = ck.gen_secret_key(&mut rng);
+    let shape = AttnShape {
+        m: 8,
+        d: 32,
+        heads: 2,
+        slots: 256,
+    };
+    let plan = AttnPlan::new(shape).unwrap();
+    let z = Mat::zeros(32, 32);
+    let top = p.max_level();
+    let sym = SymExec::new(256);
+    let sx: Vec<_> = (0..plan.x_map().cts).map(|_| sym.fresh(top)).collect();
+    let (q, k, v) = qkv_projection(&sym, &plan, &sx, &z, &z, &z).unwrap();
+    score_kernel(&sym, &plan, &q, &k).unwrap();
+    let sp: Vec<_> = (0..plan.p_cts).map(|_| sym.fresh(top)).collect();
+    value_kernel(&sym, &plan, &sp, &v).unwrap();
+    let keys = ck
+        .gen_evaluation_keys(&sk, &sym.rotations_used(), true, &mut rng, |_, _| {})
+        .unwrap();
+    let enc = |n: usize, rng: &mut _| -> Vec<_> {
+        (0..n)
+            .map(|_| {
+                let v = random_values(rng, 256, 0.5);
+                let pt = ck.encode(&v, 256, top, p.default_scale()).unwrap();
+                ck.encrypt_sk(&sk, &pt, rng).unwrap()
+            })
+            .collect()
+    };
+    let x = enc(plan.x_map().cts, &mut rng);
+    let pc = enc(plan.p_cts, &mut rng);
+    let ex = CkksExec::new(&ck, &keys, 256);
+    let b0 = be.counts();
+    let (q, k, v) = qkv_projection(&ex, &plan, &x, &z, &z, &z).unwrap();
+    score_kernel(&ex, &plan, &q, &k).unwrap();
+    value_kernel(&ex, &plan, &pc, &v).unwrap();
+    let b = be.counts();
+    let c = ex.counts();
+    assert_eq!(c, sym.counts());
+    println!("kernel {c:?}\nbackend {b:?} (before: {b0:?})");
+    let ks = c.key_switches();
+    assert_eq!(b.key_inner_product - b0.key_inner_product, ks);
+    assert_eq!(
+        b.decompose - b0.decompose,
+        c.hoists + c.conjugations + c.relins
+    );
+    assert_eq!(b.mod_down - b0.mod_down, 2 * ks);
+    assert_eq!(b.rescale - b0.rescale, 2 * c.rescales);
+}
