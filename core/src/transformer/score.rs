@@ -147,24 +147,35 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
                     }
                 }
             }
+            let straddles = by_ct.len() > 1;
             for (&e, _) in by_ct.iter() {
                 let f = |i: usize| -> C64 {
                     let (h, r) = seg_of(i, m);
                     C64::real((h < heads && src_ok(r) && dest(h, r) / n == e) as u8 as f64)
                 };
                 let vals = || (0..n).map(f).collect::<Vec<C64>>();
-                let key = pt_key(
-                    4,
-                    &[
-                        m as u64,
-                        heads as u64,
-                        n as u64,
-                        t as u64,
-                        first as u64,
-                        e as u64,
-                        beta as u64,
-                    ],
-                );
+                // Keyed by content: a part that does not straddle two stream ciphertexts is the
+                // same mask for every t with this s.
+                let key = if straddles {
+                    pt_key(
+                        4,
+                        &[
+                            m as u64,
+                            heads as u64,
+                            n as u64,
+                            s as u64,
+                            first as u64,
+                            1,
+                            t as u64,
+                            e as u64,
+                        ],
+                    )
+                } else {
+                    pt_key(
+                        4,
+                        &[m as u64, heads as u64, n as u64, s as u64, first as u64, 0],
+                    )
+                };
                 let mut z = ex.mul_plain(&y, Some(key), &vals)?;
                 ex.rescale(&mut z)?;
                 let z = if rot.rem_euclid(n as i64) == 0 {

@@ -112,19 +112,10 @@ fn block_products<E: Exec>(
                     }
                     x
                 };
-                let key = pt_key(
-                    5,
-                    &[
-                        m as u64,
-                        dh as u64,
-                        sp as u64,
-                        hb as u64,
-                        ((l * hblk) % hp) as u64,
-                        t as u64,
-                        *d as u64,
-                        (l % 2) as u64,
-                    ],
-                );
+                // Keyed by content (segment set and factor), so equal masks share one encoding.
+                let mut desc: Vec<u64> = alloc::vec![m as u64, (l % 2) as u64];
+                desc.extend(segs_on.iter().map(|&x| x as u64));
+                let key = pt_key(5, &desc);
                 let term = ex.mul_plain(&pb[idx[d]], Some(key), &vals)?;
                 accumulate(ex, &mut bt, term)?;
             }
