@@ -7,7 +7,7 @@ use veil_core::ckks::{Ckks, PrecisionStats, C64};
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
 use veil_core::transformer::projection::{project, ProjConfig, ProjGroup};
-use veil_core::transformer::shift::{phi_bank, phi_c, psi, psi_bank, rot_first, rotate_sum};
+use veil_core::transformer::shift::{align, phi_bank, phi_c, psi, psi_bank, rot_first, rotate_sum};
 use veil_core::transformer::{CkksExec, Exec, SymExec};
 use veil_tests::*;
 
@@ -55,6 +55,7 @@ fn shifts_match_reference() {
     phi_c(&sym, &sx, M, 20, 3).unwrap();
     phi_c(&sym, &sx, M, 20, -7).unwrap();
     phi_bank(&sym, &sx, M, &[-2, 0, 5]).unwrap();
+    align(&sym, &sx, M, 3, 1).unwrap();
     rotate_sum(&sym, sx, 10, 3 * M as i64).unwrap();
     let rots = sym.rotations_used();
     let keys = ck
@@ -111,6 +112,11 @@ fn shifts_match_reference() {
     {
         chk(&format!("Phi^{d}"), rotate_left(&x, d * M as i64), dec(b));
     }
+    chk(
+        "Align_1 (H=3)",
+        rot_first_ref(&x, 3 * M, 2 * M as i64),
+        dec(&align(&ex, &ct, M, 3, 1).unwrap()),
+    );
     let sum = rotate_sum(&ex, ck.clone_ct(&ct), 10, 3 * M as i64).unwrap();
     let want: Vec<C64> = (0..SLOTS)
         .map(|i| (0..10).fold(C64::default(), |a, k| a + x[(i + k * 3 * M) % SLOTS]))

@@ -161,6 +161,14 @@ pub fn phi_c<E: Exec>(ex: &E, x: &E::Ct, m: usize, c: usize, delta: i64) -> Resu
     rot_first(ex, x, c * m, delta * m as i64)
 }
 
+/// The block phase correction of the score kernel (Appendix A-C3):
+/// `Align_r(x) = RotFirst_{H·m}(x, (H − r)·m)`: if segment `c < H` of `x` holds head
+/// `(c + r) mod H` (phase `r`), segment `c` of the result holds head `c`. The kernels here
+/// choose `C` a multiple of `H`, which makes every block's phase zero, so they never need it.
+pub fn align<E: Exec>(ex: &E, x: &E::Ct, m: usize, heads: usize, r: usize) -> Result<E::Ct> {
+    rot_first(ex, x, heads * m, ((heads - r % heads) * m) as i64)
+}
+
 /// `Σ_{k<R} ρ(x; k·stride)` by binary doubling: `⌊log₂R⌋ + popcount(R) − 1` rotations, no level
 /// (the head reduction of the score kernel).
 pub fn rotate_sum<E: Exec>(ex: &E, x: E::Ct, copies: usize, stride: i64) -> Result<E::Ct> {
