@@ -6,7 +6,7 @@
 
 use super::{Basis, Domain, PolyBackend};
 use crate::params::CkksParams;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 
 /// Backend operation counts.
@@ -32,14 +32,14 @@ pub struct BackendCounts {
 
 #[derive(Default)]
 struct Counters {
-    decompose: AtomicU64,
-    key_inner_product: AtomicU64,
-    mod_down: AtomicU64,
-    rescale: AtomicU64,
-    automorphism: AtomicU64,
-    ntt: AtomicU64,
-    intt: AtomicU64,
-    hadamard: AtomicU64,
+    decompose: AtomicUsize,
+    key_inner_product: AtomicUsize,
+    mod_down: AtomicUsize,
+    rescale: AtomicUsize,
+    automorphism: AtomicUsize,
+    ntt: AtomicUsize,
+    intt: AtomicUsize,
+    hadamard: AtomicUsize,
 }
 
 /// `B` with every key-switch-relevant call counted.
@@ -58,7 +58,7 @@ impl<B: PolyBackend> CountingBackend<B> {
     }
     /// The counts so far.
     pub fn counts(&self) -> BackendCounts {
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let l = |a: &AtomicUsize| a.load(Ordering::Relaxed) as u64;
         BackendCounts {
             decompose: l(&self.c.decompose),
             key_inner_product: l(&self.c.key_inner_product),
@@ -76,7 +76,7 @@ impl<B: PolyBackend> CountingBackend<B> {
     }
 }
 
-fn bump(a: &AtomicU64) {
+fn bump(a: &AtomicUsize) {
     a.fetch_add(1, Ordering::Relaxed);
 }
 
