@@ -359,11 +359,12 @@ pub fn render(r: &Report) -> String {
         let a = &c.ablation;
         let _ = writeln!(
             s,
-            "  w/o SCP: +{} rotations (Q/K edge {}, V edge {}, O edge {}), +{} ptmul, {} repacks (SCP chain: {})",
+            "  w/o SCP: +{} rotations (Q/K edge {}, V edge {}, O edge {}; paper formula {}), +{} ptmul, {} repacks (SCP chain: {})",
             a.extra.rotations,
             a.qk_edge.rotations,
             a.v_edge.rotations,
             a.o_edge.rotations,
+            a.paper_formula_rotations,
             a.extra.pt_mults,
             a.extra.repacks,
             c.scp_repacks

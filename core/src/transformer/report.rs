@@ -69,6 +69,10 @@ pub struct AblationRow {
     pub o_edge: OpCounts,
     /// Whole-layer difference (ablation chain − SCP chain).
     pub extra: OpCounts,
+    /// The paper's edge formula for comparison (Appendix G-A): `4·⌈d/C⌉·log₂ m` rotations
+    /// (`2⌈d/C⌉` `Q/K` blocks, `⌈d/C⌉` `V` blocks, `⌈d/C⌉` output blocks); this engine repacks the
+    /// ciphertexts each edge actually carries (`B_V` value blocks, `⌈B_V/2⌉` paired outputs).
+    pub paper_formula_rotations: u64,
 }
 
 /// The counts report (`veil bench scp`).
@@ -194,6 +198,7 @@ pub fn scp_counts_report(shape: AttnShape, beta: Option<usize>) -> Result<ScpCou
         v_edge: a3.since(&a2),
         o_edge: a5.since(&a4),
         extra: a6.since(&total),
+        paper_formula_rotations: (4 * plan.b_s * super::ablation::log2_ceil(m)) as u64,
     };
 
     let boundaries = alloc::vec![
