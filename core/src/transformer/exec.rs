@@ -12,7 +12,7 @@
 //! Key switches = rotations + conjugations + relinearizations.
 
 use crate::backend::PolyBackend;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, C64};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, ExtCiphertext, Plaintext, C64};
 use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
@@ -40,6 +40,11 @@ pub struct OpCounts {
     pub hoists: u64,
     /// Ciphertext additions and subtractions.
     pub adds: u64,
+    /// Rotations whose key-switch output stayed over `Q ∪ P` and shares one ModDown with others
+    /// ([`Exec::rotate_sum_lazy`]).
+    pub lazy_rotations: u64,
+    /// ModDown groups of lazy rotations (one ModDown pair each).
+    pub lazy_groups: u64,
     /// Generic layout repacks between FHE kernels (zero under SCP; the "w/o SCP" ablation inserts
     /// them, Appendix G-A).
     pub repacks: u64,
@@ -63,6 +68,8 @@ impl OpCounts {
             rescales: self.rescales - before.rescales,
             hoists: self.hoists - before.hoists,
             adds: self.adds - before.adds,
+            lazy_rotations: self.lazy_rotations - before.lazy_rotations,
+            lazy_groups: self.lazy_groups - before.lazy_groups,
             repacks: self.repacks - before.repacks,
         }
     }
@@ -92,6 +99,10 @@ pub trait Exec {
     fn rotate(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
         Ok(self.rotate_many(ct, &[k])?.pop().unwrap())
     }
+    /// `Σ_i ρ(ct_i; k_i)` over different ciphertexts of one level and scale, with the key-switch
+    /// outputs summed over `Q ∪ P` and brought down by a single ModDown (lazy key switching: the
+    /// giant steps of baby-step giant-step). Each nonzero `k_i` counts as one rotation.
+    fn rotate_sum_lazy(&self, terms: Vec<(Self::Ct, i64)>) -> Result<Self::Ct>;
     /// Complex conjugation of every slot.
     fn conjugate(&self, ct: &Self::Ct) -> Result<Self::Ct>;
     /// `ct ⊙ pt` where `pt` has the slot values `values()` (no rescale). `key` identifies
@@ -232,6 +243,49 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
                 }
             })
             .collect())
+    }
+    fn rotate_sum_lazy(&self, terms: Vec<(Self::Ct, i64)>) -> Result<Self::Ct> {
+        let mut ext: Option<ExtCiphertext<B>> = None;
+        let mut plain: Option<Self::Ct> = None;
+        let mut nz = 0u64;
+        for (ct, k) in terms {
+            let k = norm_rot(k, self.slots);
+            if k == 0 {
+                match &mut plain {
+                    Some(p) => self.add_assign(p, &ct)?,
+                    None => plain = Some(ct),
+                }
+                continue;
+            }
+            nz += 1;
+            let e = self
+                .ck
+                .rotate_hoisted_lazy(&ct, &[k], self.keys)?
+                .pop()
+                .unwrap();
+            match &mut ext {
+                Some(a) => self.ck.add_ext_assign(a, &e)?,
+                None => ext = Some(e),
+            }
+        }
+        if nz > 0 {
+            self.bump(|c| {
+                c.rotations += nz;
+                c.hoists += nz;
+                c.lazy_rotations += nz;
+                c.lazy_groups += 1;
+                c.adds += nz - 1;
+            });
+        }
+        let down = ext.map(|e| self.ck.mod_down_ext(&e));
+        match (down, plain) {
+            (Some(mut d), Some(p)) => {
+                self.add_assign(&mut d, &p)?;
+                Ok(d)
+            }
+            (Some(d), None) | (None, Some(d)) => Ok(d),
+            (None, None) => Err(Error::InvalidParameters("empty lazy rotation sum")),
+        }
     }
     fn conjugate(&self, ct: &Self::Ct) -> Result<Self::Ct> {
         self.bump(|c| c.conjugations += 1);
@@ -376,6 +430,42 @@ impl Exec for SymExec {
             });
         }
         Ok(ks.iter().map(|_| *ct).collect())
+    }
+    fn rotate_sum_lazy(&self, terms: Vec<(SymCt, i64)>) -> Result<SymCt> {
+        let first = terms
+            .first()
+            .map(|t| t.0)
+            .ok_or(Error::InvalidParameters("empty lazy rotation sum"))?;
+        let mut nz = 0u64;
+        let mut zeros = 0u64;
+        for (ct, k) in &terms {
+            Self::same_level(&first, ct)?;
+            if ct.degree != 1 {
+                return Err(Error::DegreeMismatch {
+                    found: ct.degree,
+                    expected: 1,
+                });
+            }
+            let k = norm_rot(*k, self.slots);
+            if k == 0 {
+                zeros += 1;
+            } else {
+                nz += 1;
+                self.rots.borrow_mut().insert(k);
+            }
+        }
+        self.bump(|c| {
+            if nz > 0 {
+                c.rotations += nz;
+                c.hoists += nz;
+                c.lazy_rotations += nz;
+                c.lazy_groups += 1;
+                c.adds += nz - 1;
+            }
+            // Zero-rotation terms: summed among themselves, then into the ModDown result.
+            c.adds += zeros.saturating_sub(1) + (nz > 0 && zeros > 0) as u64;
+        });
+        Ok(first)
     }
     fn conjugate(&self, ct: &SymCt) -> Result<SymCt> {
         self.bump(|c| c.conjugations += 1);

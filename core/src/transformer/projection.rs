@@ -18,8 +18,10 @@
 //! When `C = N_seg` every `Φ_C` is one plain rotation. When `C < N_seg` the two-rotation form of
 //! `Φ_C` is used with its masks folded into the weights (baby steps: masks after the hoisted
 //! rotations; giant steps: masks before), so the kernel consumes exactly one level either way.
-//! All baby-step rotations of an input are hoisted and shared by every output group (the fused
-//! `Q/K/V` projection computes them once).
+//! All baby-step rotations of an input are hoisted (`rotate_hoisted`, one decomposition per input)
+//! and shared by every output group (the `Q/K/V` projection computes them once); the giant-step
+//! rotations of an accumulator are lazy (`rotate_hoisted_lazy`): their key-switch outputs are
+//! summed over `Q ∪ P` and brought down by one `mod_down_ext`.
 
 use super::exec::{accumulate, Exec};
 use crate::ckks::C64;
@@ -152,7 +154,7 @@ pub fn project<E: Exec>(
                     (re + C64::new(0.0, sign) * im) * 0.5
                 };
                 let out_active = |c_out: usize| g.out.active(u, c_out);
-                let mut total: Option<E::Ct> = None;
+                let mut giants: Vec<(E::Ct, i64)> = Vec::new();
                 for p in 0..n2 {
                     let pn = p * n1;
                     let halves: &[usize] = if full || pn == 0 { &[0] } else { &[0, 1] };
@@ -201,16 +203,15 @@ pub fn project<E: Exec>(
                             } else {
                                 (pn as i64 - c as i64) * mi
                             };
-                            let z = if amount == 0 {
-                                z
-                            } else {
-                                ex.rotate(&z, amount)?
-                            };
-                            accumulate(ex, &mut total, z)?;
+                            giants.push((z, amount));
                         }
                     }
                 }
-                accs.push(total.ok_or(Error::InvalidParameters("projection: empty output"))?);
+                if giants.is_empty() {
+                    return Err(Error::InvalidParameters("projection: empty output"));
+                }
+                // Giant steps: key switches summed over Q ∪ P, one ModDown per accumulator.
+                accs.push(ex.rotate_sum_lazy(giants)?);
             }
             let y = if g.raw {
                 accs.pop().unwrap()
