@@ -108,6 +108,24 @@ pub trait Exec {
     /// `ct ⊙ pt` where `pt` has the slot values `values()` (no rescale). `key` identifies
     /// structural plaintexts (masks) so that the real executor may cache their encodings.
     fn mul_plain(&self, ct: &Self::Ct, key: Option<u64>, values: PtValues<'_>) -> Result<Self::Ct>;
+    /// `acc += ct ⊙ pt` (`acc = ct ⊙ pt` when empty): counted as one ptmul and one addition; the
+    /// real executor fuses it into one multiply-accumulate pass without a temporary ciphertext.
+    fn mul_plain_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+    ) -> Result<()> {
+        let t = self.mul_plain(ct, key, values)?;
+        match acc {
+            Some(a) => self.add_assign(a, &t),
+            None => {
+                *acc = Some(t);
+                Ok(())
+            }
+        }
+    }
     /// Tensor product without relinearization (degree 2).
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
     /// Relinearizes a degree-2 ciphertext.
@@ -193,6 +211,26 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
 
     fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
         f(&mut self.counts.borrow_mut());
+    }
+
+    /// Runs `f` on the plaintext for `(key, level)` (cached when keyed).
+    fn with_pt<T>(
+        &self,
+        level: usize,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        f: impl FnOnce(&Plaintext<B>) -> Result<T>,
+    ) -> Result<T> {
+        match key {
+            Some(k) => {
+                let mut cache = self.cache.borrow_mut();
+                if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    e.insert(self.encode_at(level, values)?);
+                }
+                f(&cache[&(k, level)])
+            }
+            None => f(&self.encode_at(level, values)?),
+        }
     }
 
     fn encode_at(&self, level: usize, values: PtValues<'_>) -> Result<Plaintext<B>> {
@@ -293,20 +331,43 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
     }
     fn mul_plain(&self, ct: &Self::Ct, key: Option<u64>, values: PtValues<'_>) -> Result<Self::Ct> {
         self.bump(|c| c.pt_mults += 1);
-        let level = ct.level();
-        match key {
-            Some(k) => {
-                let mut cache = self.cache.borrow_mut();
-                if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
-                    e.insert(self.encode_at(level, values)?);
-                }
-                self.ck.mul_plain(ct, &cache[&(k, level)])
-            }
-            None => {
-                let pt = self.encode_at(level, values)?;
-                self.ck.mul_plain(ct, &pt)
-            }
+        self.with_pt(ct.level(), key, values, |pt| self.ck.mul_plain(ct, pt))
+    }
+    fn mul_plain_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+    ) -> Result<()> {
+        let Some(a) = acc else {
+            *acc = Some(self.mul_plain(ct, key, values)?);
+            return Ok(());
+        };
+        if a.level != ct.level || a.polys.len() != ct.polys.len() || a.slots != ct.slots {
+            let t = self.mul_plain(ct, key, values)?;
+            return self.add_assign(a, &t);
         }
+        self.bump(|c| {
+            c.pt_mults += 1;
+            c.adds += 1;
+        });
+        self.with_pt(ct.level, key, values, |pt| {
+            let want = ct.scale * pt.scale;
+            if (a.scale - want).abs() > 1e-9 * a.scale.abs().max(want.abs()) {
+                return Err(Error::ScaleMismatch {
+                    left: a.scale,
+                    right: want,
+                });
+            }
+            let basis = crate::backend::Basis::q(ct.level + 1);
+            let be = self.ck.backend();
+            for (x, y) in a.polys.iter_mut().zip(&ct.polys) {
+                be.mul_add_assign(x, y, &pt.poly, basis);
+            }
+            a.seed = None;
+            Ok(())
+        })
     }
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
         self.bump(|c| c.ct_mults += 1);

@@ -23,7 +23,7 @@
 //! rotations of an accumulator are lazy (`rotate_hoisted_lazy`): their key-switch outputs are
 //! summed over `Q ∪ P` and brought down by one `mod_down_ext`.
 
-use super::exec::{accumulate, Exec};
+use super::exec::Exec;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use crate::packing::ChannelMap;
@@ -192,8 +192,7 @@ pub fn project<E: Exec>(
                                     }
                                     v
                                 };
-                                let term = ex.mul_plain(&bi[bidx], None, &vals)?;
-                                accumulate(ex, &mut z, term)?;
+                                ex.mul_plain_acc(&mut z, &bi[bidx], None, &vals)?;
                             }
                         }
                         if let Some(mut z) = z {

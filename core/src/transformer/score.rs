@@ -160,7 +160,7 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
                         e as u64,
                     ],
                 );
-                accumulate(ex, &mut acc_e, ex.mul_plain(rot, Some(key), &vals)?)?;
+                ex.mul_plain_acc(&mut acc_e, rot, Some(key), &vals)?;
             }
             let mut z = acc_e.unwrap();
             ex.rescale(&mut z)?;

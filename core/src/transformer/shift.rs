@@ -31,7 +31,7 @@ pub fn masked_rot_sum<E: Exec>(ex: &E, x: &E::Ct, terms: &[(i64, SlotFn<'_>)]) -
     let mut acc = None;
     for (r, (_, (key, f))) in rots.iter().zip(terms) {
         let vals = || (0..n).map(f).collect::<Vec<C64>>();
-        accumulate(ex, &mut acc, ex.mul_plain(r, Some(*key), &vals)?)?;
+        ex.mul_plain_acc(&mut acc, r, Some(*key), &vals)?;
     }
     let mut acc = acc.ok_or(Error::InvalidParameters("empty masked sum"))?;
     ex.rescale(&mut acc)?;
@@ -116,11 +116,7 @@ pub fn psi_bank<E: Exec>(
                 ],
             );
             let vals = || (0..n).map(f).collect::<Vec<C64>>();
-            accumulate(
-                ex,
-                &mut acc,
-                ex.mul_plain(&rots[index[&k]], Some(key), &vals)?,
-            )?;
+            ex.mul_plain_acc(&mut acc, &rots[index[&k]], Some(key), &vals)?;
         }
         let mut acc = acc.unwrap();
         ex.rescale(&mut acc)?;

@@ -116,8 +116,7 @@ fn block_products<E: Exec>(
                 let mut desc: Vec<u64> = alloc::vec![m as u64, (l % 2) as u64];
                 desc.extend(segs_on.iter().map(|&x| x as u64));
                 let key = pt_key(5, &desc);
-                let term = ex.mul_plain(&pb[idx[d]], Some(key), &vals)?;
-                accumulate(ex, &mut bt, term)?;
+                ex.mul_plain_acc(&mut bt, &pb[idx[d]], Some(key), &vals)?;
             }
             let mut bt = bt.unwrap();
             ex.rescale(&mut bt)?;
