@@ -10,6 +10,9 @@
 //! the automorphism index maps below. Backends must agree bit for bit; the CPU backend is the
 //! oracle. Upload and download are the only host crossings.
 
+pub mod counting;
+pub use counting::{BackendCounts, CountingBackend};
+
 use crate::params::CkksParams;
 use alloc::vec::Vec;
 

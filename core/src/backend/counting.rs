@@ -1,0 +1,193 @@
+//! A counting wrapper around any [`PolyBackend`]: counts the backend-level operations that make up
+//! key switching (gadget decompositions, key inner products, ModDowns), rescales, automorphisms,
+//! NTTs and Hadamard products, so the kernel-level counts of [`crate::transformer::OpCounts`] can
+//! be cross-checked against what actually ran (one key switch = one `key_inner_product` and two
+//! `mod_down`s; hoisted rotations share one `decompose`).
+
+use super::{Basis, Domain, PolyBackend};
+use crate::params::CkksParams;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use serde::{Deserialize, Serialize};
+
+/// Backend operation counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackendCounts {
+    /// Gadget decompositions with ModUp (one per hoisting group or plain key switch).
+    pub decompose: u64,
+    /// Key inner products (one per key switch).
+    pub key_inner_product: u64,
+    /// ModDowns (two per non-lazy key switch).
+    pub mod_down: u64,
+    /// Rescales (one per polynomial).
+    pub rescale: u64,
+    /// Automorphism applications (per buffer).
+    pub automorphism: u64,
+    /// Forward NTTs.
+    pub ntt: u64,
+    /// Inverse NTTs.
+    pub intt: u64,
+    /// Hadamard products (`mul`, `mul_assign`, `mul_add_assign`).
+    pub hadamard: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    decompose: AtomicUsize,
+    key_inner_product: AtomicUsize,
+    mod_down: AtomicUsize,
+    rescale: AtomicUsize,
+    automorphism: AtomicUsize,
+    ntt: AtomicUsize,
+    intt: AtomicUsize,
+    hadamard: AtomicUsize,
+}
+
+/// `B` with every key-switch-relevant call counted.
+pub struct CountingBackend<B: PolyBackend> {
+    inner: B,
+    c: Counters,
+}
+
+impl<B: PolyBackend> CountingBackend<B> {
+    /// Wraps `inner`.
+    pub fn new(inner: B) -> Self {
+        Self {
+            inner,
+            c: Counters::default(),
+        }
+    }
+    /// The counts so far.
+    pub fn counts(&self) -> BackendCounts {
+        let l = |a: &AtomicUsize| a.load(Ordering::Relaxed) as u64;
+        BackendCounts {
+            decompose: l(&self.c.decompose),
+            key_inner_product: l(&self.c.key_inner_product),
+            mod_down: l(&self.c.mod_down),
+            rescale: l(&self.c.rescale),
+            automorphism: l(&self.c.automorphism),
+            ntt: l(&self.c.ntt),
+            intt: l(&self.c.intt),
+            hadamard: l(&self.c.hadamard),
+        }
+    }
+    /// The wrapped backend.
+    pub fn inner(&self) -> &B {
+        &self.inner
+    }
+}
+
+fn bump(a: &AtomicUsize) {
+    a.fetch_add(1, Ordering::Relaxed);
+}
+
+impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
+    type Buffer = B::Buffer;
+
+    fn name(&self) -> alloc::string::String {
+        alloc::format!("counting({})", self.inner.name())
+    }
+    fn params(&self) -> &CkksParams {
+        self.inner.params()
+    }
+    fn alloc(&self, rows: usize) -> Self::Buffer {
+        self.inner.alloc(rows)
+    }
+    fn buffer_rows(&self, buf: &Self::Buffer) -> usize {
+        self.inner.buffer_rows(buf)
+    }
+    fn upload(&self, data: &[u64]) -> Self::Buffer {
+        self.inner.upload(data)
+    }
+    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) {
+        self.inner.download(buf, out)
+    }
+    fn copy_rows(
+        &self,
+        src: &Self::Buffer,
+        src_basis: Basis,
+        dst: &mut Self::Buffer,
+        dst_basis: Basis,
+    ) {
+        self.inner.copy_rows(src, src_basis, dst, dst_basis)
+    }
+    fn zeroize(&self, buf: &mut Self::Buffer) {
+        self.inner.zeroize(buf)
+    }
+    fn ntt(&self, a: &mut Self::Buffer, basis: Basis) {
+        bump(&self.c.ntt);
+        self.inner.ntt(a, basis)
+    }
+    fn intt(&self, a: &mut Self::Buffer, basis: Basis) {
+        bump(&self.c.intt);
+        self.inner.intt(a, basis)
+    }
+    fn add_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis) {
+        self.inner.add_assign(a, b, basis)
+    }
+    fn sub_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis) {
+        self.inner.sub_assign(a, b, basis)
+    }
+    fn neg_assign(&self, a: &mut Self::Buffer, basis: Basis) {
+        self.inner.neg_assign(a, basis)
+    }
+    fn mul_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis) {
+        bump(&self.c.hadamard);
+        self.inner.mul_assign(a, b, basis)
+    }
+    fn mul(&self, a: &Self::Buffer, b: &Self::Buffer, out: &mut Self::Buffer, basis: Basis) {
+        bump(&self.c.hadamard);
+        self.inner.mul(a, b, out, basis)
+    }
+    fn mul_add_assign(
+        &self,
+        acc: &mut Self::Buffer,
+        a: &Self::Buffer,
+        b: &Self::Buffer,
+        basis: Basis,
+    ) {
+        bump(&self.c.hadamard);
+        self.inner.mul_add_assign(acc, a, b, basis)
+    }
+    fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
+        self.inner.mul_scalar_assign(a, scalars, basis)
+    }
+    fn add_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
+        self.inner.add_scalar_assign(a, scalars, basis)
+    }
+    fn automorphism(
+        &self,
+        a: &Self::Buffer,
+        g: u64,
+        out: &mut Self::Buffer,
+        basis: Basis,
+        domain: Domain,
+    ) {
+        bump(&self.c.automorphism);
+        self.inner.automorphism(a, g, out, basis, domain)
+    }
+    fn decompose(&self, c: &Self::Buffer, level: usize, out: &mut [Self::Buffer]) {
+        bump(&self.c.decompose);
+        self.inner.decompose(c, level, out)
+    }
+    fn key_inner_product(
+        &self,
+        digits: &[Self::Buffer],
+        key_b: &[Self::Buffer],
+        key_a: &[Self::Buffer],
+        level: usize,
+        acc0: &mut Self::Buffer,
+        acc1: &mut Self::Buffer,
+    ) {
+        bump(&self.c.key_inner_product);
+        self.inner
+            .key_inner_product(digits, key_b, key_a, level, acc0, acc1)
+    }
+    fn mod_down(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {
+        bump(&self.c.mod_down);
+        self.inner.mod_down(x, level, out)
+    }
+    fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {
+        bump(&self.c.rescale);
+        self.inner.rescale(x, level, out)
+    }
+}

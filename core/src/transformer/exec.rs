@@ -1,0 +1,601 @@
+//! Executors: the one interface through which every Transformer kernel runs, with two
+//! implementations — [`CkksExec`] (real RNS-CKKS on a [`PolyBackend`]) and [`SymExec`] (a
+//! symbolic dry run that only tracks levels and degrees). Both count every homomorphic operation
+//! in the same place ([`OpCounts`]), so a dry run at BERT-base shape exercises exactly the code
+//! path of the real kernels and its counts cannot drift from the implementation.
+//!
+//! Counting conventions (EncFormer Table I / Table II): a *rotation* is one key-switched Galois
+//! automorphism `ρ(v; r)` with `r ≠ 0 (mod n)`; rotations of one ciphertext issued together share
+//! one gadget decomposition (hoisting, counted in [`OpCounts::hoists`]) but each still counts as a
+//! rotation. A *ct×ct multiplication* is one tensor product; relinearizations are counted apart
+//! because the kernels sum tensor products before one relinearization (lazy relinearization).
+//! Key switches = rotations + conjugations + relinearizations.
+
+use crate::backend::PolyBackend;
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, ExtCiphertext, Plaintext, C64};
+use crate::error::{Error, Result};
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
+use core::cell::RefCell;
+use serde::{Deserialize, Serialize};
+
+/// Homomorphic operation counts of a kernel (or of a whole pipeline).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpCounts {
+    /// Key-switched rotations `ρ(v; r)`, `r ≠ 0`.
+    pub rotations: u64,
+    /// Key-switched conjugations.
+    pub conjugations: u64,
+    /// Ciphertext × ciphertext tensor products.
+    pub ct_mults: u64,
+    /// Relinearizations (one key switch each).
+    pub relins: u64,
+    /// Ciphertext × plaintext multiplications.
+    pub pt_mults: u64,
+    /// Multiplications by `i` (exact monomial `X^{N/2}`; no key switch, no level).
+    pub mul_i: u64,
+    /// Rescales.
+    pub rescales: u64,
+    /// Gadget decompositions shared by hoisted rotation groups.
+    pub hoists: u64,
+    /// Ciphertext additions and subtractions.
+    pub adds: u64,
+    /// Rotations whose key-switch output stayed over `Q ∪ P` and shares one ModDown with others
+    /// ([`Exec::rotate_sum_lazy`]).
+    pub lazy_rotations: u64,
+    /// ModDown groups of lazy rotations (one ModDown pair each).
+    pub lazy_groups: u64,
+    /// Generic layout repacks between FHE kernels (zero under SCP; the "w/o SCP" ablation inserts
+    /// them, Appendix G-A).
+    pub repacks: u64,
+}
+
+impl OpCounts {
+    /// Key switches: rotations + conjugations + relinearizations.
+    pub fn key_switches(&self) -> u64 {
+        self.rotations + self.conjugations + self.relins
+    }
+
+    /// `self - before` field by field (the cost of what ran in between).
+    pub fn since(&self, before: &OpCounts) -> OpCounts {
+        OpCounts {
+            rotations: self.rotations - before.rotations,
+            conjugations: self.conjugations - before.conjugations,
+            ct_mults: self.ct_mults - before.ct_mults,
+            relins: self.relins - before.relins,
+            pt_mults: self.pt_mults - before.pt_mults,
+            mul_i: self.mul_i - before.mul_i,
+            rescales: self.rescales - before.rescales,
+            hoists: self.hoists - before.hoists,
+            adds: self.adds - before.adds,
+            lazy_rotations: self.lazy_rotations - before.lazy_rotations,
+            lazy_groups: self.lazy_groups - before.lazy_groups,
+            repacks: self.repacks - before.repacks,
+        }
+    }
+}
+
+/// Slot values of a plaintext, produced on demand (a dry run never asks).
+pub type PtValues<'a> = &'a dyn Fn() -> Vec<C64>;
+
+/// The homomorphic operations the Transformer kernels are written against.
+///
+/// Plaintext multiplications encode at the ciphertext's level with scale `q_level` (the prime the
+/// next rescale divides by), so that `rescale(ct ⊙ pt)` keeps the scale of `ct` exactly and sums of
+/// masked terms never mismatch in scale.
+pub trait Exec {
+    /// The ciphertext type.
+    type Ct;
+    /// Slots per ciphertext `n`.
+    fn slots(&self) -> usize;
+    /// The level of a ciphertext.
+    fn level(&self, ct: &Self::Ct) -> usize;
+    /// A deep copy (free).
+    fn clone_ct(&self, ct: &Self::Ct) -> Self::Ct;
+    /// Hoisted rotations of one ciphertext: `ρ(ct; k)` for each `k` (normalized mod `n`; `k ≡ 0`
+    /// is a copy and not counted).
+    fn rotate_many(&self, ct: &Self::Ct, ks: &[i64]) -> Result<Vec<Self::Ct>>;
+    /// One rotation `ρ(ct; k)`.
+    fn rotate(&self, ct: &Self::Ct, k: i64) -> Result<Self::Ct> {
+        Ok(self.rotate_many(ct, &[k])?.pop().unwrap())
+    }
+    /// `Σ_i ρ(ct_i; k_i)` over different ciphertexts of one level and scale, with the key-switch
+    /// outputs summed over `Q ∪ P` and brought down by a single ModDown (lazy key switching: the
+    /// giant steps of baby-step giant-step). Each nonzero `k_i` counts as one rotation.
+    fn rotate_sum_lazy(&self, terms: Vec<(Self::Ct, i64)>) -> Result<Self::Ct>;
+    /// Complex conjugation of every slot.
+    fn conjugate(&self, ct: &Self::Ct) -> Result<Self::Ct>;
+    /// `ct ⊙ pt` where `pt` has the slot values `values()` (no rescale). `key` identifies
+    /// structural plaintexts (masks) so that the real executor may cache their encodings.
+    fn mul_plain(&self, ct: &Self::Ct, key: Option<u64>, values: PtValues<'_>) -> Result<Self::Ct>;
+    /// `acc += ct ⊙ pt` (`acc = ct ⊙ pt` when empty): counted as one ptmul and one addition; the
+    /// real executor fuses it into one multiply-accumulate pass without a temporary ciphertext.
+    fn mul_plain_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+    ) -> Result<()> {
+        let t = self.mul_plain(ct, key, values)?;
+        match acc {
+            Some(a) => self.add_assign(a, &t),
+            None => {
+                *acc = Some(t);
+                Ok(())
+            }
+        }
+    }
+    /// Tensor product without relinearization (degree 2).
+    fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
+    /// Relinearizes a degree-2 ciphertext.
+    fn relin(&self, ct: &mut Self::Ct) -> Result<()>;
+    /// Rescale by `q_level`.
+    fn rescale(&self, ct: &mut Self::Ct) -> Result<()>;
+    /// `a += b`.
+    fn add_assign(&self, a: &mut Self::Ct, b: &Self::Ct) -> Result<()>;
+    /// `a -= b`.
+    fn sub_assign(&self, a: &mut Self::Ct, b: &Self::Ct) -> Result<()>;
+    /// `a *= i` exactly.
+    fn mul_i(&self, a: &mut Self::Ct) -> Result<()>;
+    /// Drops moduli down to `level` (free).
+    fn drop_to(&self, a: &mut Self::Ct, level: usize) -> Result<()>;
+    /// Records one generic repack (called by [`crate::transformer::ablation::repack_generic`]).
+    fn note_repack(&self);
+    /// The counts so far.
+    fn counts(&self) -> OpCounts;
+}
+
+/// Accumulates `term` into `acc` (`acc = term` when empty).
+pub fn accumulate<E: Exec>(ex: &E, acc: &mut Option<E::Ct>, term: E::Ct) -> Result<()> {
+    match acc {
+        Some(a) => ex.add_assign(a, &term),
+        None => {
+            *acc = Some(term);
+            Ok(())
+        }
+    }
+}
+
+/// Brings two ciphertexts to the lower of their levels.
+pub fn align_levels<E: Exec>(ex: &E, a: &mut E::Ct, b: &mut E::Ct) -> Result<()> {
+    let l = ex.level(a).min(ex.level(b));
+    ex.drop_to(a, l)?;
+    ex.drop_to(b, l)
+}
+
+/// FNV-1a hash of a structural plaintext description (cache key for masks).
+pub fn pt_key(tag: u64, parts: &[u64]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ tag;
+    for &p in parts {
+        for b in p.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn norm_rot(k: i64, n: usize) -> i64 {
+    k.rem_euclid(n as i64)
+}
+
+// ---- real CKKS ----------------------------------------------------------------------------
+
+/// The real executor: RNS-CKKS on a backend, with evaluation keys for every rotation the kernels
+/// use (collect them with a [`SymExec`] dry run: [`SymExec::rotations_used`]).
+pub struct CkksExec<'a, B: PolyBackend> {
+    ck: &'a Ckks<B>,
+    keys: &'a EvaluationKeys<B>,
+    slots: usize,
+    counts: RefCell<OpCounts>,
+    cache: RefCell<BTreeMap<(u64, usize), Plaintext<B>>>,
+}
+
+impl<'a, B: PolyBackend> CkksExec<'a, B> {
+    /// An executor over `ck` with `keys`, packing `slots` slots per ciphertext.
+    pub fn new(ck: &'a Ckks<B>, keys: &'a EvaluationKeys<B>, slots: usize) -> Self {
+        Self {
+            ck,
+            keys,
+            slots,
+            counts: RefCell::new(OpCounts::default()),
+            cache: RefCell::new(BTreeMap::new()),
+        }
+    }
+
+    /// The CKKS engine.
+    pub fn ckks(&self) -> &Ckks<B> {
+        self.ck
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
+        f(&mut self.counts.borrow_mut());
+    }
+
+    /// Runs `f` on the plaintext for `(key, level)` (cached when keyed).
+    fn with_pt<T>(
+        &self,
+        level: usize,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        f: impl FnOnce(&Plaintext<B>) -> Result<T>,
+    ) -> Result<T> {
+        match key {
+            Some(k) => {
+                let mut cache = self.cache.borrow_mut();
+                if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    e.insert(self.encode_at(level, values)?);
+                }
+                f(&cache[&(k, level)])
+            }
+            None => f(&self.encode_at(level, values)?),
+        }
+    }
+
+    fn encode_at(&self, level: usize, values: PtValues<'_>) -> Result<Plaintext<B>> {
+        let v = values();
+        if v.len() != self.slots {
+            return Err(Error::SlotCount {
+                given: v.len(),
+                slots: self.slots,
+            });
+        }
+        self.ck
+            .encode(&v, self.slots, level, self.ck.rescale_prime(level))
+    }
+}
+
+impl<B: PolyBackend> Exec for CkksExec<'_, B> {
+    type Ct = Ciphertext<B>;
+
+    fn slots(&self) -> usize {
+        self.slots
+    }
+    fn level(&self, ct: &Self::Ct) -> usize {
+        ct.level()
+    }
+    fn clone_ct(&self, ct: &Self::Ct) -> Self::Ct {
+        self.ck.clone_ct(ct)
+    }
+    fn rotate_many(&self, ct: &Self::Ct, ks: &[i64]) -> Result<Vec<Self::Ct>> {
+        let ks: Vec<i64> = ks.iter().map(|&k| norm_rot(k, self.slots)).collect();
+        let nz: Vec<i64> = ks.iter().copied().filter(|&k| k != 0).collect();
+        let mut rotated = if nz.is_empty() {
+            Vec::new()
+        } else {
+            self.bump(|c| {
+                c.rotations += nz.len() as u64;
+                c.hoists += 1;
+            });
+            self.ck.rotate_hoisted(ct, &nz, self.keys)?
+        }
+        .into_iter();
+        Ok(ks
+            .iter()
+            .map(|&k| {
+                if k == 0 {
+                    self.ck.clone_ct(ct)
+                } else {
+                    rotated.next().unwrap()
+                }
+            })
+            .collect())
+    }
+    fn rotate_sum_lazy(&self, terms: Vec<(Self::Ct, i64)>) -> Result<Self::Ct> {
+        let mut ext: Option<ExtCiphertext<B>> = None;
+        let mut plain: Option<Self::Ct> = None;
+        let mut nz = 0u64;
+        for (ct, k) in terms {
+            let k = norm_rot(k, self.slots);
+            if k == 0 {
+                match &mut plain {
+                    Some(p) => self.add_assign(p, &ct)?,
+                    None => plain = Some(ct),
+                }
+                continue;
+            }
+            nz += 1;
+            let e = self
+                .ck
+                .rotate_hoisted_lazy(&ct, &[k], self.keys)?
+                .pop()
+                .unwrap();
+            match &mut ext {
+                Some(a) => self.ck.add_ext_assign(a, &e)?,
+                None => ext = Some(e),
+            }
+        }
+        if nz > 0 {
+            self.bump(|c| {
+                c.rotations += nz;
+                c.hoists += nz;
+                c.lazy_rotations += nz;
+                c.lazy_groups += 1;
+                c.adds += nz - 1;
+            });
+        }
+        let down = ext.map(|e| self.ck.mod_down_ext(&e));
+        match (down, plain) {
+            (Some(mut d), Some(p)) => {
+                self.add_assign(&mut d, &p)?;
+                Ok(d)
+            }
+            (Some(d), None) | (None, Some(d)) => Ok(d),
+            (None, None) => Err(Error::InvalidParameters("empty lazy rotation sum")),
+        }
+    }
+    fn conjugate(&self, ct: &Self::Ct) -> Result<Self::Ct> {
+        self.bump(|c| c.conjugations += 1);
+        self.ck.conjugate(ct, self.keys)
+    }
+    fn mul_plain(&self, ct: &Self::Ct, key: Option<u64>, values: PtValues<'_>) -> Result<Self::Ct> {
+        self.bump(|c| c.pt_mults += 1);
+        self.with_pt(ct.level(), key, values, |pt| self.ck.mul_plain(ct, pt))
+    }
+    fn mul_plain_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+    ) -> Result<()> {
+        let Some(a) = acc else {
+            *acc = Some(self.mul_plain(ct, key, values)?);
+            return Ok(());
+        };
+        if a.level != ct.level || a.polys.len() != ct.polys.len() || a.slots != ct.slots {
+            let t = self.mul_plain(ct, key, values)?;
+            return self.add_assign(a, &t);
+        }
+        self.bump(|c| {
+            c.pt_mults += 1;
+            c.adds += 1;
+        });
+        self.with_pt(ct.level, key, values, |pt| {
+            let want = ct.scale * pt.scale;
+            if (a.scale - want).abs() > 1e-9 * a.scale.abs().max(want.abs()) {
+                return Err(Error::ScaleMismatch {
+                    left: a.scale,
+                    right: want,
+                });
+            }
+            let basis = crate::backend::Basis::q(ct.level + 1);
+            let be = self.ck.backend();
+            for (x, y) in a.polys.iter_mut().zip(&ct.polys) {
+                be.mul_add_assign(x, y, &pt.poly, basis);
+            }
+            a.seed = None;
+            Ok(())
+        })
+    }
+    fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
+        self.bump(|c| c.ct_mults += 1);
+        self.ck.mul_no_relin(a, b)
+    }
+    fn relin(&self, ct: &mut Self::Ct) -> Result<()> {
+        self.bump(|c| c.relins += 1);
+        self.ck.relinearize_assign(ct, self.keys)
+    }
+    fn rescale(&self, ct: &mut Self::Ct) -> Result<()> {
+        self.bump(|c| c.rescales += 1);
+        self.ck.rescale_assign(ct)
+    }
+    fn add_assign(&self, a: &mut Self::Ct, b: &Self::Ct) -> Result<()> {
+        self.bump(|c| c.adds += 1);
+        self.ck.add_assign(a, b)
+    }
+    fn sub_assign(&self, a: &mut Self::Ct, b: &Self::Ct) -> Result<()> {
+        self.bump(|c| c.adds += 1);
+        self.ck.sub_assign(a, b)
+    }
+    fn mul_i(&self, a: &mut Self::Ct) -> Result<()> {
+        self.bump(|c| c.mul_i += 1);
+        self.ck.mul_const_assign(a, C64::new(0.0, 1.0), 1.0)
+    }
+    fn drop_to(&self, a: &mut Self::Ct, level: usize) -> Result<()> {
+        if a.level() != level {
+            self.ck.drop_level_assign(a, level)?;
+        }
+        Ok(())
+    }
+    fn note_repack(&self) {
+        self.bump(|c| c.repacks += 1);
+    }
+    fn counts(&self) -> OpCounts {
+        *self.counts.borrow()
+    }
+}
+
+// ---- symbolic -----------------------------------------------------------------------------
+
+/// A symbolic ciphertext: only its level and degree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SymCt {
+    /// Level.
+    pub level: usize,
+    /// Degree (1, or 2 after a tensor product).
+    pub degree: usize,
+}
+
+/// The dry-run executor: validates levels and degrees like the real engine, counts operations and
+/// records the rotation amounts used (the Galois keys a real run needs), but computes nothing.
+pub struct SymExec {
+    slots: usize,
+    counts: RefCell<OpCounts>,
+    rots: RefCell<BTreeSet<i64>>,
+}
+
+impl SymExec {
+    /// A dry run with `slots` slots per ciphertext.
+    pub fn new(slots: usize) -> Self {
+        Self {
+            slots,
+            counts: RefCell::new(OpCounts::default()),
+            rots: RefCell::new(BTreeSet::new()),
+        }
+    }
+    /// A fresh symbolic ciphertext at `level`.
+    pub fn fresh(&self, level: usize) -> SymCt {
+        SymCt { level, degree: 1 }
+    }
+    /// Every nonzero rotation amount (in `[1, n)`) used so far.
+    pub fn rotations_used(&self) -> Vec<i64> {
+        self.rots.borrow().iter().copied().collect()
+    }
+    fn bump(&self, f: impl FnOnce(&mut OpCounts)) {
+        f(&mut self.counts.borrow_mut());
+    }
+    fn same_level(a: &SymCt, b: &SymCt) -> Result<()> {
+        if a.level != b.level {
+            return Err(Error::LevelMismatch {
+                left: a.level,
+                right: b.level,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Exec for SymExec {
+    type Ct = SymCt;
+
+    fn slots(&self) -> usize {
+        self.slots
+    }
+    fn level(&self, ct: &SymCt) -> usize {
+        ct.level
+    }
+    fn clone_ct(&self, ct: &SymCt) -> SymCt {
+        *ct
+    }
+    fn rotate_many(&self, ct: &SymCt, ks: &[i64]) -> Result<Vec<SymCt>> {
+        if ct.degree != 1 {
+            return Err(Error::DegreeMismatch {
+                found: ct.degree,
+                expected: 1,
+            });
+        }
+        let mut nz = 0;
+        for &k in ks {
+            let k = norm_rot(k, self.slots);
+            if k != 0 {
+                nz += 1;
+                self.rots.borrow_mut().insert(k);
+            }
+        }
+        if nz > 0 {
+            self.bump(|c| {
+                c.rotations += nz;
+                c.hoists += 1;
+            });
+        }
+        Ok(ks.iter().map(|_| *ct).collect())
+    }
+    fn rotate_sum_lazy(&self, terms: Vec<(SymCt, i64)>) -> Result<SymCt> {
+        let first = terms
+            .first()
+            .map(|t| t.0)
+            .ok_or(Error::InvalidParameters("empty lazy rotation sum"))?;
+        let mut nz = 0u64;
+        let mut zeros = 0u64;
+        for (ct, k) in &terms {
+            Self::same_level(&first, ct)?;
+            if ct.degree != 1 {
+                return Err(Error::DegreeMismatch {
+                    found: ct.degree,
+                    expected: 1,
+                });
+            }
+            let k = norm_rot(*k, self.slots);
+            if k == 0 {
+                zeros += 1;
+            } else {
+                nz += 1;
+                self.rots.borrow_mut().insert(k);
+            }
+        }
+        self.bump(|c| {
+            if nz > 0 {
+                c.rotations += nz;
+                c.hoists += nz;
+                c.lazy_rotations += nz;
+                c.lazy_groups += 1;
+                c.adds += nz - 1;
+            }
+            // Zero-rotation terms: summed among themselves, then into the ModDown result.
+            c.adds += zeros.saturating_sub(1) + (nz > 0 && zeros > 0) as u64;
+        });
+        Ok(first)
+    }
+    fn conjugate(&self, ct: &SymCt) -> Result<SymCt> {
+        self.bump(|c| c.conjugations += 1);
+        Ok(*ct)
+    }
+    fn mul_plain(&self, ct: &SymCt, _key: Option<u64>, _values: PtValues<'_>) -> Result<SymCt> {
+        self.bump(|c| c.pt_mults += 1);
+        Ok(*ct)
+    }
+    fn mul_ct(&self, a: &SymCt, b: &SymCt) -> Result<SymCt> {
+        Self::same_level(a, b)?;
+        if a.degree != 1 || b.degree != 1 {
+            return Err(Error::DegreeMismatch {
+                found: a.degree.max(b.degree),
+                expected: 1,
+            });
+        }
+        self.bump(|c| c.ct_mults += 1);
+        Ok(SymCt {
+            level: a.level,
+            degree: 2,
+        })
+    }
+    fn relin(&self, ct: &mut SymCt) -> Result<()> {
+        if ct.degree != 2 {
+            return Err(Error::DegreeMismatch {
+                found: ct.degree,
+                expected: 2,
+            });
+        }
+        self.bump(|c| c.relins += 1);
+        ct.degree = 1;
+        Ok(())
+    }
+    fn rescale(&self, ct: &mut SymCt) -> Result<()> {
+        if ct.level == 0 {
+            return Err(Error::LevelExhausted);
+        }
+        self.bump(|c| c.rescales += 1);
+        ct.level -= 1;
+        Ok(())
+    }
+    fn add_assign(&self, a: &mut SymCt, b: &SymCt) -> Result<()> {
+        Self::same_level(a, b)?;
+        self.bump(|c| c.adds += 1);
+        a.degree = a.degree.max(b.degree);
+        Ok(())
+    }
+    fn sub_assign(&self, a: &mut SymCt, b: &SymCt) -> Result<()> {
+        self.add_assign(a, b)
+    }
+    fn mul_i(&self, _a: &mut SymCt) -> Result<()> {
+        self.bump(|c| c.mul_i += 1);
+        Ok(())
+    }
+    fn drop_to(&self, a: &mut SymCt, level: usize) -> Result<()> {
+        if level > a.level {
+            return Err(Error::InvalidLevel {
+                level,
+                max_level: a.level,
+            });
+        }
+        a.level = level;
+        Ok(())
+    }
+    fn note_repack(&self) {
+        self.bump(|c| c.repacks += 1);
+    }
+    fn counts(&self) -> OpCounts {
+        *self.counts.borrow()
+    }
+}
