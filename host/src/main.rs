@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_host::{bench_ckks, demo};
+use veil_host::{bench_ckks, bench_scp, demo};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -35,6 +35,9 @@ enum Bench {
     Ckks(bench_ckks::BenchCkksOptions),
     /// Two-party MPC primitives (IKNP OT), in memory and over TCP loopback.
     Mpc(veil_host::mpc::cli::BenchMpcArgs),
+    /// Transformer FHE kernels (Stage Compatible Patterns): operation counts vs EncFormer
+    /// Table II, the w/o-SCP ablation, and (with --time) a timed MiniLM-shape chain.
+    Scp(bench_scp::BenchScpOptions),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,15 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Demo(o) => demo::run(&o).map(|_| ()),
         Cmd::Bench(Bench::Mpc(a)) => veil_host::mpc::cli::run(&a).map_err(|e| e.to_string()),
+        Cmd::Bench(Bench::Scp(o)) => bench_scp::run(&o).and_then(|r| {
+            if o.json {
+                let s = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?;
+                println!("{s}");
+            } else {
+                print!("{}", bench_scp::render(&r));
+            }
+            Ok(())
+        }),
         Cmd::Bench(Bench::Ckks(o)) => bench_ckks::run(&o).map(|r| {
             if o.json {
                 println!(

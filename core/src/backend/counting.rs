@@ -127,6 +127,12 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
     fn sub_assign(&self, a: &mut Self::Buffer, b: &Self::Buffer, basis: Basis) {
         self.inner.sub_assign(a, b, basis)
     }
+    fn add_new(&self, a: &Self::Buffer, b: &Self::Buffer, basis: Basis) -> Self::Buffer {
+        self.inner.add_new(a, b, basis)
+    }
+    fn sub_new(&self, a: &Self::Buffer, b: &Self::Buffer, basis: Basis) -> Self::Buffer {
+        self.inner.sub_new(a, b, basis)
+    }
     fn neg_assign(&self, a: &mut Self::Buffer, basis: Basis) {
         self.inner.neg_assign(a, basis)
     }
