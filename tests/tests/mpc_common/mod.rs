@@ -75,10 +75,12 @@ pub fn seeded(seed: u64) -> ChaCha20Rng {
 
 /// Random signed values in `[-2^(bits-1), 2^(bits-1))` plus edge values.
 pub fn values(rng: &mut ChaCha20Rng, n: usize, bits: u32) -> Vec<i64> {
-    let lo = -(1i64 << (bits - 1));
-    let hi = (1i64 << (bits - 1)) - 1;
+    // Valid for every width up to 64 bits (no shift or negation overflows).
+    let lo = (-1i64) << (bits - 1);
+    let hi = !lo;
+    let mask = u64::MAX >> (64 - bits);
     let mut v: Vec<i64> = (0..n)
-        .map(|_| (rng.next_u64() & ((1u64 << bits) - 1)) as i64 + lo)
+        .map(|_| ((rng.next_u64() & mask) as i64).wrapping_add(lo))
         .collect();
     v.extend([0, 1, -1, hi, lo, hi - 1, lo + 1, hi / 2, lo / 2]);
     v
