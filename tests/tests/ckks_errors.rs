@@ -378,3 +378,104 @@ fn invalid_galois_element_and_insecure_parameters() {
         Err(Error::InsecureParameters { .. })
     ));
 }
+
+/// Objects from another parameter set (another N, or the same N with other primes) are refused
+/// with `ParameterMismatch` at every entry point, never indexed out of bounds.
+#[test]
+fn foreign_ciphertexts_and_plaintexts_are_refused() {
+    let f = fixture(params::insecure_logn12(), 31);
+    let g = fixture(params::insecure_logn10(), 32);
+    let mut lit = params::insecure_logn12();
+    lit.log_p = vec![59, 60];
+    let h = fixture(lit, 33);
+    for other in [&g, &h] {
+        let foreign = &other.ct;
+        assert_eq!(f.ck.add(&f.ct, foreign).err_of(), Error::ParameterMismatch);
+        assert_eq!(f.ck.sub(foreign, &f.ct).err_of(), Error::ParameterMismatch);
+        assert_eq!(
+            f.ck.mul_relin(&f.ct, foreign, &f.keys).err_of(),
+            Error::ParameterMismatch
+        );
+        assert_eq!(
+            f.ck.rotate(foreign, 1, &f.keys).err_of(),
+            Error::ParameterMismatch
+        );
+        assert_eq!(
+            f.ck.decrypt(&f.sk, foreign).err_of(),
+            Error::ParameterMismatch
+        );
+        let mut c = other.ck.clone_ct(foreign);
+        assert_eq!(
+            f.ck.rescale_assign(&mut c).err_of(),
+            Error::ParameterMismatch
+        );
+        assert_eq!(f.ck.neg_assign(&mut c).err_of(), Error::ParameterMismatch);
+        let pt = other
+            .ck
+            .encode_real(&[0.5], 4, 0, other.p.default_scale())
+            .unwrap();
+        assert_eq!(f.ck.decode(&pt).err_of(), Error::ParameterMismatch);
+        assert_eq!(
+            f.ck.encrypt_pk(&f.pk, &pt, &mut test_rng(1)).err_of(),
+            Error::ParameterMismatch
+        );
+        let mut mine = f.ck.clone_ct(&f.ct);
+        assert_eq!(
+            f.ck.mul_plain_assign(&mut mine, &pt).err_of(),
+            Error::ParameterMismatch
+        );
+    }
+}
+
+/// A value whose integer encoding would wrap modulo `Q_level` is refused, not wrapped.
+#[test]
+fn encoding_beyond_the_modulus_is_refused() {
+    let f = fixture(params::insecure_logn12(), 34);
+    // At level 0 (q_0 ≈ 2^60) with scale 2^40, 2^21 needs 61 bits + sign.
+    assert_eq!(
+        f.ck.encode_real(&[2f64.powi(21)], 4, 0, f.p.default_scale())
+            .err_of(),
+        Error::EncodingOverflow
+    );
+    // The same value fits at the top level (Q ≈ 2^300).
+    assert!(f
+        .ck
+        .encode_real(&[2f64.powi(21)], 4, f.p.max_level(), f.p.default_scale())
+        .is_ok());
+    // A constant scale that would zero or negate the ciphertext's scale.
+    let mut c = f.ck.clone_ct(&f.ct);
+    for bad in [0.0, -1.0, f64::NAN] {
+        assert!(matches!(
+            f.ck.mul_const_assign(&mut c, C64::real(1.0), bad).err_of(),
+            Error::InvalidParameters(_)
+        ));
+    }
+}
+
+/// Special primes too small for the gadget digits make key switching useless: refused.
+#[test]
+fn special_primes_must_cover_the_digits() {
+    let mut lit = params::insecure_logn12();
+    lit.log_p = vec![30];
+    lit.dnum = Some(1);
+    assert!(matches!(lit.validate(), Err(Error::InvalidParameters(_))));
+    // dnum larger than the digits needed is normalized (no empty digits in keys).
+    let mut lit = params::insecure_logn12();
+    lit.dnum = Some(5); // 7 primes: alpha = 2 gives 4 non-empty digits
+    assert_eq!(lit.validate().unwrap().dnum(), 4);
+}
+
+/// Galois elements must be odd and below 2N.
+#[test]
+fn even_galois_elements_are_refused() {
+    let f = fixture(params::insecure_logn12(), 35);
+    assert!(matches!(
+        f.ck.automorphism(&f.ct, 2, &f.keys).err_of(),
+        Error::InvalidParameters(_)
+    ));
+    let big = 2 * f.p.n() as u64 + 1;
+    assert!(matches!(
+        f.ck.automorphism(&f.ct, big, &f.keys).err_of(),
+        Error::InvalidParameters(_)
+    ));
+}

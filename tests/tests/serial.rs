@@ -164,7 +164,13 @@ fn ciphertext_and_plaintext_round_trips_and_sizes() {
 
     // Parameters.
     let pb = serial::params_to_bytes(p).unwrap();
-    let p_back = serial::params_from_bytes(&pb).unwrap();
+    // An INSECURE_ set from bytes is refused unless asked for explicitly.
+    assert!(p.literal().is_insecure());
+    assert!(matches!(
+        serial::params_from_bytes(&pb),
+        Err(Error::InvalidParameters(_))
+    ));
+    let p_back = serial::params_from_bytes_allowing_insecure(&pb).unwrap();
     assert_eq!(&p_back, p);
     assert_eq!(p_back.literal(), p.literal());
     assert_eq!(
@@ -354,7 +360,7 @@ fn decode_kind(ck: &Ctx, name: &str, bytes: &[u8]) -> Result<(), Error> {
         "pk" => ck.deserialize_public_key(bytes).map(drop),
         "swk" => ck.deserialize_switching_key(bytes).map(drop),
         "ek" => ck.deserialize_evaluation_keys(bytes).map(drop),
-        "params" => serial::params_from_bytes(bytes).map(drop),
+        "params" => serial::params_from_bytes_allowing_insecure(bytes).map(drop),
         _ => unreachable!(),
     }
 }
@@ -534,7 +540,7 @@ fn body_corruption_is_refused() {
     let mut swapped = serial::params_to_bytes(&other).unwrap();
     swapped[7..15].copy_from_slice(&p.id().to_le_bytes());
     assert_eq!(
-        serial::params_from_bytes(&swapped).unwrap_err(),
+        serial::params_from_bytes_allowing_insecure(&swapped).unwrap_err(),
         Error::ParameterMismatch
     );
     assert_eq!(

@@ -25,6 +25,8 @@ pub struct Plaintext<B: PolyBackend> {
     pub(crate) level: usize,
     pub(crate) scale: f64,
     pub(crate) slots: usize,
+    /// Identity of the parameter set that made it ([`CkksParams::id`]).
+    pub(crate) params_id: u64,
 }
 
 impl<B: PolyBackend> Plaintext<B> {
@@ -56,6 +58,8 @@ pub struct Ciphertext<B: PolyBackend> {
     /// When `Some`, `c_1` is the expansion of this seed (a fresh secret-key encryption), and the
     /// ciphertext can be serialized compressed.
     pub(crate) seed: Option<[u8; 32]>,
+    /// Identity of the parameter set that made it ([`CkksParams::id`]).
+    pub(crate) params_id: u64,
 }
 
 impl<B: PolyBackend> core::fmt::Debug for Ciphertext<B> {
@@ -109,6 +113,7 @@ pub struct ExtCiphertext<B: PolyBackend> {
     pub(crate) level: usize,
     pub(crate) scale: f64,
     pub(crate) slots: usize,
+    pub(crate) params_id: u64,
 }
 
 /// The digits of a hoisted decomposition (shared by many rotations of one ciphertext).
@@ -270,6 +275,13 @@ impl<B: PolyBackend> Ckks<B> {
     ) -> Result<Plaintext<B>> {
         self.check_level(level)?;
         let coeffs = self.encoder.encode(values, slots, scale)?;
+        // The integer message must fit centred in Q_level, and below scale·2^63 so that decoding
+        // (which reads the fewest primes above scale·2^64) recovers it.
+        let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
+        let bound_bits = (self.params.log_q_at(level) - 1.0).min(libm::log2(scale) + 63.0);
+        if max != 0 && libm::log2(max as f64) >= bound_bits {
+            return Err(Error::EncodingOverflow);
+        }
         let n = self.n();
         let basis = Basis::q(level + 1);
         let mut rows = vec![0u64; basis.rows() * n];
@@ -286,6 +298,7 @@ impl<B: PolyBackend> Ckks<B> {
         let mut poly = self.backend.upload(&rows);
         self.backend.ntt(&mut poly, basis);
         Ok(Plaintext {
+            params_id: self.params().id(),
             poly,
             level,
             scale,
@@ -321,6 +334,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Decodes a plaintext into its slot values.
     pub fn decode(&self, pt: &Plaintext<B>) -> Result<Vec<C64>> {
+        self.own(pt.params_id, pt.level)?;
         let n = self.n();
         let k = self.decode_rows(pt.level, pt.scale);
         let basis = Basis::q(k);
@@ -515,6 +529,7 @@ impl<B: PolyBackend> Ckks<B> {
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<SwitchingKey<B>> {
         self.check_sk(sk)?;
+        let g = g % (2 * self.n() as u64);
         if g.is_multiple_of(2) {
             return Err(Error::InvalidParameters("Galois elements are odd"));
         }
@@ -575,13 +590,11 @@ impl<B: PolyBackend> Ckks<B> {
         if pk.params_id != self.params.id() {
             return Err(Error::ParameterMismatch);
         }
+        self.own(pt.params_id, pt.level)?;
         let basis = Basis::q(pt.level + 1);
-        let u: Zeroizing<Vec<i64>> = Zeroizing::new(
-            sampling::ternary(rng, self.n())
-                .iter()
-                .map(|&x| x as i64)
-                .collect(),
-        );
+        // The ephemeral u decrypts this ciphertext: every copy of it is wiped.
+        let u_small = Zeroizing::new(sampling::ternary(rng, self.n()));
+        let u: Zeroizing<Vec<i64>> = Zeroizing::new(u_small.iter().map(|&x| x as i64).collect());
         let mut u = self.small_to_ntt(&u, basis);
         let e0 = self.sample_error(rng);
         let e1 = self.sample_error(rng);
@@ -592,6 +605,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.backend.mul_add_assign(&mut c1, &pk.a, &u, basis);
         self.backend.zeroize(&mut u);
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys: vec![c0, c1],
             level: pt.level,
             scale: pt.scale,
@@ -609,6 +623,7 @@ impl<B: PolyBackend> Ckks<B> {
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<Ciphertext<B>> {
         self.check_sk(sk)?;
+        self.own(pt.params_id, pt.level)?;
         let basis = Basis::q(pt.level + 1);
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
@@ -625,6 +640,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.backend.zeroize(&mut s);
         self.backend.zeroize(&mut t);
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys: vec![c0, a],
             level: pt.level,
             scale: pt.scale,
@@ -641,6 +657,7 @@ impl<B: PolyBackend> Ckks<B> {
     /// Decryption on the first `level + 1` primes only (`level ≤ ct.level`).
     fn decrypt_at(&self, sk: &SecretKey, ct: &Ciphertext<B>, level: usize) -> Result<Plaintext<B>> {
         self.check_sk(sk)?;
+        self.own(ct.params_id, ct.level)?;
         let basis = Basis::q(level + 1);
         let mut s = self.upload_secret(sk, basis);
         let mut m = self.copy_buf(&ct.polys[ct.polys.len() - 1], basis);
@@ -651,6 +668,7 @@ impl<B: PolyBackend> Ckks<B> {
         }
         self.backend.zeroize(&mut s);
         Ok(Plaintext {
+            params_id: self.params().id(),
             poly: m,
             level,
             scale: ct.scale,
@@ -672,6 +690,7 @@ impl<B: PolyBackend> Ckks<B> {
     pub fn clone_ct(&self, ct: &Ciphertext<B>) -> Ciphertext<B> {
         let basis = Basis::q(ct.level + 1);
         Ciphertext {
+            params_id: self.params().id(),
             polys: ct.polys.iter().map(|p| self.copy_buf(p, basis)).collect(),
             level: ct.level,
             scale: ct.scale,
@@ -680,13 +699,24 @@ impl<B: PolyBackend> Ckks<B> {
         }
     }
 
+    /// An operand made under these parameters, at a level they have.
+    fn own(&self, params_id: u64, level: usize) -> Result<()> {
+        if params_id != self.params.id() {
+            return Err(Error::ParameterMismatch);
+        }
+        self.check_level(level)
+    }
+
     fn binary_check(
         &self,
         a: &Ciphertext<B>,
+        b_id: u64,
         b_level: usize,
         b_scale: f64,
         b_slots: usize,
     ) -> Result<()> {
+        self.own(a.params_id, a.level)?;
+        self.own(b_id, b_level)?;
         if a.level != b_level {
             return Err(Error::LevelMismatch {
                 left: a.level,
@@ -706,7 +736,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a ±= b` in place.
     fn binary_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<()> {
-        self.binary_check(a, b.level, b.scale, b.slots)?;
+        self.binary_check(a, b.params_id, b.level, b.scale, b.slots)?;
         let basis = Basis::q(a.level + 1);
         while a.polys.len() < b.polys.len() {
             a.polys.push(self.backend.alloc(basis.rows()));
@@ -729,7 +759,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a ± b` into fresh buffers (one pass per polynomial).
     fn binary_new(&self, a: &Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<Ciphertext<B>> {
-        self.binary_check(a, b.level, b.scale, b.slots)?;
+        self.binary_check(a, b.params_id, b.level, b.scale, b.slots)?;
         let basis = Basis::q(a.level + 1);
         let degree = a.polys.len().max(b.polys.len());
         let polys = (0..degree)
@@ -749,6 +779,7 @@ impl<B: PolyBackend> Ckks<B> {
             })
             .collect();
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys,
             level: a.level,
             scale: a.scale,
@@ -768,17 +799,19 @@ impl<B: PolyBackend> Ckks<B> {
     }
 
     /// `a = -a`.
-    pub fn neg_assign(&self, a: &mut Ciphertext<B>) {
+    pub fn neg_assign(&self, a: &mut Ciphertext<B>) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         let basis = Basis::q(a.level + 1);
         for x in a.polys.iter_mut() {
             self.backend.neg_assign(x, basis);
         }
         a.seed = None;
+        Ok(())
     }
 
     /// `a += pt` (same level, scale and slots).
     pub fn add_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
-        self.binary_check(a, pt.level, pt.scale, pt.slots)?;
+        self.binary_check(a, pt.params_id, pt.level, pt.scale, pt.slots)?;
         self.backend
             .add_assign(&mut a.polys[0], &pt.poly, Basis::q(a.level + 1));
         Ok(())
@@ -786,7 +819,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a -= pt`.
     pub fn sub_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
-        self.binary_check(a, pt.level, pt.scale, pt.slots)?;
+        self.binary_check(a, pt.params_id, pt.level, pt.scale, pt.slots)?;
         self.backend
             .sub_assign(&mut a.polys[0], &pt.poly, Basis::q(a.level + 1));
         Ok(())
@@ -794,6 +827,8 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a *= pt` (slot-wise); the scale becomes `Δ_a·Δ_pt`. The plaintext may sit at a higher level.
     pub fn mul_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+        self.own(a.params_id, a.level)?;
+        self.own(pt.params_id, pt.level)?;
         if pt.level < a.level {
             return Err(Error::LevelMismatch {
                 left: a.level,
@@ -837,6 +872,12 @@ impl<B: PolyBackend> Ckks<B> {
     /// `scale`). Pass `scale = q_level` (see [`Ckks::rescale_prime`]) to return to the same scale
     /// after the next rescale.
     pub fn mul_const_assign(&self, a: &mut Ciphertext<B>, c: C64, scale: f64) -> Result<()> {
+        self.own(a.params_id, a.level)?;
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(Error::InvalidParameters(
+                "scale must be finite and at least 1",
+            ));
+        }
         let (re, im) = self.encoder.encode_constant(c, scale)?;
         let basis = Basis::q(a.level + 1);
         if im == 0 {
@@ -859,7 +900,8 @@ impl<B: PolyBackend> Ckks<B> {
     }
 
     /// `a *= k` for an integer `k` (scale unchanged).
-    pub fn mul_int_assign(&self, a: &mut Ciphertext<B>, k: i64) {
+    pub fn mul_int_assign(&self, a: &mut Ciphertext<B>, k: i64) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         let basis = Basis::q(a.level + 1);
         let s: Vec<u64> = self.moduli[..basis.rows()]
             .iter()
@@ -869,10 +911,12 @@ impl<B: PolyBackend> Ckks<B> {
             self.backend.mul_scalar_assign(x, &s, basis);
         }
         a.seed = None;
+        Ok(())
     }
 
     /// `a += c` for a complex constant (encoded at the ciphertext's scale).
     pub fn add_const_assign(&self, a: &mut Ciphertext<B>, c: C64) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         let (re, im) = self.encoder.encode_constant(c, a.scale)?;
         let basis = Basis::q(a.level + 1);
         if im == 0 {
@@ -896,6 +940,8 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// The tensor product `(a_0b_0, a_0b_1 + a_1b_0, a_1b_1)` (degree 2, no relinearization).
     pub fn mul_no_relin(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
+        self.own(a.params_id, a.level)?;
+        self.own(b.params_id, b.level)?;
         if a.level != b.level {
             return Err(Error::LevelMismatch {
                 left: a.level,
@@ -922,6 +968,7 @@ impl<B: PolyBackend> Ckks<B> {
             .mul_add_assign(&mut d1, &a.polys[1], &b.polys[0], basis);
         self.backend.mul(&a.polys[1], &b.polys[1], &mut d2, basis);
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys: vec![d0, d1, d2],
             level: a.level,
             scale: a.scale * b.scale,
@@ -932,7 +979,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Key switching of one polynomial `c` (NTT, over `Q_level`) with `key`: returns `(k_0, k_1)`
     /// with `k_0 + k_1·s ≈ c·s'`.
-    pub fn key_switch(
+    pub(crate) fn key_switch(
         &self,
         c: &B::Buffer,
         level: usize,
@@ -1004,6 +1051,7 @@ impl<B: PolyBackend> Ckks<B> {
         a: &mut Ciphertext<B>,
         keys: &EvaluationKeys<B>,
     ) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         if a.degree() != 2 {
             return Err(Error::DegreeMismatch {
                 found: a.degree(),
@@ -1041,6 +1089,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Divides by the last prime `q_level` with rounding; the scale is divided by it exactly.
     pub fn rescale_assign(&self, a: &mut Ciphertext<B>) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         if a.level == 0 {
             return Err(Error::LevelExhausted);
         }
@@ -1057,6 +1106,7 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// Drops primes down to `level` (modulus trimming before sending; the scale is unchanged).
     pub fn drop_level_assign(&self, a: &mut Ciphertext<B>, level: usize) -> Result<()> {
+        self.own(a.params_id, a.level)?;
         if level > a.level {
             return Err(Error::InvalidLevel {
                 level,
@@ -1081,11 +1131,17 @@ impl<B: PolyBackend> Ckks<B> {
         g: u64,
         keys: &EvaluationKeys<B>,
     ) -> Result<Ciphertext<B>> {
+        self.own(a.params_id, a.level)?;
         if a.degree() != 1 {
             return Err(Error::DegreeMismatch {
                 found: a.degree(),
                 expected: 1,
             });
+        }
+        if g.is_multiple_of(2) || g >= 2 * self.n() as u64 {
+            return Err(Error::InvalidParameters(
+                "Galois elements are odd and below 2N",
+            ));
         }
         let key = keys.galois.get(&g).ok_or(Error::MissingGaloisKey(g))?;
         self.check_key(key)?;
@@ -1101,6 +1157,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.backend.add_assign(&mut c0, &k0, basis);
         core::mem::swap(&mut c1, &mut k1);
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys: vec![c0, c1],
             level: a.level,
             scale: a.scale,
@@ -1131,6 +1188,7 @@ impl<B: PolyBackend> Ckks<B> {
         ks: &[i64],
         keys: &EvaluationKeys<B>,
     ) -> Result<Vec<Ciphertext<B>>> {
+        self.own(a.params_id, a.level)?;
         if a.degree() != 1 {
             return Err(Error::DegreeMismatch {
                 found: a.degree(),
@@ -1155,6 +1213,7 @@ impl<B: PolyBackend> Ckks<B> {
                 .automorphism(&a.polys[0], g, &mut c0, basis, Domain::Ntt);
             self.backend.add_assign(&mut c0, &k0, basis);
             out.push(Ciphertext {
+                params_id: self.params().id(),
                 polys: vec![c0, k1],
                 level: a.level,
                 scale: a.scale,
@@ -1174,6 +1233,7 @@ impl<B: PolyBackend> Ckks<B> {
         ks: &[i64],
         keys: &EvaluationKeys<B>,
     ) -> Result<Vec<ExtCiphertext<B>>> {
+        self.own(a.params_id, a.level)?;
         if a.degree() != 1 {
             return Err(Error::DegreeMismatch {
                 found: a.degree(),
@@ -1211,6 +1271,7 @@ impl<B: PolyBackend> Ckks<B> {
             self.backend.copy_rows(&c0, q_basis, &mut lifted, q_basis);
             self.backend.add_assign(&mut acc0, &lifted, ext);
             out.push(ExtCiphertext {
+                params_id: self.params().id(),
                 polys: [acc0, acc1],
                 level: a.level,
                 scale: a.scale,
@@ -1222,6 +1283,11 @@ impl<B: PolyBackend> Ckks<B> {
 
     /// `a += b` over the extended basis.
     pub fn add_ext_assign(&self, a: &mut ExtCiphertext<B>, b: &ExtCiphertext<B>) -> Result<()> {
+        self.own(a.params_id, a.level)?;
+        self.own(b.params_id, b.level)?;
+        if a.slots != b.slots {
+            return Err(Error::InvalidParameters("slot counts differ"));
+        }
         if a.level != b.level {
             return Err(Error::LevelMismatch {
                 left: a.level,
@@ -1249,6 +1315,7 @@ impl<B: PolyBackend> Ckks<B> {
             })
             .collect();
         Ciphertext {
+            params_id: self.params().id(),
             polys,
             level: a.level,
             scale: a.scale,

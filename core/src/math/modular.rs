@@ -18,6 +18,7 @@ pub const MAX_MODULUS_BITS: u32 = 61;
 
 /// An odd modulus `q < 2^61` with its Barrett constant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "u64", try_from = "u64")]
 pub struct Modulus {
     value: u64,
     /// `floor(2^128 / q)` as (low, high) words.
@@ -36,6 +37,20 @@ pub fn csub(x: u64, q: u64) -> u64 {
     // borrow => x < q => keep x
     let mask = (borrow as u64).wrapping_neg();
     (d & !mask) | (x & mask)
+}
+
+impl From<Modulus> for u64 {
+    fn from(m: Modulus) -> u64 {
+        m.value
+    }
+}
+
+impl TryFrom<u64> for Modulus {
+    type Error = &'static str;
+    /// Deserialization goes through [`Modulus::new`], so no invalid modulus can be built.
+    fn try_from(q: u64) -> Result<Self, Self::Error> {
+        Modulus::new(q).ok_or("a modulus is odd, at least 3 and below 2^61")
+    }
 }
 
 impl Modulus {
@@ -178,11 +193,8 @@ impl Modulus {
     #[inline(always)]
     pub fn from_i128(&self, x: i128) -> u64 {
         let r = self.reduce_u128(x.unsigned_abs());
-        if x < 0 {
-            self.neg(r)
-        } else {
-            r
-        }
+        let neg_mask = ((x < 0) as u64).wrapping_neg();
+        (self.neg(r) & neg_mask) | (r & !neg_mask)
     }
 
     /// The centered representative of `a < q` in `(-q/2, q/2]`.

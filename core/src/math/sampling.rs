@@ -33,6 +33,7 @@ pub fn ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize) -> Vec<i8> {
             i += 1;
         }
     }
+    zeroize::Zeroize::zeroize(&mut buf);
     out
 }
 
@@ -76,14 +77,19 @@ pub fn sparse_ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize, h: usize) -
         }
         k *= 2;
     }
-    vals.iter()
+    let out = vals
+        .iter()
         .map(|&v| {
             // 0 -> 0, 1 -> 1, 2 -> -1, branch free.
             let one = (v & 1) as i8;
             let minus = ((v >> 1) & 1) as i8;
             one - minus
         })
-        .collect()
+        .collect();
+    // The sorted values are the secret itself; the keys fix its support.
+    zeroize::Zeroize::zeroize(&mut vals);
+    zeroize::Zeroize::zeroize(&mut keys);
+    out
 }
 
 /// A cumulative distribution table for the rounded Gaussian of deviation `σ`, cut at `6σ`.

@@ -29,6 +29,11 @@ pub enum SecretDistribution {
     },
 }
 
+/// The key-switching error `≈ N·α·σ·Q_j/P` may reach at most `2^MAX_KEYSWITCH_NOISE_BITS`
+/// (coefficient units) before a set is refused: validation requires
+/// `log2 P ≥ max_j log2 Q_j + log2(N·α) − MAX_KEYSWITCH_NOISE_BITS`.
+pub const MAX_KEYSWITCH_NOISE_BITS: f64 = 12.0;
+
 /// The smallest Hamming weight accepted for a sparse secret outside `INSECURE_` sets.
 pub const MIN_SECURE_HAMMING_WEIGHT: u32 = 192;
 
@@ -107,8 +112,16 @@ pub fn max_log_qp_128(log_n: u32) -> Option<f64> {
     })
 }
 
-/// A 64-bit FNV-1a digest of the primes and ring degree: a parameter set's identity on the wire.
-fn digest(log_n: u32, q: &[Modulus], p: &[Modulus]) -> u64 {
+/// A 64-bit FNV-1a digest of the ring degree, the primes, the gadget and the secret distribution:
+/// a parameter set's identity on the wire (keys made under another `dnum` or secret distribution
+/// are refused, not misused).
+fn digest(
+    log_n: u32,
+    q: &[Modulus],
+    p: &[Modulus],
+    dnum: usize,
+    secret: SecretDistribution,
+) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     let mut eat = |x: u64| {
         for b in x.to_le_bytes() {
@@ -121,6 +134,11 @@ fn digest(log_n: u32, q: &[Modulus], p: &[Modulus]) -> u64 {
         eat(m.value());
     }
     eat(q.len() as u64);
+    eat(dnum as u64);
+    eat(match secret {
+        SecretDistribution::UniformTernary => 0,
+        SecretDistribution::SparseTernary { h } => 1 + h as u64,
+    });
     h
 }
 
@@ -189,9 +207,8 @@ impl CkksParamsLiteral {
             return Err(Error::InvalidParameters("dnum must be in 1..=L+1"));
         }
         let alpha = levels.div_ceil(dnum);
-        if alpha.div_ceil(1) * dnum < levels {
-            return Err(Error::InvalidParameters("dnum digits do not cover Q"));
-        }
+        // Only ceil((L+1)/alpha) digits are non-empty: fewer than asked when dnum does not divide.
+        let dnum = levels.div_ceil(alpha);
 
         // Primes: scaling primes nearest 2^scale; the others as large as their size allows.
         let mut chosen: Vec<u64> = Vec::new();
@@ -244,7 +261,25 @@ impl CkksParamsLiteral {
             .chain(&p)
             .map(|m| NttTable::new(*m, self.log_n).ok_or(Error::InvalidParameters("NTT table")))
             .collect::<Result<Vec<_>>>()?;
-        let id = digest(self.log_n, &q, &p);
+        // Key switching divides the digit products by P: a P short of the largest digit
+        // (by log2(N·alpha) plus margin) makes every relinearization and rotation garbage.
+        let log_p: f64 = p.iter().map(|m| libm::log2(m.value() as f64)).sum();
+        let max_digit: f64 = (0..dnum)
+            .map(|j| {
+                q[j * alpha..((j + 1) * alpha).min(levels)]
+                    .iter()
+                    .map(|m| libm::log2(m.value() as f64))
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max);
+        let need =
+            max_digit + self.log_n as f64 + libm::log2(alpha as f64) - MAX_KEYSWITCH_NOISE_BITS;
+        if log_p < need {
+            return Err(Error::InvalidParameters(
+                "special primes too small for the gadget digits (raise log_p or dnum)",
+            ));
+        }
+        let id = digest(self.log_n, &q, &p, dnum, self.secret);
         Ok(CkksParams(Arc::new(Inner {
             literal: self.clone(),
             q,

@@ -111,8 +111,26 @@ pub fn params_literal_from_bytes(bytes: &[u8]) -> Result<(CkksParamsLiteral, u64
 /// Validation searches primes and builds NTT tables (up to 80 primes at `N = 2^17`); to take
 /// parameters from an untrusted peer, prefer [`params_from_bytes_expecting`], which refuses an
 /// unexpected set before doing that work.
+///
+/// Bytes from a peer or a file choose the set's name, so a set named `INSECURE_*` (which skips the
+/// 128-bit check) is refused here; use [`params_from_bytes_expecting`] for a set the caller already
+/// uses, or [`params_from_bytes_allowing_insecure`] in tests.
 pub fn params_from_bytes(bytes: &[u8]) -> Result<CkksParams> {
+    params_from_bytes_inner(bytes, false)
+}
+
+/// [`params_from_bytes`] that also accepts `INSECURE_*` sets. For tests and local tooling only.
+pub fn params_from_bytes_allowing_insecure(bytes: &[u8]) -> Result<CkksParams> {
+    params_from_bytes_inner(bytes, true)
+}
+
+fn params_from_bytes_inner(bytes: &[u8], allow_insecure: bool) -> Result<CkksParams> {
     let (lit, id) = params_literal_from_bytes(bytes)?;
+    if lit.is_insecure() && !allow_insecure {
+        return Err(Error::InvalidParameters(
+            "an INSECURE_ parameter set from bytes is refused",
+        ));
+    }
     let params = lit.validate()?;
     if params.id() != id {
         return Err(Error::ParameterMismatch);
@@ -127,7 +145,8 @@ pub fn params_from_bytes_expecting(bytes: &[u8], expected_id: u64) -> Result<Ckk
     if h.kind == ObjectKind::Params && h.params_id != expected_id {
         return Err(Error::ParameterMismatch);
     }
-    params_from_bytes(bytes)
+    // The caller vouches for exactly this set (its id), insecure or not.
+    params_from_bytes_inner(bytes, true)
 }
 
 /// Bytes of one packed polynomial over `basis` under `params`.
@@ -316,6 +335,7 @@ impl<B: PolyBackend> Ckks<B> {
             (polys, None)
         };
         Ok(Ciphertext {
+            params_id: self.params().id(),
             polys,
             level,
             scale,
@@ -354,6 +374,7 @@ impl<B: PolyBackend> Ckks<B> {
         let poly = self.read_poly(&mut r, Basis::q(level + 1))?;
         r.finish()?;
         Ok(Plaintext {
+            params_id: self.params().id(),
             poly,
             level,
             scale,
