@@ -1,0 +1,169 @@
+//! Secure CKKS ↔ MPC conversion with complex packing (EncFormer §V-B, Algorithms 3 and 4,
+//! Appendix C), sans-IO over [`crate::mpc::Channel`].
+//!
+//! Roles: **P0** holds the CKKS secret key (it decrypts masked ciphertexts and encrypts its
+//! plaintext shares); **P1** holds the ciphertexts (the FHE evaluator). A ciphertext carries `n`
+//! complex slots `x + i·y`, i.e. two real vectors; the MPC side holds `[[x]]`, `[[y]]` over
+//! `Z_{2^ℓ}` at fixed-point scale `2^F`.
+//!
+//! # Π_C2M^ℂ ([`c2m_p1`], [`c2m_p0`])
+//!
+//! 1. P1 trims `⟨m⟩` to the boundary level `Q_conv` ([`C2mPlan::shortest_admissible`]: the
+//!    paper's modulus trimming), samples `r̂ ← R_{Q_conv}` uniformly (every coefficient, every
+//!    prime) and sends `⟨m⟩ + r̂` (one frame per batch). Its plaintext share is `−r̂`.
+//! 2. P0 decrypts: `m + r̂` (with `m = Δ·σ^{-1}(x+iy) + e`) is uniform in `R_{Q_conv}`,
+//!    independent of `m` (one-time pad in the additive group `R_{Q_conv}`).
+//! 3. Both read the `2n` coefficients of the slot subring (`Y = X^{N/2n}`) as shares mod
+//!    `Q_conv` (CRT) and run, locally and with the same public integer maps,
+//!    * stage 1: [`local_trunc`] by `2^{s_1}` (Field2Ring with truncation; P0's share is already
+//!      uniform thanks to `r̂`) — integer shares of `c_k/2^{s_1}`, reduced mod `2^K`, `K = 123`;
+//!    * stage 2: [`C2mPlan::decode_map`], the canonical embedding restricted to the slots as a
+//!      `2n × 2n` integer matrix with twiddles `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`, applied
+//!      with wrapping arithmetic mod `2^K` (a module homomorphism: shares commute with it
+//!      exactly; a floating-point FFT on shares would not);
+//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts) and
+//!      [`local_trunc`] by `2^{s_2}`, reduced mod `2^ℓ`.
+//!
+//! # Π_M2C^ℂ ([`m2c_p0`], [`m2c_p1`])
+//!
+//! Ring2Field lifts `[[x]], [[y]]` from `Z_{2^ℓ}` to `Z_{2^K}` exactly (one batched comparison,
+//! [`crate::mpc::Party::ring_to_field`]). Each party applies [`M2cPlan::encode_map`] (inverse
+//! embedding `c_k = (Δ/n)·Σ_j x_j cos(π e_jk/N) + y_j sin(π e_jk/N)` with twiddles scaled by
+//! `2^{t'}`), re-randomizes with a common mask and truncates locally by `2^{t'}` to *integer*
+//! shares of the plaintext coefficients, which it reduces modulo every prime of the output
+//! level `Q_L` (any level: the integer shares are exact, so `Q_L` need not fit `Z_q`). P0
+//! encrypts its plaintext share (secret-key, seeded: `c_1` travels as 32 bytes) and sends it;
+//! P1 adds its own share: `⟨m⟩ = Enc(p_0) + p_1` encrypts `Δ·σ^{-1}(x+iy)`.
+//!
+//! # Bit budget (all checked by [`C2mPlan::new`] / [`M2cPlan::new`], typed errors otherwise)
+//!
+//! Notation: `n` slots, scale `Δ`, `|x_j|, |y_j| ≤ B_max = 2^b`, statistical security σ.
+//! Parseval over the `2n` roots of `Y^{2n}+1` gives `|c_k| ≤ √2·B_max·Δ` and
+//! `Σ_k |c_k| ≤ 2√n·B_max·Δ` for the subring coefficients.
+//!
+//! * C2M stage 1: `h_1 = ⌈log2(√2·B_max·Δ)⌉ + 1` (one bit of margin for CKKS noise);
+//!   requires `log2 Q_conv ≥ h_1 + 1 + σ` (this is EncFormer's trimming condition: it implies
+//!   `q/2 > Δ·B_max` and, with `B_max·Δ ≥ 2^{ℓ-F}`-sized boundaries, `log2 q ≥ ℓ + σ + 1`);
+//!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4⌋⁺` so the
+//!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 1/16` ulp.
+//! * C2M stage 2: twiddle rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
+//!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
+//!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
+//! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
+//!   `≤ 2^{h_3+1−K}`; the output is a *faithful* rounding (`⌊u⌋` or `⌊u⌋+1` of the value
+//!   `u` before truncation, which is within `1/4` ulp + CKKS noise of `x·2^F`): the reconstructed
+//!   ring value differs from `x·2^F` by less than `1.25` ulp plus the CKKS noise. Exact rounding
+//!   would need an MPC truncation (not used: it costs ~1 KB per element with IKNP).
+//! * M2C: `t' = ⌈log2(n·B_max·2^F/(e_max − 1))⌉⁺` with `e_max = Δ/(16·n·2^F)` so that the
+//!   coefficient error (`< 1` truncation + `n·B_max·2^{F−t'}` twiddle rounding) keeps the slot
+//!   error `≤ 2n·e·2^F/Δ ≤ 1/8` ulp; `h = ⌈log2(√2·B_max·Δ)⌉ + 1 + t'`, requires
+//!   `K ≥ h + 1 + σ` and `log2 Q_L ≥ ⌈log2(√2·B_max·Δ)⌉ + 2`; failure `≤ 2^{h+1−K}` per
+//!   coefficient.
+//!
+//! Example (N = 2^16, n = 2^15, Δ = 2^40, ℓ = 43, F = 13, σ = 40, B_max = 2^8): `h_1 = 50`,
+//! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`, `s_2 = 52`,
+//! `t = 32`, `h_3 = 74 ≤ 82`; per-ciphertext failure `≈ 2^{-32}` (dominated by stage 1 at
+//! `2^{16}·2^{51−100}`; choose a longer `Q_conv` for less).
+//!
+//! # Cost
+//!
+//! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
+//! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
+//! plus Ring2Field of the `2n` real values. Local compute of the integer maps is `O(n²)` per
+//! vector (direct matrix; an `O(n log n)` exact integer transform is future work), so
+//! `N = 2^16` full-slot maps take seconds.
+//!
+//! # Security (semi-honest)
+//!
+//! P0 sees `m + r̂`, uniform in `R_{Q_conv}` and independent of `m`; every later step of C2M is
+//! local. In M2C, P1 sees Ring2Field transcripts (secure by Appendix C) and `Enc_sk(p_0)`,
+//! semantically secure. Common masks are public to both parties and only serve to make P0's
+//! share uniform for the wrap argument. Statistical failure as stated above.
+
+mod plan;
+mod protocol;
+
+pub use plan::{local_trunc, BoundaryCfg, C2mPlan, M2cPlan, K_BITS, MAX_TWIDDLE_BITS};
+pub use protocol::{
+    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, RunStats,
+    TAG_C2M_CT, TAG_M2C_CT,
+};
+
+use core::fmt;
+
+/// Errors of plan validation and of the non-protocol conversion steps.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ConvertError {
+    /// A CKKS-layer error.
+    Ckks(crate::Error),
+    /// An MPC-layer error.
+    Mpc(crate::mpc::MpcError),
+    /// The boundary modulus is too small: trimming to this level is refused.
+    ModulusTooSmall {
+        /// Level asked for.
+        level: usize,
+        /// `log2 Q_level`.
+        log_q: f64,
+        /// Bits required (`h_1 + 1 + σ`).
+        needed: u32,
+    },
+    /// `Q_level ≥ 2^124`, beyond the `Z_q` arithmetic of [`crate::mpc::zq`]: trim further.
+    ModulusTooLarge {
+        /// Level asked for.
+        level: usize,
+        /// `log2 Q_level`.
+        log_q: f64,
+    },
+    /// A ciphertext sits below the boundary level (modulus cannot be raised).
+    LevelTooLow {
+        /// The ciphertext's level.
+        found: usize,
+        /// The plan's boundary level.
+        needed: usize,
+    },
+    /// The bit budget does not close; the message says which constraint.
+    Budget(&'static str),
+}
+
+impl fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConvertError::Ckks(e) => write!(f, "ckks: {e}"),
+            ConvertError::Mpc(e) => write!(f, "mpc: {e}"),
+            ConvertError::ModulusTooSmall {
+                level,
+                log_q,
+                needed,
+            } => write!(
+                f,
+                "boundary level {level} (log2 q = {log_q:.1}) is below the admissible {needed} bits"
+            ),
+            ConvertError::ModulusTooLarge { level, log_q } => write!(
+                f,
+                "boundary level {level} (log2 q = {log_q:.1}) exceeds the 2^124 Z_q limit"
+            ),
+            ConvertError::LevelTooLow { found, needed } => {
+                write!(
+                    f,
+                    "ciphertext at level {found} below boundary level {needed}"
+                )
+            }
+            ConvertError::Budget(s) => write!(f, "bit budget: {s}"),
+        }
+    }
+}
+
+impl core::error::Error for ConvertError {}
+
+impl From<crate::Error> for ConvertError {
+    fn from(e: crate::Error) -> Self {
+        ConvertError::Ckks(e)
+    }
+}
+
+impl From<crate::mpc::MpcError> for ConvertError {
+    fn from(e: crate::mpc::MpcError) -> Self {
+        ConvertError::Mpc(e)
+    }
+}
