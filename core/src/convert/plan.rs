@@ -470,3 +470,48 @@ pub fn local_trunc(share: u128, m: u128, p0: bool, s: u32, h: u32) -> i128 {
         -(((m - share) >> s) as i128)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::{RngCore, SeedableRng};
+
+    /// The local truncation's correctness and its exact failure event: the sum of the integer
+    /// shares is `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1` unless `(x_0 + 2^h) mod m ≤ x + 2^h`, and that event
+    /// occurs at the predicted rate `≈ 2^h/m` (measurable here: `m ≈ 2^24`, `h = 12`).
+    #[test]
+    fn local_trunc_faithful_with_predicted_failures() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        for m in [1u128 << 24, 16_777_213] {
+            let (h, s) = (12u32, 5u32);
+            let trials = 200_000;
+            let mut fails = 0;
+            for _ in 0..trials {
+                let x = (rng.next_u64() % (1 << (h + 1))) as i128 - (1 << h);
+                let x0 = (rng.next_u64() as u128) % m;
+                let x1 = ((x.rem_euclid(m as i128) as u128) + m - x0) % m;
+                let sum = local_trunc(x0, m, true, s, h) + local_trunc(x1, m, false, s, h);
+                let fl = x.div_euclid(1 << s);
+                let predicted_fail = (x0 + (1u128 << h)) % m <= (x + (1 << h)) as u128;
+                if predicted_fail {
+                    fails += 1;
+                } else {
+                    assert!(sum == fl || sum == fl + 1, "x {x} -> {sum}");
+                }
+            }
+            // Expected ≈ trials·2^h/m ≈ 48.8.
+            assert!((20..=90).contains(&fails), "m {m}: {fails} failures");
+        }
+    }
+
+    #[test]
+    fn rot_group_and_tables() {
+        let r = rot_group(16, 8);
+        assert_eq!(r[..4], [1, 5, 25, 125 % 32]);
+        let (c, s) = trig_tables(16, 1024.0);
+        assert_eq!((c[0], s[0]), (1024, 0));
+        assert_eq!((c[8], s[8]), (0, 1024)); // e = N/2: ζ^{N/2} = i
+        assert_eq!((c[16], s[16]), (-1024, 0));
+    }
+}
