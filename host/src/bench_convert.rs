@@ -19,7 +19,7 @@ use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
-use veil_core::ckks::{Ciphertext, Ckks, SecretKey};
+use veil_core::ckks::{Ciphertext, Ckks, PublicKey, SecretKey};
 use veil_core::convert::{
     c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, ComplexShares,
     M2cPlan, RunStats,
@@ -143,6 +143,7 @@ fn party(id: PartyId) -> Result<Party<ChaCha20Rng>, String> {
 fn measure(
     ck: &Ckks<CpuBackend>,
     sk: &SecretKey,
+    pk: &PublicKey<CpuBackend>,
     keys: &veil_core::ckks::EvaluationKeys<CpuBackend>,
     c2m: &C2mPlan,
     m2c: &M2cPlan,
@@ -183,7 +184,7 @@ fn measure(
         let h = s.spawn(|| -> Out1 {
             let mut p1 = party(PartyId::P1)?;
             drive(p1.channel(), p1.setup(), &mut t1_).map_err(|e| e.to_string())?;
-            let (sh, a) = drive(p1.channel(), c2m_p1(&mut p1, ck, c2m, &cts), &mut t1_)
+            let (sh, a) = drive(p1.channel(), c2m_p1(&mut p1, ck, pk, c2m, &cts), &mut t1_)
                 .map_err(|e| e.to_string())?;
             let sh: Vec<ComplexShares> = reshape(sh, complex);
             let (out, b) = drive(p1.channel(), m2c_p1(&mut p1, ck, m2c, &sh), &mut t1_)
@@ -276,6 +277,7 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
     let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
     let mut r = rng();
     let sk = ck.gen_secret_key(&mut r);
+    let pk = ck.gen_public_key(&sk, &mut r).map_err(|e| e.to_string())?;
     let keys = ck
         .gen_evaluation_keys(&sk, &[], true, &mut r, |_, _| {})
         .map_err(|e| e.to_string())?;
@@ -287,8 +289,8 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
     let b = (1u64 << opts.log_bmax) as f64;
     let xs: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.7137).sin()) * b).collect();
     let ys: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.3311).cos()) * b).collect();
-    let real = measure(&ck, &sk, &keys, &c2m, &m2c, &xs, &ys, false)?;
-    let cplx = measure(&ck, &sk, &keys, &c2m, &m2c, &xs, &ys, true)?;
+    let real = measure(&ck, &sk, &pk, &keys, &c2m, &m2c, &xs, &ys, false)?;
+    let cplx = measure(&ck, &sk, &pk, &keys, &c2m, &m2c, &xs, &ys, true)?;
     let top = p.max_level();
     let m2c_ct = ciphertext_len(&p, top, 1, true) as u64;
     let mut modes = Vec::new();

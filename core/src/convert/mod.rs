@@ -9,8 +9,9 @@
 //! # Π_C2M^ℂ ([`c2m_p1`], [`c2m_p0`])
 //!
 //! 1. P1 trims `⟨m⟩` to the boundary level `Q_conv` ([`C2mPlan::shortest_admissible`]: the
-//!    paper's modulus trimming), samples `r̂ ← R_{Q_conv}` uniformly (every coefficient, every
-//!    prime) and sends `⟨m⟩ + r̂` (one frame per batch). Its plaintext share is `−r̂`.
+//!    paper's modulus trimming), re-randomizes it with a fresh `Enc_pk(0)` (circuit privacy
+//!    of `c_1`, see [`c2m_mask`]), samples `r̂ ← R_{Q_conv}` uniformly (every coefficient,
+//!    every prime) and sends `⟨m⟩ + r̂` (one frame per batch). Its plaintext share is `−r̂`.
 //! 2. P0 decrypts: `m + r̂` (with `m = Δ·σ^{-1}(x+iy) + e`) is uniform in `R_{Q_conv}`,
 //!    independent of `m` (one-time pad in the additive group `R_{Q_conv}`).
 //! 3. Both read the `2n` coefficients of the slot subring (`Y = X^{N/2n}`) as shares mod
@@ -42,18 +43,24 @@
 //! `Σ_k |c_k| ≤ 2√n·B_max·Δ` for the subring coefficients.
 //!
 //! * C2M stage 1: `h_1 = ⌈log2(√2·B_max·Δ)⌉ + 1` (one bit of margin for CKKS noise);
-//!   requires `log2 Q_conv ≥ h_1 + 1 + σ` (this is EncFormer's trimming condition: it implies
-//!   `q/2 > Δ·B_max` and, with `B_max·Δ ≥ 2^{ℓ-F}`-sized boundaries, `log2 q ≥ ℓ + σ + 1`);
+//!   requires `log2 Q_conv ≥ h_1 + 1 + σ`. This is our form of EncFormer's trimming
+//!   conditions `log2 q ≥ ℓ + σ + 1` and `q/2 > Δ·B_max`: here Field2Ring acts on the plaintext
+//!   coefficients themselves (`|c_k| < 2^{h_1}`), not on `ℓ`-bit values, and it implies
+//!   `q/2 > Δ·B_max`;
 //!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4⌋⁺` so the
 //!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 1/16` ulp.
 //! * C2M stage 2: twiddle rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
 //!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
 //! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
-//!   `≤ 2^{h_3+1−K}`; the output is a *faithful* rounding (`⌊u⌋` or `⌊u⌋+1` of the value
-//!   `u` before truncation, which is within `1/4` ulp + CKKS noise of `x·2^F`): the reconstructed
-//!   ring value differs from `x·2^F` by less than `1.25` ulp plus the CKKS noise. Exact rounding
-//!   would need an MPC truncation (not used: it costs ~1 KB per element with IKNP).
+//!   `≤ 2^{h_3+1−K}`. With P0's share uniform, the local truncation is a *stochastic
+//!   rounding* of the value `u` before truncation: the output is `⌊u⌋ + 1` with probability
+//!   `u − ⌊u⌋` and `⌊u⌋` otherwise (unbiased; see [`local_trunc`]). `u` is within `1/4` ulp
+//!   (proved fixed-point error, [`C2mPlan::error_bound_ulp`]) plus the CKKS decoding error of
+//!   `x·2^F`, so the reconstructed ring value is within 1.25 ulp (+ CKKS error) of `x·2^F`; for
+//!   fixed-point inputs `x = X·2^{-F}` (the paper's setting) it equals `X` except with
+//!   probability `|u − X|` (in the tests: ≈ 1 slot in 1000), and `X ± 1` otherwise. Exact
+//!   rounding would need an MPC truncation (not used: ~1 KB per element with IKNP).
 //! * M2C: `t' = ⌈log2(n·B_max·2^F/(e_max − 1))⌉⁺` with `e_max = Δ/(16·n·2^F)` so that the
 //!   coefficient error (`< 1` truncation + `n·B_max·2^{F−t'}` twiddle rounding) keeps the slot
 //!   error `≤ 2n·e·2^F/Δ ≤ 1/8` ulp; `h = ⌈log2(√2·B_max·Δ)⌉ + 1 + t'`, requires
@@ -62,21 +69,28 @@
 //!
 //! Example (N = 2^16, n = 2^15, Δ = 2^40, ℓ = 43, F = 13, σ = 40, B_max = 2^8): `h_1 = 50`,
 //! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`, `s_2 = 52`,
-//! `t = 32`, `h_3 = 74 ≤ 82`; per-ciphertext failure `≈ 2^{-32}` (dominated by stage 1 at
-//! `2^{16}·2^{51−100}`; choose a longer `Q_conv` for less).
+//! `t = 32`, `h_3 = 74 ≤ 82`; per-ciphertext failure `2n·(2^{51−100} + 2^{75−123}) ≈ 2^{-31.4}`
+//! (a larger σ needs a longer `Q_conv`, which `Z_q < 2^124` caps at two primes here).
 //!
 //! # Cost
 //!
 //! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
 //! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
-//! plus Ring2Field of the `2n` real values. Local compute of the integer maps is `O(n²)` per
-//! vector (direct matrix; an `O(n log n)` exact integer transform is future work), so
-//! `N = 2^16` full-slot maps take seconds.
+//! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
+//! `n = 2^15`, far more than the ciphertexts). Local compute of the integer maps is `O(n²)` per
+//! vector (direct matrix; an exact `O(n√n)` two-level or `O(n log n)` transform is future
+//! work): at `N = 2^16`, `n = 2^15` one complex C2M + M2C pair takes ≈ 69 s on one core
+//! (`veil bench convert`), against ≈ 0.05 s at `N = 2^10`.
+//!
+//! Measured at EncFormer's Table VII setting (`N = 2^16`, depth 8, `B_max = 2^8`), ciphertext
+//! bytes per conversion pair: real 18.83 MB, complex 9.41 MB, complex + trimming 4.79 MB
+//! (paper: 20.97, 10.49, 6.41); M2C ciphertexts are seeded (`c_1` as 32 bytes).
 //!
 //! # Security (semi-honest)
 //!
-//! P0 sees `m + r̂`, uniform in `R_{Q_conv}` and independent of `m`; every later step of C2M is
-//! local. In M2C, P1 sees Ring2Field transcripts (secure by Appendix C) and `Enc_sk(p_0)`,
+//! P0 sees `(c_0 + r̂, c_1)` with `c_1` re-randomized by `Enc_pk(0)` (pseudorandom under
+//! RLWE) and decrypts `m + r̂`, uniform in `R_{Q_conv}` and independent of `m`; every later step
+//! of C2M is local. In M2C, P1 sees Ring2Field transcripts (secure by Appendix C) and `Enc_sk(p_0)`,
 //! semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 

@@ -461,6 +461,9 @@ impl M2cPlan {
 /// `x + 2^h = a − (m − x_1)` over the integers, so `A − C = ⌊(x+2^h)/2^s⌋ + {0, 1}`. The wrap
 /// fails iff `a ≤ x + 2^h`, with probability `(x + 2^h + 1)/m ≤ 2^{h+1}/m`. The integer shares
 /// can then be reduced modulo any modulus (`2^ℓ`, or every RNS prime of `Q_level`).
+///
+/// The `+1` occurs iff `α < ρ = (x + 2^h) mod 2^s`, so for uniform `x_0` it has probability
+/// `ρ/2^s`: the result is the stochastic rounding of `x/2^s` (expectation exactly `x/2^s`).
 pub fn local_trunc(share: u128, m: u128, p0: bool, s: u32, h: u32) -> i128 {
     debug_assert!(s <= h && share < m && m <= 1u128 << 124 && h < 124);
     if p0 {
@@ -481,12 +484,13 @@ mod tests {
     /// shares is `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1` unless `(x_0 + 2^h) mod m ≤ x + 2^h`, and that event
     /// occurs at the predicted rate `≈ 2^h/m` (measurable here: `m ≈ 2^24`, `h = 12`).
     #[test]
-    fn local_trunc_faithful_with_predicted_failures() {
+    fn local_trunc_stochastic_rounding_with_predicted_failures() {
         let mut rng = ChaCha20Rng::seed_from_u64(9);
         for m in [1u128 << 24, 16_777_213] {
             let (h, s) = (12u32, 5u32);
             let trials = 200_000;
             let mut fails = 0;
+            let mut bias = 0f64;
             for _ in 0..trials {
                 let x = (rng.next_u64() % (1 << (h + 1))) as i128 - (1 << h);
                 let x0 = (rng.next_u64() as u128) % m;
@@ -498,8 +502,12 @@ mod tests {
                     fails += 1;
                 } else {
                     assert!(sum == fl || sum == fl + 1, "x {x} -> {sum}");
+                    bias += sum as f64 - x as f64 / (1 << s) as f64;
                 }
             }
+            // Stochastic rounding is unbiased: mean error 0 (sd of the mean ≈ 0.5/√trials).
+            let mean = bias / (trials - fails) as f64;
+            assert!(mean.abs() < 0.01, "m {m}: bias {mean}");
             // Expected ≈ trials·2^h/m ≈ 48.8.
             assert!((20..=90).contains(&fails), "m {m}: {fails} failures");
         }

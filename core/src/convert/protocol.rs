@@ -3,7 +3,7 @@
 use super::plan::{local_trunc, C2mPlan, M2cPlan, K_BITS, K_MASK};
 use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, SecretKey, C64};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
 use crate::math::sampling;
 use crate::mpc::zq::Modulus as ZqModulus;
 use crate::mpc::{MpcError, Party, RingShares, Stats};
@@ -109,11 +109,19 @@ fn subring_coeffs(plan: &C2mPlan, host: &[u64]) -> Result<Vec<u128>, MpcError> {
         .collect()
 }
 
-/// P1's local step of Π_C2M^ℂ: trims each ciphertext to the plan's level, adds a fresh uniform
-/// `r̂ ∈ R_{Q_conv}`, and returns the serialized masked ciphertexts with P1's coefficient
-/// shares `−r̂` (mod `Q_conv`, the `2n` subring coefficients of each).
+/// P1's local step of Π_C2M^ℂ: trims each ciphertext to the plan's level, re-randomizes it
+/// with a fresh `Enc_pk(0)`, adds a fresh uniform `r̂ ∈ R_{Q_conv}`, and returns the serialized
+/// masked ciphertexts with P1's coefficient shares `−r̂` (mod `Q_conv`, the `2n` subring
+/// coefficients of each).
+///
+/// The re-randomization is not in EncFormer's Algorithm 3 but is needed for circuit privacy:
+/// `r̂` hides `c_0 + c_1·s`, yet `c_1` itself is a function of P1's computation (after a
+/// plaintext product `c_1 = c_1^{in}·w`, and P0 knows `c_1^{in}`). Adding `Enc_pk(0) =
+/// (b·u + e_0, a·u + e_1)` makes `c_1` pseudorandom under RLWE; the decrypted value stays
+/// uniform (noise needs no flooding: `r̂` already hides `m + e` completely).
 pub fn c2m_mask<B: PolyBackend>(
     ckks: &Ckks<B>,
+    pk: &PublicKey<B>,
     plan: &C2mPlan,
     cts: &[Ciphertext<B>],
     rng: &mut (impl RngCore + CryptoRng),
@@ -146,6 +154,9 @@ pub fn c2m_mask<B: PolyBackend>(
         }
         let mut c = ckks.clone_ct(ct);
         ckks.drop_level_assign(&mut c, plan.level)?;
+        let zero = ckks.encode(&[], plan.slots, plan.level, ct.scale)?;
+        let fresh = ckks.encrypt_pk(pk, &zero, rng)?;
+        ckks.add_assign(&mut c, &fresh)?;
         let mut rows = Zeroizing::new(vec![0u64; basis.rows() * n]);
         for (r, m) in params.q()[..basis.rows()].iter().enumerate() {
             sampling::uniform_mod(rng, m, &mut rows[r * n..(r + 1) * n]);
@@ -220,18 +231,19 @@ fn check_party<R: RngCore + CryptoRng>(
     Ok(())
 }
 
-/// Π_C2M^ℂ, P1 (ciphertext holder): masks and sends all `cts` in one frame (one round), then
-/// derives its shares locally. Returns `[[x]], [[y]]` per ciphertext.
+/// Π_C2M^ℂ, P1 (ciphertext holder, with P0's public key): re-randomizes, masks and sends all
+/// `cts` in one frame (one round), then derives its shares locally. Returns `[[x]], [[y]]` per ciphertext.
 pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
+    pk: &PublicKey<B>,
     plan: &C2mPlan,
     cts: &[Ciphertext<B>],
 ) -> Result<(Vec<ComplexShares>, RunStats), MpcError> {
     check_party(party, plan.cfg.ring)?;
     let ch = party.channel();
     let (before, d0) = (ch.stats(), ch.depth());
-    let (bytes, shares) = c2m_mask(ckks, plan, cts, party.rng()).map_err(|e| match e {
+    let (bytes, shares) = c2m_mask(ckks, pk, plan, cts, party.rng()).map_err(|e| match e {
         ConvertError::Mpc(e) => e,
         _ => bad("C2M input refused (see c2m_mask for the typed error)"),
     })?;
