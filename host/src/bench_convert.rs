@@ -355,7 +355,7 @@ pub fn render(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "  {:<13} {:>4} {:>5} {:>10} {:>10} {:>7} {:>9} {:>9} {:>8}  {}",
+        "  {:<13} {:>4} {:>5} {:>10} {:>10} {:>7} {:>9} {:>9} {:>8}  latency LAN/WAN1/WAN2/WAN3 (s)",
         "mode",
         "run",
         "cts",
@@ -365,7 +365,6 @@ pub fn render(r: &Report) -> String {
         "compute",
         "wrappers",
         "err ulp",
-        "latency LAN/WAN1/WAN2/WAN3 (s)"
     );
     for m in &r.modes {
         let lat: Vec<String> = m

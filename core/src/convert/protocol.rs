@@ -40,6 +40,10 @@ pub struct RunStats {
     pub channel: Stats,
 }
 
+/// P1's output of [`c2m_mask`]: the serialized masked ciphertexts and, per ciphertext, P1's
+/// shares `−r̂` of the `2n` subring coefficients mod `Q_conv`.
+pub type MaskedBatch = (Vec<Vec<u8>>, Vec<Vec<u128>>);
+
 fn bad(what: &'static str) -> MpcError {
     MpcError::InvalidInput(what)
 }
@@ -125,7 +129,7 @@ pub fn c2m_mask<B: PolyBackend>(
     plan: &C2mPlan,
     cts: &[Ciphertext<B>],
     rng: &mut (impl RngCore + CryptoRng),
-) -> Result<(Vec<Vec<u8>>, Vec<Vec<u128>>), ConvertError> {
+) -> Result<MaskedBatch, ConvertError> {
     let params = ckks.params();
     let n = params.n();
     let basis = Basis::q(plan.level + 1);
