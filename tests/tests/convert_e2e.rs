@@ -619,3 +619,61 @@ fn c2m_rerandomizes_c1() {
     // And it still decrypts to the masked message (correctness is covered end to end).
     assert_eq!(seen.level(), plan.level());
 }
+
+/// Protocol misuse ends in typed errors on both sides, never a panic or a wrong result: a
+/// ciphertext count the receiver does not expect, and a party whose ring differs from the plan.
+#[test]
+fn mismatches_are_typed_errors() {
+    use veil_core::mpc::MpcError;
+    use veil_host::mpc::DriverError;
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let pk = pk_of(&ck, &sk);
+    let ct = encrypt(&ck, &sk, &[C64::real(1.0)], 1, &mut rng);
+    let (e0, _) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), c2m_p0(pp, &ck, &sk, &plan, 2), t).map(|_| ()),
+        |pp, t| {
+            drive(
+                pp.channel(),
+                c2m_p1(pp, &ck, &pk, &plan, std::slice::from_ref(&ct)),
+                t,
+            )
+            .map(|_| ())
+        },
+    );
+    assert!(
+        matches!(
+            e0,
+            Err(DriverError::Protocol(MpcError::Malformed {
+                what: "ciphertext count",
+                ..
+            }))
+        ),
+        "{e0:?}"
+    );
+    let other = MpcConfig {
+        ring: RingCfg::new(48, 16).unwrap(),
+        ..MpcConfig::ENCFORMER
+    };
+    let (a, b) = run_mem(
+        other,
+        |pp, t| drive(pp.channel(), c2m_p0(pp, &ck, &sk, &plan, 1), t).map(|_| ()),
+        |pp, t| {
+            drive(
+                pp.channel(),
+                c2m_p1(pp, &ck, &pk, &plan, std::slice::from_ref(&ct)),
+                t,
+            )
+            .map(|_| ())
+        },
+    );
+    for e in [a, b] {
+        assert!(
+            matches!(e, Err(DriverError::Protocol(MpcError::InvalidConfig(_)))),
+            "{e:?}"
+        );
+    }
+}
