@@ -120,6 +120,13 @@ fn plan_budget_and_trimming() {
     ));
     let plan = C2mPlan::shortest_admissible(p, n, SCALE, cfg()).unwrap();
     assert_eq!(plan.level(), 1);
+    // Table VII's setting (N = 2^16, depth 8) trims to q_0·q_1 and gets the O(n√n) map at
+    // B_max = 2^8; at B_max = 2^12 only the direct map's budget closes.
+    let big = params::ckks_128_custom(16, 8, 3).validate().unwrap();
+    let t7 = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, cfg()).unwrap();
+    assert!(t7.level() == 1 && t7.is_fast() && t7.error_bound_ulp() < 0.25);
+    let wide = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, BoundaryCfg::encformer(12));
+    assert!(!wide.unwrap().is_fast());
     assert!(plan.error_bound_ulp() < 0.25, "{}", plan.error_bound_ulp());
     assert!(plan.failure_log2() < -30.0, "{}", plan.failure_log2());
     println!(
@@ -185,6 +192,24 @@ fn integer_maps_are_homomorphic_and_match_the_encoder() {
         assert_eq!(ar[j].wrapping_add(br[j]) & mask, sr[j]);
         assert_eq!(ai[j].wrapping_add(bi[j]) & mask, si[j]);
     }
+    // The two stages of the O(n√n) map are homomorphic too.
+    assert!(plan.is_fast());
+    let (ar, ai) = plan.decode_inner(&a);
+    let (br, bi) = plan.decode_inner(&b);
+    let (sr, si) = plan.decode_inner(&s);
+    let add = |x: &[u128], y: &[u128]| -> Vec<u128> {
+        x.iter()
+            .zip(y)
+            .map(|(u, v)| u.wrapping_add(*v) & mask)
+            .collect()
+    };
+    assert_eq!(add(&ar, &br), sr);
+    assert_eq!(add(&ai, &bi), si);
+    let (oa, oai) = plan.decode_outer(&ar, &ai);
+    let (ob, obi) = plan.decode_outer(&br, &bi);
+    let (os, osi) = plan.decode_outer(&sr, &si);
+    assert_eq!(add(&oa, &ob), os);
+    assert_eq!(add(&oai, &obi), osi);
     let m = M2cPlan::new(p, 1, n, SCALE, cfg()).unwrap();
     let ea = m.encode_map(&a[..n], &a[n..]);
     let eb = m.encode_map(&b[..n], &b[n..]);
@@ -260,10 +285,27 @@ fn c2m_reconstructs_complex_slots() {
             encrypt(&ck, &sk, &z, p.max_level(), &mut rng)
         })
         .collect();
-    let t0 = std::time::Instant::now();
-    let ((s0, st0), (s1, st1)) = run_c2m(&ck, &sk, &plan, &cts);
-    println!("c2m of 3 ciphertexts: {:?}", t0.elapsed());
+    // The two-level O(n√n) map is in use here; the direct O(n²) map is the reference.
+    assert!(plan.is_fast());
+    let direct = plan.direct().unwrap();
+    assert!(!direct.is_fast() && direct.error_bound_ulp() < 0.25);
     let r = RingCfg::ENCFORMER;
+    for reference in [direct, plan.clone()] {
+        let t0 = std::time::Instant::now();
+        let ((s0, _), (s1, _)) = run_c2m(&ck, &sk, &reference, &cts);
+        let mut worst = 0f64;
+        for i in 0..3 {
+            worst = worst.max(err_ulp(&r, &s0[i].re, &s1[i].re, &xs[i]));
+            worst = worst.max(err_ulp(&r, &s0[i].im, &s1[i].im, &ys[i]));
+        }
+        println!(
+            "C2M (fast: {}) of 3 ciphertexts: {:?}, max error {worst:.3} ulp",
+            reference.is_fast(),
+            t0.elapsed()
+        );
+        assert!(worst < 1.3, "C2M error {worst} ulp");
+    }
+    let ((s0, st0), (s1, st1)) = run_c2m(&ck, &sk, &plan, &cts);
     let mut worst = 0f64;
     for i in 0..3 {
         worst = worst.max(err_ulp(&r, &s0[i].re, &s1[i].re, &xs[i]));

@@ -97,7 +97,7 @@
 mod plan;
 mod protocol;
 
-pub use plan::{local_trunc, BoundaryCfg, C2mPlan, M2cPlan, K_BITS, MAX_TWIDDLE_BITS};
+pub use plan::{local_trunc, BoundaryCfg, C2mPlan, FastDecode, M2cPlan, K_BITS, MAX_TWIDDLE_BITS};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
     RunStats, TAG_C2M_CT, TAG_M2C_CT,

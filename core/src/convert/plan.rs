@@ -105,6 +105,34 @@ fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
     libm::ceil(0.5 + log_bmax as f64 + log_delta) as u32
 }
 
+/// The two-level decoding map (`O(n·√n)` instead of `O(n²)`), used by [`C2mPlan`] when its
+/// budget closes.
+///
+/// Split the `2n` subring coefficients as `k = a + A·b` (`A = 2^{⌈log2(2n)/2⌉}`, `b < L = 2n/A`):
+/// `z_j = Σ_a ω_j^a · I_a(ω_j^A)` with `I_a(ρ) = Σ_b c_{a+Ab}·ρ^b`, `ω_j = ζ^{5^j·N/2n}`. Since
+/// `ω_j^A` depends only on `j mod L/2`, the inner stage evaluates `A·L/2` sums of `L` terms with
+/// twiddles rounded at `2^{t_1}`; the parties then re-randomize with a common mask and
+/// truncate locally by `2^{u_1}` ([`local_trunc`], stochastic rounding, failure
+/// `≤ 2^{h_I+1−K}` per value); the outer stage applies `A` complex twiddles rounded at scale
+/// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
+/// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
+/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 1/16`), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
+/// the direct map (`≤ 1/16`); `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two
+/// rounding terms `≤ 1/32` each: `< 3/16` ulp in all. Bits: inner values `< 2^{h_I}`,
+/// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
+/// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
+#[derive(Clone, Debug)]
+pub struct FastDecode {
+    pub(crate) a: usize,
+    pub(crate) l: usize,
+    pub(crate) u1: u32,
+    pub(crate) h_i: u32,
+    pub(crate) cos1: Vec<i64>,
+    pub(crate) sin1: Vec<i64>,
+    pub(crate) cos2: Vec<i64>,
+    pub(crate) sin2: Vec<i64>,
+}
+
 /// A validated CKKS→MPC plan ([`super::c2m_p0`] / [`super::c2m_p1`]).
 ///
 /// Stages (all share arithmetic is linear; see the module docs for the proofs):
@@ -125,6 +153,7 @@ pub struct C2mPlan {
     pub(crate) h1: u32,
     pub(crate) s2: u32,
     pub(crate) h3: u32,
+    pub(crate) fast: Option<FastDecode>,
     pub(crate) twiddle_bits: f64,
     pub(crate) rot: Vec<u64>,
     pub(crate) cos: Vec<i64>,
@@ -205,7 +234,72 @@ impl C2mPlan {
             cos,
             sin,
             err_bound_ulp: ulp_a + ulp_b,
-        })
+            fast: None,
+        }
+        .with_fast(log_delta))
+    }
+
+    /// Enables the two-level decoding map when its budget closes (see [`FastDecode`]).
+    fn with_fast(mut self, log_delta: f64) -> Self {
+        let n = self.slots;
+        let log2n = (2 * n).trailing_zeros();
+        let a_bits = log2n.div_ceil(2);
+        let a = 1usize << a_bits;
+        let l = 2 * n / a;
+        if l < 2 {
+            return self;
+        }
+        let (b, f, sigma) = (
+            self.cfg.log_bmax as f64,
+            self.cfg.ring.frac as f64,
+            self.cfg.sigma,
+        );
+        let sqrt_n = libm::sqrt(n as f64);
+        // (i) inner twiddle rounding ≤ √2·√n·B·2^F/2^{t_1} ulp ≤ 1/32.
+        let t1 = libm::ceil(libm::log2(32.0 * libm::sqrt(2.0) * sqrt_n) + b + f);
+        // (ii) intermediate truncation (< 1 per component, A terms through |W| ≤ √2·S_2):
+        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 1/16.
+        let u1 = libm::floor(
+            t1 + log_delta - f - self.s1 as f64 - libm::log2(16.0 * libm::sqrt(2.0) * a as f64),
+        );
+        // Inner values: |I·2^{t_1}| ≤ 2^{t_1}·√L·‖c'‖₂ ≤ 2^{t_1}·√(2L)·B·Δ/2^{s_1}.
+        let h_i = libm::ceil(
+            libm::log2(libm::sqrt(2.0 * l as f64)) + b + log_delta + t1 - self.s1 as f64,
+        ) + 1.0;
+        if u1 < 0.0
+            || u1 > h_i
+            || t1 > MAX_TWIDDLE_BITS
+            || (K_BITS as f64) < h_i + 1.0 + sigma as f64
+        {
+            return self;
+        }
+        // (iii) outer twiddle rounding ≤ √2·√n·B·2^F/S_2 ulp ≤ 1/32: S_2 ≥ 2^{t_1} suffices.
+        let s2 = libm::ceil(2.0 * t1 + log_delta - f - self.s1 as f64 - u1);
+        let log_s2 = f + s2 + self.s1 as f64 + u1 - t1 - log_delta;
+        let h3 = self.cfg.log_bmax + self.cfg.ring.frac + s2 as u32 + 1;
+        if s2 < 1.0 || log_s2 > MAX_TWIDDLE_BITS || K_BITS < h3 + 1 + sigma {
+            return self;
+        }
+        let (cos1, sin1) = trig_tables(self.n_ring, libm::exp2(t1));
+        let (cos2, sin2) = trig_tables(self.n_ring, libm::exp2(log_s2));
+        let ulp = 2.0 * n as f64 * libm::exp2(self.s1 as f64 + f - log_delta)
+            + 2.0 * libm::sqrt(2.0) * sqrt_n * libm::exp2(b + f - t1)
+            + a as f64 * libm::sqrt(2.0) * libm::exp2(f + self.s1 as f64 + u1 - t1 - log_delta);
+        self.s2 = s2 as u32;
+        self.h3 = h3;
+        self.twiddle_bits = t1 + log_s2;
+        self.err_bound_ulp = ulp;
+        self.fast = Some(FastDecode {
+            a,
+            l,
+            u1: u1 as u32,
+            h_i: h_i as u32,
+            cos1,
+            sin1,
+            cos2,
+            sin2,
+        });
+        self
     }
 
     /// Modulus trimming: the shortest level (fewest primes, smallest ciphertext) at which
@@ -232,6 +326,38 @@ impl C2mPlan {
         Err(last)
     }
 
+    /// The same boundary with the direct `O(n²)` decoding map (reference path).
+    pub fn direct(&self) -> Result<Self, ConvertError> {
+        let p = self.clone();
+        if p.fast.is_none() {
+            return Ok(p);
+        }
+        // Rebuild without the fast path: recompute the direct budget.
+        let log_delta = libm::log2(self.scale);
+        let mut d = self.clone();
+        d.fast = None;
+        let f = d.cfg.ring.frac;
+        let log_n = d.slots.trailing_zeros();
+        let need_b = libm::ceil(3.0 + 0.5 * log_n as f64 + d.cfg.log_bmax as f64 + log_delta);
+        d.s2 = ((need_b as i64 - d.s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
+        d.h3 = d.cfg.log_bmax + f + d.s2 + 1;
+        d.twiddle_bits = (f + d.s1 + d.s2) as f64 - log_delta;
+        let smul = libm::exp2((f + d.s1 + d.s2) as f64 - log_delta);
+        let (cos, sin) = trig_tables(d.n_ring, smul);
+        d.cos = cos;
+        d.sin = sin;
+        d.err_bound_ulp = 2.0 * d.slots as f64 * libm::exp2(d.s1 as f64 + f as f64 - log_delta)
+            + libm::sqrt(d.slots as f64)
+                * libm::exp2(d.cfg.log_bmax as f64 + log_delta - (d.s1 + d.s2) as f64)
+            + d.slots as f64 / libm::exp2(d.s2 as f64);
+        Ok(d)
+    }
+
+    /// Whether the two-level `O(n·√n)` decoding map ([`FastDecode`]) is used.
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
     /// The boundary level `Q_conv` the ciphertexts are trimmed to.
     pub fn level(&self) -> usize {
         self.level
@@ -252,7 +378,8 @@ impl C2mPlan {
     pub fn shifts(&self) -> (u32, u32) {
         (self.s1, self.s2)
     }
-    /// `t = F + s_1 + s_2 − log2 Δ`: the twiddle precision in bits.
+    /// Total twiddle precision in bits: `t = F + s_1 + s_2 − log2 Δ` for the direct map,
+    /// `t_1 + log2 S_2` for the two-level one.
     pub fn twiddle_bits(&self) -> f64 {
         self.twiddle_bits
     }
@@ -267,7 +394,12 @@ impl C2mPlan {
         let q = libm::log2(self.basis.modulus().value() as f64);
         let p1 = libm::exp2((self.h1 + 1) as f64 - q);
         let p3 = libm::exp2((self.h3 + 1) as f64 - K_BITS as f64);
-        libm::log2(2.0 * self.slots as f64 * (p1 + p3))
+        // The fast path truncates A·L/2 = n complex values (2n real ones) in the middle.
+        let pi = match &self.fast {
+            Some(fd) => libm::exp2((fd.h_i + 1) as f64 - K_BITS as f64),
+            None => 0.0,
+        };
+        libm::log2(2.0 * self.slots as f64 * (p1 + p3 + pi))
     }
 }
 
@@ -419,6 +551,72 @@ impl C2mPlan {
             }
             re.push(a & K_MASK);
             im.push(b & K_MASK);
+        }
+        (re, im)
+    }
+}
+
+impl C2mPlan {
+    /// Inner stage of [`FastDecode`] on one party's share (mod `2^K`): `(Re, Im)` of
+    /// `I_a(ω_r^A)·2^{t_1}` at index `a·(L/2) + r`. Panics if the fast path is off.
+    pub fn decode_inner(&self, coeffs: &[u128]) -> (Vec<u128>, Vec<u128>) {
+        let fd = self.fast.as_ref().expect("fast decoding enabled");
+        let (a_n, l) = (fd.a, fd.l);
+        let p = (l / 2).max(1);
+        let gap = (self.n_ring / (2 * self.slots)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let tc: Vec<u128> = fd.cos1.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = fd.sin1.iter().map(|&v| to_k(v)).collect();
+        let mut re = Vec::with_capacity(a_n * p);
+        let mut im = Vec::with_capacity(a_n * p);
+        for a in 0..a_n {
+            for &g in &self.rot[..p] {
+                let step = (g * gap * a_n as u64) & mask;
+                let (mut x, mut y) = (0u128, 0u128);
+                let mut e = 0u64;
+                for b in 0..l {
+                    let c = coeffs[a + a_n * b];
+                    x = x.wrapping_add(c.wrapping_mul(tc[e as usize]));
+                    y = y.wrapping_add(c.wrapping_mul(ts[e as usize]));
+                    e = (e + step) & mask;
+                }
+                re.push(x & K_MASK);
+                im.push(y & K_MASK);
+            }
+        }
+        (re, im)
+    }
+
+    /// Outer stage of [`FastDecode`] (mod `2^K`): `z_j = Σ_a ω_j^a·I''_{a, j mod L/2}` with
+    /// complex twiddles at scale `S_2`. Panics if the fast path is off.
+    pub fn decode_outer(&self, ire: &[u128], iim: &[u128]) -> (Vec<u128>, Vec<u128>) {
+        let fd = self.fast.as_ref().expect("fast decoding enabled");
+        let a_n = fd.a;
+        let p = (fd.l / 2).max(1);
+        let gap = (self.n_ring / (2 * self.slots)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let tc: Vec<u128> = fd.cos2.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = fd.sin2.iter().map(|&v| to_k(v)).collect();
+        let mut re = Vec::with_capacity(self.slots);
+        let mut im = Vec::with_capacity(self.slots);
+        for (j, &g) in self.rot.iter().enumerate() {
+            let r = j % p;
+            let step = (g * gap) & mask;
+            let (mut x, mut y) = (0u128, 0u128);
+            let mut e = 0u64;
+            for a in 0..a_n {
+                let (c, s) = (tc[e as usize], ts[e as usize]);
+                let (u, v) = (ire[a * p + r], iim[a * p + r]);
+                x = x
+                    .wrapping_add(c.wrapping_mul(u))
+                    .wrapping_sub(s.wrapping_mul(v));
+                y = y
+                    .wrapping_add(s.wrapping_mul(u))
+                    .wrapping_add(c.wrapping_mul(v));
+                e = (e + step) & mask;
+            }
+            re.push(x & K_MASK);
+            im.push(y & K_MASK);
         }
         (re, im)
     }

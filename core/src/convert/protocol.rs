@@ -201,7 +201,29 @@ fn c2m_local<R: RngCore + CryptoRng>(
                 .map(|&v| local_trunc(v, q, p0, plan.s1, plan.h1) as u128 & K_MASK)
                 .collect(),
         );
-        let (re, im) = plan.decode_map(&c1);
+        let (re, im) = match &plan.fast {
+            None => plan.decode_map(&c1),
+            Some(fd) => {
+                let (ir, ii) = plan.decode_inner(&c1);
+                let mut mid = |v: Vec<u128>| -> Result<Vec<u128>, MpcError> {
+                    let mut o = Vec::with_capacity(v.len());
+                    for x in v {
+                        let r = party.common_zq(&mk)?;
+                        let x = if p0 {
+                            x.wrapping_add(r) & K_MASK
+                        } else {
+                            x.wrapping_sub(r) & K_MASK
+                        };
+                        let t = local_trunc(x, 1u128 << K_BITS, p0, fd.u1, fd.h_i);
+                        o.push(t as u128 & K_MASK);
+                    }
+                    Ok(o)
+                };
+                let ir = mid(ir)?;
+                let ii = mid(ii)?;
+                plan.decode_outer(&ir, &ii)
+            }
+        };
         let mut fin = |v: Vec<u128>| -> Result<RingShares, MpcError> {
             let mut o = Vec::with_capacity(v.len());
             for x in v {
