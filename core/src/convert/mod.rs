@@ -18,10 +18,13 @@
 //!    `Q_conv` (CRT) and run, locally and with the same public integer maps,
 //!    * stage 1: [`local_trunc`] by `2^{s_1}` (Field2Ring with truncation; P0's share is already
 //!      uniform thanks to `r̂`) — integer shares of `c_k/2^{s_1}`, reduced mod `2^K`, `K = 123`;
-//!    * stage 2: [`C2mPlan::decode_map`], the canonical embedding restricted to the slots as a
-//!      `2n × 2n` integer matrix with twiddles `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`, applied
-//!      with wrapping arithmetic mod `2^K` (a module homomorphism: shares commute with it
-//!      exactly; a floating-point FFT on shares would not);
+//!    * stage 2: the canonical embedding restricted to the slots, as integer maps applied with
+//!      wrapping arithmetic mod `2^K` (module homomorphisms: shares commute with them exactly;
+//!      a floating-point FFT on shares would not): by default the two-level `O(n·√n)` map of
+//!      [`FastDecode`] ([`C2mPlan::decode_inner`], a common re-randomization and local
+//!      truncation, [`C2mPlan::decode_outer`]); when its budget does not close, the direct
+//!      `2n × 2n` matrix [`C2mPlan::decode_map`] with twiddles
+//!      `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`;
 //!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts) and
 //!      [`local_trunc`] by `2^{s_2}`, reduced mod `2^ℓ`.
 //!
@@ -49,7 +52,8 @@
 //!   `q/2 > Δ·B_max`;
 //!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4⌋⁺` so the
 //!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 1/16` ulp.
-//! * C2M stage 2: twiddle rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
+//! * C2M stage 2 (direct map; the two-level map's budget is at [`FastDecode`]): twiddle
+//!   rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
 //!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
 //! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
@@ -68,19 +72,25 @@
 //!   coefficient.
 //!
 //! Example (N = 2^16, n = 2^15, Δ = 2^40, ℓ = 43, F = 13, σ = 40, B_max = 2^8): `h_1 = 50`,
-//! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`, `s_2 = 52`,
-//! `t = 32`, `h_3 = 74 ≤ 82`; per-ciphertext failure `2n·(2^{51−100} + 2^{75−123}) ≈ 2^{-31.4}`
-//! (a larger σ needs a longer `Q_conv`, which `Z_q < 2^124` caps at two primes here).
+//! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`; direct map:
+//! `s_2 = 52`, `t = 32`, `h_3 = 74 ≤ 82`, per-ciphertext failure
+//! `2n·(2^{51−100} + 2^{75−123}) ≈ 2^{-31.4}`; the two-level map (used) has `t_1 = 34`,
+//! `h_I = 81 ≤ 82` and an extra `2n·2^{82−123}` (≈ 2^{-25}) of failure. A larger σ needs a
+//! longer `Q_conv`, which `Z_q < 2^124` caps at two primes here; `B_max = 2^12` still fits the
+//! direct map.
 //!
 //! # Cost
 //!
 //! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
 //! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
 //! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
-//! `n = 2^15`, far more than the ciphertexts). Local compute of the integer maps is `O(n²)` per
-//! vector (direct matrix; an exact `O(n√n)` two-level or `O(n log n)` transform is future
-//! work): at `N = 2^16`, `n = 2^15` one complex C2M + M2C pair takes ≈ 69 s on one core
-//! (`veil bench convert`), against ≈ 0.05 s at `N = 2^10`.
+//! `n = 2^15`, far more than the ciphertexts). Local compute: the C2M decoding map is
+//! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`; the M2C encoding map is
+//! the direct `O(n²)` matrix. A two-level M2C map does not fit the `2^123` budget at
+//! `Δ = 2^40`: its outer stage acts on values carrying the intermediate scale and needs
+//! ≈ 42-bit twiddles on top of `√2·B·Δ ≈ 2^49`; a three-level split or a wider ring is future
+//! work. At `N = 2^16`, `n = 2^15` one complex C2M + M2C pair takes ≈ 40 s of compute, almost
+//! all in the M2C map (`veil bench convert`; ≈ 0.05 s at `N = 2^10`).
 //!
 //! Measured at EncFormer's Table VII setting (`N = 2^16`, depth 8, `B_max = 2^8`), ciphertext
 //! bytes per conversion pair: real 18.83 MB, complex 9.41 MB, complex + trimming 4.79 MB

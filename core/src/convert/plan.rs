@@ -631,17 +631,29 @@ impl M2cPlan {
         let n = self.slots;
         let gap = (self.n_ring / (2 * n)) as u64;
         let mask = 2 * self.n_ring as u64 - 1;
-        let tc: Vec<u128> = self.cos.iter().map(|&v| to_k(v)).collect();
-        let ts: Vec<u128> = self.sin.iter().map(|&v| to_k(v)).collect();
+        // (cos, sin) interleaved as i64 pairs: half the cache footprint of u128 tables, and one
+        // cache line per random access.
+        let t: Vec<[i64; 2]> = self
+            .cos
+            .iter()
+            .zip(&self.sin)
+            .map(|(&c, &s)| [c, s])
+            .collect();
         let mut out = Vec::with_capacity(2 * n);
         for k in 0..2 * n as u64 {
             let kg = k * gap;
             let mut acc = 0u128;
-            for (j, &g) in self.rot.iter().enumerate() {
-                let e = ((g * kg) & mask) as usize;
-                acc = acc.wrapping_add(re[j].wrapping_mul(tc[e]));
-                if !im.is_empty() {
-                    acc = acc.wrapping_add(im[j].wrapping_mul(ts[e]));
+            if im.is_empty() {
+                for (j, &g) in self.rot.iter().enumerate() {
+                    let [c, _] = t[((g * kg) & mask) as usize];
+                    acc = acc.wrapping_add(re[j].wrapping_mul(to_k(c)));
+                }
+            } else {
+                for (j, &g) in self.rot.iter().enumerate() {
+                    let [c, s] = t[((g * kg) & mask) as usize];
+                    acc = acc
+                        .wrapping_add(re[j].wrapping_mul(to_k(c)))
+                        .wrapping_add(im[j].wrapping_mul(to_k(s)));
                 }
             }
             out.push(acc & K_MASK);
