@@ -10,6 +10,7 @@ extern crate std;
 
 pub mod backend;
 pub mod ckks;
+pub mod convert;
 pub mod error;
 pub mod math;
 pub mod mpc;

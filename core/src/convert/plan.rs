@@ -1,0 +1,735 @@
+//! Validated conversion plans: the bit budget of [`super`] made concrete for one parameter set,
+//! boundary level, slot count and scale, and the integer fixed-point tables of the canonical
+//! embedding restricted to the slots.
+
+use super::ConvertError;
+use crate::mpc::zq::{Modulus as ZqModulus, RnsBasis};
+use crate::mpc::RingCfg;
+use crate::params::CkksParams;
+use alloc::vec::Vec;
+
+/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}` in which the parties apply the
+/// (de)coding map. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so Ring2Field can
+/// target it directly.
+pub const K_BITS: u32 = 123;
+
+/// Largest twiddle magnitude `2^t` the tables use: twiddles are `f64` products rounded to
+/// integers, exact to well under one unit while `t ≤ 50`.
+pub const MAX_TWIDDLE_BITS: f64 = 50.0;
+
+/// What the MPC side promises about boundary values and how much failure it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BoundaryCfg {
+    /// The MPC ring `Z_{2^ℓ}` and fixed-point fraction `F` of the shares.
+    pub ring: RingCfg,
+    /// Statistical security σ: every local wrap argument fails with probability `≤ 2^{-σ}` per
+    /// element.
+    pub sigma: u32,
+    /// `B_max = 2^{log_bmax}`: every real and imaginary slot value satisfies `|v| ≤ B_max`
+    /// (real units, before the `2^F` fixed-point scaling).
+    pub log_bmax: u32,
+}
+
+impl BoundaryCfg {
+    /// EncFormer's ring (`ℓ = 43`, `F = 13`), σ = 40 and the given `log2 B_max`.
+    pub fn encformer(log_bmax: u32) -> Self {
+        BoundaryCfg {
+            ring: RingCfg::ENCFORMER,
+            sigma: 40,
+            log_bmax,
+        }
+    }
+
+    fn check_ring(&self) -> Result<(), ConvertError> {
+        // |x·2^F| ≤ 2^{log_bmax + F} plus ±1 truncation slack must stay below 2^{ℓ-1}.
+        if self.log_bmax + self.ring.frac + 2 > self.ring.ell {
+            return Err(ConvertError::Budget(
+                "B_max·2^F does not fit the signed range of Z_2^ell",
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn check_shape(params: &CkksParams, level: usize, slots: usize) -> Result<(), ConvertError> {
+    if level > params.max_level() {
+        return Err(ConvertError::Ckks(crate::Error::InvalidLevel {
+            level,
+            max_level: params.max_level(),
+        }));
+    }
+    if slots == 0 || !slots.is_power_of_two() || slots > params.n() / 2 {
+        return Err(ConvertError::Ckks(crate::Error::InvalidParameters(
+            "slot count must be a power of two ≤ N/2",
+        )));
+    }
+    Ok(())
+}
+
+fn check_scale(scale: f64) -> Result<f64, ConvertError> {
+    if !(scale.is_finite() && scale >= 2.0) {
+        return Err(ConvertError::Budget("scale must be finite and ≥ 2"));
+    }
+    Ok(libm::log2(scale))
+}
+
+/// `5^j mod 2N` for `j < n`: slot `j` sits at the root `ζ^{5^j}`.
+fn rot_group(n_ring: usize, slots: usize) -> Vec<u64> {
+    let m = 2 * n_ring as u64;
+    let mut g = 1u64;
+    let mut out = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        out.push(g);
+        g = (g * 5) % m;
+    }
+    out
+}
+
+/// `round(cos(πe/N)·s)` and `round(sin(πe/N)·s)` for `e < 2N`, as `i64`.
+fn trig_tables(n_ring: usize, s: f64) -> (Vec<i64>, Vec<i64>) {
+    let m = 2 * n_ring;
+    let mut c = Vec::with_capacity(m);
+    let mut si = Vec::with_capacity(m);
+    for e in 0..m {
+        let th = core::f64::consts::PI * e as f64 / n_ring as f64;
+        c.push(libm::round(libm::cos(th) * s) as i64);
+        si.push(libm::round(libm::sin(th) * s) as i64);
+    }
+    (c, si)
+}
+
+/// `⌈log2(√2·B_max·Δ)⌉`: a bound on every plaintext coefficient in bits. By Parseval over the
+/// `2n` roots of `Y^{2n} + 1` (`Y = X^{N/2n}`), `Σ_k c_k² = (1/n)·Σ_j |z_j|²·Δ² ≤ 2·B_max²·Δ²`, so
+/// each `|c_k| ≤ √2·B_max·Δ` and `Σ_k |c_k| ≤ 2·√n·B_max·Δ`.
+fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
+    libm::ceil(0.5 + log_bmax as f64 + log_delta) as u32
+}
+
+/// The two-level decoding map (`O(n·√n)` instead of `O(n²)`), used by [`C2mPlan`] when its
+/// budget closes.
+///
+/// Split the `2n` subring coefficients as `k = a + A·b` (`A = 2^{⌈log2(2n)/2⌉}`, `b < L = 2n/A`):
+/// `z_j = Σ_a ω_j^a · I_a(ω_j^A)` with `I_a(ρ) = Σ_b c_{a+Ab}·ρ^b`, `ω_j = ζ^{5^j·N/2n}`. Since
+/// `ω_j^A` depends only on `j mod L/2`, the inner stage evaluates `A·L/2` sums of `L` terms with
+/// twiddles rounded at `2^{t_1}`; the parties then re-randomize with a common mask and
+/// truncate locally by `2^{u_1}` ([`local_trunc`], stochastic rounding, failure
+/// `≤ 2^{h_I+1−K}` per value); the outer stage applies `A` complex twiddles rounded at scale
+/// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
+/// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
+/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 1/16`), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
+/// the direct map (`≤ 1/16`); `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two
+/// rounding terms `≤ 1/32` each: `< 3/16` ulp in all. Bits: inner values `< 2^{h_I}`,
+/// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
+/// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
+#[derive(Clone, Debug)]
+pub struct FastDecode {
+    pub(crate) a: usize,
+    pub(crate) l: usize,
+    pub(crate) u1: u32,
+    pub(crate) h_i: u32,
+    pub(crate) cos1: Vec<i64>,
+    pub(crate) sin1: Vec<i64>,
+    pub(crate) cos2: Vec<i64>,
+    pub(crate) sin2: Vec<i64>,
+}
+
+/// A validated CKKS→MPC plan ([`super::c2m_p0`] / [`super::c2m_p1`]).
+///
+/// Stages (all share arithmetic is linear; see the module docs for the proofs):
+/// 1. coefficient shares mod `Q_conv` → integer shares of `⌊c_k / 2^{s_1}⌋` (+0/1) by local
+///    truncation (`H_1 = 2^{h_1}`, failure `≤ 2^{h_1+1}/Q_conv`), reduced mod `2^K`;
+/// 2. the decoding map with twiddles `round(cos/sin(πe/N)·2^{F+s_1+s_2}/Δ)`, mod `2^K`;
+/// 3. common re-randomization and local truncation by `2^{s_2}` (`H_3 = 2^{h_3}`, failure
+///    `≤ 2^{h_3+1}/2^K`), reduced mod `2^ℓ`.
+#[derive(Clone, Debug)]
+pub struct C2mPlan {
+    pub(crate) level: usize,
+    pub(crate) slots: usize,
+    pub(crate) scale: f64,
+    pub(crate) n_ring: usize,
+    pub(crate) cfg: BoundaryCfg,
+    pub(crate) basis: RnsBasis,
+    pub(crate) s1: u32,
+    pub(crate) h1: u32,
+    pub(crate) s2: u32,
+    pub(crate) h3: u32,
+    pub(crate) fast: Option<FastDecode>,
+    pub(crate) twiddle_bits: f64,
+    pub(crate) rot: Vec<u64>,
+    pub(crate) cos: Vec<i64>,
+    pub(crate) sin: Vec<i64>,
+    pub(crate) err_bound_ulp: f64,
+}
+
+impl C2mPlan {
+    /// Validates the boundary: `Q_level < 2^124`, `log2 Q_level ≥ h_1 + 1 + σ` (which implies
+    /// EncFormer's `Q/2 > Δ·B_max` and `log2 q ≥ ℓ + σ + 1` analogues), the twiddle and
+    /// intermediate-ring budgets, and the fixed-point error bound `< 1/4` ulp at `2^F`.
+    pub fn new(
+        params: &CkksParams,
+        level: usize,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+    ) -> Result<Self, ConvertError> {
+        check_shape(params, level, slots)?;
+        cfg.check_ring()?;
+        let log_delta = check_scale(scale)?;
+        let primes: Vec<u64> = params.q()[..=level].iter().map(|m| m.value()).collect();
+        let log_q: f64 = primes.iter().map(|&p| libm::log2(p as f64)).sum();
+        let basis =
+            RnsBasis::new(&primes).map_err(|_| ConvertError::ModulusTooLarge { level, log_q })?;
+        let q = basis.modulus();
+        let f = cfg.ring.frac;
+        let log_n = slots.trailing_zeros();
+        // Stage 1: coefficients |c_k| ≤ √2·B·Δ (+ CKKS noise ≪ Δ): one bit of margin.
+        let h1 = coeff_bits(cfg.log_bmax, log_delta) + 1;
+        let needed = h1 + 1 + cfg.sigma;
+        if q.bits() - 1 < needed {
+            return Err(ConvertError::ModulusTooSmall {
+                level,
+                log_q,
+                needed,
+            });
+        }
+        // (a) stage-1 truncation error: ≤ Σ_k |D_jk|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 1/16 ulp.
+        let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0);
+        let s1 = if s1f > 0.0 { s1f as u32 } else { 0 };
+        // (b) twiddle rounding: ≤ ½·Σ_k |c_k|/2^{s_1} ≤ √n·B·Δ/2^{s_1} at scale 2^{F+s_2};
+        //     ≤ 1/8 ulp needs s_1 + s_2 ≥ log2(8·√n·B·Δ). The stage-1 ±1 errors through the
+        //     rounding of the twiddles add ≤ n/2^{s_2} ulp ≤ 1/16.
+        let need_b = libm::ceil(3.0 + 0.5 * log_n as f64 + cfg.log_bmax as f64 + log_delta);
+        let s2 = ((need_b as i64 - s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
+        let twiddle_bits = (f + s1 + s2) as f64 - log_delta;
+        if twiddle_bits > MAX_TWIDDLE_BITS {
+            return Err(ConvertError::Budget("twiddles exceed 2^50"));
+        }
+        // Stage 3: |z·2^{F+s_2}| ≤ (B·2^F + 1/4)·2^{s_2} < 2^{h_3}.
+        let h3 = cfg.log_bmax + f + s2 + 1;
+        if K_BITS < h3 + 1 + cfg.sigma {
+            return Err(ConvertError::Budget(
+                "decoded values exceed the 2^K ring budget (lower B_max or sigma)",
+            ));
+        }
+        let n_ring = params.n();
+        let smul = libm::exp2((f + s1 + s2) as f64 - log_delta);
+        let (cos, sin) = trig_tables(n_ring, smul);
+        let ulp_a = 2.0 * slots as f64 * libm::exp2(s1 as f64 + f as f64 - log_delta);
+        let ulp_b = libm::sqrt(slots as f64)
+            * libm::exp2(cfg.log_bmax as f64 + log_delta - (s1 + s2) as f64)
+            + slots as f64 / libm::exp2(s2 as f64);
+        Ok(C2mPlan {
+            level,
+            slots,
+            scale,
+            n_ring,
+            cfg,
+            basis,
+            s1,
+            h1,
+            s2,
+            h3,
+            twiddle_bits,
+            rot: rot_group(n_ring, slots),
+            cos,
+            sin,
+            err_bound_ulp: ulp_a + ulp_b,
+            fast: None,
+        }
+        .with_fast(log_delta))
+    }
+
+    /// Enables the two-level decoding map when its budget closes (see [`FastDecode`]).
+    fn with_fast(mut self, log_delta: f64) -> Self {
+        let n = self.slots;
+        let log2n = (2 * n).trailing_zeros();
+        let a_bits = log2n.div_ceil(2);
+        let a = 1usize << a_bits;
+        let l = 2 * n / a;
+        if l < 2 {
+            return self;
+        }
+        let (b, f, sigma) = (
+            self.cfg.log_bmax as f64,
+            self.cfg.ring.frac as f64,
+            self.cfg.sigma,
+        );
+        let sqrt_n = libm::sqrt(n as f64);
+        // (i) inner twiddle rounding ≤ √2·√n·B·2^F/2^{t_1} ulp ≤ 1/32.
+        let t1 = libm::ceil(libm::log2(32.0 * libm::sqrt(2.0) * sqrt_n) + b + f);
+        // (ii) intermediate truncation (< 1 per component, A terms through |W| ≤ √2·S_2):
+        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 1/16.
+        let u1 = libm::floor(
+            t1 + log_delta - f - self.s1 as f64 - libm::log2(16.0 * libm::sqrt(2.0) * a as f64),
+        );
+        // Inner values: |I·2^{t_1}| ≤ 2^{t_1}·√L·‖c'‖₂ ≤ 2^{t_1}·√(2L)·B·Δ/2^{s_1}.
+        let h_i = libm::ceil(
+            libm::log2(libm::sqrt(2.0 * l as f64)) + b + log_delta + t1 - self.s1 as f64,
+        ) + 1.0;
+        if u1 < 0.0
+            || u1 > h_i
+            || t1 > MAX_TWIDDLE_BITS
+            || (K_BITS as f64) < h_i + 1.0 + sigma as f64
+        {
+            return self;
+        }
+        // (iii) outer twiddle rounding ≤ √2·√n·B·2^F/S_2 ulp ≤ 1/32: S_2 ≥ 2^{t_1} suffices.
+        let s2 = libm::ceil(2.0 * t1 + log_delta - f - self.s1 as f64 - u1);
+        let log_s2 = f + s2 + self.s1 as f64 + u1 - t1 - log_delta;
+        let h3 = self.cfg.log_bmax + self.cfg.ring.frac + s2 as u32 + 1;
+        if s2 < 1.0 || log_s2 > MAX_TWIDDLE_BITS || K_BITS < h3 + 1 + sigma {
+            return self;
+        }
+        let (cos1, sin1) = trig_tables(self.n_ring, libm::exp2(t1));
+        let (cos2, sin2) = trig_tables(self.n_ring, libm::exp2(log_s2));
+        let ulp = 2.0 * n as f64 * libm::exp2(self.s1 as f64 + f - log_delta)
+            + 2.0 * libm::sqrt(2.0) * sqrt_n * libm::exp2(b + f - t1)
+            + a as f64 * libm::sqrt(2.0) * libm::exp2(f + self.s1 as f64 + u1 - t1 - log_delta);
+        self.s2 = s2 as u32;
+        self.h3 = h3;
+        self.twiddle_bits = t1 + log_s2;
+        self.err_bound_ulp = ulp;
+        self.fast = Some(FastDecode {
+            a,
+            l,
+            u1: u1 as u32,
+            h_i: h_i as u32,
+            cos1,
+            sin1,
+            cos2,
+            sin2,
+        });
+        self
+    }
+
+    /// Modulus trimming: the shortest level (fewest primes, smallest ciphertext) at which
+    /// [`C2mPlan::new`] accepts the boundary.
+    pub fn shortest_admissible(
+        params: &CkksParams,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+    ) -> Result<Self, ConvertError> {
+        let mut last = ConvertError::Budget("no level");
+        for level in 0..=params.max_level() {
+            match Self::new(params, level, slots, scale, cfg) {
+                Ok(p) => return Ok(p),
+                Err(e @ ConvertError::ModulusTooSmall { .. }) => last = e,
+                // Past the Z_q limit with every shorter level too small: report the longest
+                // level that was tried and why it is short.
+                Err(e @ ConvertError::ModulusTooLarge { .. }) => {
+                    return Err(if level == 0 { e } else { last })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// The same boundary with the direct `O(n²)` decoding map (reference path).
+    pub fn direct(&self) -> Result<Self, ConvertError> {
+        let p = self.clone();
+        if p.fast.is_none() {
+            return Ok(p);
+        }
+        // Rebuild without the fast path: recompute the direct budget.
+        let log_delta = libm::log2(self.scale);
+        let mut d = self.clone();
+        d.fast = None;
+        let f = d.cfg.ring.frac;
+        let log_n = d.slots.trailing_zeros();
+        let need_b = libm::ceil(3.0 + 0.5 * log_n as f64 + d.cfg.log_bmax as f64 + log_delta);
+        d.s2 = ((need_b as i64 - d.s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
+        d.h3 = d.cfg.log_bmax + f + d.s2 + 1;
+        d.twiddle_bits = (f + d.s1 + d.s2) as f64 - log_delta;
+        let smul = libm::exp2((f + d.s1 + d.s2) as f64 - log_delta);
+        let (cos, sin) = trig_tables(d.n_ring, smul);
+        d.cos = cos;
+        d.sin = sin;
+        d.err_bound_ulp = 2.0 * d.slots as f64 * libm::exp2(d.s1 as f64 + f as f64 - log_delta)
+            + libm::sqrt(d.slots as f64)
+                * libm::exp2(d.cfg.log_bmax as f64 + log_delta - (d.s1 + d.s2) as f64)
+            + d.slots as f64 / libm::exp2(d.s2 as f64);
+        Ok(d)
+    }
+
+    /// Whether the two-level `O(n·√n)` decoding map ([`FastDecode`]) is used.
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// The boundary level `Q_conv` the ciphertexts are trimmed to.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// Slots per ciphertext.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The CKKS scale `Δ` expected at the boundary.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// `Q_conv`.
+    pub fn modulus(&self) -> ZqModulus {
+        self.basis.modulus()
+    }
+    /// `(s_1, s_2)`: the two local truncation shifts.
+    pub fn shifts(&self) -> (u32, u32) {
+        (self.s1, self.s2)
+    }
+    /// Total twiddle precision in bits: `t = F + s_1 + s_2 − log2 Δ` for the direct map,
+    /// `t_1 + log2 S_2` for the two-level one.
+    pub fn twiddle_bits(&self) -> f64 {
+        self.twiddle_bits
+    }
+    /// The proven bound on the fixed-point error before the final truncation, in ulps of
+    /// `2^{-F}` (stage-1 truncation plus twiddle rounding; CKKS noise comes on top).
+    pub fn error_bound_ulp(&self) -> f64 {
+        self.err_bound_ulp
+    }
+    /// `log2` of the per-ciphertext failure probability: `2n` coefficient truncations at
+    /// `2^{h_1+1}/Q` and `2n` output truncations at `2^{h_3+1}/2^K`.
+    pub fn failure_log2(&self) -> f64 {
+        let q = libm::log2(self.basis.modulus().value() as f64);
+        let p1 = libm::exp2((self.h1 + 1) as f64 - q);
+        let p3 = libm::exp2((self.h3 + 1) as f64 - K_BITS as f64);
+        // The fast path truncates A·L/2 = n complex values (2n real ones) in the middle.
+        let pi = match &self.fast {
+            Some(fd) => libm::exp2((fd.h_i + 1) as f64 - K_BITS as f64),
+            None => 0.0,
+        };
+        libm::log2(2.0 * self.slots as f64 * (p1 + p3 + pi))
+    }
+}
+
+/// A validated MPC→CKKS plan ([`super::m2c_p0`] / [`super::m2c_p1`]).
+///
+/// Stages: Ring2Field of the `Z_{2^ℓ}` shares to `Z_{2^K}` (exact); the encoding map with
+/// twiddles `round(cos/sin(πe/N)·Δ·2^{t'}/(n·2^F))` mod `2^K`; common re-randomization and local
+/// truncation by `2^{t'}` to integer shares of the plaintext coefficients (failure
+/// `≤ 2^{h+1}/2^K`), which each party reduces modulo every prime of `Q_level`.
+#[derive(Clone, Debug)]
+pub struct M2cPlan {
+    pub(crate) level: usize,
+    pub(crate) slots: usize,
+    pub(crate) scale: f64,
+    pub(crate) n_ring: usize,
+    pub(crate) cfg: BoundaryCfg,
+    pub(crate) t: u32,
+    pub(crate) h: u32,
+    pub(crate) rot: Vec<u64>,
+    pub(crate) cos: Vec<i64>,
+    pub(crate) sin: Vec<i64>,
+    pub(crate) err_bound_ulp: f64,
+}
+
+impl M2cPlan {
+    /// Validates an output at `level` and `scale`: the plaintext fits (`Q_level/2 > 2·Δ·B_max`),
+    /// the coefficient error keeps the slot error below `1/8` ulp, and `2^K ≥ 2^{h+1+σ}`.
+    pub fn new(
+        params: &CkksParams,
+        level: usize,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+    ) -> Result<Self, ConvertError> {
+        check_shape(params, level, slots)?;
+        cfg.check_ring()?;
+        let log_delta = check_scale(scale)?;
+        let log_q: f64 = params.q()[..=level]
+            .iter()
+            .map(|m| libm::log2(m.value() as f64))
+            .sum();
+        let cb = coeff_bits(cfg.log_bmax, log_delta) + 1;
+        if log_q < (cb + 1) as f64 {
+            return Err(ConvertError::ModulusTooSmall {
+                level,
+                log_q,
+                needed: cb + 1,
+            });
+        }
+        let f = cfg.ring.frac as f64;
+        let n = slots as f64;
+        // Slot error from coefficient errors |δc| ≤ e: ≤ 2n·e/Δ real = 2n·e·2^F/Δ ulp ≤ 1/8.
+        let e_max = libm::exp2(log_delta - f) / (16.0 * n);
+        if e_max <= 1.0625 {
+            return Err(ConvertError::Budget(
+                "scale too small for the slot count (coefficient rounding alone exceeds 1/8 ulp)",
+            ));
+        }
+        // e = 1 (local truncation) + n·B·2^F/2^{t'} (twiddle rounding, ½ per term).
+        let tf = libm::ceil(libm::log2(
+            n * libm::exp2(cfg.log_bmax as f64 + f) / (e_max - 1.0),
+        ));
+        let t = if tf > 0.0 { tf as u32 } else { 0 };
+        let twiddle_log = log_delta + t as f64 - libm::log2(n) - f;
+        if twiddle_log > MAX_TWIDDLE_BITS {
+            return Err(ConvertError::Budget("twiddles exceed 2^50"));
+        }
+        let h = cb + t;
+        if K_BITS < h + 1 + cfg.sigma {
+            return Err(ConvertError::Budget(
+                "encoded coefficients exceed the 2^K ring budget (lower B_max, sigma or scale)",
+            ));
+        }
+        let n_ring = params.n();
+        let (cos, sin) = trig_tables(n_ring, libm::exp2(twiddle_log));
+        let e = 1.0 + n * libm::exp2(cfg.log_bmax as f64 + f - t as f64);
+        Ok(M2cPlan {
+            level,
+            slots,
+            scale,
+            n_ring,
+            cfg,
+            t,
+            h,
+            rot: rot_group(n_ring, slots),
+            cos,
+            sin,
+            err_bound_ulp: 2.0 * n * e * libm::exp2(f - log_delta),
+        })
+    }
+
+    /// The output level.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// Slots per ciphertext.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The output scale `Δ`.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// The extra precision `t'` of the encoding twiddles (the local truncation shift).
+    pub fn twiddle_bits(&self) -> u32 {
+        self.t
+    }
+    /// The proven bound on the decoded slot error from the fixed-point encoding, in ulps of
+    /// `2^{-F}` (CKKS encryption noise comes on top).
+    pub fn error_bound_ulp(&self) -> f64 {
+        self.err_bound_ulp
+    }
+    /// `log2` of the per-ciphertext failure probability (`2n` truncations at `2^{h+1}/2^K`).
+    pub fn failure_log2(&self) -> f64 {
+        libm::log2(2.0 * self.slots as f64) + (self.h + 1) as f64 - K_BITS as f64
+    }
+}
+
+/// `2^K − 1`.
+pub(crate) const K_MASK: u128 = (1u128 << K_BITS) - 1;
+
+#[inline]
+fn to_k(v: i64) -> u128 {
+    (v as i128 as u128) & K_MASK
+}
+
+impl C2mPlan {
+    /// The decoding map on one party's share, modulo `2^K`: for the `2n` subring coefficients
+    /// `c_k` (position `k·N/2n`) returns `(Re_j, Im_j)_j = Σ_k c_k·round(cos/sin(π·e_jk/N)·2^t)`
+    /// with `e_jk = 5^j·k·N/2n mod 2N`. Integer, wrapping, hence a `Z_{2^K}`-module
+    /// homomorphism: the maps of two shares add to the map of the shared vector.
+    pub fn decode_map(&self, coeffs: &[u128]) -> (Vec<u128>, Vec<u128>) {
+        let n = self.slots;
+        debug_assert_eq!(coeffs.len(), 2 * n);
+        let gap = (self.n_ring / (2 * n)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let mut re = Vec::with_capacity(n);
+        let mut im = Vec::with_capacity(n);
+        let tc: Vec<u128> = self.cos.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = self.sin.iter().map(|&v| to_k(v)).collect();
+        for &g in &self.rot {
+            let step = (g * gap) & mask;
+            let (mut a, mut b) = (0u128, 0u128);
+            let mut e = 0u64;
+            for &c in coeffs {
+                a = a.wrapping_add(c.wrapping_mul(tc[e as usize]));
+                b = b.wrapping_add(c.wrapping_mul(ts[e as usize]));
+                e = (e + step) & mask;
+            }
+            re.push(a & K_MASK);
+            im.push(b & K_MASK);
+        }
+        (re, im)
+    }
+}
+
+impl C2mPlan {
+    /// Inner stage of [`FastDecode`] on one party's share (mod `2^K`): `(Re, Im)` of
+    /// `I_a(ω_r^A)·2^{t_1}` at index `a·(L/2) + r`. Panics if the fast path is off.
+    pub fn decode_inner(&self, coeffs: &[u128]) -> (Vec<u128>, Vec<u128>) {
+        let fd = self.fast.as_ref().expect("fast decoding enabled");
+        let (a_n, l) = (fd.a, fd.l);
+        let p = (l / 2).max(1);
+        let gap = (self.n_ring / (2 * self.slots)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let tc: Vec<u128> = fd.cos1.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = fd.sin1.iter().map(|&v| to_k(v)).collect();
+        let mut re = Vec::with_capacity(a_n * p);
+        let mut im = Vec::with_capacity(a_n * p);
+        for a in 0..a_n {
+            for &g in &self.rot[..p] {
+                let step = (g * gap * a_n as u64) & mask;
+                let (mut x, mut y) = (0u128, 0u128);
+                let mut e = 0u64;
+                for b in 0..l {
+                    let c = coeffs[a + a_n * b];
+                    x = x.wrapping_add(c.wrapping_mul(tc[e as usize]));
+                    y = y.wrapping_add(c.wrapping_mul(ts[e as usize]));
+                    e = (e + step) & mask;
+                }
+                re.push(x & K_MASK);
+                im.push(y & K_MASK);
+            }
+        }
+        (re, im)
+    }
+
+    /// Outer stage of [`FastDecode`] (mod `2^K`): `z_j = Σ_a ω_j^a·I''_{a, j mod L/2}` with
+    /// complex twiddles at scale `S_2`. Panics if the fast path is off.
+    pub fn decode_outer(&self, ire: &[u128], iim: &[u128]) -> (Vec<u128>, Vec<u128>) {
+        let fd = self.fast.as_ref().expect("fast decoding enabled");
+        let a_n = fd.a;
+        let p = (fd.l / 2).max(1);
+        let gap = (self.n_ring / (2 * self.slots)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let tc: Vec<u128> = fd.cos2.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = fd.sin2.iter().map(|&v| to_k(v)).collect();
+        let mut re = Vec::with_capacity(self.slots);
+        let mut im = Vec::with_capacity(self.slots);
+        for (j, &g) in self.rot.iter().enumerate() {
+            let r = j % p;
+            let step = (g * gap) & mask;
+            let (mut x, mut y) = (0u128, 0u128);
+            let mut e = 0u64;
+            for a in 0..a_n {
+                let (c, s) = (tc[e as usize], ts[e as usize]);
+                let (u, v) = (ire[a * p + r], iim[a * p + r]);
+                x = x
+                    .wrapping_add(c.wrapping_mul(u))
+                    .wrapping_sub(s.wrapping_mul(v));
+                y = y
+                    .wrapping_add(s.wrapping_mul(u))
+                    .wrapping_add(c.wrapping_mul(v));
+                e = (e + step) & mask;
+            }
+            re.push(x & K_MASK);
+            im.push(y & K_MASK);
+        }
+        (re, im)
+    }
+}
+
+impl M2cPlan {
+    /// The encoding map on one party's share, modulo `2^K`: coefficient `k < 2n` (position
+    /// `k·N/2n`) is `Σ_j x_j·round(cos(π·e_jk/N)·S) + y_j·round(sin(π·e_jk/N)·S)` with
+    /// `S = Δ·2^{t'}/(n·2^F)`, the inverse of the decoding map
+    /// (`c_k = (1/n)·Σ_j Re(z_j·ζ^{-e_jk})`). An empty `im` means zero imaginary parts.
+    pub fn encode_map(&self, re: &[u128], im: &[u128]) -> Vec<u128> {
+        let n = self.slots;
+        let gap = (self.n_ring / (2 * n)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        // (cos, sin) interleaved as i64 pairs: half the cache footprint of u128 tables, and one
+        // cache line per random access.
+        let t: Vec<[i64; 2]> = self
+            .cos
+            .iter()
+            .zip(&self.sin)
+            .map(|(&c, &s)| [c, s])
+            .collect();
+        let mut out = Vec::with_capacity(2 * n);
+        for k in 0..2 * n as u64 {
+            let kg = k * gap;
+            let mut acc = 0u128;
+            if im.is_empty() {
+                for (j, &g) in self.rot.iter().enumerate() {
+                    let [c, _] = t[((g * kg) & mask) as usize];
+                    acc = acc.wrapping_add(re[j].wrapping_mul(to_k(c)));
+                }
+            } else {
+                for (j, &g) in self.rot.iter().enumerate() {
+                    let [c, s] = t[((g * kg) & mask) as usize];
+                    acc = acc
+                        .wrapping_add(re[j].wrapping_mul(to_k(c)))
+                        .wrapping_add(im[j].wrapping_mul(to_k(s)));
+                }
+            }
+            out.push(acc & K_MASK);
+        }
+        out
+    }
+}
+
+/// Local (SecureML-style) truncation of an additive share modulo `m ≤ 2^124` to an *integer*
+/// share of `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1`, for a shared `x` with `|x| < 2^h` (`s ≤ h`).
+///
+/// P0 holds `x_0`, assumed uniform mod `m` (fresh mask or common re-randomization), and outputs
+/// `A − 2^{h-s}` with `a = x_0 + 2^h mod m = A·2^s + α`; P1 holds `x_1` and outputs `−C` with
+/// `m − x_1 = C·2^s + γ` (`x_1 = 0` gives `m`). Whenever `a + x_1 ≥ m` (the wrap P1 assumes),
+/// `x + 2^h = a − (m − x_1)` over the integers, so `A − C = ⌊(x+2^h)/2^s⌋ + {0, 1}`. The wrap
+/// fails iff `a ≤ x + 2^h`, with probability `(x + 2^h + 1)/m ≤ 2^{h+1}/m`. The integer shares
+/// can then be reduced modulo any modulus (`2^ℓ`, or every RNS prime of `Q_level`).
+///
+/// The `+1` occurs iff `α < ρ = (x + 2^h) mod 2^s`, so for uniform `x_0` it has probability
+/// `ρ/2^s`: the result is the stochastic rounding of `x/2^s` (expectation exactly `x/2^s`).
+pub fn local_trunc(share: u128, m: u128, p0: bool, s: u32, h: u32) -> i128 {
+    debug_assert!(s <= h && share < m && m <= 1u128 << 124 && h < 124);
+    if p0 {
+        let a = (share + (1u128 << h)) % m;
+        (a >> s) as i128 - (1i128 << (h - s))
+    } else {
+        -(((m - share) >> s) as i128)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::{RngCore, SeedableRng};
+
+    /// The local truncation's correctness and its exact failure event: the sum of the integer
+    /// shares is `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1` unless `(x_0 + 2^h) mod m ≤ x + 2^h`, and that event
+    /// occurs at the predicted rate `≈ 2^h/m` (measurable here: `m ≈ 2^24`, `h = 12`).
+    #[test]
+    fn local_trunc_stochastic_rounding_with_predicted_failures() {
+        let mut rng = ChaCha20Rng::seed_from_u64(9);
+        for m in [1u128 << 24, 16_777_213] {
+            let (h, s) = (12u32, 5u32);
+            let trials = 200_000;
+            let mut fails = 0;
+            let mut bias = 0f64;
+            for _ in 0..trials {
+                let x = (rng.next_u64() % (1 << (h + 1))) as i128 - (1 << h);
+                let x0 = (rng.next_u64() as u128) % m;
+                let x1 = ((x.rem_euclid(m as i128) as u128) + m - x0) % m;
+                let sum = local_trunc(x0, m, true, s, h) + local_trunc(x1, m, false, s, h);
+                let fl = x.div_euclid(1 << s);
+                let predicted_fail = (x0 + (1u128 << h)) % m <= (x + (1 << h)) as u128;
+                if predicted_fail {
+                    fails += 1;
+                } else {
+                    assert!(sum == fl || sum == fl + 1, "x {x} -> {sum}");
+                    bias += sum as f64 - x as f64 / (1 << s) as f64;
+                }
+            }
+            // Stochastic rounding is unbiased: mean error 0 (sd of the mean ≈ 0.5/√trials).
+            let mean = bias / (trials - fails) as f64;
+            assert!(mean.abs() < 0.01, "m {m}: bias {mean}");
+            // Expected ≈ trials·2^h/m ≈ 48.8.
+            assert!((20..=90).contains(&fails), "m {m}: {fails} failures");
+        }
+    }
+
+    #[test]
+    fn rot_group_and_tables() {
+        let r = rot_group(16, 8);
+        assert_eq!(r[..4], [1, 5, 25, 125 % 32]);
+        let (c, s) = trig_tables(16, 1024.0);
+        assert_eq!((c[0], s[0]), (1024, 0));
+        assert_eq!((c[8], s[8]), (0, 1024)); // e = N/2: ζ^{N/2} = i
+        assert_eq!((c[16], s[16]), (-1024, 0));
+    }
+}

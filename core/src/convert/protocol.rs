@@ -1,0 +1,521 @@
+//! The two-party conversion protocols (async over the MPC channel) and the complexify wrappers.
+
+use super::plan::{local_trunc, C2mPlan, M2cPlan, K_BITS, K_MASK};
+use super::ConvertError;
+use crate::backend::{Basis, PolyBackend};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
+use crate::math::sampling;
+use crate::mpc::zq::Modulus as ZqModulus;
+use crate::mpc::{MpcError, Party, RingShares, Stats};
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
+
+/// Frame tag of C2M: `u32` count, then per ciphertext a `u64` length and the uncompressed
+/// serialized `⟨m⟩ + r̂` ([`Ckks::serialize_ciphertext`]).
+pub const TAG_C2M_CT: u16 = 0x0501;
+/// Frame tag of M2C: same layout, seeded (compressed) `Enc_sk(p_0)`.
+pub const TAG_M2C_CT: u16 = 0x0502;
+
+/// Shares of one complex vector: `[[x]]` and `[[y]]` over `Z_{2^ℓ}` at scale `2^F`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ComplexShares {
+    /// Real parts `[[x]]` (`n` elements).
+    pub re: RingShares,
+    /// Imaginary parts `[[y]]` (`n` elements; empty in M2C input means `y = 0`).
+    pub im: RingShares,
+}
+
+/// What one conversion run cost, as seen by one party.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Ciphertexts converted.
+    pub ciphertexts: usize,
+    /// Serialized ciphertext bytes sent or received.
+    pub ciphertext_bytes: u64,
+    /// Communication rounds of the run (causal depth).
+    pub rounds: u32,
+    /// Channel counters of the run (all MPC traffic, ciphertexts included).
+    pub channel: Stats,
+}
+
+/// P1's output of [`c2m_mask`]: the serialized masked ciphertexts and, per ciphertext, P1's
+/// shares `−r̂` of the `2n` subring coefficients mod `Q_conv`.
+pub type MaskedBatch = (Vec<Vec<u8>>, Vec<Vec<u128>>);
+
+fn bad(what: &'static str) -> MpcError {
+    MpcError::InvalidInput(what)
+}
+
+fn malformed(tag: u16, what: &'static str) -> MpcError {
+    MpcError::Malformed { tag, what }
+}
+
+fn pack(items: &[Vec<u8>]) -> Vec<u8> {
+    let total: usize = items.iter().map(|v| v.len() + 8).sum();
+    let mut out = Vec::with_capacity(4 + total);
+    out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+    for it in items {
+        out.extend_from_slice(&(it.len() as u64).to_le_bytes());
+        out.extend_from_slice(it);
+    }
+    out
+}
+
+fn unpack(tag: u16, bytes: &[u8], expect: usize) -> Result<Vec<&[u8]>, MpcError> {
+    let take = |b: &[u8], at: usize, len: usize| -> Result<(usize, usize), MpcError> {
+        let end = at.checked_add(len).ok_or(malformed(tag, "length"))?;
+        if end > b.len() {
+            return Err(malformed(tag, "truncated"));
+        }
+        Ok((at, end))
+    };
+    let (a, e) = take(bytes, 0, 4)?;
+    let count = u32::from_le_bytes(bytes[a..e].try_into().unwrap()) as usize;
+    if count != expect {
+        return Err(malformed(tag, "ciphertext count"));
+    }
+    let mut at = 4;
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (a, e) = take(bytes, at, 8)?;
+        let len = u64::from_le_bytes(bytes[a..e].try_into().unwrap());
+        let len = usize::try_from(len).map_err(|_| malformed(tag, "length"))?;
+        let (a, e) = take(bytes, e, len)?;
+        out.push(&bytes[a..e]);
+        at = e;
+    }
+    if at != bytes.len() {
+        return Err(malformed(tag, "trailing bytes"));
+    }
+    Ok(out)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// The `2n` slot-subring coefficients (positions `k·N/2n`) of a coefficient-domain host copy
+/// over `Q_level`, CRT-composed to `Z_{Q_level}`.
+fn subring_coeffs(plan: &C2mPlan, host: &[u64]) -> Result<Vec<u128>, MpcError> {
+    let n_ring = plan.n_ring;
+    let gap = n_ring / (2 * plan.slots);
+    let rows = plan.level + 1;
+    let mut res = vec![0u64; rows];
+    (0..2 * plan.slots)
+        .map(|k| {
+            for (r, v) in res.iter_mut().enumerate() {
+                *v = host[r * n_ring + k * gap];
+            }
+            plan.basis.compose(&res)
+        })
+        .collect()
+}
+
+/// P1's local step of Π_C2M^ℂ: trims each ciphertext to the plan's level, re-randomizes it
+/// with a fresh `Enc_pk(0)`, adds a fresh uniform `r̂ ∈ R_{Q_conv}`, and returns the serialized
+/// masked ciphertexts with P1's coefficient shares `−r̂` (mod `Q_conv`, the `2n` subring
+/// coefficients of each).
+///
+/// The re-randomization is not in EncFormer's Algorithm 3 but is needed for circuit privacy:
+/// `r̂` hides `c_0 + c_1·s`, yet `c_1` itself is a function of P1's computation (after a
+/// plaintext product `c_1 = c_1^{in}·w`, and P0 knows `c_1^{in}`). Adding `Enc_pk(0) =
+/// (b·u + e_0, a·u + e_1)` makes `c_1` pseudorandom under RLWE; the decrypted value stays
+/// uniform (noise needs no flooding: `r̂` already hides `m + e` completely).
+pub fn c2m_mask<B: PolyBackend>(
+    ckks: &Ckks<B>,
+    pk: &PublicKey<B>,
+    plan: &C2mPlan,
+    cts: &[Ciphertext<B>],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<MaskedBatch, ConvertError> {
+    let params = ckks.params();
+    let n = params.n();
+    let basis = Basis::q(plan.level + 1);
+    let q = plan.basis.modulus();
+    let gap = n / (2 * plan.slots);
+    let mut bytes = Vec::with_capacity(cts.len());
+    let mut shares = Vec::with_capacity(cts.len());
+    for ct in cts {
+        if ct.level < plan.level {
+            return Err(ConvertError::LevelTooLow {
+                found: ct.level,
+                needed: plan.level,
+            });
+        }
+        if ct.degree() != 1 {
+            return Err(crate::Error::DegreeMismatch {
+                found: ct.degree(),
+                expected: 1,
+            }
+            .into());
+        }
+        if ct.slots != plan.slots || !close(ct.scale, plan.scale) {
+            return Err(ConvertError::Budget(
+                "ciphertext slots or scale differ from the plan's",
+            ));
+        }
+        let mut c = ckks.clone_ct(ct);
+        ckks.drop_level_assign(&mut c, plan.level)?;
+        let zero = ckks.encode(&[], plan.slots, plan.level, ct.scale)?;
+        let fresh = ckks.encrypt_pk(pk, &zero, rng)?;
+        ckks.add_assign(&mut c, &fresh)?;
+        let mut rows = Zeroizing::new(vec![0u64; basis.rows() * n]);
+        for (r, m) in params.q()[..basis.rows()].iter().enumerate() {
+            sampling::uniform_mod(rng, m, &mut rows[r * n..(r + 1) * n]);
+        }
+        let mut res = vec![0u64; basis.rows()];
+        let mut share = Vec::with_capacity(2 * plan.slots);
+        for k in 0..2 * plan.slots {
+            for (r, v) in res.iter_mut().enumerate() {
+                *v = rows[r * n + k * gap];
+            }
+            share.push(q.neg(plan.basis.compose(&res)?));
+        }
+        let mut mask = ckks.backend().upload(&rows);
+        ckks.backend().ntt(&mut mask, basis);
+        ckks.backend().add_assign(&mut c.polys[0], &mask, basis);
+        ckks.backend().zeroize(&mut mask);
+        c.seed = None;
+        bytes.push(ckks.serialize_ciphertext(&c, false)?);
+        shares.push(share);
+    }
+    Ok((bytes, shares))
+}
+
+/// Stages 1–3 of Π_C2M^ℂ on one party's coefficient shares (identical code for both).
+fn c2m_local<R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    plan: &C2mPlan,
+    coeffs: &[Vec<u128>],
+) -> Result<Vec<ComplexShares>, MpcError> {
+    let p0 = party.is_p0();
+    let ring = plan.cfg.ring;
+    let q = plan.basis.modulus().value();
+    let mk = ZqModulus::new(1u128 << K_BITS)?;
+    let mut out = Vec::with_capacity(coeffs.len());
+    for c in coeffs {
+        let c1: Zeroizing<Vec<u128>> = Zeroizing::new(
+            c.iter()
+                .map(|&v| local_trunc(v, q, p0, plan.s1, plan.h1) as u128 & K_MASK)
+                .collect(),
+        );
+        let (re, im) = match &plan.fast {
+            None => plan.decode_map(&c1),
+            Some(fd) => {
+                let (ir, ii) = plan.decode_inner(&c1);
+                let mut mid = |v: Vec<u128>| -> Result<Vec<u128>, MpcError> {
+                    let mut o = Vec::with_capacity(v.len());
+                    for x in v {
+                        let r = party.common_zq(&mk)?;
+                        let x = if p0 {
+                            x.wrapping_add(r) & K_MASK
+                        } else {
+                            x.wrapping_sub(r) & K_MASK
+                        };
+                        let t = local_trunc(x, 1u128 << K_BITS, p0, fd.u1, fd.h_i);
+                        o.push(t as u128 & K_MASK);
+                    }
+                    Ok(o)
+                };
+                let ir = mid(ir)?;
+                let ii = mid(ii)?;
+                plan.decode_outer(&ir, &ii)
+            }
+        };
+        let mut fin = |v: Vec<u128>| -> Result<RingShares, MpcError> {
+            let mut o = Vec::with_capacity(v.len());
+            for x in v {
+                let r = party.common_zq(&mk)?;
+                let x = if p0 {
+                    x.wrapping_add(r) & K_MASK
+                } else {
+                    x.wrapping_sub(r) & K_MASK
+                };
+                let t = local_trunc(x, 1u128 << K_BITS, p0, plan.s2, plan.h3);
+                o.push(t as u64 & ring.mask());
+            }
+            Ok(RingShares::new(o))
+        };
+        let re = fin(re)?;
+        let im = fin(im)?;
+        out.push(ComplexShares { re, im });
+    }
+    Ok(out)
+}
+
+fn check_party<R: RngCore + CryptoRng>(
+    party: &Party<R>,
+    ring: crate::mpc::RingCfg,
+) -> Result<(), MpcError> {
+    if party.config().ring != ring {
+        return Err(MpcError::InvalidConfig(
+            "party ring differs from the plan's ring",
+        ));
+    }
+    Ok(())
+}
+
+/// Π_C2M^ℂ, P1 (ciphertext holder, with P0's public key): re-randomizes, masks and sends all
+/// `cts` in one frame (one round), then derives its shares locally. Returns `[[x]], [[y]]` per ciphertext.
+pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    pk: &PublicKey<B>,
+    plan: &C2mPlan,
+    cts: &[Ciphertext<B>],
+) -> Result<(Vec<ComplexShares>, RunStats), MpcError> {
+    check_party(party, plan.cfg.ring)?;
+    let ch = party.channel();
+    let (before, d0) = (ch.stats(), ch.depth());
+    let (bytes, shares) = c2m_mask(ckks, pk, plan, cts, party.rng()).map_err(|e| match e {
+        ConvertError::Mpc(e) => e,
+        _ => bad("C2M input refused (see c2m_mask for the typed error)"),
+    })?;
+    let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
+    ch.send(TAG_C2M_CT, pack(&bytes));
+    let out = c2m_local(party, plan, &shares)?;
+    Ok((
+        out,
+        RunStats {
+            ciphertexts: cts.len(),
+            ciphertext_bytes: ct_bytes,
+            rounds: ch.depth() - d0,
+            channel: ch.stats().since(&before),
+        },
+    ))
+}
+
+/// Π_C2M^ℂ, P0 (key holder): receives `count` masked ciphertexts, decrypts them (each
+/// plaintext is uniform in `R_{Q_conv}`) and derives its shares locally.
+pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    sk: &SecretKey,
+    plan: &C2mPlan,
+    count: usize,
+) -> Result<(Vec<ComplexShares>, RunStats), MpcError> {
+    check_party(party, plan.cfg.ring)?;
+    let ch = party.channel();
+    let (before, d0) = (ch.stats(), ch.depth());
+    let payload = ch.recv(TAG_C2M_CT).await?;
+    let items = unpack(TAG_C2M_CT, &payload, count)?;
+    let n = ckks.params().n();
+    let basis = Basis::q(plan.level + 1);
+    let mut shares = Vec::with_capacity(count);
+    let mut ct_bytes = 0u64;
+    for it in items {
+        ct_bytes += it.len() as u64;
+        let ct = ckks
+            .deserialize_ciphertext(it)
+            .map_err(|_| malformed(TAG_C2M_CT, "ciphertext"))?;
+        if ct.level != plan.level
+            || ct.degree() != 1
+            || ct.slots != plan.slots
+            || !close(ct.scale, plan.scale)
+        {
+            return Err(malformed(
+                TAG_C2M_CT,
+                "ciphertext shape differs from the plan",
+            ));
+        }
+        let pt = ckks
+            .decrypt(sk, &ct)
+            .map_err(|_| bad("decryption failed (key/parameter mismatch)"))?;
+        let mut poly = pt.poly;
+        ckks.backend().intt(&mut poly, basis);
+        let mut host = Zeroizing::new(vec![0u64; basis.rows() * n]);
+        ckks.backend().download(&poly, &mut host);
+        ckks.backend().zeroize(&mut poly);
+        shares.push(subring_coeffs(plan, &host)?);
+    }
+    let out = c2m_local(party, plan, &shares)?;
+    Ok((
+        out,
+        RunStats {
+            ciphertexts: count,
+            ciphertext_bytes: ct_bytes,
+            rounds: ch.depth() - d0,
+            channel: ch.stats().since(&before),
+        },
+    ))
+}
+
+/// Ring2Field, encoding map and truncation of Π_M2C^ℂ: integer shares of the `2n` subring
+/// coefficients of each plaintext.
+async fn m2c_local<R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    plan: &M2cPlan,
+    inputs: &[ComplexShares],
+) -> Result<Vec<Zeroizing<Vec<i128>>>, MpcError> {
+    check_party(party, plan.cfg.ring)?;
+    let n = plan.slots;
+    let mut flat = Vec::new();
+    for x in inputs {
+        if x.re.len() != n || !(x.im.is_empty() || x.im.len() == n) {
+            return Err(bad("M2C input length differs from the plan's slot count"));
+        }
+        flat.extend_from_slice(x.re.as_slice());
+        flat.extend_from_slice(x.im.as_slice());
+    }
+    let mk = ZqModulus::new(1u128 << K_BITS)?;
+    let lifted = party.ring_to_field(&RingShares::new(flat), &mk).await?;
+    let lifted = lifted.as_slice();
+    let p0 = party.is_p0();
+    let mut at = 0;
+    let mut out = Vec::with_capacity(inputs.len());
+    for x in inputs {
+        let re = &lifted[at..at + n];
+        at += n;
+        let im = &lifted[at..at + x.im.len()];
+        at += x.im.len();
+        let u = plan.encode_map(re, im);
+        let mut o = Zeroizing::new(Vec::with_capacity(2 * n));
+        for v in u {
+            let r = party.common_zq(&mk)?;
+            let v = if p0 {
+                v.wrapping_add(r) & K_MASK
+            } else {
+                v.wrapping_sub(r) & K_MASK
+            };
+            o.push(local_trunc(v, 1u128 << K_BITS, p0, plan.t, plan.h));
+        }
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// The plaintext polynomial (NTT domain over `Q_level`) with integer coefficients `c_k` at the
+/// subring positions `k·N/2n`.
+fn subring_poly<B: PolyBackend>(ckks: &Ckks<B>, plan: &M2cPlan, c: &[i128]) -> B::Buffer {
+    let n = plan.n_ring;
+    let gap = n / (2 * plan.slots);
+    let basis = Basis::q(plan.level + 1);
+    let mut rows = Zeroizing::new(vec![0u64; basis.rows() * n]);
+    for (r, m) in ckks.params().q()[..basis.rows()].iter().enumerate() {
+        for (k, &v) in c.iter().enumerate() {
+            rows[r * n + k * gap] = m.from_i128(v);
+        }
+    }
+    let mut buf = ckks.backend().upload(&rows);
+    ckks.backend().ntt(&mut buf, basis);
+    buf
+}
+
+/// Π_M2C^ℂ, P0 (key holder): converts its shares, encrypts its plaintext shares under the
+/// secret key (seeded) and sends them in one frame.
+pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    sk: &SecretKey,
+    plan: &M2cPlan,
+    inputs: &[ComplexShares],
+) -> Result<RunStats, MpcError> {
+    let ch = party.channel();
+    let (before, d0) = (ch.stats(), ch.depth());
+    let coeffs = m2c_local(party, plan, inputs).await?;
+    let mut bytes = Vec::with_capacity(coeffs.len());
+    for c in &coeffs {
+        let mut poly = subring_poly(ckks, plan, c);
+        let pt = Plaintext {
+            poly,
+            level: plan.level,
+            scale: plan.scale,
+            slots: plan.slots,
+        };
+        let ct = ckks
+            .encrypt_sk(sk, &pt, party.rng())
+            .map_err(|_| bad("encryption failed (key/parameter mismatch)"))?;
+        poly = pt.poly;
+        ckks.backend().zeroize(&mut poly);
+        bytes.push(
+            ckks.serialize_ciphertext(&ct, true)
+                .map_err(|_| bad("serialization failed"))?,
+        );
+    }
+    let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
+    ch.send(TAG_M2C_CT, pack(&bytes));
+    Ok(RunStats {
+        ciphertexts: inputs.len(),
+        ciphertext_bytes: ct_bytes,
+        rounds: ch.depth() - d0,
+        channel: ch.stats().since(&before),
+    })
+}
+
+/// Π_M2C^ℂ, P1 (evaluator): converts its shares, receives `Enc(p_0)` and adds its own
+/// plaintext shares. Returns `⟨x + i·y⟩` per input at the plan's level and scale.
+pub async fn m2c_p1<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    plan: &M2cPlan,
+    inputs: &[ComplexShares],
+) -> Result<(Vec<Ciphertext<B>>, RunStats), MpcError> {
+    let ch = party.channel();
+    let (before, d0) = (ch.stats(), ch.depth());
+    let coeffs = m2c_local(party, plan, inputs).await?;
+    let payload = ch.recv(TAG_M2C_CT).await?;
+    let items = unpack(TAG_M2C_CT, &payload, inputs.len())?;
+    let basis = Basis::q(plan.level + 1);
+    let mut out = Vec::with_capacity(inputs.len());
+    let mut ct_bytes = 0u64;
+    for (it, c) in items.into_iter().zip(&coeffs) {
+        ct_bytes += it.len() as u64;
+        let mut ct = ckks
+            .deserialize_ciphertext(it)
+            .map_err(|_| malformed(TAG_M2C_CT, "ciphertext"))?;
+        if ct.level != plan.level
+            || ct.degree() != 1
+            || ct.slots != plan.slots
+            || !close(ct.scale, plan.scale)
+        {
+            return Err(malformed(
+                TAG_M2C_CT,
+                "ciphertext shape differs from the plan",
+            ));
+        }
+        let mut mine = subring_poly(ckks, plan, c);
+        ckks.backend().add_assign(&mut ct.polys[0], &mine, basis);
+        ckks.backend().zeroize(&mut mine);
+        out.push(ct);
+    }
+    Ok((
+        out,
+        RunStats {
+            ciphertexts: inputs.len(),
+            ciphertext_bytes: ct_bytes,
+            rounds: ch.depth() - d0,
+            channel: ch.stats().since(&before),
+        },
+    ))
+}
+
+/// Complexify (EncFormer §V-B4): `⟨x⟩, ⟨y⟩ ↦ ⟨x + i·y⟩ = ⟨x⟩ + X^{N/2}·⟨y⟩`. Multiplying by the
+/// monomial `X^{N/2}` (which is `i` at every slot root) is exact: no noise, scale or level change.
+pub fn complexify<B: PolyBackend>(
+    ckks: &Ckks<B>,
+    x: &Ciphertext<B>,
+    y: &Ciphertext<B>,
+) -> crate::Result<Ciphertext<B>> {
+    let mut z = ckks.clone_ct(y);
+    ckks.mul_const_assign(&mut z, C64::new(0.0, 1.0), 1.0)?;
+    ckks.add_assign(&mut z, x)?;
+    Ok(z)
+}
+
+/// Decomplexify: `⟨z⟩ ↦ (⟨(z + z̄)/2⟩, ⟨(z − z̄)/(2i)⟩)` with one conjugation (a key switch, needs
+/// the conjugation key). The halving is exact: the scale is doubled instead.
+pub fn decomplexify<B: PolyBackend>(
+    ckks: &Ckks<B>,
+    z: &Ciphertext<B>,
+    keys: &EvaluationKeys<B>,
+) -> crate::Result<(Ciphertext<B>, Ciphertext<B>)> {
+    let c = ckks.conjugate(z, keys)?;
+    let mut x = ckks.add(z, &c)?;
+    x.set_scale(x.scale() * 2.0);
+    let mut y = ckks.sub(z, &c)?;
+    ckks.mul_const_assign(&mut y, C64::new(0.0, -1.0), 1.0)?;
+    y.set_scale(y.scale() * 2.0);
+    Ok((x, y))
+}

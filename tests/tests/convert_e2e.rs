@@ -1,0 +1,721 @@
+//! CKKS ↔ MPC conversion (EncFormer §V-B, issue 5): two parties over the in-memory duplex and
+//! TCP loopback, real CKKS (insecure N = 2^10 parameters for speed) and real MPC.
+
+mod mpc_common;
+
+use mpc_common::*;
+use rand_chacha::ChaCha20Rng;
+use rand_core::RngCore;
+use std::sync::Arc;
+use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::{Ciphertext, Ckks, PublicKey, SecretKey, C64};
+use veil_core::convert::{
+    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan,
+    ComplexShares, ConvertError, M2cPlan, RunStats, K_BITS,
+};
+use veil_core::mpc::{MpcConfig, RingCfg, RingShares};
+use veil_core::params;
+use veil_core::{Basis, PolyBackend};
+use veil_host::mpc::drive;
+
+type Ck = Ckks<CpuBackend>;
+const LOG_B: u32 = 8;
+const SCALE: f64 = (1u64 << 40) as f64;
+
+fn setup() -> (Ck, SecretKey, ChaCha20Rng) {
+    let p = params::insecure_logn10().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+    let mut rng = seeded(501);
+    let sk = ck.gen_secret_key(&mut rng);
+    (ck, sk, rng)
+}
+
+fn pk_of(ck: &Ck, sk: &SecretKey) -> PublicKey<CpuBackend> {
+    ck.gen_public_key(sk, &mut seeded(502)).unwrap()
+}
+
+fn cfg() -> BoundaryCfg {
+    BoundaryCfg::encformer(LOG_B)
+}
+
+/// Uniform values in `[-B, B]` plus edge values (±B, 0, ±1 ulp, ±½ ulp).
+fn boundary_values(rng: &mut ChaCha20Rng, n: usize) -> Vec<f64> {
+    let b = (1u64 << LOG_B) as f64;
+    let ulp = 1.0 / 8192.0;
+    let mut v: Vec<f64> = (0..n)
+        .map(|_| (rng.next_u64() as f64 / u64::MAX as f64 * 2.0 - 1.0) * b)
+        .collect();
+    let edges = [
+        b,
+        -b,
+        0.0,
+        ulp,
+        -ulp,
+        0.5 * ulp,
+        -0.5 * ulp,
+        b - ulp,
+        -b + ulp,
+    ];
+    v[..edges.len()].copy_from_slice(&edges);
+    v
+}
+
+fn encrypt(
+    ck: &Ck,
+    sk: &SecretKey,
+    z: &[C64],
+    level: usize,
+    rng: &mut ChaCha20Rng,
+) -> Ciphertext<CpuBackend> {
+    let slots = ck.params().max_slots();
+    let pt = ck.encode(z, slots, level, SCALE).unwrap();
+    ck.encrypt_sk(sk, &pt, rng).unwrap()
+}
+
+/// Largest |open(shares)·2^{-F} − want| in ulps of 2^{-F}.
+fn err_ulp(r: &RingCfg, a: &RingShares, b: &RingShares, want: &[f64]) -> f64 {
+    let got = open(r, a, b);
+    let s = (1u64 << r.frac) as f64;
+    got.iter()
+        .zip(want)
+        .map(|(&g, &w)| (g as f64 - w * s).abs())
+        .fold(0.0, f64::max)
+}
+
+fn run_c2m(
+    ck: &Ck,
+    sk: &SecretKey,
+    plan: &C2mPlan,
+    cts: &[Ciphertext<CpuBackend>],
+) -> (
+    (Vec<ComplexShares>, RunStats),
+    (Vec<ComplexShares>, RunStats),
+) {
+    let pk = &pk_of(ck, sk);
+    run_mem(
+        MpcConfig::ENCFORMER,
+        |p, t| drive(p.channel(), c2m_p0(p, ck, sk, plan, cts.len()), t).unwrap(),
+        |p, t| drive(p.channel(), c2m_p1(p, ck, pk, plan, cts), t).unwrap(),
+    )
+}
+
+#[test]
+fn plan_budget_and_trimming() {
+    let (ck, _, _) = setup();
+    let p = ck.params();
+    let n = p.max_slots();
+    // Level 0 (60 bits) is below ℓ_coeff + 1 + σ = 91 bits: trimming there is refused.
+    assert!(matches!(
+        C2mPlan::new(p, 0, n, SCALE, cfg()),
+        Err(ConvertError::ModulusTooSmall {
+            level: 0,
+            needed: 91,
+            ..
+        })
+    ));
+    // Level 3 (180 bits) exceeds the Z_q arithmetic: refused, trim further.
+    assert!(matches!(
+        C2mPlan::new(p, 3, n, SCALE, cfg()),
+        Err(ConvertError::ModulusTooLarge { level: 3, .. })
+    ));
+    let plan = C2mPlan::shortest_admissible(p, n, SCALE, cfg()).unwrap();
+    assert_eq!(plan.level(), 1);
+    // Table VII's setting (N = 2^16, depth 8) trims to q_0·q_1 and gets the O(n√n) map at
+    // B_max = 2^8; at B_max = 2^12 only the direct map's budget closes.
+    let big = params::ckks_128_custom(16, 8, 3).validate().unwrap();
+    let t7 = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, cfg()).unwrap();
+    assert!(t7.level() == 1 && t7.is_fast() && t7.error_bound_ulp() < 0.25);
+    let wide = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, BoundaryCfg::encformer(12));
+    assert!(!wide.unwrap().is_fast());
+    assert!(plan.error_bound_ulp() < 0.25, "{}", plan.error_bound_ulp());
+    assert!(plan.failure_log2() < -30.0, "{}", plan.failure_log2());
+    println!(
+        "C2M plan: level {}, shifts {:?}, twiddle bits {}, bound {:.4} ulp, failure 2^{:.1}",
+        plan.level(),
+        plan.shifts(),
+        plan.twiddle_bits(),
+        plan.error_bound_ulp(),
+        plan.failure_log2()
+    );
+    // A stronger σ no longer fits q_0·q_1: refused with the bits needed.
+    let strict = BoundaryCfg { sigma: 50, ..cfg() };
+    assert!(matches!(
+        C2mPlan::shortest_admissible(p, n, SCALE, strict),
+        Err(ConvertError::ModulusTooSmall { needed: 101, .. })
+    ));
+    // B_max·2^F must fit Z_2^ℓ.
+    assert!(matches!(
+        C2mPlan::new(p, 1, n, SCALE, BoundaryCfg::encformer(29)),
+        Err(ConvertError::Budget(_))
+    ));
+    let m = M2cPlan::new(p, p.max_level(), n, SCALE, cfg()).unwrap();
+    assert!(m.error_bound_ulp() < 0.125);
+    assert!(m.failure_log2() < -30.0);
+    // A tiny scale cannot carry 2^F fixed point with n slots.
+    assert!(matches!(
+        M2cPlan::new(p, 1, n, (1u64 << 20) as f64, cfg()),
+        Err(ConvertError::Budget(_))
+    ));
+    // A ciphertext below the boundary level is refused, never silently converted.
+    let (ck, sk, mut rng) = setup();
+    let ct = encrypt(&ck, &sk, &[C64::real(1.0)], 0, &mut rng);
+    let pk = pk_of(&ck, &sk);
+    assert!(matches!(
+        c2m_mask(&ck, &pk, &plan, &[ct], &mut rng),
+        Err(ConvertError::LevelTooLow {
+            found: 0,
+            needed: 1
+        })
+    ));
+}
+
+#[test]
+fn integer_maps_are_homomorphic_and_match_the_encoder() {
+    let (ck, _, mut rng) = setup();
+    let p = ck.params();
+    let n = p.max_slots();
+    let plan = C2mPlan::new(p, 1, n, SCALE, cfg()).unwrap();
+    let mask = (1u128 << K_BITS) - 1;
+    let rnd =
+        |rng: &mut ChaCha20Rng| ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128) & mask;
+    let a: Vec<u128> = (0..2 * n).map(|_| rnd(&mut rng)).collect();
+    let b: Vec<u128> = (0..2 * n).map(|_| rnd(&mut rng)).collect();
+    let s: Vec<u128> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| x.wrapping_add(*y) & mask)
+        .collect();
+    let (ar, ai) = plan.decode_map(&a);
+    let (br, bi) = plan.decode_map(&b);
+    let (sr, si) = plan.decode_map(&s);
+    for j in 0..n {
+        assert_eq!(ar[j].wrapping_add(br[j]) & mask, sr[j]);
+        assert_eq!(ai[j].wrapping_add(bi[j]) & mask, si[j]);
+    }
+    // The two stages of the O(n√n) map are homomorphic too.
+    assert!(plan.is_fast());
+    let (ar, ai) = plan.decode_inner(&a);
+    let (br, bi) = plan.decode_inner(&b);
+    let (sr, si) = plan.decode_inner(&s);
+    let add = |x: &[u128], y: &[u128]| -> Vec<u128> {
+        x.iter()
+            .zip(y)
+            .map(|(u, v)| u.wrapping_add(*v) & mask)
+            .collect()
+    };
+    assert_eq!(add(&ar, &br), sr);
+    assert_eq!(add(&ai, &bi), si);
+    let (oa, oai) = plan.decode_outer(&ar, &ai);
+    let (ob, obi) = plan.decode_outer(&br, &bi);
+    let (os, osi) = plan.decode_outer(&sr, &si);
+    assert_eq!(add(&oa, &ob), os);
+    assert_eq!(add(&oai, &obi), osi);
+    let m = M2cPlan::new(p, 1, n, SCALE, cfg()).unwrap();
+    let ea = m.encode_map(&a[..n], &a[n..]);
+    let eb = m.encode_map(&b[..n], &b[n..]);
+    let es = m.encode_map(&s[..n], &s[n..]);
+    for k in 0..2 * n {
+        assert_eq!(ea[k].wrapping_add(eb[k]) & mask, es[k]);
+    }
+    // The encoding map inverts the decoding map (up to the fixed-point scalings), checked
+    // against the floating-point encoder through a plaintext: encode z with the map, put the
+    // coefficients in a plaintext and decode with the CKKS decoder.
+    let z: Vec<C64> = (0..n)
+        .map(|j| {
+            C64::new(
+                (j as f64 * 0.37).sin() * 100.0,
+                (j as f64 * 0.11).cos() * 50.0,
+            )
+        })
+        .collect();
+    let f = 8192.0;
+    let sx: Vec<u128> = z
+        .iter()
+        .map(|v| ((v.re * f).round() as i64 as i128 as u128) & mask)
+        .collect();
+    let sy: Vec<u128> = z
+        .iter()
+        .map(|v| ((v.im * f).round() as i64 as i128 as u128) & mask)
+        .collect();
+    let u = m.encode_map(&sx, &sy);
+    let t = m.twiddle_bits();
+    let coeffs: Vec<f64> = u
+        .iter()
+        .map(|&v| {
+            let sv = if v >> (K_BITS - 1) == 1 {
+                v as i128 - (1i128 << K_BITS)
+            } else {
+                v as i128
+            };
+            sv as f64 / 2f64.powi(t as i32) / SCALE
+        })
+        .collect();
+    let gap = p.n() / (2 * n);
+    let mut full = vec![0f64; p.n()];
+    for (k, c) in coeffs.iter().enumerate() {
+        full[k * gap] = *c;
+    }
+    let back = ck.encoder().decode(&full, n).unwrap();
+    // Compare with the fixed-point inputs the map was given.
+    for (a, b) in z.iter().zip(&back) {
+        let (wr, wi) = ((a.re * f).round(), (a.im * f).round());
+        assert!(
+            (wr - b.re * f).abs() < 0.2 && (wi - b.im * f).abs() < 0.2,
+            "{a:?} {b:?}"
+        );
+    }
+}
+
+#[test]
+fn c2m_reconstructs_complex_slots() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let xs: Vec<Vec<f64>> = (0..3).map(|_| boundary_values(&mut rng, n)).collect();
+    let ys: Vec<Vec<f64>> = (0..3).map(|_| boundary_values(&mut rng, n)).collect();
+    // Ciphertexts at the top level: P1 trims them to the boundary level.
+    let cts: Vec<_> = (0..3)
+        .map(|i| {
+            let z: Vec<C64> = xs[i]
+                .iter()
+                .zip(&ys[i])
+                .map(|(&x, &y)| C64::new(x, y))
+                .collect();
+            encrypt(&ck, &sk, &z, p.max_level(), &mut rng)
+        })
+        .collect();
+    // The two-level O(n√n) map is in use here; the direct O(n²) map is the reference.
+    assert!(plan.is_fast());
+    let direct = plan.direct().unwrap();
+    assert!(!direct.is_fast() && direct.error_bound_ulp() < 0.25);
+    let r = RingCfg::ENCFORMER;
+    for reference in [direct, plan.clone()] {
+        let t0 = std::time::Instant::now();
+        let ((s0, _), (s1, _)) = run_c2m(&ck, &sk, &reference, &cts);
+        let mut worst = 0f64;
+        for i in 0..3 {
+            worst = worst.max(err_ulp(&r, &s0[i].re, &s1[i].re, &xs[i]));
+            worst = worst.max(err_ulp(&r, &s0[i].im, &s1[i].im, &ys[i]));
+        }
+        println!(
+            "C2M (fast: {}) of 3 ciphertexts: {:?}, max error {worst:.3} ulp",
+            reference.is_fast(),
+            t0.elapsed()
+        );
+        assert!(worst < 1.3, "C2M error {worst} ulp");
+    }
+    let ((s0, st0), (s1, st1)) = run_c2m(&ck, &sk, &plan, &cts);
+    let mut worst = 0f64;
+    for i in 0..3 {
+        worst = worst.max(err_ulp(&r, &s0[i].re, &s1[i].re, &xs[i]));
+        worst = worst.max(err_ulp(&r, &s0[i].im, &s1[i].im, &ys[i]));
+    }
+    println!("C2M max error {worst:.3} ulp; P1 {st1:?}");
+    // Pre-truncation value within 1/4 ulp + noise; the stochastic-rounding truncation adds < 1 ulp.
+    assert!(worst < 1.3, "C2M error {worst} ulp");
+    assert_eq!(st1.ciphertexts, 3);
+    assert_eq!(st0.ciphertext_bytes, st1.ciphertext_bytes);
+    let one = veil_core::serial::ciphertext_len(&p, plan.level(), 1, false) as u64;
+    assert_eq!(st1.ciphertext_bytes, 3 * one);
+    // One round: the masked ciphertexts, nothing else.
+    assert_eq!(st1.rounds, 1);
+    assert_eq!(st0.channel.online.bytes_recv, st1.channel.online.bytes_sent);
+    assert_eq!(st0.channel.online.bytes_sent, 0);
+}
+
+#[test]
+fn c2m_integers_at_fixed_point_are_recovered_within_one() {
+    // The paper's setting: slots hold integers X·2^{-F}. The local truncation returns
+    // X − 1, X or X + 1, and X itself except with probability |u − X| (stochastic rounding).
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::new(&p, 1, n, SCALE, cfg()).unwrap();
+    let r = RingCfg::ENCFORMER;
+    let xs = values(&mut rng, n - 9, LOG_B + r.frac);
+    let ys = values(&mut rng, n - 9, LOG_B + r.frac);
+    let f = (1u64 << r.frac) as f64;
+    let z: Vec<C64> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(&x, &y)| C64::new(x as f64 / f, y as f64 / f))
+        .collect();
+    let ct = encrypt(&ck, &sk, &z, 1, &mut rng);
+    let ((s0, _), (s1, _)) = run_c2m(&ck, &sk, &plan, &[ct]);
+    let (gx, gy) = (
+        open(&r, &s0[0].re, &s1[0].re),
+        open(&r, &s0[0].im, &s1[0].im),
+    );
+    let mut exact = 0;
+    for k in 0..n {
+        assert!(
+            (gx[k] - xs[k]).abs() <= 1 && (gy[k] - ys[k]).abs() <= 1,
+            "slot {k}"
+        );
+        exact += (gx[k] == xs[k]) as usize + (gy[k] == ys[k]) as usize;
+    }
+    println!("exact integers: {exact}/{}", 2 * n);
+    // Stochastic rounding of u = X + δ with |δ| ≲ 10^-3 ulp here: X except with probability |δ|.
+    assert!(exact * 50 >= 2 * n * 49, "only {exact} exact");
+}
+
+fn share_vec(r: &RingCfg, v: &[f64], rng: &mut ChaCha20Rng) -> (RingShares, RingShares) {
+    let xs: Vec<i64> = v.iter().map(|&x| r.to_signed(r.encode(x))).collect();
+    share(r, &xs, rng)
+}
+
+#[test]
+fn m2c_encrypts_the_shared_values_at_any_level() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let r = RingCfg::ENCFORMER;
+    for level in [1, p.max_level()] {
+        let plan = M2cPlan::new(&p, level, n, SCALE, cfg()).unwrap();
+        let xs = boundary_values(&mut rng, n);
+        let ys = boundary_values(&mut rng, n);
+        let (x0, x1) = share_vec(&r, &xs, &mut rng);
+        let (y0, y1) = share_vec(&r, &ys, &mut rng);
+        // Second input: real only (empty imaginary shares mean y = 0).
+        let (w0, w1) = share_vec(&r, &ys, &mut rng);
+        let in0 = vec![
+            ComplexShares { re: x0, im: y0 },
+            ComplexShares {
+                re: w0,
+                im: RingShares::default(),
+            },
+        ];
+        let in1 = vec![
+            ComplexShares { re: x1, im: y1 },
+            ComplexShares {
+                re: w1,
+                im: RingShares::default(),
+            },
+        ];
+        let (st0, (cts, st1)) = run_mem(
+            MpcConfig::ENCFORMER,
+            |pp, t| drive(pp.channel(), m2c_p0(pp, &ck, &sk, &plan, &in0), t).unwrap(),
+            |pp, t| drive(pp.channel(), m2c_p1(pp, &ck, &plan, &in1), t).unwrap(),
+        );
+        assert_eq!(cts.len(), 2);
+        assert_eq!(cts[0].level(), level);
+        let f = (1u64 << r.frac) as f64;
+        let dz = ck.decrypt_decode(&sk, &cts[0]).unwrap();
+        let dw = ck.decrypt_decode(&sk, &cts[1]).unwrap();
+        let mut worst = 0f64;
+        for k in 0..n {
+            let (wx, wy) = (r.decode(r.encode(xs[k])), r.decode(r.encode(ys[k])));
+            worst = worst
+                .max((dz[k].re - wx).abs() * f)
+                .max((dz[k].im - wy).abs() * f)
+                .max((dw[k].re - wy).abs() * f)
+                .max(dw[k].im.abs() * f);
+        }
+        println!("M2C level {level}: max error {worst:.2e} ulp; P0 {st0:?}");
+        assert!(worst < 0.5, "M2C error {worst} ulp");
+        let seeded = veil_core::serial::ciphertext_len(&p, level, 1, true) as u64;
+        assert_eq!(st0.ciphertext_bytes, 2 * seeded);
+        assert_eq!(st1.ciphertext_bytes, 2 * seeded);
+    }
+}
+
+#[test]
+fn c2m_then_m2c_round_trip_with_complexify() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let keys = ck
+        .gen_evaluation_keys(&sk, &[], true, &mut rng, |_, _| {})
+        .unwrap();
+    let pk = pk_of(&ck, &sk);
+    let c2m = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let m2c = M2cPlan::new(&p, p.max_level(), n, SCALE, cfg()).unwrap();
+    let xs = boundary_values(&mut rng, n);
+    let ys = boundary_values(&mut rng, n);
+    let top = p.max_level();
+    let slots = n;
+    let cx = ck
+        .encrypt_sk(
+            &sk,
+            &ck.encode_real(&xs, slots, top, SCALE).unwrap(),
+            &mut rng,
+        )
+        .unwrap();
+    let cy = ck
+        .encrypt_sk(
+            &sk,
+            &ck.encode_real(&ys, slots, top, SCALE).unwrap(),
+            &mut rng,
+        )
+        .unwrap();
+    // Two real ciphertexts → one complex one → MPC → one complex one → two real ones.
+    let z = complexify(&ck, &cx, &cy).unwrap();
+    let (_, cts) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| {
+            let (sh, _) = drive(pp.channel(), c2m_p0(pp, &ck, &sk, &c2m, 1), t).unwrap();
+            drive(pp.channel(), m2c_p0(pp, &ck, &sk, &m2c, &sh), t).unwrap();
+        },
+        |pp, t| {
+            let (sh, _) = drive(pp.channel(), c2m_p1(pp, &ck, &pk, &c2m, &[z]), t).unwrap();
+            let (cts, _) = drive(pp.channel(), m2c_p1(pp, &ck, &m2c, &sh), t).unwrap();
+            cts
+        },
+    );
+    let (ox, oy) = decomplexify(&ck, &cts[0], &keys).unwrap();
+    let (dx, dy) = (
+        ck.decrypt_decode(&sk, &ox).unwrap(),
+        ck.decrypt_decode(&sk, &oy).unwrap(),
+    );
+    let f = 8192.0;
+    let mut worst = 0f64;
+    for k in 0..n {
+        worst = worst
+            .max((dx[k].re - xs[k]).abs() * f)
+            .max((dy[k].re - ys[k]).abs() * f);
+        worst = worst.max(dx[k].im.abs() * f).max(dy[k].im.abs() * f);
+    }
+    println!("round trip (complexify → C2M → M2C → decomplexify): max error {worst:.3} ulp");
+    assert!(worst < 1.5, "round trip error {worst} ulp");
+}
+
+#[test]
+fn real_baseline_uses_twice_the_ciphertexts() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let xs = boundary_values(&mut rng, n);
+    let ys = boundary_values(&mut rng, n);
+    let real: Vec<_> = [&xs, &ys]
+        .iter()
+        .map(|v| {
+            ck.encrypt_sk(&sk, &ck.encode_real(v, n, 1, SCALE).unwrap(), &mut rng)
+                .unwrap()
+        })
+        .collect();
+    let z: Vec<C64> = xs.iter().zip(&ys).map(|(&x, &y)| C64::new(x, y)).collect();
+    let cplx = encrypt(&ck, &sk, &z, 1, &mut rng);
+    let ((r0, rs0), (r1, _)) = run_c2m(&ck, &sk, &plan, &real);
+    let ((_, cs0), _) = run_c2m(&ck, &sk, &plan, &[cplx]);
+    let r = RingCfg::ENCFORMER;
+    assert!(err_ulp(&r, &r0[0].re, &r1[0].re, &xs) < 1.3);
+    assert!(err_ulp(&r, &r0[1].re, &r1[1].re, &ys) < 1.3);
+    assert_eq!(rs0.ciphertext_bytes, 2 * cs0.ciphertext_bytes);
+    println!(
+        "C2M bytes per pair: real {} complex {}",
+        rs0.ciphertext_bytes, cs0.ciphertext_bytes
+    );
+}
+
+/// Residues of P0's decrypted plaintext (coefficient domain, all primes) bucketed by
+/// `⌊64·v/q_i⌋`.
+fn p0_view_histogram(
+    ck: &Ck,
+    sk: &SecretKey,
+    plan: &C2mPlan,
+    cts: &[Ciphertext<CpuBackend>],
+    masked: bool,
+    rng: &mut ChaCha20Rng,
+) -> Vec<u64> {
+    let p = ck.params();
+    let n = p.n();
+    let basis = Basis::q(plan.level() + 1);
+    let mut h = vec![0u64; 64];
+    let pk = pk_of(ck, sk);
+    let views: Vec<Ciphertext<CpuBackend>> = if masked {
+        let (bytes, _) = c2m_mask(ck, &pk, plan, cts, rng).unwrap();
+        bytes
+            .iter()
+            .map(|b| ck.deserialize_ciphertext(b).unwrap())
+            .collect()
+    } else {
+        cts.iter()
+            .map(|c| {
+                let mut c = ck.clone_ct(c);
+                ck.drop_level_assign(&mut c, plan.level()).unwrap();
+                c
+            })
+            .collect()
+    };
+    let be = ck.backend();
+    for ct in &views {
+        let pt = ck.decrypt(sk, ct).unwrap();
+        let mut host = vec![0u64; basis.rows() * n];
+        be.download(pt.poly(), &mut host);
+        let mut buf = be.upload(&host);
+        be.intt(&mut buf, basis);
+        be.download(&buf, &mut host);
+        for (r, m) in p.q()[..basis.rows()].iter().enumerate() {
+            for &v in &host[r * n..(r + 1) * n] {
+                h[((v as u128 * 64) / m.value() as u128) as usize] += 1;
+            }
+        }
+    }
+    h
+}
+
+fn chi2_uniform(h: &[u64]) -> f64 {
+    let total: u64 = h.iter().sum();
+    let e = total as f64 / h.len() as f64;
+    h.iter().map(|&o| (o as f64 - e).powi(2) / e).sum()
+}
+
+fn chi2_two(a: &[u64], b: &[u64]) -> f64 {
+    // Homogeneity of two equal-size samples.
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| **x + **y > 0)
+        .map(|(&x, &y)| (x as f64 - y as f64).powi(2) / (x + y) as f64)
+        .sum()
+}
+
+#[test]
+fn p0_view_is_uniform_and_message_independent() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let b = (1u64 << LOG_B) as f64;
+    let zero: Vec<C64> = vec![C64::default(); n];
+    let big: Vec<C64> = (0..n)
+        .map(|j| C64::new(if j % 2 == 0 { b } else { -b }, b))
+        .collect();
+    let cz: Vec<_> = (0..4)
+        .map(|_| encrypt(&ck, &sk, &zero, 1, &mut rng))
+        .collect();
+    let cb: Vec<_> = (0..4)
+        .map(|_| encrypt(&ck, &sk, &big, 1, &mut rng))
+        .collect();
+    let hz = p0_view_histogram(&ck, &sk, &plan, &cz, true, &mut rng);
+    let hb = p0_view_histogram(&ck, &sk, &plan, &cb, true, &mut rng);
+    // 8192 samples in 64 buckets, df = 63: mean 63, sd 11.2; 130 is 6 sd (p ≈ 1e-9).
+    let (uz, ub, two) = (chi2_uniform(&hz), chi2_uniform(&hb), chi2_two(&hz, &hb));
+    println!("chi2: zero {uz:.1}, big {ub:.1}, zero-vs-big {two:.1}");
+    assert!(uz < 130.0 && ub < 130.0 && two < 130.0);
+    // The statistic has power: without the mask, the same view is far from uniform.
+    let raw = p0_view_histogram(&ck, &sk, &plan, &cb, false, &mut rng);
+    let ur = chi2_uniform(&raw);
+    println!("chi2 unmasked: {ur:.1}");
+    assert!(ur > 1000.0);
+}
+
+#[test]
+fn c2m_and_m2c_over_tcp_loopback() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let c2m = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let m2c = M2cPlan::new(&p, 2, n, SCALE, cfg()).unwrap();
+    let xs = boundary_values(&mut rng, n);
+    let ys = boundary_values(&mut rng, n);
+    let z: Vec<C64> = xs.iter().zip(&ys).map(|(&x, &y)| C64::new(x, y)).collect();
+    let ct = encrypt(&ck, &sk, &z, 2, &mut rng);
+    let pk = pk_of(&ck, &sk);
+    let (t0, t1) = tcp_pair(tcfg(20_000));
+    let ((a, st_c0, st_m0), (b, cts)) = run_with(
+        MpcConfig::ENCFORMER,
+        t0,
+        t1,
+        |pp, t| {
+            let (sh, st) = drive(pp.channel(), c2m_p0(pp, &ck, &sk, &c2m, 1), t).unwrap();
+            let sm = drive(pp.channel(), m2c_p0(pp, &ck, &sk, &m2c, &sh), t).unwrap();
+            (sh, st, sm)
+        },
+        |pp, t| {
+            let (sh, _) = drive(pp.channel(), c2m_p1(pp, &ck, &pk, &c2m, &[ct]), t).unwrap();
+            let (cts, _) = drive(pp.channel(), m2c_p1(pp, &ck, &m2c, &sh), t).unwrap();
+            (sh, cts)
+        },
+    );
+    let r = RingCfg::ENCFORMER;
+    assert!(err_ulp(&r, &a[0].re, &b[0].re, &xs) < 1.3);
+    assert!(err_ulp(&r, &a[0].im, &b[0].im, &ys) < 1.3);
+    let d = ck.decrypt_decode(&sk, &cts[0]).unwrap();
+    for k in 0..n {
+        assert!((d[k].re - xs[k]).abs() * 8192.0 < 1.5 && (d[k].im - ys[k]).abs() * 8192.0 < 1.5);
+    }
+    println!("TCP: C2M {st_c0:?}\n     M2C {st_m0:?}");
+}
+
+/// Circuit privacy of C2M: the `c_1` P0 receives is re-randomized (a fresh `Enc_pk(0)` is
+/// added), so it shares nothing with the `c_1` P1 computed.
+#[test]
+fn c2m_rerandomizes_c1() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let pk = pk_of(&ck, &sk);
+    let ct = encrypt(&ck, &sk, &[C64::new(3.0, -2.0)], 1, &mut rng);
+    let (bytes, _) = c2m_mask(&ck, &pk, &plan, std::slice::from_ref(&ct), &mut rng).unwrap();
+    let seen = ck.deserialize_ciphertext(&bytes[0]).unwrap();
+    let rows = plan.level() + 1;
+    let mut a = vec![0u64; rows * p.n()];
+    let mut b = vec![0u64; rows * p.n()];
+    ck.backend().download(&ct.polys()[1], &mut a);
+    ck.backend().download(&seen.polys()[1], &mut b);
+    let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+    assert!(same < 4, "{same} equal words in c_1");
+    // And it still decrypts to the masked message (correctness is covered end to end).
+    assert_eq!(seen.level(), plan.level());
+}
+
+/// Protocol misuse ends in typed errors on both sides, never a panic or a wrong result: a
+/// ciphertext count the receiver does not expect, and a party whose ring differs from the plan.
+#[test]
+fn mismatches_are_typed_errors() {
+    use veil_core::mpc::MpcError;
+    use veil_host::mpc::DriverError;
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let plan = C2mPlan::shortest_admissible(&p, n, SCALE, cfg()).unwrap();
+    let pk = pk_of(&ck, &sk);
+    let ct = encrypt(&ck, &sk, &[C64::real(1.0)], 1, &mut rng);
+    let (e0, _) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), c2m_p0(pp, &ck, &sk, &plan, 2), t).map(|_| ()),
+        |pp, t| {
+            drive(
+                pp.channel(),
+                c2m_p1(pp, &ck, &pk, &plan, std::slice::from_ref(&ct)),
+                t,
+            )
+            .map(|_| ())
+        },
+    );
+    assert!(
+        matches!(
+            e0,
+            Err(DriverError::Protocol(MpcError::Malformed {
+                what: "ciphertext count",
+                ..
+            }))
+        ),
+        "{e0:?}"
+    );
+    let other = MpcConfig {
+        ring: RingCfg::new(48, 16).unwrap(),
+        ..MpcConfig::ENCFORMER
+    };
+    let (a, b) = run_mem(
+        other,
+        |pp, t| drive(pp.channel(), c2m_p0(pp, &ck, &sk, &plan, 1), t).map(|_| ()),
+        |pp, t| {
+            drive(
+                pp.channel(),
+                c2m_p1(pp, &ck, &pk, &plan, std::slice::from_ref(&ct)),
+                t,
+            )
+            .map(|_| ())
+        },
+    );
+    for e in [a, b] {
+        assert!(
+            matches!(e, Err(DriverError::Protocol(MpcError::InvalidConfig(_)))),
+            "{e:?}"
+        );
+    }
+}
