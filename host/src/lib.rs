@@ -2,6 +2,7 @@
 //! `veil-core` stays `no_std`.
 
 pub mod bench_ckks;
+pub mod bench_convert;
 pub mod bench_scp;
 pub mod demo;
 pub mod mpc;

@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_host::{bench_ckks, bench_scp, demo};
+use veil_host::{bench_ckks, bench_convert, bench_scp, demo};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -38,6 +38,9 @@ enum Bench {
     /// Transformer FHE kernels (Stage Compatible Patterns): operation counts vs EncFormer
     /// Table II, the w/o-SCP ablation, and (with --time) a timed MiniLM-shape chain.
     Scp(bench_scp::BenchScpOptions),
+    /// CKKS<->MPC conversion of two real vectors: real vs complex vs complex + trimming
+    /// (EncFormer Table VII: bytes per conversion pair, latency under LAN/WAN profiles).
+    Convert(bench_convert::BenchConvertOptions),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,15 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Demo(o) => demo::run(&o).map(|_| ()),
         Cmd::Bench(Bench::Mpc(a)) => veil_host::mpc::cli::run(&a).map_err(|e| e.to_string()),
+        Cmd::Bench(Bench::Convert(o)) => bench_convert::run(&o).and_then(|r| {
+            if o.json {
+                let s = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?;
+                println!("{s}");
+            } else {
+                print!("{}", bench_convert::render(&r));
+            }
+            Ok(())
+        }),
         Cmd::Bench(Bench::Scp(o)) => bench_scp::run(&o).and_then(|r| {
             if o.json {
                 let s = serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?;

@@ -419,6 +419,7 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     for c in &coeffs {
         let mut poly = subring_poly(ckks, plan, c);
         let pt = Plaintext {
+            params_id: ckks.params().id(),
             poly,
             level: plan.level,
             scale: plan.scale,
