@@ -1181,13 +1181,14 @@ impl<B: PolyBackend> Ckks<B> {
         self.automorphism(a, self.encoder.galois_element_conjugate(), keys)
     }
 
-    /// Hoisted rotations: decomposes `c_1` once, then rotates by each amount in `ks`.
-    pub fn rotate_hoisted(
+    /// Checks a degree-1 ciphertext of these parameters and the Galois keys of the rotations `ks`;
+    /// returns their Galois elements (the shared entry of the hoisted rotations).
+    fn hoisted_elements(
         &self,
         a: &Ciphertext<B>,
         ks: &[i64],
         keys: &EvaluationKeys<B>,
-    ) -> Result<Vec<Ciphertext<B>>> {
+    ) -> Result<Vec<u64>> {
         self.own(a.params_id, a.level)?;
         if a.degree() != 1 {
             return Err(Error::DegreeMismatch {
@@ -1195,7 +1196,6 @@ impl<B: PolyBackend> Ckks<B> {
                 expected: 1,
             });
         }
-        let basis = Basis::q(a.level + 1);
         let gs: Vec<u64> = ks
             .iter()
             .map(|&k| self.encoder.galois_element_for_rotation(k))
@@ -1203,6 +1203,18 @@ impl<B: PolyBackend> Ckks<B> {
         for &g in &gs {
             self.check_key(keys.galois.get(&g).ok_or(Error::MissingGaloisKey(g))?)?;
         }
+        Ok(gs)
+    }
+
+    /// Hoisted rotations: decomposes `c_1` once, then rotates by each amount in `ks`.
+    pub fn rotate_hoisted(
+        &self,
+        a: &Ciphertext<B>,
+        ks: &[i64],
+        keys: &EvaluationKeys<B>,
+    ) -> Result<Vec<Ciphertext<B>>> {
+        let gs = self.hoisted_elements(a, ks, keys)?;
+        let basis = Basis::q(a.level + 1);
         let h = self.hoist(&a.polys[1], a.level);
         let mut out = Vec::with_capacity(ks.len());
         for &g in &gs {
@@ -1233,22 +1245,9 @@ impl<B: PolyBackend> Ckks<B> {
         ks: &[i64],
         keys: &EvaluationKeys<B>,
     ) -> Result<Vec<ExtCiphertext<B>>> {
-        self.own(a.params_id, a.level)?;
-        if a.degree() != 1 {
-            return Err(Error::DegreeMismatch {
-                found: a.degree(),
-                expected: 1,
-            });
-        }
+        let gs = self.hoisted_elements(a, ks, keys)?;
         let q_basis = Basis::q(a.level + 1);
         let ext = Basis::qp(a.level + 1, self.k());
-        let gs: Vec<u64> = ks
-            .iter()
-            .map(|&k| self.encoder.galois_element_for_rotation(k))
-            .collect();
-        for &g in &gs {
-            self.check_key(keys.galois.get(&g).ok_or(Error::MissingGaloisKey(g))?)?;
-        }
         // P mod q_i, for lifting c_0 to the extended basis as P·c_0.
         let p_mod: Vec<u64> = self.moduli[..=a.level]
             .iter()
