@@ -1,3 +1,4 @@
+//! Smoke test: every CKKS primitive on both CPU backends at N = 2^12, against f64.
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ckks, PrecisionStats, C64};

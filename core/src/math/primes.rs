@@ -117,12 +117,17 @@ mod tests {
 
     #[test]
     fn miller_rabin_small() {
-        let naive = |n: u64| n >= 2 && (2..n).take_while(|d| d * d <= n).all(|d| n % d != 0);
+        let naive = |n: u64| {
+            n >= 2
+                && (2..n)
+                    .take_while(|d| d * d <= n)
+                    .all(|d| !n.is_multiple_of(d))
+        };
         for n in 0..5000u64 {
             assert_eq!(is_prime(n), naive(n), "{n}");
         }
         assert!(is_prime(0x1fffffffffe00001));
-        assert!(!is_prime(0x1fffffffffe00001u64 * 3 % (1 << 63)));
+        assert!(!is_prime(0x1fffffffffe00001u64 * 3));
         // Carmichael numbers
         for c in [561u64, 1105, 1729, 2465, 2821, 6601, 8911, 3_215_031_751] {
             assert!(!is_prime(c));

@@ -118,7 +118,7 @@ impl DivRoundPlan {
         let k = drop.len() as u64;
         let half = |m: &Modulus| {
             let kd = m.mul(m.reduce(k), prod_mod(drop, None, m));
-            if k % 2 == 0 {
+            if k.is_multiple_of(2) {
                 m.mul(m.reduce(k / 2), prod_mod(drop, None, m))
             } else {
                 let two_inv = m.inv(2).expect("odd modulus");
