@@ -54,10 +54,10 @@ pub struct BenchScpOptions {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Also run and time the real CKKS attention chain (MiniLM at N = 2^15: ~4 GB, ~2 minutes on
-    /// 2 cores).
+    /// Skip the timed run: print only the dry-run counts (by default the real CKKS attention chain
+    /// is also run and timed — MiniLM at N = 2^15: ~4 GB, ~2 minutes on 2 cores).
     #[arg(long)]
-    pub time: bool,
+    pub counts_only: bool,
     /// Shape of the timed run.
     #[arg(long, value_enum, default_value_t = ShapeChoice::Minilm)]
     pub shape: ShapeChoice,
@@ -122,7 +122,7 @@ pub fn run(opts: &BenchScpOptions) -> Result<Report, String> {
         scp_counts_report(AttnShape::BERT_BASE, opts.beta).map_err(e)?,
         scp_counts_report(AttnShape::MINILM, opts.beta).map_err(e)?,
     ];
-    let timing = if opts.time {
+    let timing = if !opts.counts_only {
         Some(time_chain(opts)?)
     } else {
         None

@@ -36,7 +36,7 @@ enum Bench {
     /// Two-party MPC primitives (IKNP OT), in memory and over TCP loopback.
     Mpc(veil_host::mpc::cli::BenchMpcArgs),
     /// Transformer FHE kernels (Stage Compatible Patterns): operation counts vs EncFormer
-    /// Table II, the w/o-SCP ablation, and (with --time) a timed MiniLM-shape chain.
+    /// Table II, the w/o-SCP ablation, and a timed MiniLM-shape chain (skip with --counts-only).
     Scp(bench_scp::BenchScpOptions),
     /// CKKS<->MPC conversion of two real vectors: real vs complex vs complex + trimming
     /// (EncFormer Table VII: bytes per conversion pair, latency under LAN/WAN profiles).
