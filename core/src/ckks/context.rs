@@ -198,6 +198,19 @@ impl<B: PolyBackend> Ckks<B> {
 
     // ---- small helpers --------------------------------------------------------------------
 
+    /// `P mod q_i` for the first `rows` ciphertext primes (`P` = product of the special primes).
+    fn p_mod_q(&self, rows: usize) -> Vec<u64> {
+        self.moduli[..rows]
+            .iter()
+            .map(|m| {
+                self.params
+                    .p()
+                    .iter()
+                    .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
+            })
+            .collect()
+    }
+
     /// Residues of small signed integers over `basis`, uploaded and transformed to the NTT domain.
     fn small_to_ntt(&self, v: &[i64], basis: Basis) -> B::Buffer {
         let n = self.n();
@@ -452,16 +465,7 @@ impl<B: PolyBackend> Ckks<B> {
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
         let mut s = self.upload_secret(sk, full);
-        // P mod q_i.
-        let p_mod: Vec<u64> = self.moduli[..levels]
-            .iter()
-            .map(|m| {
-                self.params
-                    .p()
-                    .iter()
-                    .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
-            })
-            .collect();
+        let p_mod = self.p_mod_q(levels);
         let mut bs = Vec::with_capacity(self.params.dnum());
         let mut as_ = Vec::with_capacity(self.params.dnum());
         let mut t = self.backend.alloc(full.rows());
@@ -1249,15 +1253,7 @@ impl<B: PolyBackend> Ckks<B> {
         let q_basis = Basis::q(a.level + 1);
         let ext = Basis::qp(a.level + 1, self.k());
         // P mod q_i, for lifting c_0 to the extended basis as P·c_0.
-        let p_mod: Vec<u64> = self.moduli[..=a.level]
-            .iter()
-            .map(|m| {
-                self.params
-                    .p()
-                    .iter()
-                    .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
-            })
-            .collect();
+        let p_mod = self.p_mod_q(a.level + 1);
         let h = self.hoist(&a.polys[1], a.level);
         let mut out = Vec::with_capacity(ks.len());
         for &g in &gs {
