@@ -8,10 +8,10 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::RngCore;
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
-use veil_core::ckks::{Ciphertext, Ckks, PublicKey, SecretKey, C64};
+use veil_core::ckks::{Ciphertext, Ckks, Encoder, PublicKey, SecretKey, C64};
 use veil_core::convert::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan,
-    ComplexShares, ConvertError, M2cPlan, RunStats, K_BITS,
+    CommonMasks, ComplexShares, ConvertError, M2cPlan, RunStats, K_BITS,
 };
 use veil_core::mpc::{MpcConfig, RingCfg, RingShares};
 use veil_core::params;
@@ -211,9 +211,10 @@ fn integer_maps_are_homomorphic_and_match_the_encoder() {
     assert_eq!(add(&oa, &ob), os);
     assert_eq!(add(&oai, &obi), osi);
     let m = M2cPlan::new(p, 1, n, SCALE, cfg()).unwrap();
-    let ea = m.encode_map(&a[..n], &a[n..]);
-    let eb = m.encode_map(&b[..n], &b[n..]);
-    let es = m.encode_map(&s[..n], &s[n..]);
+    // The direct O(n²) map (reference only) is homomorphic.
+    let ea = m.encode_map(&a[..n], &a[n..]).unwrap();
+    let eb = m.encode_map(&b[..n], &b[n..]).unwrap();
+    let es = m.encode_map(&s[..n], &s[n..]).unwrap();
     for k in 0..2 * n {
         assert_eq!(ea[k].wrapping_add(eb[k]) & mask, es[k]);
     }
@@ -237,8 +238,8 @@ fn integer_maps_are_homomorphic_and_match_the_encoder() {
         .iter()
         .map(|v| ((v.im * f).round() as i64 as i128 as u128) & mask)
         .collect();
-    let u = m.encode_map(&sx, &sy);
-    let t = m.twiddle_bits();
+    let u = m.encode_map(&sx, &sy).unwrap();
+    let t = m.direct_twiddle_bits().unwrap();
     let coeffs: Vec<f64> = u
         .iter()
         .map(|&v| {
@@ -718,4 +719,251 @@ fn mismatches_are_typed_errors() {
             "{e:?}"
         );
     }
+}
+
+/// Insecure test parameters at `N = 2^log_n` (`insecure_logn12`'s primes: q_0 60 bits, six
+/// 40-bit primes), for the conversion tests at larger ring degrees.
+fn params_logn(log_n: u32) -> params::CkksParams {
+    let mut lit = params::insecure_logn12();
+    lit.log_n = log_n;
+    lit.name = format!("INSECURE_LOGN{log_n}_CONVERT");
+    lit.validate().unwrap()
+}
+
+/// Fixed-point inputs `X = round(x·2^F)`: random in `[-B, B]` with edge values, all `±B`,
+/// all zero, and alternating signs.
+fn map_inputs(rng: &mut ChaCha20Rng, n: usize) -> Vec<(&'static str, Vec<i64>, Vec<i64>)> {
+    let r = RingCfg::ENCFORMER;
+    let b = 1i64 << (LOG_B + r.frac);
+    let fx = |v: Vec<f64>| -> Vec<i64> { v.iter().map(|&x| r.to_signed(r.encode(x))).collect() };
+    let alt: Vec<i64> = (0..n).map(|j| if j % 2 == 0 { b } else { -b }).collect();
+    let alt_neg: Vec<i64> = alt.iter().map(|v| -v).collect();
+    vec![
+        (
+            "random",
+            fx(boundary_values(rng, n)),
+            fx(boundary_values(rng, n)),
+        ),
+        ("+B/-B", vec![b; n], vec![-b; n]),
+        ("zero", vec![0; n], vec![0; n]),
+        ("alternating", alt, alt_neg),
+        ("real only", fx(boundary_values(rng, n)), vec![]),
+    ]
+}
+
+/// Runs [`M2cPlan::encode_shares`] for both parties on a fresh sharing of `(X, Y)` mod `2^K`
+/// (common masks from one seed) and reconstructs the integer coefficients.
+fn fast_map_open(m: &M2cPlan, xs: &[i64], ys: &[i64], rng: &mut ChaCha20Rng) -> Vec<i128> {
+    let mask = (1u128 << K_BITS) - 1;
+    let mut split = |v: &[i64]| -> (Vec<u128>, Vec<u128>) {
+        v.iter()
+            .map(|&x| {
+                let a = ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128) & mask;
+                (a, (x as i128 as u128).wrapping_sub(a) & mask)
+            })
+            .unzip()
+    };
+    let (x0, x1) = split(xs);
+    let (y0, y1) = split(ys);
+    let mut seed = [0u8; 16];
+    rng.fill_bytes(&mut seed);
+    let c0 = m
+        .encode_shares(&x0, &y0, true, &mut CommonMasks::from_seed(seed))
+        .unwrap();
+    let c1 = m
+        .encode_shares(&x1, &y1, false, &mut CommonMasks::from_seed(seed))
+        .unwrap();
+    c0.iter().zip(c1.iter()).map(|(a, b)| a + b).collect()
+}
+
+/// The fast encoding map on shares against the floating-point CKKS encoder: coefficients within
+/// [`M2cPlan::coeff_error_bound`] of `round(Δ·σ^{-1}(z))`, two independent sharings agree within
+/// twice that (the map commutes with sharing up to the local-truncation errors), and the slots
+/// decoded from the reconstructed coefficients are within [`M2cPlan::error_bound_ulp`].
+#[test]
+fn fast_encoding_map_matches_the_encoder() {
+    let mut rng = seeded(700);
+    let f = 8192.0;
+    for log_n in [10u32, 12, 16] {
+        let p = params_logn(log_n);
+        let n = p.max_slots();
+        let enc = Encoder::new(log_n);
+        let gap = p.n() / (2 * n);
+        let m = M2cPlan::new(&p, 1, n, SCALE, cfg()).unwrap();
+        let bound = m.coeff_error_bound();
+        for (name, xs, ys) in map_inputs(&mut rng, n) {
+            let z: Vec<C64> = (0..n)
+                .map(|j| C64::new(xs[j] as f64 / f, ys.get(j).map_or(0.0, |&y| y as f64 / f)))
+                .collect();
+            let want = enc.encode(&z, n, SCALE).unwrap();
+            let got = fast_map_open(&m, &xs, &ys, &mut rng);
+            let again = fast_map_open(&m, &xs, &ys, &mut rng);
+            let mut worst_c = 0f64;
+            for k in 0..2 * n {
+                let d = (got[k] - want[k * gap]).abs() as f64;
+                worst_c = worst_c.max(d);
+                assert!(d <= bound + 2.0, "{name} N=2^{log_n} k {k}: {d} > {bound}");
+                let d2 = (got[k] - again[k]).abs() as f64;
+                assert!(d2 <= 2.0 * bound, "{name}: sharings differ by {d2}");
+            }
+            let mut full = vec![0f64; p.n()];
+            for (k, &c) in got.iter().enumerate() {
+                full[k * gap] = c as f64 / SCALE;
+            }
+            let back = enc.decode(&full, n).unwrap();
+            let (mut worst, mut sum) = (0f64, 0f64);
+            for j in 0..n {
+                let y = ys.get(j).copied().unwrap_or(0) as f64;
+                let (er, ei) = (
+                    (back[j].re * f - xs[j] as f64).abs(),
+                    (back[j].im * f - y).abs(),
+                );
+                worst = worst.max(er).max(ei);
+                sum += er + ei;
+            }
+            println!(
+                "fast map N=2^{log_n} {name}: coeff error max {worst_c} (bound {bound:.1}), slot \
+                 error max {worst:.2e} mean {:.2e} ulp (bound {:.2e})",
+                sum / (2 * n) as f64,
+                m.error_bound_ulp()
+            );
+            assert!(worst <= m.error_bound_ulp() + 1e-3, "{name}: {worst} ulp");
+        }
+    }
+}
+
+/// M2C end to end (Ring2Field, fast map, encryption; decrypt and compare) at `N = 2^log_n`:
+/// per-slot error below ½ ulp of `2^F` in real and imaginary parts.
+fn m2c_end_to_end(log_n: u32) {
+    let p = params_logn(log_n);
+    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+    let mut rng = seeded(800 + log_n as u64);
+    let sk = ck.gen_secret_key(&mut rng);
+    let n = p.max_slots();
+    let level = 2;
+    let plan = M2cPlan::new(&p, level, n, SCALE, cfg()).unwrap();
+    let r = RingCfg::ENCFORMER;
+    let xs = boundary_values(&mut rng, n);
+    let ys = boundary_values(&mut rng, n);
+    let (x0, x1) = share_vec(&r, &xs, &mut rng);
+    let (y0, y1) = share_vec(&r, &ys, &mut rng);
+    let in0 = vec![ComplexShares { re: x0, im: y0 }];
+    let in1 = vec![ComplexShares { re: x1, im: y1 }];
+    let t0 = std::time::Instant::now();
+    let (_, (cts, _)) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), m2c_p0(pp, &ck, &sk, &plan, &in0), t).unwrap(),
+        |pp, t| drive(pp.channel(), m2c_p1(pp, &ck, &plan, &in1), t).unwrap(),
+    );
+    let elapsed = t0.elapsed();
+    let f = (1u64 << r.frac) as f64;
+    let d = ck.decrypt_decode(&sk, &cts[0]).unwrap();
+    let (mut worst, mut sum) = (0f64, 0f64);
+    for k in 0..n {
+        let (wx, wy) = (r.decode(r.encode(xs[k])), r.decode(r.encode(ys[k])));
+        let (er, ei) = ((d[k].re - wx).abs() * f, (d[k].im - wy).abs() * f);
+        worst = worst.max(er).max(ei);
+        sum += er + ei;
+    }
+    println!(
+        "M2C N=2^{log_n} ({n} slots, {elapsed:?}): slot error max {worst:.2e} mean {:.2e} ulp \
+         (fixed-point bound {:.2e}, t {}, g {}, failure 2^{:.1})",
+        sum / (2 * n) as f64,
+        plan.error_bound_ulp(),
+        plan.twiddle_bits(),
+        plan.guard_bits(),
+        plan.failure_log2()
+    );
+    assert!(worst < 0.5, "M2C N=2^{log_n}: error {worst} ulp");
+}
+
+#[test]
+fn m2c_end_to_end_logn12_to_14() {
+    for log_n in 12..=14 {
+        m2c_end_to_end(log_n);
+    }
+}
+
+#[test]
+fn m2c_end_to_end_logn16() {
+    m2c_end_to_end(16);
+}
+
+/// Budgets that do not close are typed errors: a scale too large for the `2^K` output ring,
+/// a σ too large for the wide ring, `B_max` beyond `Z_{2^ℓ}`, a scale too small for `n` slots.
+#[test]
+fn m2c_budget_errors_are_typed() {
+    let (ck, _, _) = setup();
+    let p = ck.params();
+    let n = p.max_slots();
+    let top = p.max_level();
+    let huge = libm_pow2(100);
+    assert!(matches!(
+        M2cPlan::new(p, top, n, huge, cfg()),
+        Err(ConvertError::Budget(_))
+    ));
+    assert!(matches!(
+        M2cPlan::new(p, 1, n, huge, cfg()),
+        Err(ConvertError::ModulusTooSmall { .. })
+    ));
+    assert!(matches!(
+        M2cPlan::new(
+            p,
+            top,
+            n,
+            SCALE,
+            BoundaryCfg {
+                sigma: 110,
+                ..cfg()
+            }
+        ),
+        Err(ConvertError::Budget(_))
+    ));
+    assert!(matches!(
+        M2cPlan::new(p, top, n, SCALE, BoundaryCfg::encformer(40)),
+        Err(ConvertError::Budget(_))
+    ));
+    assert!(matches!(
+        M2cPlan::new(p, top, n, libm_pow2(22), cfg()),
+        Err(ConvertError::Budget(_))
+    ));
+    assert!(matches!(
+        M2cPlan::new(p, top, n, f64::NAN, cfg()),
+        Err(ConvertError::Budget(_))
+    ));
+    // The Table VII setting closes with margin; the direct reference map's budget does not
+    // close at B_max = 2^12, the fast map's does; at B_max = 2^20 the twiddles would need more
+    // than 52 bits.
+    let big = params::ckks_128_custom(16, 8, 3).validate().unwrap();
+    let t7 = M2cPlan::new(&big, 8, 1 << 15, SCALE, cfg()).unwrap();
+    println!(
+        "Table VII M2C: t {} g {} bits {:?} error {:.4} ulp coeff error {:.1} failure 2^{:.1}",
+        t7.twiddle_bits(),
+        t7.guard_bits(),
+        t7.value_bits(),
+        t7.error_bound_ulp(),
+        t7.coeff_error_bound(),
+        t7.failure_log2()
+    );
+    assert!(t7.error_bound_ulp() < 0.125 && t7.failure_log2() < -40.0);
+    let wide = M2cPlan::new(&big, 8, 1 << 15, SCALE, BoundaryCfg::encformer(12)).unwrap();
+    assert!(wide.direct_twiddle_bits().is_none() && wide.error_bound_ulp() < 0.125);
+    println!(
+        "B_max = 2^12: t {} bits {:?} failure 2^{:.1}",
+        wide.twiddle_bits(),
+        wide.value_bits(),
+        wide.failure_log2()
+    );
+    assert!(matches!(
+        M2cPlan::new(&big, 8, 1 << 15, SCALE, BoundaryCfg::encformer(20)),
+        Err(ConvertError::Budget(_))
+    ));
+    assert!(matches!(
+        wide.encode_map(&[0; 1 << 15], &[]),
+        Err(ConvertError::Budget(_))
+    ));
+}
+
+fn libm_pow2(e: i32) -> f64 {
+    2f64.powi(e)
 }

@@ -104,14 +104,18 @@
 //! semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 
+mod encode;
 mod plan;
 mod protocol;
+mod wide;
 
-pub use plan::{local_trunc, BoundaryCfg, C2mPlan, FastDecode, M2cPlan, K_BITS, MAX_TWIDDLE_BITS};
+pub use encode::{M2cPlan, MAX_FAST_TWIDDLE_BITS};
+pub use plan::{local_trunc, BoundaryCfg, C2mPlan, FastDecode, K_BITS, MAX_TWIDDLE_BITS};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
     RunStats, TAG_C2M_CT, TAG_M2C_CT,
 };
+pub use wide::{local_trunc_wide, rerandomize, CommonMasks, Wide, W_BITS};
 
 use core::fmt;
 

@@ -40,7 +40,7 @@ impl BoundaryCfg {
         }
     }
 
-    fn check_ring(&self) -> Result<(), ConvertError> {
+    pub(super) fn check_ring(&self) -> Result<(), ConvertError> {
         // |x·2^F| ≤ 2^{log_bmax + F} plus ±1 truncation slack must stay below 2^{ℓ-1}.
         if self.log_bmax + self.ring.frac + 2 > self.ring.ell {
             return Err(ConvertError::Budget(
@@ -51,7 +51,11 @@ impl BoundaryCfg {
     }
 }
 
-fn check_shape(params: &CkksParams, level: usize, slots: usize) -> Result<(), ConvertError> {
+pub(super) fn check_shape(
+    params: &CkksParams,
+    level: usize,
+    slots: usize,
+) -> Result<(), ConvertError> {
     if level > params.max_level() {
         return Err(ConvertError::Ckks(crate::Error::InvalidLevel {
             level,
@@ -66,7 +70,7 @@ fn check_shape(params: &CkksParams, level: usize, slots: usize) -> Result<(), Co
     Ok(())
 }
 
-fn check_scale(scale: f64) -> Result<f64, ConvertError> {
+pub(super) fn check_scale(scale: f64) -> Result<f64, ConvertError> {
     if !(scale.is_finite() && scale >= 2.0) {
         return Err(ConvertError::Budget("scale must be finite and ≥ 2"));
     }
@@ -74,7 +78,7 @@ fn check_scale(scale: f64) -> Result<f64, ConvertError> {
 }
 
 /// `5^j mod 2N` for `j < n`: slot `j` sits at the root `ζ^{5^j}`.
-fn rot_group(n_ring: usize, slots: usize) -> Vec<u64> {
+pub(super) fn rot_group(n_ring: usize, slots: usize) -> Vec<u64> {
     let m = 2 * n_ring as u64;
     let mut g = 1u64;
     let mut out = Vec::with_capacity(slots);
@@ -86,7 +90,7 @@ fn rot_group(n_ring: usize, slots: usize) -> Vec<u64> {
 }
 
 /// `round(cos(πe/N)·s)` and `round(sin(πe/N)·s)` for `e < 2N`, as `i64`.
-fn trig_tables(n_ring: usize, s: f64) -> (Vec<i64>, Vec<i64>) {
+pub(super) fn trig_tables(n_ring: usize, s: f64) -> (Vec<i64>, Vec<i64>) {
     let m = 2 * n_ring;
     let mut c = Vec::with_capacity(m);
     let mut si = Vec::with_capacity(m);
@@ -101,7 +105,7 @@ fn trig_tables(n_ring: usize, s: f64) -> (Vec<i64>, Vec<i64>) {
 /// `⌈log2(√2·B_max·Δ)⌉`: a bound on every plaintext coefficient in bits. By Parseval over the
 /// `2n` roots of `Y^{2n} + 1` (`Y = X^{N/2n}`), `Σ_k c_k² = (1/n)·Σ_j |z_j|²·Δ² ≤ 2·B_max²·Δ²`, so
 /// each `|c_k| ≤ √2·B_max·Δ` and `Σ_k |c_k| ≤ 2·√n·B_max·Δ`.
-fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
+pub(super) fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
     libm::ceil(0.5 + log_bmax as f64 + log_delta) as u32
 }
 
@@ -403,121 +407,6 @@ impl C2mPlan {
     }
 }
 
-/// A validated MPC→CKKS plan ([`super::m2c_p0`] / [`super::m2c_p1`]).
-///
-/// Stages: Ring2Field of the `Z_{2^ℓ}` shares to `Z_{2^K}` (exact); the encoding map with
-/// twiddles `round(cos/sin(πe/N)·Δ·2^{t'}/(n·2^F))` mod `2^K`; common re-randomization and local
-/// truncation by `2^{t'}` to integer shares of the plaintext coefficients (failure
-/// `≤ 2^{h+1}/2^K`), which each party reduces modulo every prime of `Q_level`.
-#[derive(Clone, Debug)]
-pub struct M2cPlan {
-    pub(crate) level: usize,
-    pub(crate) slots: usize,
-    pub(crate) scale: f64,
-    pub(crate) n_ring: usize,
-    pub(crate) cfg: BoundaryCfg,
-    pub(crate) t: u32,
-    pub(crate) h: u32,
-    pub(crate) rot: Vec<u64>,
-    pub(crate) cos: Vec<i64>,
-    pub(crate) sin: Vec<i64>,
-    pub(crate) err_bound_ulp: f64,
-}
-
-impl M2cPlan {
-    /// Validates an output at `level` and `scale`: the plaintext fits (`Q_level/2 > 2·Δ·B_max`),
-    /// the coefficient error keeps the slot error below `1/8` ulp, and `2^K ≥ 2^{h+1+σ}`.
-    pub fn new(
-        params: &CkksParams,
-        level: usize,
-        slots: usize,
-        scale: f64,
-        cfg: BoundaryCfg,
-    ) -> Result<Self, ConvertError> {
-        check_shape(params, level, slots)?;
-        cfg.check_ring()?;
-        let log_delta = check_scale(scale)?;
-        let log_q: f64 = params.q()[..=level]
-            .iter()
-            .map(|m| libm::log2(m.value() as f64))
-            .sum();
-        let cb = coeff_bits(cfg.log_bmax, log_delta) + 1;
-        if log_q < (cb + 1) as f64 {
-            return Err(ConvertError::ModulusTooSmall {
-                level,
-                log_q,
-                needed: cb + 1,
-            });
-        }
-        let f = cfg.ring.frac as f64;
-        let n = slots as f64;
-        // Slot error from coefficient errors |δc| ≤ e: ≤ 2n·e/Δ real = 2n·e·2^F/Δ ulp ≤ 1/8.
-        let e_max = libm::exp2(log_delta - f) / (16.0 * n);
-        if e_max <= 1.0625 {
-            return Err(ConvertError::Budget(
-                "scale too small for the slot count (coefficient rounding alone exceeds 1/8 ulp)",
-            ));
-        }
-        // e = 1 (local truncation) + n·B·2^F/2^{t'} (twiddle rounding, ½ per term).
-        let tf = libm::ceil(libm::log2(
-            n * libm::exp2(cfg.log_bmax as f64 + f) / (e_max - 1.0),
-        ));
-        let t = if tf > 0.0 { tf as u32 } else { 0 };
-        let twiddle_log = log_delta + t as f64 - libm::log2(n) - f;
-        if twiddle_log > MAX_TWIDDLE_BITS {
-            return Err(ConvertError::Budget("twiddles exceed 2^50"));
-        }
-        let h = cb + t;
-        if K_BITS < h + 1 + cfg.sigma {
-            return Err(ConvertError::Budget(
-                "encoded coefficients exceed the 2^K ring budget (lower B_max, sigma or scale)",
-            ));
-        }
-        let n_ring = params.n();
-        let (cos, sin) = trig_tables(n_ring, libm::exp2(twiddle_log));
-        let e = 1.0 + n * libm::exp2(cfg.log_bmax as f64 + f - t as f64);
-        Ok(M2cPlan {
-            level,
-            slots,
-            scale,
-            n_ring,
-            cfg,
-            t,
-            h,
-            rot: rot_group(n_ring, slots),
-            cos,
-            sin,
-            err_bound_ulp: 2.0 * n * e * libm::exp2(f - log_delta),
-        })
-    }
-
-    /// The output level.
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// Slots per ciphertext.
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-    /// The output scale `Δ`.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-    /// The extra precision `t'` of the encoding twiddles (the local truncation shift).
-    pub fn twiddle_bits(&self) -> u32 {
-        self.t
-    }
-    /// The proven bound on the decoded slot error from the fixed-point encoding, in ulps of
-    /// `2^{-F}` (CKKS encryption noise comes on top).
-    pub fn error_bound_ulp(&self) -> f64 {
-        self.err_bound_ulp
-    }
-    /// `log2` of the per-ciphertext failure probability (`2n` truncations at `2^{h+1}/2^K`).
-    pub fn failure_log2(&self) -> f64 {
-        libm::log2(2.0 * self.slots as f64) + (self.h + 1) as f64 - K_BITS as f64
-    }
-}
-
 /// `2^K − 1`.
 pub(crate) const K_MASK: u128 = (1u128 << K_BITS) - 1;
 
@@ -619,46 +508,6 @@ impl C2mPlan {
             im.push(y & K_MASK);
         }
         (re, im)
-    }
-}
-
-impl M2cPlan {
-    /// The encoding map on one party's share, modulo `2^K`: coefficient `k < 2n` (position
-    /// `k·N/2n`) is `Σ_j x_j·round(cos(π·e_jk/N)·S) + y_j·round(sin(π·e_jk/N)·S)` with
-    /// `S = Δ·2^{t'}/(n·2^F)`, the inverse of the decoding map
-    /// (`c_k = (1/n)·Σ_j Re(z_j·ζ^{-e_jk})`). An empty `im` means zero imaginary parts.
-    pub fn encode_map(&self, re: &[u128], im: &[u128]) -> Vec<u128> {
-        let n = self.slots;
-        let gap = (self.n_ring / (2 * n)) as u64;
-        let mask = 2 * self.n_ring as u64 - 1;
-        // (cos, sin) interleaved as i64 pairs: half the cache footprint of u128 tables, and one
-        // cache line per random access.
-        let t: Vec<[i64; 2]> = self
-            .cos
-            .iter()
-            .zip(&self.sin)
-            .map(|(&c, &s)| [c, s])
-            .collect();
-        let mut out = Vec::with_capacity(2 * n);
-        for k in 0..2 * n as u64 {
-            let kg = k * gap;
-            let mut acc = 0u128;
-            if im.is_empty() {
-                for (j, &g) in self.rot.iter().enumerate() {
-                    let [c, _] = t[((g * kg) & mask) as usize];
-                    acc = acc.wrapping_add(re[j].wrapping_mul(to_k(c)));
-                }
-            } else {
-                for (j, &g) in self.rot.iter().enumerate() {
-                    let [c, s] = t[((g * kg) & mask) as usize];
-                    acc = acc
-                        .wrapping_add(re[j].wrapping_mul(to_k(c)))
-                        .wrapping_add(im[j].wrapping_mul(to_k(s)));
-                }
-            }
-            out.push(acc & K_MASK);
-        }
-        out
     }
 }
 

@@ -1,6 +1,8 @@
 //! The two-party conversion protocols (async over the MPC channel) and the complexify wrappers.
 
-use super::plan::{local_trunc, C2mPlan, M2cPlan, K_BITS, K_MASK};
+use super::encode::M2cPlan;
+use super::plan::{local_trunc, C2mPlan, K_BITS, K_MASK};
+use super::wide::CommonMasks;
 use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
@@ -342,8 +344,8 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     ))
 }
 
-/// Ring2Field, encoding map and truncation of Π_M2C^ℂ: integer shares of the `2n` subring
-/// coefficients of each plaintext.
+/// Ring2Field and the fast encoding map of Π_M2C^ℂ ([`M2cPlan::encode_shares`]): integer shares
+/// of the `2n` subring coefficients of each plaintext.
 async fn m2c_local<R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     plan: &M2cPlan,
@@ -363,6 +365,10 @@ async fn m2c_local<R: RngCore + CryptoRng>(
     let lifted = party.ring_to_field(&RingShares::new(flat), &mk).await?;
     let lifted = lifted.as_slice();
     let p0 = party.is_p0();
+    // One common seed per batch (both parties draw it from their common PRG), expanded into the
+    // masks of every local truncation of the encoding map.
+    let (a, b) = (party.common_zq(&mk)?, party.common_zq(&mk)?);
+    let mut masks = CommonMasks::from_seed((a ^ (b << 64)).to_le_bytes());
     let mut at = 0;
     let mut out = Vec::with_capacity(inputs.len());
     for x in inputs {
@@ -370,18 +376,10 @@ async fn m2c_local<R: RngCore + CryptoRng>(
         at += n;
         let im = &lifted[at..at + x.im.len()];
         at += x.im.len();
-        let u = plan.encode_map(re, im);
-        let mut o = Zeroizing::new(Vec::with_capacity(2 * n));
-        for v in u {
-            let r = party.common_zq(&mk)?;
-            let v = if p0 {
-                v.wrapping_add(r) & K_MASK
-            } else {
-                v.wrapping_sub(r) & K_MASK
-            };
-            o.push(local_trunc(v, 1u128 << K_BITS, p0, plan.t, plan.h));
-        }
-        out.push(o);
+        let c = plan
+            .encode_shares(re, im, p0, &mut masks)
+            .map_err(|_| bad("M2C input length differs from the plan's slot count"))?;
+        out.push(c);
     }
     Ok(out)
 }
