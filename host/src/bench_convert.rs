@@ -48,8 +48,7 @@ pub struct BenchConvertOptions {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// `log2 N` (Table VII: 16). The M2C encoding map is O(n²): N = 2^16 takes about 90 s on
-    /// 2 cores.
+    /// `log2 N` (Table VII: 16).
     #[arg(long, default_value_t = 16)]
     pub log_n: u32,
     /// Multiplicative depth of the parameter set (levels above q_0; Table VII: 8).

@@ -796,7 +796,9 @@ fn fast_encoding_map_matches_the_encoder() {
                 .map(|j| C64::new(xs[j] as f64 / f, ys.get(j).map_or(0.0, |&y| y as f64 / f)))
                 .collect();
             let want = enc.encode(&z, n, SCALE).unwrap();
+            let t0 = std::time::Instant::now();
             let got = fast_map_open(&m, &xs, &ys, &mut rng);
+            let map_time = t0.elapsed();
             let again = fast_map_open(&m, &xs, &ys, &mut rng);
             let mut worst_c = 0f64;
             for k in 0..2 * n {
@@ -822,7 +824,7 @@ fn fast_encoding_map_matches_the_encoder() {
                 sum += er + ei;
             }
             println!(
-                "fast map N=2^{log_n} {name}: coeff error max {worst_c} (bound {bound:.1}), slot \
+                "fast map N=2^{log_n} {name} (both parties: {map_time:?}): coeff error max {worst_c} (bound {bound:.1}), slot \
                  error max {worst:.2e} mean {:.2e} ulp (bound {:.2e})",
                 sum / (2 * n) as f64,
                 m.error_bound_ulp()

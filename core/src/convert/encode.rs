@@ -14,7 +14,7 @@ use core::f64::consts::{PI, SQRT_2};
 use zeroize::Zeroizing;
 
 /// Largest twiddle precision `t` of the fast map. The twiddles `round(2^t·e^{−2πi·r/M})` are
-/// computed from the first octant ([`unit_root`]: angle `≤ π/4` with an absolute error
+/// computed from the first octant (angle `≤ π/4` with an absolute error
 /// `≤ 2^{-52.7}`, `libm` cos/sin within one ulp `≤ 2^{-53}`), so each real component is within
 /// `η_t = ½ + 2^{t−51}` of `2^t·w` (the budget uses `η_t`; beyond `t ≈ 51` more bits stop
 /// paying).
@@ -83,9 +83,9 @@ fn unit_root(r: u64, m: u64) -> (f64, f64) {
 /// * final truncation (`< 1` per coefficient, `|δv_i| < √2`, decoding has `ℓ∞` norm `n`):
 ///   `E_fin = √2·n·2^F/Δ`;
 ///
-/// where `M` bounds every working value: `M_0 = √2·B·2^F·M_0`-scaled inputs and
-/// `M_s ≤ M_{s−1}·(1 + √2·η_t·2^{−t}) + √2` (butterflies with halving do not grow the `ℓ∞`
-/// norm). [`M2cPlan::new`] requires `E_fin ≤ 1/16` and picks the smallest `g` with
+/// where `M` bounds every working value (complex magnitude): the inputs are
+/// `|X + iY|·M_0 ≤ √2·B·2^F·M_0` and after each stage `M_s ≤ M_{s−1}·(1 + √2·η_t·2^{−t}) + √2`
+/// (butterflies with halving do not grow the `ℓ∞` norm); `M = M_L`. [`M2cPlan::new`] requires `E_fin ≤ 1/16` and picks the smallest `g` with
 /// `(2n−2)·√2·2^F/S ≤ 1/64` and `E_in ≤ 1/64`, then the smallest `t` with the twiddle part of
 /// `E_stage` `≤ 1/64`: [`M2cPlan::error_bound_ulp`] `< 1/8` (CKKS encryption noise comes on
 /// top).
@@ -100,10 +100,10 @@ fn unit_root(r: u64, m: u64) -> (f64, f64) {
 /// ([`M2cPlan::failure_log2`]).
 ///
 /// At EncFormer's Table VII setting (`N = 2^16`, `n = 2^15`, `Δ = 2^40`, `ℓ = 43`, `F = 13`,
-/// `σ = 40`, `B = 2^8`): `g = 0`, `t = 43`, `M_0 = 2^27` (exact), `h_0 = 22`, `h_u = 51`,
-/// `h_v = 94`, `h_f = 50`; error `≤ 0.016` ulp (`E_fin = 2^{-11.5}`, stage truncations
-/// `2^{-10.5}`, twiddles `2^{-6.6}`); failure `≤ 2^{-55.9}` per ciphertext (dominated by the
-/// final truncation in `Z_{2^K}`).
+/// `σ = 40`, `B = 2^8`): `g = 0`, `t = 44`, `M_0 = 2^27` (exact), `M ≈ 2^{48.5}`, `h_0 = 22`,
+/// `h_u = 51`, `h_v = 95`, `h_f = 50`; slot error `≤ 0.0090` ulp (final rounding `2^{-11.5}`,
+/// stage truncations `2^{-10.5}`, twiddles `≈ 2^{-7}`), coefficient error `≤ 266`; failure
+/// `≤ 2^{-56.0}` per ciphertext (dominated by the final truncation in `Z_{2^K}`).
 ///
 /// The direct `O(n²)` matrix ([`M2cPlan::encode_map`], twiddles scaled by `2^{t'}`, mod `2^K`)
 /// is kept as a reference only.
@@ -627,6 +627,27 @@ mod tests {
         assert!(m.error_bound_ulp() < 0.02, "{}", m.error_bound_ulp());
         assert!(m.failure_log2() < -55.0, "{}", m.failure_log2());
         assert_eq!(m.tw.len(), (1 << 15) - 1);
+        // The largest B_max the fast map accepts here (the twiddle precision runs out first).
+        let ok = |b: u32| {
+            M2cPlan::new(
+                &p,
+                8,
+                1 << 15,
+                (1u64 << 40) as f64,
+                BoundaryCfg::encformer(b),
+            )
+        };
+        let max_b = (8..28).take_while(|&b| ok(b).is_ok()).last().unwrap();
+        let mb = ok(max_b).unwrap();
+        std::println!(
+            "max log2 B_max {max_b}: t {} bits {:?} err {} failure 2^{}",
+            mb.twiddle_bits(),
+            mb.value_bits(),
+            mb.error_bound_ulp(),
+            mb.failure_log2()
+        );
+        assert_eq!(max_b, 14);
+        assert!(matches!(ok(max_b + 1), Err(ConvertError::Budget(_))));
     }
 
     #[test]

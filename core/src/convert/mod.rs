@@ -31,13 +31,26 @@
 //! # Π_M2C^ℂ ([`m2c_p0`], [`m2c_p1`])
 //!
 //! Ring2Field lifts `[[x]], [[y]]` from `Z_{2^ℓ}` to `Z_{2^K}` exactly (one batched comparison,
-//! [`crate::mpc::Party::ring_to_field`]). Each party applies [`M2cPlan::encode_map`] (inverse
-//! embedding `c_k = (Δ/n)·Σ_j x_j cos(π e_jk/N) + y_j sin(π e_jk/N)` with twiddles scaled by
-//! `2^{t'}`), re-randomizes with a common mask and truncates locally by `2^{t'}` to *integer*
-//! shares of the plaintext coefficients, which it reduces modulo every prime of the output
-//! level `Q_L` (any level: the integer shares are exact, so `Q_L` need not fit `Z_q`). P0
-//! encrypts its plaintext share (secret-key, seeded: `c_1` travels as 32 bytes) and sends it;
-//! P1 adds its own share: `⟨m⟩ = Enc(p_0) + p_1` encrypts `Δ·σ^{-1}(x+iy)`.
+//! [`crate::mpc::Party::ring_to_field`]). Each party then runs the fast encoding map
+//! [`M2cPlan::encode_shares`] on its own shares, with common masks drawn from one common seed
+//! per batch ([`CommonMasks`]):
+//! * lift: common re-randomization and [`local_trunc`] with shift 0 give *integer* shares of
+//!   `X = x·2^F`, sign-extended into the wide ring `Z_{2^W}`, `W = 192` ([`Wide`]), and
+//!   multiplied by `M_0 = Δ·2^{g−F}` (working scale `S = Δ·2^g`);
+//! * the CKKS encoder's inverse special FFT restricted to the slot subring, as `log2 n` integer
+//!   radix-2 stages: butterflies `(a + b, (a − b)·round(2^t·w))` in wrapping arithmetic mod
+//!   `2^W` (module homomorphisms: shares commute with them exactly; a floating-point FFT on
+//!   shares would not), each output re-randomized by a fresh common mask and truncated locally
+//!   ([`local_trunc_wide`]) by `2` (sums) or `2^{t+1}` (twiddled differences); the halvings
+//!   supply the `1/n`; then the encoder's bit reversal;
+//! * reduction mod `2^K` (a ring homomorphism), common re-randomization and [`local_trunc`] by
+//!   `2^g`: integer shares of the plaintext coefficients `c_k ≈ Δ·σ^{-1}(x+iy)_k`, which each
+//!   party reduces modulo every prime of the output level `Q_L` (any level: the integer shares
+//!   are exact, so `Q_L` need not fit `Z_q`).
+//!
+//! P0 encrypts its plaintext share (secret-key, seeded: `c_1` travels as 32 bytes) and sends
+//! it; P1 adds its own share: `⟨m⟩ = Enc(p_0) + p_1` encrypts `Δ·σ^{-1}(x+iy)`. The direct
+//! `O(n²)` matrix ([`M2cPlan::encode_map`], mod `2^K`) is kept as a test reference only.
 //!
 //! # Bit budget (all checked by [`C2mPlan::new`] / [`M2cPlan::new`], typed errors otherwise)
 //!
@@ -65,11 +78,22 @@
 //!   fixed-point inputs `x = X·2^{-F}` (the paper's setting) it equals `X` except with
 //!   probability `|u − X|` (in the tests: ≈ 1 slot in 1000), and `X ± 1` otherwise. Exact
 //!   rounding would need an MPC truncation (not used: ~1 KB per element with IKNP).
-//! * M2C: `t' = ⌈log2(n·B_max·2^F/(e_max − 1))⌉⁺` with `e_max = Δ/(16·n·2^F)` so that the
-//!   coefficient error (`< 1` truncation + `n·B_max·2^{F−t'}` twiddle rounding) keeps the slot
-//!   error `≤ 2n·e·2^F/Δ ≤ 1/8` ulp; `h = ⌈log2(√2·B_max·Δ)⌉ + 1 + t'`, requires
-//!   `K ≥ h + 1 + σ` and `log2 Q_L ≥ ⌈log2(√2·B_max·Δ)⌉ + 2`; failure `≤ 2^{h+1−K}` per
-//!   coefficient.
+//! * M2C (fast map; proofs at [`M2cPlan`]): working scale `S = Δ·2^g`, twiddles `round(2^t·w)`
+//!   with per-component error `η_t = ½ + 2^{t−51}` (`t ≤ 52`), `M ≈ √2·B_max·S` a proved bound
+//!   on every working value. An error `ε` per value after stage `s` moves each slot by
+//!   `≤ 2^s·ε/S` (the inverse of `s` exact stages has `ℓ∞` norm `2^s`), so the slot error is at
+//!   most (ulps of `2^{-F}`, real and imaginary parts each)
+//!   `√2·n·2^F/Δ` (final rounding to integers; `> 1/16` refuses the scale)
+//!   `+ (2n−2)·√2·2^F/S` (stage truncations, `≤ 1/64`: picks `g`)
+//!   `+ (2n−2)·√2·M·η_t·2^{F−t}/S` (twiddle rounding, `≤ 1/64`: picks `t`)
+//!   `+ √2·B_max·2^F·|M_0 − Δ2^{g−F}|/(Δ2^{g−F})` (input scaling, zero when `Δ·2^{g−F}` is an
+//!   integer, else `≤ 1/64`): `< 1/8` in all ([`M2cPlan::error_bound_ulp`]). Bits: lift
+//!   `h_0 = b + F + 1` (exact unless the wrap fails: probability `≤ 2^{h_0+1−K}`, i.e. about
+//!   `|x|·2^F/2^K`), stage sums `h_u = ⌈log2 2M⌉ + 1`, twiddled differences
+//!   `h_v = ⌈log2(2M·(2^t + √2·η_t))⌉ + 1`, final `h_f = ⌈log2 M⌉ + 1`; requires
+//!   `W ≥ h_v + 1 + σ`, `K ≥ h_f + 1 + σ` and `log2 Q_L ≥ ⌈log2(√2·B_max·Δ)⌉ + 2`. Failure per
+//!   ciphertext `≤ 2n·2^{h_0+1−K} + n·log2(n)·(2^{h_u+1−W} + 2^{h_v+1−W}) + 2n·2^{h_f+1−K}`
+//!   ([`M2cPlan::failure_log2`]).
 //!
 //! Example (N = 2^16, n = 2^15, Δ = 2^40, ℓ = 43, F = 13, σ = 40, B_max = 2^8): `h_1 = 50`,
 //! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`; direct map:
@@ -79,18 +103,30 @@
 //! longer `Q_conv`, which `Z_q < 2^124` caps at two primes here; `B_max = 2^12` still fits the
 //! direct map.
 //!
+//! M2C at the same setting: `g = 0` (`M_0 = 2^27`, exact), `t = 44`, `h_0 = 22`, `h_u = 51`,
+//! `h_v = 95 ≤ W − 41 = 151`, `h_f = 50 ≤ K − 41 = 82`; slot error `≤ 0.0090` ulp (final
+//! rounding `2^{-11.5}`, stage truncations `2^{-10.5}`, twiddles `≈ 2^{-7}`), coefficient error
+//! `≤ 266` (at scale `Δ`); failure per ciphertext `≈ 2^{16+51−123} = 2^{-56}` (the final
+//! truncation mod `2^K`; stages contribute `2^{-65}`, the lift `2^{-84}`). The fast map accepts
+//! `B_max ≤ 2^14` here (`t = 50`, `h_v = 107`, failure `2^{-50}`; the twiddle precision runs out
+//! first), where the former direct map in `Z_{2^K}` stopped at `B_max = 2^10`.
+//!
 //! # Cost
 //!
 //! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
 //! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
 //! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
 //! `n = 2^15`, far more than the ciphertexts). Local compute: the C2M decoding map is
-//! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`; the M2C encoding map is
-//! the direct `O(n²)` matrix. A two-level M2C map does not fit the `2^123` budget at
-//! `Δ = 2^40`: its outer stage acts on values carrying the intermediate scale and needs
-//! ≈ 42-bit twiddles on top of `√2·B·Δ ≈ 2^49`; a three-level split or a wider ring is future
-//! work. At `N = 2^16`, `n = 2^15` one complex C2M + M2C pair takes ≈ 40 s of compute, almost
-//! all in the M2C map (`veil bench convert`; ≈ 0.05 s at `N = 2^10`).
+//! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`. The M2C encoding map is
+//! `O(n log n)` ([`M2cPlan::encode_shares`]): `log2 n` stages of `n/2` butterflies (four
+//! products of a 192-bit share by a 64-bit twiddle each) and `2n` re-randomized local
+//! truncations per stage, masks from one AES-CTR stream per batch. (In `Z_{2^K}` a two-level
+//! map did not fit at `Δ = 2^40`: its outer stage needs ≈ 42-bit twiddles on top of
+//! `√2·B·Δ ≈ 2^49` values plus σ; the wide ring `Z_{2^192}` holds `2^{h_v} = 2^95` with 56 bits
+//! to spare, so a radix-2 map with a truncation per stage fits.) At `N = 2^16`, `n = 2^15` the
+//! map takes ≈ 20–50 ms per party (the former direct `O(n²)` map: ≈ 35 s per pair); one complex
+//! C2M + M2C pair takes ≈ 2.2 s of compute in `veil bench convert` on a shared 2-core machine
+//! (was ≈ 176 s there), mostly Ring2Field and the C2M map.
 //!
 //! Measured at EncFormer's Table VII setting (`N = 2^16`, depth 8, `B_max = 2^8`), ciphertext
 //! bytes per conversion pair: real 18.83 MB, complex 9.41 MB, complex + trimming 4.79 MB
