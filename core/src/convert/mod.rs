@@ -107,7 +107,7 @@
 //! `h_v = 95 ≤ W − 41 = 151`, `h_f = 50 ≤ K − 41 = 82`; slot error `≤ 0.0090` ulp (final
 //! rounding `2^{-11.5}`, stage truncations `2^{-10.5}`, twiddles `≈ 2^{-7}`), coefficient error
 //! `≤ 266` (at scale `Δ`); failure per ciphertext `≈ 2^{16+51−123} = 2^{-56}` (the final
-//! truncation mod `2^K`; stages contribute `2^{-65}`, the lift `2^{-84}`). The fast map accepts
+//! truncation mod `2^K`; stages contribute `2^{-77}`, the lift `2^{-84}`). The fast map accepts
 //! `B_max ≤ 2^14` here (`t = 50`, `h_v = 107`, failure `2^{-50}`; the twiddle precision runs out
 //! first), where the former direct map in `Z_{2^K}` stopped at `B_max = 2^10`.
 //!
