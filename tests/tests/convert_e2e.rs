@@ -969,3 +969,31 @@ fn m2c_budget_errors_are_typed() {
 fn libm_pow2(e: i32) -> f64 {
     2f64.powi(e)
 }
+
+/// Timing of the M2C encoding maps at the Table VII size (`n = 2^15`): the direct `O(n²)`
+/// reference map on one share against the fast map on both parties' shares. Slow (the direct
+/// map takes tens of seconds): `cargo test -p veil-tests --test convert_e2e -- --ignored`.
+#[test]
+#[ignore]
+fn m2c_map_timing_table_vii() {
+    let p = params::ckks_128_custom(16, 8, 3).validate().unwrap();
+    let n = 1 << 15;
+    let m = M2cPlan::new(&p, 8, n, SCALE, cfg()).unwrap();
+    let mut rng = seeded(900);
+    let r = RingCfg::ENCFORMER;
+    let xs: Vec<i64> = boundary_values(&mut rng, n)
+        .iter()
+        .map(|&x| r.to_signed(r.encode(x)))
+        .collect();
+    let ys = xs.iter().rev().copied().collect::<Vec<_>>();
+    let t0 = std::time::Instant::now();
+    let _ = fast_map_open(&m, &xs, &ys, &mut rng);
+    let fast = t0.elapsed();
+    let mask = (1u128 << K_BITS) - 1;
+    let sx: Vec<u128> = xs.iter().map(|&v| v as i128 as u128 & mask).collect();
+    let sy: Vec<u128> = ys.iter().map(|&v| v as i128 as u128 & mask).collect();
+    let t0 = std::time::Instant::now();
+    let _ = m.encode_map(&sx, &sy).unwrap();
+    let direct = t0.elapsed();
+    println!("n = 2^15: fast map (both parties) {fast:?}; direct map (one party) {direct:?}");
+}

@@ -124,7 +124,8 @@
 //! map did not fit at `Δ = 2^40`: its outer stage needs ≈ 42-bit twiddles on top of
 //! `√2·B·Δ ≈ 2^49` values plus σ; the wide ring `Z_{2^192}` holds `2^{h_v} = 2^95` with 56 bits
 //! to spare, so a radix-2 map with a truncation per stage fits.) At `N = 2^16`, `n = 2^15` the
-//! map takes ≈ 20–50 ms per party (the former direct `O(n²)` map: ≈ 35 s per pair); one complex
+//! map takes ≈ 0.1 s per pair, both parties (the former direct `O(n²)` map: ≈ 20 s per party,
+//! `m2c_map_timing_table_vii` in the conversion tests, run with `--ignored`); one complex
 //! C2M + M2C pair takes ≈ 2.2 s of compute in `veil bench convert` on a shared 2-core machine
 //! (was ≈ 176 s there), mostly Ring2Field and the C2M map.
 //!
