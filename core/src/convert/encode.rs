@@ -367,7 +367,7 @@ impl M2cPlan {
     /// selects the role in the local truncations): from shares mod `2^K` of `X = x·2^F` and
     /// `Y = y·2^F` (`n` each; an empty `im` means `y = 0`), returns integer shares of the `2n`
     /// plaintext coefficients `c_k ≈ Δ·σ^{-1}(x + iy)_k` (position `k·N/2n`), within
-    /// [`M2cPlan::coeff_error_bound`] except with probability `2^{`[`M2cPlan::failure_log2`]`}`.
+    /// [`M2cPlan::coeff_error_bound`] except with probability `2^f`, `f =` [`M2cPlan::failure_log2`].
     /// Both parties must draw `masks` from the same common stream.
     pub fn encode_shares(
         &self,
