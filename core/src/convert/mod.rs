@@ -25,8 +25,12 @@
 //!      truncation, [`C2mPlan::decode_outer`]); when its budget does not close, the direct
 //!      `2n × 2n` matrix [`C2mPlan::decode_map`] with twiddles
 //!      `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`;
-//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts) and
-//!      [`local_trunc`] by `2^{s_2}`, reduced mod `2^ℓ`.
+//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts),
+//!      [`local_trunc`] by `2^{s_2−k}` to scale `2^{F+k}`, reduced mod `2^ℓ`, then the exact
+//!      round-to-nearest MPC truncation by `2^k`
+//!      ([`crate::mpc::Party::trunc_round_exact`], one batch over all values of all
+//!      ciphertexts; `k` = [`C2mPlan::round_bits`], 16 at EncFormer's ring). This is the only
+//!      interaction of C2M besides the ciphertext frame.
 //!
 //! # Π_M2C^ℂ ([`m2c_p0`], [`m2c_p1`])
 //!
@@ -57,14 +61,18 @@
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
 //!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
 //! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
-//!   `≤ 2^{h_3+1−K}`. With P0's share uniform, the local truncation is a *stochastic
-//!   rounding* of the value `u` before truncation: the output is `⌊u⌋ + 1` with probability
-//!   `u − ⌊u⌋` and `⌊u⌋` otherwise (unbiased; see [`local_trunc`]). `u` is within `1/4` ulp
-//!   (proved fixed-point error, [`C2mPlan::error_bound_ulp`]) plus the CKKS decoding error of
-//!   `x·2^F`, so the reconstructed ring value is within 1.25 ulp (+ CKKS error) of `x·2^F`; for
-//!   fixed-point inputs `x = X·2^{-F}` (the paper's setting) it equals `X` except with
-//!   probability `|u − X|` (in the tests: ≈ 1 slot in 1000), and `X ± 1` otherwise. Exact
-//!   rounding would need an MPC truncation (not used: ~1 KB per element with IKNP).
+//!   `≤ 2^{h_3+1−K}`. (a) The local truncation by `2^{s_2−k}` (P0's share uniform: a
+//!   *stochastic rounding*, see [`local_trunc`]) yields `v` at scale `2^{F+k}` with
+//!   `|v/2^k − u| < 2^{-k}` ulp, where `u` is the decoded value at scale `2^F`; with
+//!   `k = min(16, ℓ − 3 − b − F, s_2)`, `|v| ≤ (2^{b+F} + ¼)·2^k + 1 < 2^{ℓ−2}` (EncFormer:
+//!   `2^{37} < 2^{41}`; plans with `b + F + 7 > ℓ` are refused). (b) The exact MPC rounding
+//!   returns `round(v/2^k)` with no failure for `|v| < 2^{ℓ−2}` (known-MSB wrap bit + `k`-bit
+//!   carry comparison). `u` is within the proved fixed-point error of the exact decode `x·2^F`
+//!   of the decrypted plaintext (stage-1 truncation and twiddle rounding; bound `< 1/4` ulp,
+//!   observed `< 10^{-3}`), so the output is within `1/2 + ε` of `x·2^F`,
+//!   `ε = `[`C2mPlan::error_bound_ulp`] (which includes the `2^{-k}`); for fixed-point inputs
+//!   `x = X·2^{-F}` (the paper's setting) it is exactly `X` whenever the CKKS error stays below
+//!   `1/2 − ε` ulp (tests: every slot).
 //! * M2C: `t' = ⌈log2(n·B_max·2^F/(e_max − 1))⌉⁺` with `e_max = Δ/(16·n·2^F)` so that the
 //!   coefficient error (`< 1` truncation + `n·B_max·2^{F−t'}` twiddle rounding) keeps the slot
 //!   error `≤ 2n·e·2^F/Δ ≤ 1/8` ulp; `h = ⌈log2(√2·B_max·Δ)⌉ + 1 + t'`, requires
@@ -81,8 +89,11 @@
 //!
 //! # Cost
 //!
-//! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
-//! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
+//! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair,
+//! then runs the exact rounding of stage 3 on its `2n` real values: with IKNP and radix 4 a
+//! 16-bit comparison plus 2 COTs, ≈ 410 bytes per real value (offline + online, both
+//! directions; ≈ 27 MB for `n = 2^15`) and 7 rounds after the ciphertext frame (8 in all).
+//! M2C sends one seeded ciphertext per pair
 //! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
 //! `n = 2^15`, far more than the ciphertexts). Local compute: the C2M decoding map is
 //! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`; the M2C encoding map is
@@ -107,7 +118,10 @@
 mod plan;
 mod protocol;
 
-pub use plan::{local_trunc, BoundaryCfg, C2mPlan, FastDecode, M2cPlan, K_BITS, MAX_TWIDDLE_BITS};
+pub use plan::{
+    local_trunc, BoundaryCfg, C2mPlan, FastDecode, M2cPlan, K_BITS, MAX_TWIDDLE_BITS,
+    MIN_ROUND_BITS, ROUND_BITS,
+};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
     RunStats, TAG_C2M_CT, TAG_M2C_CT,

@@ -17,6 +17,15 @@ pub const K_BITS: u32 = 123;
 /// integers, exact to well under one unit while `t ≤ 50`.
 pub const MAX_TWIDDLE_BITS: f64 = 50.0;
 
+/// Largest fraction `k` C2M keeps below `2^{-F}` before its exact MPC rounding (stage 3): the
+/// local truncation lands at scale `2^{F+k}`, [`crate::mpc::Party::trunc_round_exact`] removes
+/// the `k` bits. `k = 16` (four radix-16 digits in the comparison) puts the local-truncation
+/// error at `2^{-16}` ulp.
+pub const ROUND_BITS: u32 = 16;
+
+/// Smallest admissible `k` (see [`C2mPlan::round_bits`]): below it the plan is refused.
+pub const MIN_ROUND_BITS: u32 = 4;
+
 /// What the MPC side promises about boundary values and how much failure it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BoundaryCfg {
@@ -116,9 +125,10 @@ fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
 /// `≤ 2^{h_I+1−K}` per value); the outer stage applies `A` complex twiddles rounded at scale
 /// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
 /// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
-/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 1/16`), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
+/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 2^{-10}`: its stochastic errors add up over `A` terms and
+/// would otherwise dominate the ε of C2M's exact rounding), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
 /// the direct map (`≤ 1/16`); `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two
-/// rounding terms `≤ 1/32` each: `< 3/16` ulp in all. Bits: inner values `< 2^{h_I}`,
+/// rounding terms `≤ 1/32` each: `≤ 1/8 + 2^{-10}` ulp in all. Bits: inner values `< 2^{h_I}`,
 /// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
 /// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
 #[derive(Clone, Debug)]
@@ -139,8 +149,10 @@ pub struct FastDecode {
 /// 1. coefficient shares mod `Q_conv` → integer shares of `⌊c_k / 2^{s_1}⌋` (+0/1) by local
 ///    truncation (`H_1 = 2^{h_1}`, failure `≤ 2^{h_1+1}/Q_conv`), reduced mod `2^K`;
 /// 2. the decoding map with twiddles `round(cos/sin(πe/N)·2^{F+s_1+s_2}/Δ)`, mod `2^K`;
-/// 3. common re-randomization and local truncation by `2^{s_2}` (`H_3 = 2^{h_3}`, failure
-///    `≤ 2^{h_3+1}/2^K`), reduced mod `2^ℓ`.
+/// 3. common re-randomization and local truncation by `2^{s_2 − k}` (`H_3 = 2^{h_3}`, failure
+///    `≤ 2^{h_3+1}/2^K`) to scale `2^{F+k}`, reduced mod `2^ℓ` (`|v| < 2^{ℓ-2}`), then the exact
+///    MPC rounding by `2^k` ([`crate::mpc::Party::trunc_round_exact`], `k` =
+///    [`C2mPlan::round_bits`]).
 #[derive(Clone, Debug)]
 pub struct C2mPlan {
     pub(crate) level: usize,
@@ -164,7 +176,8 @@ pub struct C2mPlan {
 impl C2mPlan {
     /// Validates the boundary: `Q_level < 2^124`, `log2 Q_level ≥ h_1 + 1 + σ` (which implies
     /// EncFormer's `Q/2 > Δ·B_max` and `log2 q ≥ ℓ + σ + 1` analogues), the twiddle and
-    /// intermediate-ring budgets, and the fixed-point error bound `< 1/4` ulp at `2^F`.
+    /// intermediate-ring budgets, the fixed-point error bound `< 1/4` ulp at `2^F`, and room for
+    /// the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
     pub fn new(
         params: &CkksParams,
         level: usize,
@@ -174,6 +187,11 @@ impl C2mPlan {
     ) -> Result<Self, ConvertError> {
         check_shape(params, level, slots)?;
         cfg.check_ring()?;
+        if cfg.log_bmax + cfg.ring.frac + 3 + MIN_ROUND_BITS > cfg.ring.ell {
+            return Err(ConvertError::Budget(
+                "B_max·2^F leaves fewer than 4 bits below 2^(ell-2) for the exact C2M rounding",
+            ));
+        }
         let log_delta = check_scale(scale)?;
         let primes: Vec<u64> = params.q()[..=level].iter().map(|m| m.value()).collect();
         let log_q: f64 = primes.iter().map(|&p| libm::log2(p as f64)).sum();
@@ -258,9 +276,9 @@ impl C2mPlan {
         // (i) inner twiddle rounding ≤ √2·√n·B·2^F/2^{t_1} ulp ≤ 1/32.
         let t1 = libm::ceil(libm::log2(32.0 * libm::sqrt(2.0) * sqrt_n) + b + f);
         // (ii) intermediate truncation (< 1 per component, A terms through |W| ≤ √2·S_2):
-        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 1/16.
+        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 2^{-10}.
         let u1 = libm::floor(
-            t1 + log_delta - f - self.s1 as f64 - libm::log2(16.0 * libm::sqrt(2.0) * a as f64),
+            t1 + log_delta - f - self.s1 as f64 - libm::log2(1024.0 * libm::sqrt(2.0) * a as f64),
         );
         // Inner values: |I·2^{t_1}| ≤ 2^{t_1}·√L·‖c'‖₂ ≤ 2^{t_1}·√(2L)·B·Δ/2^{s_1}.
         let h_i = libm::ceil(
@@ -383,10 +401,24 @@ impl C2mPlan {
     pub fn twiddle_bits(&self) -> f64 {
         self.twiddle_bits
     }
-    /// The proven bound on the fixed-point error before the final truncation, in ulps of
-    /// `2^{-F}` (stage-1 truncation plus twiddle rounding; CKKS noise comes on top).
+    /// `k`: the bits below `2^{-F}` kept by the local truncation of stage 3 and removed by the
+    /// exact MPC rounding: `k = min(16, ℓ − 3 − b − F, s_2)`. The local truncation's output
+    /// `|v| ≤ (2^{b+F} + 1/4)·2^k + 1 < 2^{b+F+k+1} ≤ 2^{ℓ-2}` satisfies the rounding's
+    /// known-MSB precondition.
+    pub fn round_bits(&self) -> u32 {
+        let c = self.cfg;
+        ROUND_BITS
+            .min(c.ring.ell - 3 - c.log_bmax - c.ring.frac)
+            .min(self.s2)
+    }
+    /// The proven bound, in ulps of `2^{-F}`, on `|v/2^k − x·2^F|` for the value `v` that enters
+    /// the exact rounding (stage-1 truncation, twiddle rounding and the `2^{-k}` of the local
+    /// truncation to scale `2^{F+k}`), where `x` is the exact decoding of the decrypted
+    /// plaintext (CKKS noise is part of `x`). The output is `round(v/2^k)`, within
+    /// `1/2 + error_bound_ulp()` of `x·2^F`, and equal to `X` for fixed-point `x = X·2^{-F}`
+    /// whenever the CKKS error stays below `1/2 − error_bound_ulp()` ulp.
     pub fn error_bound_ulp(&self) -> f64 {
-        self.err_bound_ulp
+        self.err_bound_ulp + libm::exp2(-(self.round_bits() as f64))
     }
     /// `log2` of the per-ciphertext failure probability: `2n` coefficient truncations at
     /// `2^{h_1+1}/Q` and `2n` output truncations at `2^{h_3+1}/2^K`.
