@@ -143,6 +143,15 @@ fn plan_budget_and_trimming() {
         C2mPlan::shortest_admissible(p, n, SCALE, strict),
         Err(ConvertError::ModulusTooSmall { needed: 101, .. })
     ));
+    // Exact rounding of C2M: k = min(16, ℓ − 3 − b − F, s_2) bits below 2^{-F}; refused when
+    // B_max·2^F leaves fewer than 4 (b + F + 7 > ℓ).
+    assert_eq!(plan.round_bits(), 16);
+    let b12 = C2mPlan::new(p, 1, n, SCALE, BoundaryCfg::encformer(12)).unwrap();
+    assert_eq!(b12.round_bits(), 15);
+    assert!(matches!(
+        C2mPlan::new(p, 1, n, SCALE, BoundaryCfg::encformer(24)),
+        Err(ConvertError::Budget(m)) if m.contains("exact C2M rounding")
+    ));
     // B_max·2^F must fit Z_2^ℓ.
     assert!(matches!(
         C2mPlan::new(p, 1, n, SCALE, BoundaryCfg::encformer(29)),
@@ -324,9 +333,13 @@ fn c2m_reconstructs_complex_slots() {
         }
         (worst, sum / cnt as f64)
     };
-    // Exact rounding: |out − x·2^F| ≤ 1/2 + ε with ε = the plan's pre-rounding bound (≪ 2^-10
-    // in practice) plus the re-randomization noise.
-    let tol = 0.5 + 1.0 / 1024.0;
+    // Exact rounding: |out − x·2^F| ≤ 1/2 + ε, where ε is the error of the value before the
+    // rounding: proven ≤ error_bound_ulp (≈ 0.13 here); in practice the stochastic stage-1
+    // truncation noise dominates, ≈ 2·10^-3 ulp max at these small parameters (N = 2^10,
+    // s_1 = 13; ≈ 3·10^-4 at Table VII's N = 2^16, s_1 = 7), plus the re-randomization noise
+    // (≈ 3·10^-5 ulp).
+    let tol = 0.5 + 0.01;
+    assert!(plan.error_bound_ulp() < 0.15 && direct.error_bound_ulp() < 0.25);
     for reference in [direct, plan.clone()] {
         let t0 = std::time::Instant::now();
         let ((s0, _), (s1, _)) = run_c2m(&ck, &sk, &reference, &cts);

@@ -93,9 +93,11 @@
 //! then runs the exact rounding of stage 3 on its `2n` real values: with IKNP and radix 4 a
 //! 16-bit comparison plus 2 COTs, ≈ 410 bytes per real value (offline + online, both
 //! directions; ≈ 27 MB for `n = 2^15`) and 7 rounds after the ciphertext frame (8 in all).
-//! M2C sends one seeded ciphertext per pair
-//! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
-//! `n = 2^15`, far more than the ciphertexts). Local compute: the C2M decoding map is
+//! M2C sends one seeded ciphertext per pair plus Ring2Field of the `2n` real values: the
+//! known-MSB variant ([`crate::mpc::Party::ring_to_field_known_msb`]; `|x| ≤ B_max·2^F <
+//! 2^{ℓ-2}`), one `Z_{2^K}` COT per value, ≈ 31 bytes per real value and 2 rounds (2.1 MB for
+//! `n = 2^15`; the comparison-based [`crate::mpc::Party::ring_to_field`] used before costs
+//! ≈ 1.09 KB per value and 9 rounds, 71 MB). Local compute: the C2M decoding map is
 //! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`; the M2C encoding map is
 //! the direct `O(n²)` matrix. A two-level M2C map does not fit the `2^123` budget at
 //! `Δ = 2^40`: its outer stage acts on values carrying the intermediate scale and needs
