@@ -113,8 +113,10 @@
 //!
 //! P0 sees `(c_0 + r̂, c_1)` with `c_1` re-randomized by `Enc_pk(0)` (pseudorandom under
 //! RLWE) and decrypts `m + r̂`, uniform in `R_{Q_conv}` and independent of `m`; every later step
-//! of C2M is local. In M2C, P1 sees Ring2Field transcripts (secure by Appendix C) and `Enc_sk(p_0)`,
-//! semantically secure. Common masks are public to both parties and only serve to make P0's
+//! of C2M is local except the exact rounding, a composition of a millionaires' comparison and
+//! correlated OTs on additive shares (each party sees only OT messages and masked
+//! corrections). In M2C, P1 sees Ring2Field transcripts (one COT per value: the correction is
+//! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 
 mod plan;

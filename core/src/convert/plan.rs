@@ -126,9 +126,10 @@ fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
 /// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
 /// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
 /// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 2^{-10}`: its stochastic errors add up over `A` terms and
-/// would otherwise dominate the ε of C2M's exact rounding), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
-/// the direct map (`≤ 1/16`); `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two
-/// rounding terms `≤ 1/32` each: `≤ 1/8 + 2^{-10}` ulp in all. Bits: inner values `< 2^{h_I}`,
+/// would otherwise dominate the ε of C2M's exact rounding), outer rounding
+/// `≤ √2·√n·B·2^F/S_2`, stage 1 as in the direct map (`≤ 1/16`);
+/// `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two rounding terms `≤ 1/32`
+/// each: `≤ 1/8 + 2^{-10}` ulp in all. Bits: inner values `< 2^{h_I}`,
 /// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
 /// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
 #[derive(Clone, Debug)]

@@ -267,7 +267,8 @@ fn check_party<R: RngCore + CryptoRng>(
 }
 
 /// Π_C2M^ℂ, P1 (ciphertext holder, with P0's public key): re-randomizes, masks and sends all
-/// `cts` in one frame (one round), then derives its shares locally. Returns `[[x]], [[y]]` per ciphertext.
+/// `cts` in one frame (one round), then derives its shares (local stages 1–3a, then the batched
+/// exact rounding with P0). Returns `[[x]], [[y]]` per ciphertext.
 pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
@@ -297,7 +298,8 @@ pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
 }
 
 /// Π_C2M^ℂ, P0 (key holder): receives `count` masked ciphertexts, decrypts them (each
-/// plaintext is uniform in `R_{Q_conv}`) and derives its shares locally.
+/// plaintext is uniform in `R_{Q_conv}`) and derives its shares (local stages 1–3a, then the
+/// batched exact rounding with P1).
 pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,

@@ -481,3 +481,38 @@ fn ring_to_field_known_msb_typed_errors() {
         }
     }
 }
+
+#[test]
+fn exact_rounding_and_known_msb_ext_on_empty_and_single_inputs() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = parties(cfg);
+    let r = cfg.ring;
+    let q = Modulus::new(1u128 << 123).unwrap();
+    for n in [0usize, 1] {
+        // x = −20, k = 3: round(−20/8) = round(−2.5) = −2 (ties round up).
+        let x0 = RingShares::new(alloc::vec![r.from_signed(-20); n]);
+        let x1 = RingShares::new(alloc::vec![0; n]);
+        let (a, b) = both!(
+            p0,
+            p1,
+            {
+                let t = p0.trunc_round_exact(&x0, 3).await?;
+                let f = p0.ring_to_field_known_msb(&x0, &q, 10).await?;
+                Ok::<_, MpcError>((t, f))
+            },
+            {
+                let t = p1.trunc_round_exact(&x1, 3).await?;
+                let f = p1.ring_to_field_known_msb(&x1, &q, 10).await?;
+                Ok::<_, MpcError>((t, f))
+            }
+        );
+        assert_eq!(open(&r, &a.0, &b.0), alloc::vec![-2; n]);
+        assert_eq!(a.1.len(), n);
+        if n == 1 {
+            assert_eq!(
+                q.to_signed(q.add(a.1.as_slice()[0], b.1.as_slice()[0])),
+                -20
+            );
+        }
+    }
+}
