@@ -334,20 +334,19 @@ fn c2m_reconstructs_complex_slots() {
         (worst, sum / cnt as f64)
     };
     // Exact rounding: |out − x·2^F| ≤ 1/2 + ε, where ε is the error of the value before the
-    // rounding: proven ≤ error_bound_ulp (≈ 0.13 here); in practice the stochastic stage-1
-    // truncation noise dominates, ≈ 2·10^-3 ulp max at these small parameters (N = 2^10,
-    // s_1 = 13; ≈ 3·10^-4 at Table VII's N = 2^16, s_1 = 7), plus the re-randomization noise
-    // (≈ 3·10^-5 ulp).
+    // rounding: proven ≤ error_bound_ulp (≈ 0.06 here); observed ≲ 5·10^-4 ulp (the direct
+    // map's twiddle rounding; the two-level map's stochastic truncations, s_1 = 7, stay
+    // ≲ 10^-5 here), plus the re-randomization noise (≈ 3·10^-5 ulp).
     let tol = 0.5 + 0.01;
-    assert!(plan.error_bound_ulp() < 0.15 && direct.error_bound_ulp() < 0.25);
+    assert!(plan.error_bound_ulp() < 0.1 && direct.error_bound_ulp() < 0.25);
     for reference in [direct, plan.clone()] {
         let t0 = std::time::Instant::now();
         let ((s0, _), (s1, _)) = run_c2m(&ck, &sk, &reference, &cts);
         let (worst, mean) = stats(&s0, &s1, &dx, &dy);
         let (wm, mm) = stats(&s0, &s1, &xs, &ys);
         println!(
-            "C2M (fast: {}) of 3 ciphertexts: {:?}; vs decrypted: max {worst:.4} mean {mean:.4} \
-             ulp; vs message: max {wm:.4} mean {mm:.4} ulp",
+            "C2M (fast: {}) of 3 ciphertexts: {:?}; vs decrypted: max {worst:.5} mean {mean:.4} \
+             ulp; vs message: max {wm:.5} mean {mm:.4} ulp",
             reference.is_fast(),
             t0.elapsed()
         );

@@ -54,8 +54,10 @@
 //!   conditions `log2 q ≥ ℓ + σ + 1` and `q/2 > Δ·B_max`: here Field2Ring acts on the plaintext
 //!   coefficients themselves (`|c_k| < 2^{h_1}`), not on `ℓ`-bit values, and it implies
 //!   `q/2 > Δ·B_max`;
-//!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4⌋⁺` so the
-//!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 1/16` ulp.
+//!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` so the
+//!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 2^{-4-e}` ulp, with the
+//!   largest `e ≤ 6` whose budgets close without losing the two-level map (its stochastic
+//!   noise dominates C2M's `ε` in practice; `e = 0` at the Table VII example below).
 //! * C2M stage 2 (direct map; the two-level map's budget is at [`FastDecode`]): twiddle
 //!   rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
@@ -124,7 +126,7 @@ mod protocol;
 
 pub use plan::{
     local_trunc, BoundaryCfg, C2mPlan, FastDecode, M2cPlan, K_BITS, MAX_TWIDDLE_BITS,
-    MIN_ROUND_BITS, ROUND_BITS,
+    MIN_ROUND_BITS, ROUND_BITS, S1_EXTRA_BITS,
 };
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,

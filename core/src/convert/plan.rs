@@ -26,6 +26,9 @@ pub const ROUND_BITS: u32 = 16;
 /// Smallest admissible `k` (see [`C2mPlan::round_bits`]): below it the plan is refused.
 pub const MIN_ROUND_BITS: u32 = 4;
 
+/// Most extra bits of stage-1 precision [`C2mPlan::new`] tries (see there).
+pub const S1_EXTRA_BITS: u32 = 6;
+
 /// What the MPC side promises about boundary values and how much failure it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BoundaryCfg {
@@ -179,12 +182,38 @@ impl C2mPlan {
     /// EncFormer's `Q/2 > Δ·B_max` and `log2 q ≥ ℓ + σ + 1` analogues), the twiddle and
     /// intermediate-ring budgets, the fixed-point error bound `< 1/4` ulp at `2^F`, and room for
     /// the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
+    ///
+    /// The stage-1 shift is `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` with the largest
+    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without losing the two-level map: its
+    /// stochastic truncation noise is the largest term of the pre-rounding error `ε` in
+    /// practice, so every spare bit of the `2^K` ring goes there (`e = 0` at Table VII's
+    /// `N = 2^16`, `e = 6` at `N = 2^10`).
     pub fn new(
         params: &CkksParams,
         level: usize,
         slots: usize,
         scale: f64,
         cfg: BoundaryCfg,
+    ) -> Result<Self, ConvertError> {
+        let base = Self::with_s1_margin(params, level, slots, scale, cfg, 0)?;
+        for e in (1..=S1_EXTRA_BITS).rev() {
+            if let Ok(p) = Self::with_s1_margin(params, level, slots, scale, cfg, e) {
+                if p.is_fast() || !base.is_fast() {
+                    return Ok(p);
+                }
+            }
+        }
+        Ok(base)
+    }
+
+    /// [`C2mPlan::new`] with `e` extra bits of stage-1 precision.
+    fn with_s1_margin(
+        params: &CkksParams,
+        level: usize,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+        extra: u32,
     ) -> Result<Self, ConvertError> {
         check_shape(params, level, slots)?;
         cfg.check_ring()?;
@@ -212,7 +241,7 @@ impl C2mPlan {
             });
         }
         // (a) stage-1 truncation error: ≤ Σ_k |D_jk|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 1/16 ulp.
-        let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0);
+        let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0 - extra as f64);
         let s1 = if s1f > 0.0 { s1f as u32 } else { 0 };
         // (b) twiddle rounding: ≤ ½·Σ_k |c_k|/2^{s_1} ≤ √n·B·Δ/2^{s_1} at scale 2^{F+s_2};
         //     ≤ 1/8 ulp needs s_1 + s_2 ≥ log2(8·√n·B·Δ). The stage-1 ±1 errors through the
