@@ -125,6 +125,16 @@ fn plan_budget_and_trimming() {
     let big = params::ckks_128_custom(16, 8, 3).validate().unwrap();
     let t7 = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, cfg()).unwrap();
     assert!(t7.level() == 1 && t7.is_fast() && t7.error_bound_ulp() < 0.25);
+    println!(
+        "Table VII C2M plan: shifts {:?}, bound {:.4} ulp, failure 2^{:.1}",
+        t7.shifts(),
+        t7.error_bound_ulp(),
+        t7.failure_log2()
+    );
+    // Spare bits go to stage-1 precision only where they do not raise the failure probability
+    // past max(2^-30, its value without them): not at Table VII (h_I is 1 bit from the budget).
+    assert!(t7.shifts().0 == 7 && t7.failure_log2() < -24.5);
+    assert!(plan.shifts().0 == 7 && plan.failure_log2() < -30.0);
     let wide = C2mPlan::shortest_admissible(&big, 1 << 15, SCALE, BoundaryCfg::encformer(12));
     assert!(!wide.unwrap().is_fast());
     assert!(plan.error_bound_ulp() < 0.25, "{}", plan.error_bound_ulp());

@@ -56,8 +56,9 @@
 //!   `q/2 > Δ·B_max`;
 //!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` so the
 //!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 2^{-4-e}` ulp, with the
-//!   largest `e ≤ 6` whose budgets close without losing the two-level map (its stochastic
-//!   noise dominates C2M's `ε` in practice; `e = 0` at the Table VII example below).
+//!   largest `e ≤ 6` whose budgets close without losing the two-level map or raising the
+//!   failure probability past `max(2^{-30}, its e = 0 value)` (the stage-1 stochastic noise
+//!   dominates C2M's `ε` in practice; `e = 0` at the Table VII example below).
 //! * C2M stage 2 (direct map; the two-level map's budget is at [`FastDecode`]): twiddle
 //!   rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.

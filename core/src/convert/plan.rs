@@ -184,10 +184,11 @@ impl C2mPlan {
     /// the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
     ///
     /// The stage-1 shift is `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` with the largest
-    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without losing the two-level map: its
-    /// stochastic truncation noise is the largest term of the pre-rounding error `ε` in
-    /// practice, so every spare bit of the `2^K` ring goes there (`e = 0` at Table VII's
-    /// `N = 2^16`, `e = 6` at `N = 2^10`).
+    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without losing the two-level map and
+    /// without raising the per-ciphertext failure probability ([`C2mPlan::failure_log2`])
+    /// beyond `max(its value at e = 0, 2^{-30})`: the stage-1 stochastic truncation noise is the
+    /// largest term of the pre-rounding error `ε` in practice, so spare bits of the `2^K` ring
+    /// go there (`e = 0` at Table VII's `N = 2^16`, `e = 6` at `N = 2^10`).
     pub fn new(
         params: &CkksParams,
         level: usize,
@@ -196,9 +197,10 @@ impl C2mPlan {
         cfg: BoundaryCfg,
     ) -> Result<Self, ConvertError> {
         let base = Self::with_s1_margin(params, level, slots, scale, cfg, 0)?;
+        let fail_cap = base.failure_log2().max(-30.0);
         for e in (1..=S1_EXTRA_BITS).rev() {
             if let Ok(p) = Self::with_s1_margin(params, level, slots, scale, cfg, e) {
-                if p.is_fast() || !base.is_fast() {
+                if (p.is_fast() || !base.is_fast()) && p.failure_log2() <= fail_cap {
                     return Ok(p);
                 }
             }
