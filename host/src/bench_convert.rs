@@ -36,6 +36,8 @@
 //! | M2C | 43.83 s | 42.55 s | 42.97 s | 1.02 | 42.96 s | 1.02 | 5.19 | 2 |
 //! | pair | 46.84 s | 43.55 s | 46.28 s | 1.01 | 46.24 s | 1.01 | 33.69 | 10 |
 //!
+//! A second WAN2 run: C2M 3.13 s measured vs 3.23 s model (0.97), M2C 33.5 s vs 36.5 s (0.92;
+//! the in-memory M2C compute of that run was slower than the one on the link).
 //! `--netem lan` (1 Gbit/s `tbf`), same setting: C2M 1.03 s measured vs 1.02 s model (ratio
 //! 1.02, compute 0.79 s), M2C 35.4 s vs 33.0 s (1.07, compute-bound: the difference is the
 //! compute itself varying between runs on the shared cores).
