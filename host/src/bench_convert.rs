@@ -6,30 +6,68 @@
 //! Our Π_C2M^ℂ needs `Q_conv < 2^124` (its `Z_q` arithmetic), so it always trims: the protocol is
 //! *run* trimmed (real+trim and complex+trim), while the untrimmed rows report the payload a
 //! ciphertext at the arrival level would have (computed with [`veil_core::serial::ciphertext_len`],
-//! the exact serialized size) and the trimmed runs' compute. Ring2Field traffic of M2C (IKNP OT,
-//! about 1 KB per real value) is reported separately and included in the latency overlay.
+//! the exact serialized size) and the trimmed runs' compute. MPC traffic besides the ciphertexts
+//! (IKNP OT) is reported per protocol and included in the latency overlay: C2M's exact rounding
+//! (≈ 410 B per real value; a real-only plan rounds the real parts alone) and
+//! M2C's Ring2Field (known-MSB, ≈ 31 B per real value). The report also runs both Ring2Field
+//! protocols on the `2n` values of one complex M2C input (before/after).
 //!
 //! Latency overlay: `T = compute + rounds·latency + 8·bytes/bandwidth`, with the one-way latency
 //! and bandwidth of each profile (LAN 1 Gbps/0.3 ms, WAN1 400 Mbps/4 ms, WAN2 100 Mbps/4 ms, WAN3
-//! 100 Mbps/80 ms). No traffic shaping is measured here.
+//! 100 Mbps/80 ms); `bytes` counts both directions on one link (a half-duplex upper bound).
+//!
+//! # Emulated link (`--netem <profile>`)
+//!
+//! Runs the complex+trim C2M and M2C between two `veil` processes (`--party 0|1`, hidden flags)
+//! over TCP on a veth pair between two network namespaces that the benchmark creates
+//! ([`crate::netem`]): `tc netem delay <one-way> rate <bandwidth>` on both ends, addresses
+//! `10.77.0.1/30`–`.2` that exist only inside the namespaces. Needs root and iproute2; skipped
+//! with the reason otherwise. Kernels without `sch_netem` get a `tbf` rate-only link (no delay),
+//! reported as `TbfRateOnly`; compare it with the model's `lat=0` column. Wall time is measured
+//! by P1 from the end of the OT setup, per protocol, and set against the overlay model with
+//! the in-memory compute of the same run.
+//!
+//! Measured (2 shared cores; this machine's kernel has no `sch_netem`, so the link is `tbf`
+//! 100 Mbit/s without delay), `veil bench convert --netem wan2`, `N = 2^16`, depth 8:
+//!
+//! | | measured | compute | model (WAN2) | ratio | model (lat = 0) | ratio | MB | rounds |
+//! |---|---|---|---|---|---|---|---|---|
+//! | C2M | 3.01 s | 1.00 s | 3.31 s | 0.91 | 3.28 s | 0.92 | 28.50 | 8 |
+//! | M2C | 43.83 s | 42.55 s | 42.97 s | 1.02 | 42.96 s | 1.02 | 5.19 | 2 |
+//! | pair | 46.84 s | 43.55 s | 46.28 s | 1.01 | 46.24 s | 1.01 | 33.69 | 10 |
+//!
+//! A second WAN2 run: C2M 3.13 s measured vs 3.23 s model (0.97), M2C 33.5 s vs 36.5 s (0.92;
+//! the in-memory M2C compute of that run was slower than the one on the link).
+//! `--netem lan` (1 Gbit/s `tbf`), same setting: C2M 1.03 s measured vs 1.02 s model (ratio
+//! 1.02, compute 0.79 s), M2C 35.4 s vs 33.0 s (1.07, compute-bound: the difference is the
+//! compute itself varying between runs on the shared cores).
+//!
+//! At WAN2 the socket beats the model on C2M (ratio 0.91): the model charges both directions' bytes to
+//! one link, the veth is full duplex (P0→P1 and P1→P0 traffic overlap). M2C is compute-bound
+//! (the `O(n²)` encoding map). Same run, in memory: ciphertexts 4.79 MB per complex+trim pair,
+//! MPC 28.90 MB (C2M exact rounding 26.85 MB, M2C Ring2Field 2.06 MB; Ring2Field before: 71.36
+//! MB, 1088.9 B/value, 9 rounds → 2.06 MB, 31.4 B/value, 2 rounds), round-trip error 0.504 ulp.
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::{OsRng, SeedableRng};
-use serde::Serialize;
+use rand_core::{OsRng, RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ciphertext, Ckks, PublicKey, SecretKey};
 use veil_core::convert::{
     c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, ComplexShares,
-    M2cPlan, RunStats,
+    M2cPlan, RunStats, K_BITS,
 };
-use veil_core::mpc::{MpcConfig, Party, PartyId, RingShares};
-use veil_core::params;
+use veil_core::mpc::{Modulus, MpcConfig, Party, PartyId, RingShares};
+use veil_core::params::{self, CkksParams};
 use veil_core::serial::ciphertext_len;
 
 use crate::mpc::drive;
-use crate::transport::{mem_pair, TransportConfig};
+use crate::netem::{NetemLink, Shaping};
+use crate::transport::{mem_pair, TcpTransport, Transport, TransportConfig};
 
 /// EncFormer Table VII payload per conversion pair, MB: real, complex, complex + trimming.
 pub const PAPER_MB: [f64; 3] = [20.97, 10.49, 6.41];
@@ -57,6 +95,42 @@ pub struct BenchConvertOptions {
     /// `log2 B_max` of the boundary values.
     #[arg(long, default_value_t = 8)]
     pub log_bmax: u32,
+    /// Worker threads of the CKKS backend (the optimized CPU backend; 0 = all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Also run the complex+trim conversion between two `veil` processes over a real emulated
+    /// link with this profile (`lan`, `wan1`, `wan2`, `wan3`): two network namespaces, a veth
+    /// pair and `tc netem` (delay + rate), created and removed by the benchmark. Needs root;
+    /// skipped with the reason otherwise.
+    #[arg(long)]
+    pub netem: Option<String>,
+    /// Internal (netem run): act as party 0 (listens on `--addr`) or 1 (connects to it).
+    #[arg(long, hide = true)]
+    pub party: Option<u8>,
+    /// Internal (netem run): P0's `ip:port`.
+    #[arg(long, hide = true)]
+    pub addr: Option<String>,
+    /// Internal (netem run): seed of the benchmark's keys and inputs, shared by both party
+    /// processes (a benchmark shortcut: P1 also derives the secret key, to check the result).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl BenchConvertOptions {
+    /// Defaults of the CLI for `log2 N`, depth and `log2 B_max`, no netem run.
+    pub fn new(log_n: u32, depth: usize, log_bmax: u32) -> Self {
+        BenchConvertOptions {
+            json: false,
+            log_n,
+            depth,
+            log_bmax,
+            threads: 0,
+            netem: None,
+            party: None,
+            addr: None,
+            seed: 0,
+        }
+    }
 }
 
 /// Latency under one network profile.
@@ -84,18 +158,31 @@ pub struct ModeReport {
     pub m2c_ciphertexts: usize,
     /// Ciphertext bytes per conversion pair (C2M + M2C).
     pub ciphertext_bytes: u64,
-    /// Other MPC bytes (Ring2Field of M2C, offline + online, both directions).
+    /// Other MPC bytes (C2M exact rounding + Ring2Field of M2C, offline + online, both
+    /// directions).
     pub mpc_bytes: u64,
+    /// Of which C2M (exact rounding of stage 3).
+    pub c2m_mpc_bytes: u64,
+    /// Of which M2C (Ring2Field).
+    pub m2c_mpc_bytes: u64,
     /// Rounds (C2M + M2C).
     pub rounds: u32,
+    /// C2M rounds (ciphertext frame + exact rounding).
+    pub c2m_rounds: u32,
     /// Local compute, seconds (both parties in parallel, wrappers included).
     pub compute_s: f64,
     /// Of which complexify + decomplexify, seconds.
     pub wrapper_s: f64,
     /// Largest error after C2M → M2C, ulps of `2^{-F}`.
     pub max_err_ulp: f64,
-    /// Latency per network profile.
+    /// Latency per network profile: compute + overlay of every byte and round (ciphertexts and
+    /// MPC traffic).
     pub latency: Vec<NetLatency>,
+    /// Boundary latency per network profile, EncFormer Table VII's accounting: the CKKS-side
+    /// wrappers (complexify/decomplexify) plus the ciphertext payload (one round each way), the
+    /// part that packing and trimming change. The MPC share conversions after decryption cost
+    /// the same per real value in every mode.
+    pub boundary_latency: Vec<NetLatency>,
 }
 
 /// The benchmark report.
@@ -109,6 +196,8 @@ pub struct Report {
     pub slots: usize,
     /// Arrival level (depth).
     pub depth: usize,
+    /// Worker threads of the CKKS backend.
+    pub threads: usize,
     /// Trimmed boundary level.
     pub boundary_level: usize,
     /// C2M twiddle precision (bits) and shifts.
@@ -119,11 +208,98 @@ pub struct Report {
     pub paper_mb: [f64; 3],
     /// Modes.
     pub modes: Vec<ModeReport>,
+    /// Ring2Field of the complex M2C input (`2n` values into `Z_{2^K}`): the comparison-based
+    /// protocol (used before) vs the known-MSB one (used now).
+    pub ring2field: R2fReport,
+    /// The run over an emulated link, if asked for and possible.
+    pub netem: Option<NetemReport>,
+    /// Why the emulated-link run was skipped.
+    pub netem_skipped: Option<String>,
+}
+
+/// Cost of Ring2Field on one batch (both directions, offline + online, as seen by P1).
+#[derive(Clone, Debug, Serialize)]
+pub struct R2fReport {
+    /// Values converted.
+    pub values: usize,
+    /// `ℓ`-bit comparison + B2A ([`Party::ring_to_field`]): bytes.
+    pub comparison_bytes: u64,
+    /// Its rounds.
+    pub comparison_rounds: u32,
+    /// Known-MSB ([`Party::ring_to_field_known_msb`]): bytes.
+    pub known_msb_bytes: u64,
+    /// Its rounds.
+    pub known_msb_rounds: u32,
+}
+
+/// Measured wall time over the emulated link vs the overlay model for the same profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct NetemReport {
+    /// Profile name.
+    pub network: String,
+    /// Link bandwidth, bit/s.
+    pub bandwidth_bps: f64,
+    /// One-way latency of the profile, s.
+    pub one_way_s: f64,
+    /// How the link was shaped.
+    pub shaping: Shaping,
+    /// The qdisc on P0's end, as `tc` shows it.
+    pub qdisc: String,
+    /// C2M wall time on the link (P1), s.
+    pub c2m_measured_s: f64,
+    /// M2C wall time on the link (P1), s.
+    pub m2c_measured_s: f64,
+    /// In-memory compute of C2M / M2C (same setting, P1's critical path), s.
+    pub c2m_compute_s: f64,
+    /// See `c2m_compute_s`.
+    pub m2c_compute_s: f64,
+    /// Overlay model `compute + rounds·latency + 8·bytes/bandwidth` of C2M / M2C, s.
+    pub c2m_model_s: f64,
+    /// See `c2m_model_s`.
+    pub m2c_model_s: f64,
+    /// The model with zero latency (what a rate-only link can be compared with), C2M / M2C.
+    pub c2m_model_rate_only_s: f64,
+    /// See `c2m_model_rate_only_s`.
+    pub m2c_model_rate_only_s: f64,
+    /// Bytes (both directions) and rounds of the run on the link, C2M / M2C.
+    pub c2m_bytes: u64,
+    /// See `c2m_bytes`.
+    pub m2c_bytes: u64,
+    /// C2M rounds.
+    pub c2m_rounds: u32,
+    /// M2C rounds.
+    pub m2c_rounds: u32,
+    /// Largest slot error after the round trip over the link (ulps of `2^{-F}`).
+    pub max_err_ulp: f64,
+}
+
+/// What one party process of the netem run prints (one JSON line on stdout).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PartyReport {
+    /// 0 or 1.
+    pub party: u8,
+    /// C2M wall time, s (from the end of the OT setup).
+    pub c2m_s: f64,
+    /// M2C wall time, s.
+    pub m2c_s: f64,
+    /// C2M bytes sent + received (offline + online).
+    pub c2m_bytes: u64,
+    /// M2C bytes sent + received.
+    pub m2c_bytes: u64,
+    /// C2M rounds.
+    pub c2m_rounds: u32,
+    /// M2C rounds.
+    pub m2c_rounds: u32,
+    /// P1 only: largest slot error of the round trip (ulps); 0 at P0.
+    pub max_err_ulp: f64,
 }
 
 struct Measured {
     c2m: RunStats,
     m2c: RunStats,
+    /// P1's wall time of C2M and of M2C (in memory).
+    c2m_s: f64,
+    m2c_s: f64,
     c2m_cts: usize,
     compute_s: f64,
     wrapper_s: f64,
@@ -178,17 +354,20 @@ fn measure(
     };
     let (mut t0_, mut t1_) = mem_pair(cfg);
     type Out0 = Result<(RunStats, RunStats), String>;
-    type Out1 = Result<(Vec<Ciphertext<CpuBackend>>, RunStats, RunStats), String>;
+    type Out1 = Result<(Vec<Ciphertext<CpuBackend>>, RunStats, RunStats, f64, f64), String>;
     let (o0, o1): (Out0, Out1) = std::thread::scope(|s| {
         let h = s.spawn(|| -> Out1 {
             let mut p1 = party(PartyId::P1)?;
             drive(p1.channel(), p1.setup(), &mut t1_).map_err(|e| e.to_string())?;
+            let t = Instant::now();
             let (sh, a) = drive(p1.channel(), c2m_p1(&mut p1, ck, pk, c2m, &cts), &mut t1_)
                 .map_err(|e| e.to_string())?;
+            let c2m_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
             let sh: Vec<ComplexShares> = reshape(sh, complex);
             let (out, b) = drive(p1.channel(), m2c_p1(&mut p1, ck, m2c, &sh), &mut t1_)
                 .map_err(|e| e.to_string())?;
-            Ok((out, a, b))
+            Ok((out, a, b, c2m_s, t.elapsed().as_secs_f64()))
         });
         let r0 = (|| -> Out0 {
             let mut p0 = party(PartyId::P0)?;
@@ -203,7 +382,7 @@ fn measure(
         (r0, h.join().unwrap_or_else(|_| Err("P1 panicked".into())))
     });
     let (_c2m0, _m2c0) = o0?;
-    let (out, c2m_st, m2c_st) = o1?;
+    let (out, c2m_st, m2c_st, c2m_s, m2c_s) = o1?;
     let (ox, oy) = if complex {
         let w = Instant::now();
         let pair = decomplexify(ck, &out[0], keys).map_err(|e| e.to_string())?;
@@ -226,6 +405,8 @@ fn measure(
     Ok(Measured {
         c2m: c2m_st,
         m2c: m2c_st,
+        c2m_s,
+        m2c_s,
         c2m_cts: count,
         compute_s,
         wrapper_s: wrapper.as_secs_f64(),
@@ -233,7 +414,7 @@ fn measure(
     })
 }
 
-/// Real mode: C2M yields one `[[x]]` per ciphertext (imaginary parts discarded), M2C gets
+/// Real mode: C2M (a real-only plan) yields one `[[x]]` per ciphertext, M2C gets
 /// real-only inputs. Complex mode: unchanged.
 fn reshape(sh: Vec<ComplexShares>, complex: bool) -> Vec<ComplexShares> {
     if complex {
@@ -258,8 +439,17 @@ fn latency(compute: f64, bytes: u64, rounds: u32) -> Vec<NetLatency> {
         .collect()
 }
 
-/// Runs the benchmark.
-pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
+/// The optimized CPU backend with `threads` workers (0: one per core).
+fn backend(p: &CkksParams, threads: usize) -> Result<CpuBackend, String> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    CpuBackend::fast(p, threads).map_err(|e| e.to_string())
+}
+
+fn params_of(opts: &BenchConvertOptions) -> Result<CkksParams, String> {
     let lit = if opts.log_n >= 14 {
         params::ckks_128_custom(opts.log_n, opts.depth, 3)
     } else {
@@ -272,8 +462,76 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
         l.name = format!("INSECURE_LOGN{}_DEPTH{}", opts.log_n, opts.depth);
         l
     };
-    let p = lit.validate().map_err(|e| e.to_string())?;
-    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+    lit.validate().map_err(|e| e.to_string())
+}
+
+/// Channel bytes of one run as seen by one party: sent + received, offline + online.
+fn chan_bytes(s: &RunStats) -> u64 {
+    let a = s.channel.offline_online();
+    a.bytes_sent + a.bytes_recv
+}
+
+/// The benchmark's boundary values (deterministic).
+fn inputs(n: usize, log_bmax: u32) -> (Vec<f64>, Vec<f64>) {
+    let b = (1u64 << log_bmax) as f64;
+    let xs: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.7137).sin()) * b).collect();
+    let ys: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.3311).cos()) * b).collect();
+    (xs, ys)
+}
+
+/// Ring2Field of `values` elements into `Z_{2^K}` with both protocols (in memory).
+fn r2f_costs(values: usize, log_bound: u32) -> Result<R2fReport, String> {
+    let q = Modulus::new(1u128 << K_BITS).map_err(|e| e.to_string())?;
+    let cfg = TransportConfig {
+        timeout: Duration::from_secs(600),
+        max_frame: 1 << 30,
+    };
+    let (mut t0, mut t1) = mem_pair(cfg);
+    let ring = MpcConfig::ENCFORMER.ring;
+    let mut r = rng();
+    // Shares of zero: the cost does not depend on the values.
+    let x0: Vec<u64> = (0..values).map(|_| r.next_u64() & ring.mask()).collect();
+    let x1: Vec<u64> = x0.iter().map(|&v| ring.sub(0, v)).collect();
+    let one =
+        |id: PartyId, x: Vec<u64>, t: &mut dyn Transport| -> Result<[(u64, u32); 2], String> {
+            let mut p = party(id)?;
+            drive(p.channel(), p.setup(), t).map_err(|e| e.to_string())?;
+            let ch = p.channel();
+            let x = RingShares::new(x);
+            // Depths restart with every session: each run's depth is its round count.
+            let s0 = ch.stats();
+            drive(ch.clone(), p.ring_to_field(&x, &q), t).map_err(|e| e.to_string())?;
+            let (s1, d1) = (ch.stats(), ch.depth());
+            drive(ch.clone(), p.ring_to_field_known_msb(&x, &q, log_bound), t)
+                .map_err(|e| e.to_string())?;
+            let (s2, d2) = (ch.stats(), ch.depth());
+            let b = |a: &veil_core::mpc::Stats, e: &veil_core::mpc::Stats| {
+                let d = a.since(e).offline_online();
+                d.bytes_sent + d.bytes_recv
+            };
+            Ok([(b(&s1, &s0), d1), (b(&s2, &s1), d2)])
+        };
+    let (a, _) = std::thread::scope(|s| {
+        let h = s.spawn(|| one(PartyId::P1, x1, &mut t1));
+        let r0 = one(PartyId::P0, x0, &mut t0);
+        (h.join().unwrap_or_else(|_| Err("P1 panicked".into())), r0)
+    });
+    let [(cb, cr), (kb, kr)] = a?;
+    Ok(R2fReport {
+        values,
+        comparison_bytes: cb,
+        comparison_rounds: cr,
+        known_msb_bytes: kb,
+        known_msb_rounds: kr,
+    })
+}
+
+/// Runs the benchmark (and, with `--netem`, the emulated-link measurement).
+pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
+    let p = params_of(opts)?;
+    let be = backend(&p, opts.threads)?;
+    let backend_threads = be.threads();
+    let ck = Ckks::new(Arc::new(be));
     let mut r = rng();
     let sk = ck.gen_secret_key(&mut r);
     let pk = ck.gen_public_key(&sk, &mut r).map_err(|e| e.to_string())?;
@@ -285,10 +543,9 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
     let bcfg = BoundaryCfg::encformer(opts.log_bmax);
     let c2m = C2mPlan::shortest_admissible(&p, n, scale, bcfg).map_err(|e| e.to_string())?;
     let m2c = M2cPlan::new(&p, p.max_level(), n, scale, bcfg).map_err(|e| e.to_string())?;
-    let b = (1u64 << opts.log_bmax) as f64;
-    let xs: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.7137).sin()) * b).collect();
-    let ys: Vec<f64> = (0..n).map(|i| ((i as f64 * 0.3311).cos()) * b).collect();
-    let real = measure(&ck, &sk, &pk, &keys, &c2m, &m2c, &xs, &ys, false)?;
+    let (xs, ys) = inputs(n, opts.log_bmax);
+    let c2m_real = c2m.clone().real_only();
+    let real = measure(&ck, &sk, &pk, &keys, &c2m_real, &m2c, &xs, &ys, false)?;
     let cplx = measure(&ck, &sk, &pk, &keys, &c2m, &m2c, &xs, &ys, true)?;
     let top = p.max_level();
     let m2c_ct = ciphertext_len(&p, top, 1, true) as u64;
@@ -307,13 +564,10 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
                 "{name}: measured ciphertext bytes differ from the serialized sizes"
             ));
         }
-        let ch = |s: &RunStats| {
-            let a = s.channel.offline_online();
-            a.bytes_sent + a.bytes_recv
-        };
         // Channel bytes as seen by P1 (sent + received) minus the ciphertext payloads.
-        let all = ch(&m.c2m) + ch(&m.m2c);
-        let mpc_bytes = all.saturating_sub(m.c2m.ciphertext_bytes + m.m2c.ciphertext_bytes);
+        let c2m_mpc_bytes = chan_bytes(&m.c2m).saturating_sub(m.c2m.ciphertext_bytes);
+        let m2c_mpc_bytes = chan_bytes(&m.m2c).saturating_sub(m.m2c.ciphertext_bytes);
+        let mpc_bytes = c2m_mpc_bytes + m2c_mpc_bytes;
         let rounds = m.c2m.rounds + m.m2c.rounds;
         modes.push(ModeReport {
             mode: name.into(),
@@ -323,23 +577,287 @@ pub fn run(opts: &BenchConvertOptions) -> Result<Report, String> {
             m2c_ciphertexts: k,
             ciphertext_bytes: ct_bytes,
             mpc_bytes,
+            c2m_mpc_bytes,
+            m2c_mpc_bytes,
             rounds,
+            c2m_rounds: m.c2m.rounds,
             compute_s: m.compute_s,
             wrapper_s: m.wrapper_s,
             max_err_ulp: m.max_err_ulp,
             latency: latency(m.compute_s, ct_bytes + mpc_bytes, rounds),
+            boundary_latency: latency(m.wrapper_s, ct_bytes, 2),
         });
     }
+    let ring2field = r2f_costs(2 * n, opts.log_bmax + MpcConfig::ENCFORMER.ring.frac + 1)?;
+    let (netem, netem_skipped) = match &opts.netem {
+        None => (None, None),
+        Some(profile) => match run_netem(opts, profile, &cplx) {
+            Ok(r) => (Some(r), None),
+            Err(NetemFail::Skipped(why)) => (None, Some(why)),
+            Err(NetemFail::Failed(e)) => return Err(format!("netem run: {e}")),
+        },
+    };
     Ok(Report {
         params: p.name().into(),
         log_n: opts.log_n,
         slots: n,
         depth: opts.depth,
+        threads: backend_threads,
         boundary_level: c2m.level(),
         c2m_twiddle_bits: c2m.twiddle_bits(),
         c2m_failure_log2: c2m.failure_log2(),
         paper_mb: PAPER_MB,
         modes,
+        ring2field,
+        netem,
+        netem_skipped,
+    })
+}
+
+enum NetemFail {
+    /// Prerequisites missing (not root, no `ip`/`tc`, no namespaces): reported, not an error.
+    Skipped(String),
+    /// The run itself failed.
+    Failed(String),
+}
+
+/// Kills the party processes if the orchestrator leaves early (error, timeout, panic).
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn run_netem(
+    opts: &BenchConvertOptions,
+    profile: &str,
+    mem: &Measured,
+) -> Result<NetemReport, NetemFail> {
+    let &(name, bw, lat) = NETWORKS
+        .iter()
+        .find(|(n, _, _)| n.eq_ignore_ascii_case(profile))
+        .ok_or_else(|| {
+            NetemFail::Failed(format!("unknown profile {profile} (lan, wan1, wan2, wan3)"))
+        })?;
+    if let Some(why) = crate::netem::unavailable_reason() {
+        return Err(NetemFail::Skipped(why));
+    }
+    let link = NetemLink::new(Duration::from_secs_f64(lat), bw).map_err(NetemFail::Skipped)?;
+    let fail = |e: String| NetemFail::Failed(e);
+    let exe = std::env::current_exe().map_err(|e| fail(e.to_string()))?;
+    let exe = exe.to_string_lossy().into_owned();
+    let seed = OsRng.next_u64().to_string();
+    let addr = format!("{}:{}", link.addr(0), 47_000 + std::process::id() % 1000);
+    let (log_n, depth, log_b) = (
+        opts.log_n.to_string(),
+        opts.depth.to_string(),
+        opts.log_bmax.to_string(),
+    );
+    let mut kids = Kids(Vec::new());
+    for i in 0..2 {
+        let child = Command::new("ip")
+            .args(["netns", "exec", link.namespace(i), &exe, "bench", "convert"])
+            .args(["--log-n", &log_n, "--depth", &depth, "--log-bmax", &log_b])
+            .args(["--seed", &seed, "--addr", &addr, "--party", &i.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| fail(format!("spawning party {i}: {e}")))?;
+        kids.0.push(child);
+    }
+    // Both parties finish within the transport timeout of every receive; add slack for setup.
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    let mut outs: [Option<PartyReport>; 2] = [None, None];
+    loop {
+        let mut done = true;
+        for (i, c) in kids.0.iter_mut().enumerate() {
+            if outs[i].is_some() {
+                continue;
+            }
+            match c.try_wait().map_err(|e| fail(e.to_string()))? {
+                None => done = false,
+                Some(st) => {
+                    let (mut o, mut e) = (String::new(), String::new());
+                    if let Some(mut s) = c.stdout.take() {
+                        let _ = s.read_to_string(&mut o);
+                    }
+                    if let Some(mut s) = c.stderr.take() {
+                        let _ = s.read_to_string(&mut e);
+                    }
+                    if !st.success() {
+                        return Err(fail(format!("party {i} failed ({st}): {}", e.trim())));
+                    }
+                    let line = o.lines().last().unwrap_or("");
+                    let rep: PartyReport = serde_json::from_str(line)
+                        .map_err(|x| fail(format!("party {i} output {line:?}: {x}")))?;
+                    outs[i] = Some(rep);
+                }
+            }
+        }
+        if done {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(fail("party processes timed out".into()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let p1 = outs[1].take().ok_or_else(|| fail("no P1 report".into()))?;
+    let model = |compute: f64, bytes: u64, rounds: u32, lat: f64| {
+        compute + rounds as f64 * lat + 8.0 * bytes as f64 / bw
+    };
+    let (cb, mb) = (chan_bytes(&mem.c2m), chan_bytes(&mem.m2c));
+    let (cr, mr) = (mem.c2m.rounds, mem.m2c.rounds);
+    Ok(NetemReport {
+        network: name.into(),
+        bandwidth_bps: bw,
+        one_way_s: lat,
+        shaping: link.shaping(),
+        qdisc: link.qdisc(0),
+        c2m_measured_s: p1.c2m_s,
+        m2c_measured_s: p1.m2c_s,
+        c2m_compute_s: mem.c2m_s,
+        m2c_compute_s: mem.m2c_s,
+        c2m_model_s: model(mem.c2m_s, cb, cr, lat),
+        m2c_model_s: model(mem.m2c_s, mb, mr, lat),
+        c2m_model_rate_only_s: model(mem.c2m_s, cb, cr, 0.0),
+        m2c_model_rate_only_s: model(mem.m2c_s, mb, mr, 0.0),
+        c2m_bytes: p1.c2m_bytes,
+        m2c_bytes: p1.m2c_bytes,
+        c2m_rounds: p1.c2m_rounds,
+        m2c_rounds: p1.m2c_rounds,
+        max_err_ulp: p1.max_err_ulp,
+    })
+}
+
+/// Accepts one connection on `addr` within the transport timeout.
+fn accept_within(addr: &str, cfg: TransportConfig) -> Result<TcpTransport, String> {
+    let l = std::net::TcpListener::bind(addr).map_err(|e| format!("bind {addr}: {e}"))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + cfg.timeout;
+    loop {
+        match l.accept() {
+            Ok((s, _)) => {
+                s.set_nonblocking(false).map_err(|e| e.to_string())?;
+                return TcpTransport::new(s, cfg).map_err(|e| format!("{e:?}"));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if Instant::now() > deadline {
+                    return Err("no peer connected before the timeout".into());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// One party process of the netem run (`--party 0|1 --addr ip:port --seed s`): complex+trim
+/// C2M then M2C over TCP, timed from the end of the OT setup.
+pub fn run_party(opts: &BenchConvertOptions) -> Result<PartyReport, String> {
+    let id = match opts.party {
+        Some(0) => PartyId::P0,
+        Some(1) => PartyId::P1,
+        _ => return Err("--party must be 0 or 1".into()),
+    };
+    let addr = opts.addr.as_deref().ok_or("--party needs --addr")?;
+    let p = params_of(opts)?;
+    let ck = Ckks::new(Arc::new(backend(&p, opts.threads)?));
+    let mut r = ChaCha20Rng::seed_from_u64(opts.seed);
+    let sk = ck.gen_secret_key(&mut r);
+    let pk = ck.gen_public_key(&sk, &mut r).map_err(|e| e.to_string())?;
+    let n = p.max_slots();
+    let scale = p.default_scale();
+    let bcfg = BoundaryCfg::encformer(opts.log_bmax);
+    let c2m = C2mPlan::shortest_admissible(&p, n, scale, bcfg).map_err(|e| e.to_string())?;
+    let m2c = M2cPlan::new(&p, p.max_level(), n, scale, bcfg).map_err(|e| e.to_string())?;
+    let (xs, ys) = inputs(n, opts.log_bmax);
+    let cfg = TransportConfig {
+        timeout: Duration::from_secs(600),
+        max_frame: 1 << 30,
+    };
+    let mut t: Box<dyn Transport> = match id {
+        PartyId::P0 => Box::new(accept_within(addr, cfg)?),
+        PartyId::P1 => Box::new(TcpTransport::connect(addr, cfg).map_err(|e| format!("{e:?}"))?),
+    };
+    let mut party = party(id)?;
+    let e = |e: crate::mpc::DriverError| e.to_string();
+    let z = if id == PartyId::P1 {
+        let top = p.max_level();
+        let enc = |v: &[f64]| -> Result<Ciphertext<CpuBackend>, String> {
+            let pt = ck
+                .encode_real(v, n, top, scale)
+                .map_err(|e| e.to_string())?;
+            ck.encrypt_sk(&sk, &pt, &mut rng())
+                .map_err(|e| e.to_string())
+        };
+        Some(complexify(&ck, &enc(&xs)?, &enc(&ys)?).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    drive(party.channel(), party.setup(), t.as_mut()).map_err(e)?;
+    let t0 = Instant::now();
+    let (c2m_st, m2c_st, c2m_s, m2c_s, err) = match &z {
+        None => {
+            let (sh, a) = drive(
+                party.channel(),
+                c2m_p0(&mut party, &ck, &sk, &c2m, 1),
+                t.as_mut(),
+            )
+            .map_err(e)?;
+            let c2m_s = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            let b = drive(
+                party.channel(),
+                m2c_p0(&mut party, &ck, &sk, &m2c, &sh),
+                t.as_mut(),
+            )
+            .map_err(e)?;
+            (a, b, c2m_s, t1.elapsed().as_secs_f64(), 0.0)
+        }
+        Some(z) => {
+            let cts = std::slice::from_ref(z);
+            let (sh, a) = drive(
+                party.channel(),
+                c2m_p1(&mut party, &ck, &pk, &c2m, cts),
+                t.as_mut(),
+            )
+            .map_err(e)?;
+            let c2m_s = t0.elapsed().as_secs_f64();
+            let t1 = Instant::now();
+            let (out, b) = drive(
+                party.channel(),
+                m2c_p1(&mut party, &ck, &m2c, &sh),
+                t.as_mut(),
+            )
+            .map_err(e)?;
+            let m2c_s = t1.elapsed().as_secs_f64();
+            let d = ck.decrypt_decode(&sk, &out[0]).map_err(|e| e.to_string())?;
+            let f = (1u64 << MpcConfig::ENCFORMER.ring.frac) as f64;
+            let worst = (0..n).fold(0f64, |w, k| {
+                w.max((d[k].re - xs[k]).abs() * f)
+                    .max((d[k].im - ys[k]).abs() * f)
+            });
+            (a, b, c2m_s, m2c_s, worst)
+        }
+    };
+    Ok(PartyReport {
+        party: opts.party.unwrap_or(0),
+        c2m_s,
+        m2c_s,
+        c2m_bytes: chan_bytes(&c2m_st),
+        m2c_bytes: chan_bytes(&m2c_st),
+        c2m_rounds: c2m_st.rounds,
+        m2c_rounds: m2c_st.rounds,
+        max_err_ulp: err,
     })
 }
 
@@ -349,8 +867,8 @@ pub fn render(r: &Report) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "CKKS<->MPC conversion of two real vectors  {}  N=2^{} slots={} depth={} boundary level={} (C2M twiddles {:.0} bits, failure 2^{:.1}/ct)",
-        r.params, r.log_n, r.slots, r.depth, r.boundary_level, r.c2m_twiddle_bits, r.c2m_failure_log2
+        "CKKS<->MPC conversion of two real vectors  {}  N=2^{} slots={} depth={} threads={} boundary level={} (C2M twiddles {:.0} bits, failure 2^{:.1}/ct)",
+        r.params, r.log_n, r.slots, r.depth, r.threads, r.boundary_level, r.c2m_twiddle_bits, r.c2m_failure_log2
     );
     let _ = writeln!(
         s,
@@ -392,6 +910,133 @@ pub fn render(r: &Report) -> String {
         "  paper (Table VII) ciphertext MB per pair: real {:.2}, complex {:.2}, complex+trim {:.2}",
         r.paper_mb[0], r.paper_mb[1], r.paper_mb[2]
     );
+    for m in &r.modes {
+        let _ = writeln!(
+            s,
+            "  {:<13} MPC MB: C2M exact rounding {:.2} ({} rounds incl. the ciphertext), M2C Ring2Field {:.2}",
+            m.mode,
+            m.c2m_mpc_bytes as f64 / 1e6,
+            m.c2m_rounds,
+            m.m2c_mpc_bytes as f64 / 1e6
+        );
+    }
+    if let (Some(re), Some(cx), Some(ct)) = (
+        r.modes.iter().find(|m| m.mode == "real"),
+        r.modes.iter().find(|m| m.mode == "complex"),
+        r.modes.iter().find(|m| m.mode == "complex+trim"),
+    ) {
+        for (what, pick) in [
+            (
+                "boundary (wrappers + ciphertexts, Table VII accounting)",
+                (|m: &ModeReport| m.boundary_latency.clone()) as fn(&ModeReport) -> Vec<NetLatency>,
+            ),
+            (
+                "total (compute + ciphertexts + MPC traffic)",
+                |m: &ModeReport| m.latency.clone(),
+            ),
+        ] {
+            let (a, b, c) = (pick(re), pick(cx), pick(ct));
+            let cols: Vec<String> = a
+                .iter()
+                .zip(b.iter().zip(c.iter()))
+                .map(|(a, (b, c))| {
+                    format!(
+                        "{} {:.3}/{:.3}/{:.3} s = {:.2}x/{:.2}x",
+                        a.network,
+                        a.total_s,
+                        b.total_s,
+                        c.total_s,
+                        a.total_s / b.total_s,
+                        a.total_s / c.total_s
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "  speedup over real, {what}: real/complex/complex+trim  {}",
+                cols.join("  ")
+            );
+        }
+    }
+    let f = &r.ring2field;
+    let _ = writeln!(
+        s,
+        "  Ring2Field of {} values into Z_2^123: comparison-based {:.2} MB ({:.1} B/value, {} rounds), known-MSB {:.2} MB ({:.1} B/value, {} rounds)",
+        f.values,
+        f.comparison_bytes as f64 / 1e6,
+        f.comparison_bytes as f64 / f.values.max(1) as f64,
+        f.comparison_rounds,
+        f.known_msb_bytes as f64 / 1e6,
+        f.known_msb_bytes as f64 / f.values.max(1) as f64,
+        f.known_msb_rounds
+    );
+    if let Some(why) = &r.netem_skipped {
+        let _ = writeln!(s, "  netem run skipped: {why}");
+    }
+    if let Some(n) = &r.netem {
+        let _ = writeln!(
+            s,
+            "  emulated link {} ({:.0} Mbit/s, {:.1} ms one-way; {:?}: {})",
+            n.network,
+            n.bandwidth_bps / 1e6,
+            n.one_way_s * 1e3,
+            n.shaping,
+            n.qdisc
+        );
+        let _ = writeln!(
+            s,
+            "    {:<5} {:>10} {:>10} {:>10} {:>7} {:>14} {:>7} {:>10} {:>7}",
+            "", "measured", "compute", "model", "ratio", "model(lat=0)", "ratio", "MB", "rounds"
+        );
+        for (name, meas, comp, model, m0, b, rd) in [
+            (
+                "C2M",
+                n.c2m_measured_s,
+                n.c2m_compute_s,
+                n.c2m_model_s,
+                n.c2m_model_rate_only_s,
+                n.c2m_bytes,
+                n.c2m_rounds,
+            ),
+            (
+                "M2C",
+                n.m2c_measured_s,
+                n.m2c_compute_s,
+                n.m2c_model_s,
+                n.m2c_model_rate_only_s,
+                n.m2c_bytes,
+                n.m2c_rounds,
+            ),
+            (
+                "pair",
+                n.c2m_measured_s + n.m2c_measured_s,
+                n.c2m_compute_s + n.m2c_compute_s,
+                n.c2m_model_s + n.m2c_model_s,
+                n.c2m_model_rate_only_s + n.m2c_model_rate_only_s,
+                n.c2m_bytes + n.m2c_bytes,
+                n.c2m_rounds + n.m2c_rounds,
+            ),
+        ] {
+            let _ = writeln!(
+                s,
+                "    {:<5} {:>9.3}s {:>9.3}s {:>9.3}s {:>7.2} {:>13.3}s {:>7.2} {:>10.2} {:>7}",
+                name,
+                meas,
+                comp,
+                model,
+                meas / model,
+                m0,
+                meas / m0,
+                b as f64 / 1e6,
+                rd
+            );
+        }
+        let _ = writeln!(
+            s,
+            "    round-trip max error over the link: {:.3} ulp",
+            n.max_err_ulp
+        );
+    }
     s
 }
 
@@ -401,13 +1046,7 @@ mod tests {
 
     #[test]
     fn small_ring_smoke() {
-        let r = run(&BenchConvertOptions {
-            json: false,
-            log_n: 10,
-            depth: 3,
-            log_bmax: 8,
-        })
-        .unwrap();
+        let r = run(&BenchConvertOptions::new(10, 3, 8)).unwrap();
         print!("{}", render(&r));
         let by = |m: &str| r.modes.iter().find(|x| x.mode == m).unwrap().clone();
         let (re, cx, ct) = (by("real"), by("complex"), by("complex+trim"));
@@ -426,13 +1065,7 @@ mod table_vii {
     #[test]
     #[ignore]
     fn table_vii_setting() {
-        let r = run(&BenchConvertOptions {
-            json: false,
-            log_n: 16,
-            depth: 8,
-            log_bmax: 8,
-        })
-        .unwrap();
+        let r = run(&BenchConvertOptions::new(16, 8, 8)).unwrap();
         print!("{}", render(&r));
         println!("{}", serde_json::to_string(&r).unwrap());
         for (m, paper) in r.modes.iter().zip(PAPER_MB) {

@@ -6,6 +6,7 @@ pub mod bench_convert;
 pub mod bench_scp;
 pub mod demo;
 pub mod mpc;
+pub mod netem;
 pub mod progress;
 pub mod timing;
 pub mod transport;

@@ -25,8 +25,12 @@
 //!      truncation, [`C2mPlan::decode_outer`]); when its budget does not close, the direct
 //!      `2n × 2n` matrix [`C2mPlan::decode_map`] with twiddles
 //!      `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`;
-//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts) and
-//!      [`local_trunc`] by `2^{s_2}`, reduced mod `2^ℓ`.
+//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts),
+//!      [`local_trunc`] by `2^{s_2−k}` to scale `2^{F+k}`, reduced mod `2^ℓ`, then the exact
+//!      round-to-nearest MPC truncation by `2^k`
+//!      ([`crate::mpc::Party::trunc_round_exact`], one batch over all values of all
+//!      ciphertexts; `k` = [`C2mPlan::round_bits`], 16 at EncFormer's ring). This is the only
+//!      interaction of C2M besides the ciphertext frame.
 //!
 //! # Π_M2C^ℂ ([`m2c_p0`], [`m2c_p1`])
 //!
@@ -63,21 +67,28 @@
 //!   conditions `log2 q ≥ ℓ + σ + 1` and `q/2 > Δ·B_max`: here Field2Ring acts on the plaintext
 //!   coefficients themselves (`|c_k| < 2^{h_1}`), not on `ℓ`-bit values, and it implies
 //!   `q/2 > Δ·B_max`;
-//!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4⌋⁺` so the
-//!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 1/16` ulp.
+//!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` so the
+//!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 2^{-4-e}` ulp, with the
+//!   largest `e ≤ 6` whose budgets close without losing the two-level map or raising the
+//!   failure probability past `max(2^{-30}, its e = 0 value)` (the stage-1 stochastic noise
+//!   dominates C2M's `ε` in practice; `e = 0` at the Table VII example below).
 //! * C2M stage 2 (direct map; the two-level map's budget is at [`FastDecode`]): twiddle
 //!   rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
 //!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
 //!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
 //! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
-//!   `≤ 2^{h_3+1−K}`. With P0's share uniform, the local truncation is a *stochastic
-//!   rounding* of the value `u` before truncation: the output is `⌊u⌋ + 1` with probability
-//!   `u − ⌊u⌋` and `⌊u⌋` otherwise (unbiased; see [`local_trunc`]). `u` is within `1/4` ulp
-//!   (proved fixed-point error, [`C2mPlan::error_bound_ulp`]) plus the CKKS decoding error of
-//!   `x·2^F`, so the reconstructed ring value is within 1.25 ulp (+ CKKS error) of `x·2^F`; for
-//!   fixed-point inputs `x = X·2^{-F}` (the paper's setting) it equals `X` except with
-//!   probability `|u − X|` (in the tests: ≈ 1 slot in 1000), and `X ± 1` otherwise. Exact
-//!   rounding would need an MPC truncation (not used: ~1 KB per element with IKNP).
+//!   `≤ 2^{h_3+1−K}`. (a) The local truncation by `2^{s_2−k}` (P0's share uniform: a
+//!   *stochastic rounding*, see [`local_trunc`]) yields `v` at scale `2^{F+k}` with
+//!   `|v/2^k − u| < 2^{-k}` ulp, where `u` is the decoded value at scale `2^F`; with
+//!   `k = min(16, ℓ − 3 − b − F, s_2)`, `|v| ≤ (2^{b+F} + ¼)·2^k + 1 < 2^{ℓ−2}` (EncFormer:
+//!   `2^{37} < 2^{41}`; plans with `b + F + 7 > ℓ` are refused). (b) The exact MPC rounding
+//!   returns `round(v/2^k)` with no failure for `|v| < 2^{ℓ−2}` (known-MSB wrap bit + `k`-bit
+//!   carry comparison). `u` is within the proved fixed-point error of the exact decode `x·2^F`
+//!   of the decrypted plaintext (stage-1 truncation and twiddle rounding; bound `< 1/4` ulp,
+//!   observed `< 10^{-3}`), so the output is within `1/2 + ε` of `x·2^F`,
+//!   `ε = `[`C2mPlan::error_bound_ulp`] (which includes the `2^{-k}`); for fixed-point inputs
+//!   `x = X·2^{-F}` (the paper's setting) it is exactly `X` whenever the CKKS error stays below
+//!   `1/2 − ε` ulp (tests: every slot).
 //! * M2C (fast map; proofs at [`M2cPlan`]): working scale `S = Δ·2^g`, twiddles `round(2^t·w)`
 //!   with per-component error `η_t = ½ + 2^{t−51}` (`t ≤ 52`), `M ≈ √2·B_max·S` a proved bound
 //!   on every working value. An error `ε` per value after stage `s` moves each slot by
@@ -113,21 +124,25 @@
 //!
 //! # Cost
 //!
-//! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair
-//! (nothing else: the share conversions are local). M2C sends one seeded ciphertext per pair
-//! plus Ring2Field of the `2n` real values (≈ 1.09 KB per real value with IKNP: 71 MB for
-//! `n = 2^15`, far more than the ciphertexts). Local compute: the C2M decoding map is
-//! `O(n·√n)` ([`FastDecode`]) when its budget closes, else `O(n²)`. The M2C encoding map is
-//! `O(n log n)` ([`M2cPlan::encode_shares`]): `log2 n` stages of `n/2` butterflies (four
-//! products of a 192-bit share by a 64-bit twiddle each) and `2n` re-randomized local
-//! truncations per stage, masks from one AES-CTR stream per batch. (In `Z_{2^K}` a two-level
-//! map did not fit at `Δ = 2^40`: its outer stage needs ≈ 42-bit twiddles on top of
-//! `√2·B·Δ ≈ 2^49` values plus σ; the wide ring `Z_{2^192}` holds `2^{h_v} = 2^95` with 56 bits
-//! to spare, so a radix-2 map with a truncation per stage fits.) At `N = 2^16`, `n = 2^15` the
-//! map takes ≈ 0.1 s per pair, both parties (the former direct `O(n²)` map: ≈ 20 s per party,
-//! `m2c_map_timing_table_vii` in the conversion tests, run with `--ignored`); one complex
-//! C2M + M2C pair takes ≈ 2.2 s of compute in `veil bench convert` on a shared 2-core machine
-//! (was ≈ 176 s there), mostly Ring2Field and the C2M map.
+//! Communication: C2M sends one uncompressed ciphertext at `Q_conv` per complex vector pair,
+//! then runs the exact rounding of stage 3 on its `2n` real values: with IKNP and radix 4 a
+//! 16-bit comparison plus 2 COTs, ≈ 410 bytes per real value (offline + online, both
+//! directions; ≈ 27 MB for `n = 2^15`) and 7 rounds after the ciphertext frame (8 in all).
+//! M2C sends one seeded ciphertext per pair plus Ring2Field of the `2n` real values: the
+//! known-MSB variant ([`crate::mpc::Party::ring_to_field_known_msb`]; `|x| ≤ B_max·2^F <
+//! 2^{ℓ-2}`), one `Z_{2^K}` COT per value, ≈ 31 bytes per real value and 2 rounds (2.1 MB for
+//! `n = 2^15`; the comparison-based [`crate::mpc::Party::ring_to_field`] used before costs
+//! ≈ 1.09 KB per value and 9 rounds, 71 MB).
+//!
+//! Local compute: the C2M decoding map is `O(n·√n)` ([`FastDecode`]) when its budget closes,
+//! else `O(n²)`. The M2C encoding map is `O(n log n)` ([`M2cPlan::encode_shares`]): `log2 n`
+//! stages of `n/2` butterflies (four products of a 192-bit share by a 64-bit twiddle each) and
+//! `2n` re-randomized local truncations per stage, masks from one AES-CTR stream per batch. (In
+//! `Z_{2^K}` a two-level map did not fit at `Δ = 2^40`: its outer stage needs ≈ 42-bit twiddles
+//! on top of `√2·B·Δ ≈ 2^49` values plus σ; the wide ring `Z_{2^192}` holds `2^{h_v} = 2^95`
+//! with 56 bits to spare, so a radix-2 map with a truncation per stage fits.) At `N = 2^16`,
+//! `n = 2^15` the map takes ≈ 0.1 s per pair, both parties (the former direct `O(n²)` map:
+//! ≈ 20 s per party, `m2c_map_timing_table_vii` in the conversion tests, run with `--ignored`).
 //!
 //! Measured at EncFormer's Table VII setting (`N = 2^16`, depth 8, `B_max = 2^8`), ciphertext
 //! bytes per conversion pair: real 18.83 MB, complex 9.41 MB, complex + trimming 4.79 MB
@@ -137,8 +152,10 @@
 //!
 //! P0 sees `(c_0 + r̂, c_1)` with `c_1` re-randomized by `Enc_pk(0)` (pseudorandom under
 //! RLWE) and decrypts `m + r̂`, uniform in `R_{Q_conv}` and independent of `m`; every later step
-//! of C2M is local. In M2C, P1 sees Ring2Field transcripts (secure by Appendix C) and `Enc_sk(p_0)`,
-//! semantically secure. Common masks are public to both parties and only serve to make P0's
+//! of C2M is local except the exact rounding, a composition of a millionaires' comparison and
+//! correlated OTs on additive shares (each party sees only OT messages and masked
+//! corrections). In M2C, P1 sees Ring2Field transcripts (one COT per value: the correction is
+//! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 
 mod encode;
@@ -147,7 +164,10 @@ mod protocol;
 mod wide;
 
 pub use encode::{M2cPlan, MAX_FAST_TWIDDLE_BITS};
-pub use plan::{local_trunc, BoundaryCfg, C2mPlan, FastDecode, K_BITS, MAX_TWIDDLE_BITS};
+pub use plan::{
+    local_trunc, BoundaryCfg, C2mPlan, FastDecode, K_BITS, MAX_TWIDDLE_BITS, MIN_ROUND_BITS,
+    ROUND_BITS, S1_EXTRA_BITS,
+};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
     RunStats, TAG_C2M_CT, TAG_M2C_CT,

@@ -17,6 +17,18 @@ pub const K_BITS: u32 = 123;
 /// integers, exact to well under one unit while `t ≤ 50`.
 pub const MAX_TWIDDLE_BITS: f64 = 50.0;
 
+/// Largest fraction `k` C2M keeps below `2^{-F}` before its exact MPC rounding (stage 3): the
+/// local truncation lands at scale `2^{F+k}`, [`crate::mpc::Party::trunc_round_exact`] removes
+/// the `k` bits. `k = 16` (four radix-16 digits in the comparison) puts the local-truncation
+/// error at `2^{-16}` ulp.
+pub const ROUND_BITS: u32 = 16;
+
+/// Smallest admissible `k` (see [`C2mPlan::round_bits`]): below it the plan is refused.
+pub const MIN_ROUND_BITS: u32 = 4;
+
+/// Most extra bits of stage-1 precision [`C2mPlan::new`] tries (see there).
+pub const S1_EXTRA_BITS: u32 = 6;
+
 /// What the MPC side promises about boundary values and how much failure it accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BoundaryCfg {
@@ -120,9 +132,11 @@ pub(super) fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
 /// `≤ 2^{h_I+1−K}` per value); the outer stage applies `A` complex twiddles rounded at scale
 /// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
 /// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
-/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 1/16`), outer rounding `≤ √2·√n·B·2^F/S_2`, stage 1 as in
-/// the direct map (`≤ 1/16`); `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two
-/// rounding terms `≤ 1/32` each: `< 3/16` ulp in all. Bits: inner values `< 2^{h_I}`,
+/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 2^{-10}`: its stochastic errors add up over `A` terms and
+/// would otherwise dominate the ε of C2M's exact rounding), outer rounding
+/// `≤ √2·√n·B·2^F/S_2`, stage 1 as in the direct map (`≤ 1/16`);
+/// `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two rounding terms `≤ 1/32`
+/// each: `≤ 1/8 + 2^{-10}` ulp in all. Bits: inner values `< 2^{h_I}`,
 /// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
 /// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
 #[derive(Clone, Debug)]
@@ -143,8 +157,10 @@ pub struct FastDecode {
 /// 1. coefficient shares mod `Q_conv` → integer shares of `⌊c_k / 2^{s_1}⌋` (+0/1) by local
 ///    truncation (`H_1 = 2^{h_1}`, failure `≤ 2^{h_1+1}/Q_conv`), reduced mod `2^K`;
 /// 2. the decoding map with twiddles `round(cos/sin(πe/N)·2^{F+s_1+s_2}/Δ)`, mod `2^K`;
-/// 3. common re-randomization and local truncation by `2^{s_2}` (`H_3 = 2^{h_3}`, failure
-///    `≤ 2^{h_3+1}/2^K`), reduced mod `2^ℓ`.
+/// 3. common re-randomization and local truncation by `2^{s_2 − k}` (`H_3 = 2^{h_3}`, failure
+///    `≤ 2^{h_3+1}/2^K`) to scale `2^{F+k}`, reduced mod `2^ℓ` (`|v| < 2^{ℓ-2}`), then the exact
+///    MPC rounding by `2^k` ([`crate::mpc::Party::trunc_round_exact`], `k` =
+///    [`C2mPlan::round_bits`]).
 #[derive(Clone, Debug)]
 pub struct C2mPlan {
     pub(crate) level: usize,
@@ -163,12 +179,21 @@ pub struct C2mPlan {
     pub(crate) cos: Vec<i64>,
     pub(crate) sin: Vec<i64>,
     pub(crate) err_bound_ulp: f64,
+    pub(crate) real_only: bool,
 }
 
 impl C2mPlan {
     /// Validates the boundary: `Q_level < 2^124`, `log2 Q_level ≥ h_1 + 1 + σ` (which implies
     /// EncFormer's `Q/2 > Δ·B_max` and `log2 q ≥ ℓ + σ + 1` analogues), the twiddle and
-    /// intermediate-ring budgets, and the fixed-point error bound `< 1/4` ulp at `2^F`.
+    /// intermediate-ring budgets, the fixed-point error bound `< 1/4` ulp at `2^F`, and room for
+    /// the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
+    ///
+    /// The stage-1 shift is `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` with the largest
+    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without losing the two-level map and
+    /// without raising the per-ciphertext failure probability ([`C2mPlan::failure_log2`])
+    /// beyond `max(its value at e = 0, 2^{-30})`: the stage-1 stochastic truncation noise is the
+    /// largest term of the pre-rounding error `ε` in practice, so spare bits of the `2^K` ring
+    /// go there (`e = 0` at Table VII's `N = 2^16`, `e = 6` at `N = 2^10`).
     pub fn new(
         params: &CkksParams,
         level: usize,
@@ -176,8 +201,34 @@ impl C2mPlan {
         scale: f64,
         cfg: BoundaryCfg,
     ) -> Result<Self, ConvertError> {
+        let base = Self::with_s1_margin(params, level, slots, scale, cfg, 0)?;
+        let fail_cap = base.failure_log2().max(-30.0);
+        for e in (1..=S1_EXTRA_BITS).rev() {
+            if let Ok(p) = Self::with_s1_margin(params, level, slots, scale, cfg, e) {
+                if (p.is_fast() || !base.is_fast()) && p.failure_log2() <= fail_cap {
+                    return Ok(p);
+                }
+            }
+        }
+        Ok(base)
+    }
+
+    /// [`C2mPlan::new`] with `e` extra bits of stage-1 precision.
+    fn with_s1_margin(
+        params: &CkksParams,
+        level: usize,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+        extra: u32,
+    ) -> Result<Self, ConvertError> {
         check_shape(params, level, slots)?;
         cfg.check_ring()?;
+        if cfg.log_bmax + cfg.ring.frac + 3 + MIN_ROUND_BITS > cfg.ring.ell {
+            return Err(ConvertError::Budget(
+                "B_max·2^F leaves fewer than 4 bits below 2^(ell-2) for the exact C2M rounding",
+            ));
+        }
         let log_delta = check_scale(scale)?;
         let primes: Vec<u64> = params.q()[..=level].iter().map(|m| m.value()).collect();
         let log_q: f64 = primes.iter().map(|&p| libm::log2(p as f64)).sum();
@@ -197,7 +248,7 @@ impl C2mPlan {
             });
         }
         // (a) stage-1 truncation error: ≤ Σ_k |D_jk|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 1/16 ulp.
-        let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0);
+        let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0 - extra as f64);
         let s1 = if s1f > 0.0 { s1f as u32 } else { 0 };
         // (b) twiddle rounding: ≤ ½·Σ_k |c_k|/2^{s_1} ≤ √n·B·Δ/2^{s_1} at scale 2^{F+s_2};
         //     ≤ 1/8 ulp needs s_1 + s_2 ≥ log2(8·√n·B·Δ). The stage-1 ±1 errors through the
@@ -238,6 +289,7 @@ impl C2mPlan {
             cos,
             sin,
             err_bound_ulp: ulp_a + ulp_b,
+            real_only: false,
             fast: None,
         }
         .with_fast(log_delta))
@@ -262,9 +314,9 @@ impl C2mPlan {
         // (i) inner twiddle rounding ≤ √2·√n·B·2^F/2^{t_1} ulp ≤ 1/32.
         let t1 = libm::ceil(libm::log2(32.0 * libm::sqrt(2.0) * sqrt_n) + b + f);
         // (ii) intermediate truncation (< 1 per component, A terms through |W| ≤ √2·S_2):
-        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 1/16.
+        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 2^{-10}.
         let u1 = libm::floor(
-            t1 + log_delta - f - self.s1 as f64 - libm::log2(16.0 * libm::sqrt(2.0) * a as f64),
+            t1 + log_delta - f - self.s1 as f64 - libm::log2(1024.0 * libm::sqrt(2.0) * a as f64),
         );
         // Inner values: |I·2^{t_1}| ≤ 2^{t_1}·√L·‖c'‖₂ ≤ 2^{t_1}·√(2L)·B·Δ/2^{s_1}.
         let h_i = libm::ceil(
@@ -357,6 +409,20 @@ impl C2mPlan {
         Ok(d)
     }
 
+    /// The same plan for real-only ciphertexts (the BOLT/BLB baseline: one real vector per
+    /// ciphertext, imaginary parts zero): C2M then returns only `[[x]]` (empty `im`) and runs
+    /// the exact rounding on the `n` real parts alone, half the MPC traffic of a complex
+    /// ciphertext.
+    pub fn real_only(mut self) -> Self {
+        self.real_only = true;
+        self
+    }
+
+    /// Whether C2M returns only the real parts ([`C2mPlan::real_only`]).
+    pub fn is_real_only(&self) -> bool {
+        self.real_only
+    }
+
     /// Whether the two-level `O(n·√n)` decoding map ([`FastDecode`]) is used.
     pub fn is_fast(&self) -> bool {
         self.fast.is_some()
@@ -387,10 +453,24 @@ impl C2mPlan {
     pub fn twiddle_bits(&self) -> f64 {
         self.twiddle_bits
     }
-    /// The proven bound on the fixed-point error before the final truncation, in ulps of
-    /// `2^{-F}` (stage-1 truncation plus twiddle rounding; CKKS noise comes on top).
+    /// `k`: the bits below `2^{-F}` kept by the local truncation of stage 3 and removed by the
+    /// exact MPC rounding: `k = min(16, ℓ − 3 − b − F, s_2)`. The local truncation's output
+    /// `|v| ≤ (2^{b+F} + 1/4)·2^k + 1 < 2^{b+F+k+1} ≤ 2^{ℓ-2}` satisfies the rounding's
+    /// known-MSB precondition.
+    pub fn round_bits(&self) -> u32 {
+        let c = self.cfg;
+        ROUND_BITS
+            .min(c.ring.ell - 3 - c.log_bmax - c.ring.frac)
+            .min(self.s2)
+    }
+    /// The proven bound, in ulps of `2^{-F}`, on `|v/2^k − x·2^F|` for the value `v` that enters
+    /// the exact rounding (stage-1 truncation, twiddle rounding and the `2^{-k}` of the local
+    /// truncation to scale `2^{F+k}`), where `x` is the exact decoding of the decrypted
+    /// plaintext (CKKS noise is part of `x`). The output is `round(v/2^k)`, within
+    /// `1/2 + error_bound_ulp()` of `x·2^F`, and equal to `X` for fixed-point `x = X·2^{-F}`
+    /// whenever the CKKS error stays below `1/2 − error_bound_ulp()` ulp.
     pub fn error_bound_ulp(&self) -> f64 {
-        self.err_bound_ulp
+        self.err_bound_ulp + libm::exp2(-(self.round_bits() as f64))
     }
     /// `log2` of the per-ciphertext failure probability: `2n` coefficient truncations at
     /// `2^{h_1+1}/Q` and `2n` output truncations at `2^{h_3+1}/2^K`.

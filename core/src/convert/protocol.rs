@@ -186,17 +186,21 @@ pub fn c2m_mask<B: PolyBackend>(
     Ok((bytes, shares))
 }
 
-/// Stages 1–3 of Π_C2M^ℂ on one party's coefficient shares (identical code for both).
-fn c2m_local<R: RngCore + CryptoRng>(
+/// Stages 1–3 of Π_C2M^ℂ on one party's coefficient shares (identical code for both). Stages
+/// 1, 2 and the local part of 3 are local; the exact rounding of all `2n` values of every
+/// ciphertext runs as one batched [`Party::trunc_round_exact`].
+async fn c2m_local<R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     plan: &C2mPlan,
     coeffs: &[Vec<u128>],
 ) -> Result<Vec<ComplexShares>, MpcError> {
     let p0 = party.is_p0();
     let ring = plan.cfg.ring;
+    let n = plan.slots;
     let q = plan.basis.modulus().value();
     let mk = ZqModulus::new(1u128 << K_BITS)?;
-    let mut out = Vec::with_capacity(coeffs.len());
+    let k = plan.round_bits();
+    let mut flat: Zeroizing<Vec<u64>> = Zeroizing::new(Vec::with_capacity(coeffs.len() * 2 * n));
     for c in coeffs {
         let c1: Zeroizing<Vec<u128>> = Zeroizing::new(
             c.iter()
@@ -226,25 +230,33 @@ fn c2m_local<R: RngCore + CryptoRng>(
                 plan.decode_outer(&ir, &ii)
             }
         };
-        let mut fin = |v: Vec<u128>| -> Result<RingShares, MpcError> {
-            let mut o = Vec::with_capacity(v.len());
-            for x in v {
-                let r = party.common_zq(&mk)?;
-                let x = if p0 {
-                    x.wrapping_add(r) & K_MASK
-                } else {
-                    x.wrapping_sub(r) & K_MASK
-                };
-                let t = local_trunc(x, 1u128 << K_BITS, p0, plan.s2, plan.h3);
-                o.push(t as u64 & ring.mask());
-            }
-            Ok(RingShares::new(o))
-        };
-        let re = fin(re)?;
-        let im = fin(im)?;
-        out.push(ComplexShares { re, im });
+        // Stage 3a: local truncation by 2^{s_2 − k} to scale 2^{F+k}, |v| < 2^{ℓ-2}. A real-only
+        // plan drops the imaginary parts here, before any communication.
+        let im = if plan.real_only { Vec::new() } else { im };
+        for x in re.into_iter().chain(im) {
+            let r = party.common_zq(&mk)?;
+            let x = if p0 {
+                x.wrapping_add(r) & K_MASK
+            } else {
+                x.wrapping_sub(r) & K_MASK
+            };
+            let t = local_trunc(x, 1u128 << K_BITS, p0, plan.s2 - k, plan.h3);
+            flat.push(t as u64 & ring.mask());
+        }
     }
-    Ok(out)
+    // Stage 3b: exact round-to-nearest by 2^k (one batch for all ciphertexts).
+    let rounded = party
+        .trunc_round_exact(&RingShares::new(flat.to_vec()), k)
+        .await?;
+    let rounded = rounded.as_slice();
+    let per = if plan.real_only { n } else { 2 * n };
+    Ok(rounded
+        .chunks(per)
+        .map(|c| ComplexShares {
+            re: RingShares::new(c[..n].to_vec()),
+            im: RingShares::new(c[n..].to_vec()),
+        })
+        .collect())
 }
 
 fn check_party<R: RngCore + CryptoRng>(
@@ -260,7 +272,8 @@ fn check_party<R: RngCore + CryptoRng>(
 }
 
 /// Π_C2M^ℂ, P1 (ciphertext holder, with P0's public key): re-randomizes, masks and sends all
-/// `cts` in one frame (one round), then derives its shares locally. Returns `[[x]], [[y]]` per ciphertext.
+/// `cts` in one frame (one round), then derives its shares (local stages 1–3a, then the batched
+/// exact rounding with P0). Returns `[[x]], [[y]]` per ciphertext.
 pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
@@ -277,7 +290,7 @@ pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     })?;
     let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
     ch.send(TAG_C2M_CT, pack(&bytes));
-    let out = c2m_local(party, plan, &shares)?;
+    let out = c2m_local(party, plan, &shares).await?;
     Ok((
         out,
         RunStats {
@@ -290,7 +303,8 @@ pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
 }
 
 /// Π_C2M^ℂ, P0 (key holder): receives `count` masked ciphertexts, decrypts them (each
-/// plaintext is uniform in `R_{Q_conv}`) and derives its shares locally.
+/// plaintext is uniform in `R_{Q_conv}`) and derives its shares (local stages 1–3a, then the
+/// batched exact rounding with P1).
 pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
@@ -332,7 +346,7 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
         ckks.backend().zeroize(&mut poly);
         shares.push(subring_coeffs(plan, &host)?);
     }
-    let out = c2m_local(party, plan, &shares)?;
+    let out = c2m_local(party, plan, &shares).await?;
     Ok((
         out,
         RunStats {
@@ -362,7 +376,16 @@ async fn m2c_local<R: RngCore + CryptoRng>(
         flat.extend_from_slice(x.im.as_slice());
     }
     let mk = ZqModulus::new(1u128 << K_BITS)?;
-    let lifted = party.ring_to_field(&RingShares::new(flat), &mk).await?;
+    // |x| ≤ B_max·2^F < 2^{b+F+1}: the known-MSB Ring2Field (one Z_{2^K} COT per value) applies
+    // when b + F + 1 ≤ ℓ − 2; the plan admits b + F + 2 ≤ ℓ, so the edge falls back to the
+    // comparison-based one.
+    let bound = plan.cfg.log_bmax + plan.cfg.ring.frac + 1;
+    let flat = RingShares::new(flat);
+    let lifted = if bound + 2 <= plan.cfg.ring.ell {
+        party.ring_to_field_known_msb(&flat, &mk, bound).await?
+    } else {
+        party.ring_to_field(&flat, &mk).await?
+    };
     let lifted = lifted.as_slice();
     let p0 = party.is_p0();
     // One common seed per batch (both parties draw it from their common PRG), expanded into the

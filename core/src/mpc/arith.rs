@@ -313,6 +313,91 @@ impl<R: RngCore + CryptoRng> Party<R> {
         Ok(RingShares::new(out))
     }
 
+    /// Exact round-to-nearest truncation: shares of `round(x/2^k) = ⌊(x + 2^{k-1})/2^k⌋`
+    /// (ties round up) of shared signed `x`, independent of [`MpcConfig::trunc`](crate::mpc::MpcConfig).
+    ///
+    /// **Precondition:** `−2^{ℓ-2} ≤ x < 2^{ℓ-2}` and `1 ≤ k ≤ ℓ − 2`. For every input within
+    /// that bound the result is exact (no probabilistic failure, no off-by-one). Outside the
+    /// bound the result is wrong; the bound cannot be checked on shares, so callers must prove
+    /// it (e.g. from a plan's bit budget).
+    ///
+    /// With `y = x + 2^{ℓ-2} ∈ [0, 2^{ℓ-1})` (P0 adds the offset), the wrap bit
+    /// `w = [y_0 + y_1 ≥ 2^ℓ]` equals `msb(y_0) ∨ msb(y_1)` (known-MSB trick), i.e.
+    /// `a_0 + a_1 − a_0·a_1` with one COT for the product. P0 folds the rounding offset into its
+    /// share (`T_0 = y_0 + 2^{k-1}` as an integer), so
+    /// `⌊(y + 2^{k-1})/2^k⌋ = ⌊T_0/2^k⌋ + ⌊y_1/2^k⌋ − w·2^{ℓ-k} + c` with the low carry
+    /// `c = [T_0 mod 2^k + y_1 mod 2^k ≥ 2^k]`, obtained by a `k`-bit millionaires' comparison.
+    /// The AND for `w` (width `k`) and the B2A of `c` (width `ℓ`) share one COT batch.
+    ///
+    /// Cost per element: a `k`-bit millionaire (`⌈k/m⌉` leaves, `⌈k/m⌉ − 1` AND merges) plus 2
+    /// COTs; rounds: 1 offline + `2 + ⌈log2⌈k/m⌉⌉` online for the comparison, 2 for the COTs.
+    pub async fn trunc_round_exact(&mut self, x: &RingShares, k: u32) -> Result<RingShares> {
+        let r = self.cfg.ring;
+        let ell = r.ell;
+        if k == 0 {
+            return Ok(x.clone());
+        }
+        if k + 2 > ell {
+            return Err(MpcError::InvalidInput("round shift must be <= ell - 2"));
+        }
+        let p0 = self.is_p0();
+        let n = x.len();
+        let mk = mask(k);
+        let half_k = 1u64 << (k - 1);
+        let y: Zeroizing<Vec<u64>> = Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, 1u64 << (ell - 2)) } else { v })
+                .collect(),
+        );
+        // Per element: high part ⌊T_i/2^k⌋, low part T_i mod 2^k, MSB a_i.
+        let mut hi = Zeroizing::new(Vec::with_capacity(n));
+        let mut inp = Zeroizing::new(Vec::with_capacity(n));
+        for &v in y.iter() {
+            if p0 {
+                let lo = (v & mk) + half_k;
+                hi.push((v >> k) + (lo >> k));
+                inp.push(lo & mk);
+            } else {
+                hi.push(v >> k);
+                // c = [lo_0 > 2^k − 1 − lo_1].
+                inp.push(mk - (v & mk));
+            }
+        }
+        let c = self.millionaire(&inp, k).await?;
+        let mut bits: Zeroizing<Vec<u64>> = Zeroizing::new(Vec::with_capacity(2 * n));
+        bits.extend(y.iter().map(|&v| (v >> (ell - 1)) & 1));
+        bits.extend(c.as_slice().iter().map(|&b| (b & 1) as u64));
+        let width = move |j: usize| if j < n { k } else { ell };
+        let ch = self.ch.clone();
+        // P0 gets p_j, P1 gets t_j = p_j + b_1·b_0 (widths k | ℓ).
+        let prod: Zeroizing<Vec<u64>> = if p0 {
+            let sb = self.ot()?.send(&ch, 2 * n).await?;
+            let p = self.cot_send_corr(&sb, &bits, width)?;
+            Zeroizing::new(p.iter().map(|&p| p.wrapping_neg()).collect())
+        } else {
+            let rb = self
+                .ot()?
+                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
+                .await?;
+            self.cot_recv_corr(&rb, width).await?
+        };
+        // Shares of b_0·b_1: P0 holds −p, P1 holds t.
+        let out = (0..n)
+            .map(|j| {
+                // w = a_0 + a_1 − a_0·a_1 (mod 2^k); c = c_0 + c_1 − 2·c_0·c_1 (mod 2^ℓ).
+                let w = bits[j].wrapping_sub(prod[j]) & mk;
+                let cj = bits[n + j].wrapping_sub(prod[n + j].wrapping_mul(2));
+                let mut v = r.add(r.sub(hi[j], w << (ell - k)), cj);
+                if p0 {
+                    v = r.sub(v, 1u64 << (ell - 2 - k));
+                }
+                v
+            })
+            .collect();
+        Ok(RingShares::new(out))
+    }
+
     /// B2A into `Z_{2^k}`: from XOR shares `b_0 ⊕ b_1` to additive shares of
     /// `b = b_0 + b_1 − 2·b_0 b_1`; `b_0 b_1` by one COT (P0 sends
     /// correlation `b_0`, P1 chooses with `b_1`). 2 rounds, `k` bits + 1 COT.

@@ -5,7 +5,12 @@
 //! * **Ring2Field** (`Z_{2^ℓ} → Z_q`, exact): with `x' = x + 2^{ℓ-1}` and the
 //!   wrap bit `w = [x'_0 + x'_1 ≥ 2^ℓ]` from a millionaires' comparison,
 //!   `x' = x'_0 + x'_1 − 2^ℓ·w` over the integers; `w` is converted to `Z_q`
-//!   by a B2A with a `Z_q`-valued COT. Requires `q > 2^ℓ`.
+//!   by a B2A with a `Z_q`-valued COT. Requires `q > 2^ℓ`. ≈ 1.09 KB per value with IKNP
+//!   (`ℓ = 43`, radix 4), almost all of it the comparison.
+//! * **Ring2Field, known MSB** ([`Party::ring_to_field_known_msb`], exact): for
+//!   `|x| < 2^{ℓ-2}` (e.g. the conversion boundary, `|x| ≤ B_max·2^F`), `x' = x + 2^{ℓ-2}` has
+//!   MSB 0, so `w = msb(x'_0) ∨ msb(x'_1)` and one `Z_q`-valued COT per value replaces the
+//!   `ℓ`-bit comparison and the B2A: ≈ `16 + ⌈log2 q⌉/8` bytes per value with IKNP.
 //! * **Field2Ring** (`Z_q → Z_{2^ℓ}`, local, statistical): shares are first
 //!   re-randomized with a common random `r ∈ Z_q` (from the setup seed), so
 //!   `x'_0 = x_0 + r + 2^{ℓ-1}` is uniform. Then `x + 2^{ℓ-1} = x'_0 + x'_1 − q`
@@ -74,6 +79,83 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
                 if p0 {
                     y = q.sub(y, half_q);
+                }
+                y
+            })
+            .collect();
+        Ok(FieldShares::new(out))
+    }
+
+    /// Ring2Field for values with a known MSB: shares mod `2^ℓ` of signed `x` with
+    /// `−2^{bound_bits} ≤ x < 2^{bound_bits}` → shares mod `q` of `x` (centered). Exact for every
+    /// input within the bound; the bound cannot be checked on shares, the caller proves it.
+    ///
+    /// With `x' = x + 2^{ℓ-2} ∈ [0, 2^{ℓ-1})` the wrap bit is `w = msb(x'_0) ∨ msb(x'_1) =
+    /// a + b − a·b`; the `Z_q` shares of `a·b` come from one correlated OT with correlation `a`
+    /// over `Z_q` (P0 sender, P1 chooses with `b`). Cost per value: one COT carrying
+    /// `⌈log2 q⌉` bits (plus the OT extension); 2 rounds (OT extension + correction).
+    ///
+    /// Errors: [`MpcError::InvalidConfig`] if `q ≤ 2^ℓ` or `bound_bits > ℓ − 2` (the
+    /// known-MSB precondition `|x| < 2^{ℓ-2}` would not hold; use [`Party::ring_to_field`]).
+    pub async fn ring_to_field_known_msb(
+        &mut self,
+        x: &RingShares,
+        q: &Modulus,
+        bound_bits: u32,
+    ) -> Result<FieldShares> {
+        let r = self.cfg.ring;
+        let ell = r.ell;
+        if q.value() <= (1u128 << ell) {
+            return Err(MpcError::InvalidConfig("Ring2Field needs q > 2^ell"));
+        }
+        if bound_bits + 2 > ell {
+            return Err(MpcError::InvalidConfig(
+                "known-MSB Ring2Field needs |x| < 2^(ell-2)",
+            ));
+        }
+        let p0 = self.is_p0();
+        let off = 1u64 << (ell - 2);
+        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, off) } else { v })
+                .collect::<Vec<u64>>(),
+        );
+        let bits: Zeroizing<Vec<u128>> =
+            Zeroizing::new(xp.iter().map(|&v| ((v >> (ell - 1)) & 1) as u128).collect());
+        let ch = self.ch.clone();
+        // w = a + b − a·b; P0 holds a + p, P1 holds b − t with t = p + a·b.
+        let wq: Zeroizing<Vec<u128>> = if p0 {
+            let sb = self.ot()?.send(&ch, bits.len()).await?;
+            let p = self.cot_send_corr_zq(&sb, &bits, q)?;
+            Zeroizing::new(
+                bits.iter()
+                    .zip(p.iter())
+                    .map(|(&a, &p)| q.add(a, p))
+                    .collect(),
+            )
+        } else {
+            let rb = self
+                .ot()?
+                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
+                .await?;
+            let t = self.cot_recv_corr_zq(&rb, q).await?;
+            Zeroizing::new(
+                bits.iter()
+                    .zip(t.iter())
+                    .map(|(&b, &t)| q.sub(b, t))
+                    .collect(),
+            )
+        };
+        let two_l = q.reduce(1u128 << ell);
+        let off_q = q.reduce(off as u128);
+        let out = xp
+            .iter()
+            .zip(wq.iter())
+            .map(|(&v, &w)| {
+                let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
+                if p0 {
+                    y = q.sub(y, off_q);
                 }
                 y
             })

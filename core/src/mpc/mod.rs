@@ -42,6 +42,8 @@
 //! | mux / select | 2 | 42.8 | 2 |
 //! | B2A | 1 | 21.4 | 2 |
 //! | Ring2Field (Z_{2^ℓ} → Z_q, q ≈ 2^104) | 64 | 1087 | 1 + 8 |
+//! | Ring2Field, known MSB (`|x| < 2^{ℓ-2}`, q = 2^123) | 1 | 31.4 | 2 |
+//! | exact rounding `round(x/2^k)`, `k = 16` (`|x| < 2^{ℓ-2}`) | ≈ 24 | ≈ 410 | 1 + 6 |
 //! | Field2Ring (Z_q → Z_{2^ℓ}) | 0 | 0 | 0 |
 //!
 //! IKNP spends 16 bytes per COT, which dominates every nonlinear protocol;

@@ -303,3 +303,216 @@ fn empty_and_single_inputs() {
         }
     }
 }
+
+/// Values of `[-2^{ℓ-2}, 2^{ℓ-2})`: random ones plus the edges and low-bit patterns around the
+/// rounding tie (`x mod 2^k ∈ {2^{k-1} − 1, 2^{k-1}, 2^{k-1} + 1}`).
+fn known_msb_inputs(r: &RingCfg, rng: &mut ChaCha20Rng, n: usize, k: u32) -> Vec<i64> {
+    let lim = 1i64 << (r.ell - 2);
+    let mut v: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() % (2 * lim as u64)) as i64 - lim)
+        .collect();
+    v.extend([0, 1, -1, lim - 1, -lim, -lim + 1, lim - 2]);
+    let h = 1i64 << (k - 1);
+    for base in [0i64, 5 << k, -(7 << k), lim - (1 << k), -lim] {
+        for d in [h - 1, h, h + 1, 0, (1 << k) - 1] {
+            let x = base + d;
+            if (-lim..lim).contains(&x) {
+                v.push(x);
+                v.push(-x - 1);
+            }
+        }
+    }
+    v
+}
+
+/// Plaintext reference: `⌊(x + 2^{k-1}) / 2^k⌋`.
+fn round_ref(x: i64, k: u32) -> i64 {
+    (x + (1i64 << (k - 1))).div_euclid(1i64 << k)
+}
+
+#[test]
+fn trunc_round_exact_is_exact_within_bound() {
+    for (cfg, ks) in [
+        (MpcConfig::ENCFORMER, &[1u32, 4, 13, 19, 41][..]),
+        (
+            MpcConfig {
+                ring: RingCfg::new(64, 16).unwrap(),
+                radix_bits: 3,
+                ..MpcConfig::ENCFORMER
+            },
+            &[1u32, 20, 62][..],
+        ),
+    ] {
+        let (mut p0, mut p1) = parties(cfg);
+        let r = cfg.ring;
+        let mut rng = ChaCha20Rng::seed_from_u64(21);
+        for &k in ks {
+            let xs = known_msb_inputs(&r, &mut rng, 2000, k);
+            let enc: Vec<u64> = xs.iter().map(|&v| r.from_signed(v)).collect();
+            // Random shares, and the degenerate splits (x, 0) and (0, x).
+            let (a0, a1) = share(&r, &enc, &mut rng);
+            let splits = [
+                (a0, a1),
+                (
+                    RingShares::new(enc.clone()),
+                    RingShares::new(alloc::vec![0; enc.len()]),
+                ),
+                (
+                    RingShares::new(alloc::vec![0; enc.len()]),
+                    RingShares::new(enc.clone()),
+                ),
+            ];
+            for (x0, x1) in &splits {
+                let (y0, y1) = both!(
+                    p0,
+                    p1,
+                    p0.trunc_round_exact(x0, k).await,
+                    p1.trunc_round_exact(x1, k).await
+                );
+                let got = open(&r, &y0, &y1);
+                for (i, &x) in xs.iter().enumerate() {
+                    assert_eq!(got[i], round_ref(x, k), "ell {} k {k} x {x}", r.ell);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn trunc_round_exact_fails_outside_bound_and_checks_shift() {
+    // Outside [-2^{ℓ-2}, 2^{ℓ-2}) the MSB trick is wrong: the plaintext comparison above
+    // detects it (the test is able to fail).
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = parties(cfg);
+    let r = cfg.ring;
+    let mut rng = ChaCha20Rng::seed_from_u64(22);
+    let k = 8;
+    let lim = 1i64 << (r.ell - 2);
+    let xs: Vec<i64> = (0..200)
+        .map(|i| {
+            let d = (rng.next_u64() % lim as u64) as i64;
+            if i % 2 == 0 {
+                lim + d
+            } else {
+                -lim - 1 - d
+            }
+        })
+        .collect();
+    let enc: Vec<u64> = xs.iter().map(|&v| r.from_signed(v)).collect();
+    let (x0, x1) = share(&r, &enc, &mut rng);
+    let (y0, y1) = both!(
+        p0,
+        p1,
+        p0.trunc_round_exact(&x0, k).await,
+        p1.trunc_round_exact(&x1, k).await
+    );
+    let got = open(&r, &y0, &y1);
+    let wrong = xs
+        .iter()
+        .zip(&got)
+        .filter(|(&x, &g)| g != round_ref(r.to_signed(r.from_signed(x)), k))
+        .count();
+    assert!(wrong > 50, "only {wrong} wrong outside the bound");
+    // A shift beyond ℓ − 2 is a typed error.
+    let (c0, c1) = (p0.channel(), p1.channel());
+    let (e0, _) = run_pair(
+        Session::new(c0, p0.trunc_round_exact(&x0, r.ell - 1)),
+        Session::new(c1, async { Ok(()) }),
+    );
+    assert!(matches!(e0, Err(MpcError::InvalidInput(_))));
+}
+
+#[test]
+fn ring_to_field_known_msb_is_exact() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = parties(cfg);
+    let r = cfg.ring;
+    let mut rng = ChaCha20Rng::seed_from_u64(23);
+    for q in [
+        Modulus::new(1u128 << 123).unwrap(),
+        Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).unwrap(),
+    ] {
+        let xs = known_msb_inputs(&r, &mut rng, 3000, 1);
+        let enc: Vec<u64> = xs.iter().map(|&v| r.from_signed(v)).collect();
+        let (a0, a1) = share(&r, &enc, &mut rng);
+        let splits = [
+            (a0, a1),
+            (
+                RingShares::new(enc.clone()),
+                RingShares::new(alloc::vec![0; enc.len()]),
+            ),
+            (
+                RingShares::new(alloc::vec![0; enc.len()]),
+                RingShares::new(enc.clone()),
+            ),
+        ];
+        for (x0, x1) in &splits {
+            let (f0, f1) = both!(
+                p0,
+                p1,
+                p0.ring_to_field_known_msb(x0, &q, r.ell - 2).await,
+                p1.ring_to_field_known_msb(x1, &q, r.ell - 2).await
+            );
+            for (k, &x) in xs.iter().enumerate() {
+                assert_eq!(
+                    q.to_signed(q.add(f0.as_slice()[k], f1.as_slice()[k])),
+                    x as i128
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn ring_to_field_known_msb_typed_errors() {
+    let cfg = MpcConfig::ENCFORMER;
+    let r = cfg.ring;
+    let x = RingShares::new(alloc::vec![1; 4]);
+    let q = Modulus::new(1u128 << 123).unwrap();
+    let small = Modulus::new(1u128 << r.ell).unwrap();
+    for (q, bound) in [(&q, r.ell - 1), (&small, 10)] {
+        // A failed run poisons the party: a fresh pair per case.
+        let (mut p0, _p1) = parties(cfg);
+        let c0 = p0.channel();
+        let mut s = Session::new(c0, p0.ring_to_field_known_msb(&x, q, bound));
+        match s.poll() {
+            core::task::Poll::Ready(Err(MpcError::InvalidConfig(_))) => {}
+            other => panic!("expected a typed error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn exact_rounding_and_known_msb_ext_on_empty_and_single_inputs() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = parties(cfg);
+    let r = cfg.ring;
+    let q = Modulus::new(1u128 << 123).unwrap();
+    for n in [0usize, 1] {
+        // x = −20, k = 3: round(−20/8) = round(−2.5) = −2 (ties round up).
+        let x0 = RingShares::new(alloc::vec![r.from_signed(-20); n]);
+        let x1 = RingShares::new(alloc::vec![0; n]);
+        let (a, b) = both!(
+            p0,
+            p1,
+            {
+                let t = p0.trunc_round_exact(&x0, 3).await?;
+                let f = p0.ring_to_field_known_msb(&x0, &q, 10).await?;
+                Ok::<_, MpcError>((t, f))
+            },
+            {
+                let t = p1.trunc_round_exact(&x1, 3).await?;
+                let f = p1.ring_to_field_known_msb(&x1, &q, 10).await?;
+                Ok::<_, MpcError>((t, f))
+            }
+        );
+        assert_eq!(open(&r, &a.0, &b.0), alloc::vec![-2; n]);
+        assert_eq!(a.1.len(), n);
+        if n == 1 {
+            assert_eq!(
+                q.to_signed(q.add(a.1.as_slice()[0], b.1.as_slice()[0])),
+                -20
+            );
+        }
+    }
+}
