@@ -48,6 +48,7 @@ fn main() -> ExitCode {
     let res = match cli.cmd {
         Cmd::Demo(o) => demo::run(&o).map(|_| ()),
         Cmd::Bench(Bench::Mpc(a)) => veil_host::mpc::cli::run(&a).map_err(|e| e.to_string()),
+        Cmd::Bench(Bench::Convert(o)) if o.relay.is_some() => bench_convert::run_relay(&o),
         Cmd::Bench(Bench::Convert(o)) if o.party.is_some() => bench_convert::run_party(&o)
             .and_then(|r| {
                 println!("{}", serde_json::to_string(&r).map_err(|e| e.to_string())?);

@@ -2,7 +2,8 @@
 //! `tc netem` (one-way delay + rate) on both ends, created and torn down by the benchmark itself.
 //!
 //! Linux only, needs root, `ip`/`tc` (iproute2) and, for the delay, the `sch_netem` qdisc.
-//! Kernels without `sch_netem` (e.g. some micro-VMs) get a rate-only link with `tbf` instead;
+//! Kernels without `sch_netem` (e.g. some micro-VMs) get a rate-only link with `tbf` instead,
+//! and the benchmark adds the delay with a user-space delay line ([`run_delay_relay`]);
 //! [`NetemLink::shaping`] says which one is in place. Each link's names contain the process id,
 //! so concurrent runs do not collide; the addresses (`10.77.0.1/30`, `10.77.0.2/30`) exist only
 //! inside the two namespaces, so no other traffic crosses the link.
@@ -12,8 +13,12 @@
 //! what still runs inside the namespaces and deletes them too, so a Ctrl-C or a kill leaves
 //! nothing behind either.
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 /// How the link is shaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -23,6 +28,10 @@ pub enum Shaping {
     /// `tbf rate <bandwidth>` on both ends: the kernel has no `sch_netem`, so the delay is not
     /// emulated (only the bandwidth term of the model is comparable).
     TbfRateOnly,
+    /// `tbf rate <bandwidth>` on both ends plus a user-space delay line ([`run_delay_relay`])
+    /// inside party 1's namespace that holds every chunk for the one-way delay in each
+    /// direction: the fallback for kernels without `sch_netem` when a delay is wanted.
+    TbfRateUserDelay,
 }
 
 /// A live emulated link. Dropping it tears it down.
@@ -193,4 +202,152 @@ fn spawn_janitor(pid: u32, ns: &[String; 2]) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
+}
+
+/// A one-connection TCP delay line: accepts one connection on `listen`, connects to `upstream`
+/// and forwards both directions, holding every chunk for `one_way` after it was read (order
+/// kept, no loss). With the veth's `tbf` rate limit it emulates `netem delay … rate …` where the
+/// kernel lacks `sch_netem`. Unlike netem, the relay buffers without bound, so TCP's window
+/// never meets the bandwidth-delay product: a best case for the real link. Every accept,
+/// connect and read gives up after `idle`.
+pub fn run_delay_relay(
+    listen: &str,
+    upstream: &str,
+    one_way: Duration,
+    idle: Duration,
+) -> Result<(), String> {
+    let l = TcpListener::bind(listen).map_err(|e| format!("relay bind {listen}: {e}"))?;
+    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let down = loop {
+        match l.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if start.elapsed() > idle {
+                    return Err("relay: no connection within the timeout".into());
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(format!("relay accept: {e}")),
+        }
+    };
+    down.set_nonblocking(false).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let up = loop {
+        match TcpStream::connect(upstream) {
+            Ok(s) => break s,
+            Err(e) if start.elapsed() > idle => return Err(format!("relay connect: {e}")),
+            Err(_) => thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    for s in [&down, &up] {
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(idle)).map_err(|e| e.to_string())?;
+    }
+    let clone = |s: &TcpStream| s.try_clone().map_err(|e| e.to_string());
+    let a = pump(clone(&down)?, clone(&up)?, one_way);
+    let b = pump(up, down, one_way);
+    let ra = a.join().map_err(|_| "relay thread panicked".to_string())?;
+    let rb = b.join().map_err(|_| "relay thread panicked".to_string())?;
+    ra.and(rb)
+}
+
+/// Forwards `from` → `to`, each chunk released `delay` after it was read.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    delay: Duration,
+) -> thread::JoinHandle<Result<(), String>> {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    let writer = thread::spawn(move || -> Result<(), String> {
+        for (due, chunk) in rx {
+            let now = Instant::now();
+            if due > now {
+                thread::sleep(due - now);
+            }
+            to.write_all(&chunk)
+                .map_err(|e| format!("relay write: {e}"))?;
+        }
+        let _ = to.shutdown(Shutdown::Write);
+        Ok(())
+    });
+    thread::spawn(move || -> Result<(), String> {
+        let mut buf = vec![0u8; 1 << 16];
+        let read = loop {
+            match from.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break Err("relay writer stopped".to_string());
+                    }
+                }
+                Err(e) => break Err(format!("relay read: {e}")),
+            }
+        };
+        drop(tx);
+        let wrote = writer
+            .join()
+            .map_err(|_| "relay writer panicked".to_string())?;
+        read.and(wrote)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The delay line forwards bytes unchanged in both directions and holds them for the delay.
+    #[test]
+    fn delay_relay_delays_and_preserves_bytes() {
+        let up = TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_addr = up.local_addr().unwrap().to_string();
+        // An echo server upstream.
+        let echo = thread::spawn(move || {
+            let (mut s, _) = up.accept().unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                s.write_all(&buf[..n]).unwrap();
+            }
+        });
+        let listen = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let delay = Duration::from_millis(25);
+        let l2 = listen.clone();
+        let relay =
+            thread::spawn(move || run_delay_relay(&l2, &up_addr, delay, Duration::from_secs(20)));
+        let start = Instant::now();
+        let mut c = loop {
+            match TcpStream::connect(&listen) {
+                Ok(c) => break c,
+                Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                    thread::sleep(Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let msg: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let t = Instant::now();
+        c.write_all(&msg).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        c.read_exact(&mut back).unwrap();
+        let rtt = t.elapsed();
+        assert_eq!(back, msg);
+        assert!(
+            rtt >= 2 * delay,
+            "round trip {rtt:?} shorter than twice the delay"
+        );
+        drop(c);
+        relay.join().unwrap().unwrap();
+        echo.join().unwrap();
+    }
 }
