@@ -1,0 +1,38 @@
+//! The shared conformance suite (`veil_tests::conformance`) on CUDA, full tier: every
+//! `PolyBackend` op at N = 2^12 … 2^16 and whole CKKS flows at every N, bit for bit against
+//! `CpuBackend::scalar`. Without a CUDA device (no driver, no GPU) every test is skipped with the
+//! reason, unless `VEIL_REQUIRE_DEVICE=1`.
+
+use std::sync::OnceLock;
+use veil_backend_cuda::CudaBackend;
+use veil_core::CkksParams;
+use veil_tests::conformance::conformance_params;
+
+/// Whether CUDA device `VEIL_CUDA_DEVICE` (default 0) can run the backend (probed once).
+fn available() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let p = conformance_params(12).remove(0);
+            veil_backend_cuda::new(&p, veil_backend_cuda::default_index())
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+}
+
+fn make(p: &CkksParams) -> CudaBackend {
+    veil_backend_cuda::new(p, veil_backend_cuda::default_index())
+        .expect("the CUDA backend (the probe succeeded)")
+}
+
+veil_tests::testgen_conformance_device!(full, available, make);
+
+/// The device probe answers without panicking, with or without a driver.
+#[test]
+fn device_probe_does_not_panic() {
+    match veil_backend_cuda::device_count() {
+        Ok(n) => println!("{n} CUDA device(s)"),
+        Err(e) => println!("no CUDA device: {e}"),
+    }
+}

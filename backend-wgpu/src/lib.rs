@@ -1,0 +1,46 @@
+//! Veil's wgpu backend: [`CubeBackend`] on CubeCL's wgpu runtime (Vulkan, Metal, DX12).
+//!
+//! Without a GPU, Mesa's software Vulkan driver (lavapipe, `apt-get install mesa-vulkan-drivers`)
+//! runs the same kernels; wgpu does not pick a software adapter by default, so name it with
+//! [`WgpuDevice::Cpu`] or `CUBECL_WGPU_DEFAULT_DEVICE=Cpu` (which [`WgpuDevice::DefaultDevice`]
+//! reads). The kernels need 64-bit integers (`shaderInt64`); a device without them is refused
+//! with [`CubeBackendError::MissingFeature`].
+
+use cubecl::prelude::*;
+use cubecl::wgpu::WgpuRuntime;
+use veil_core::CkksParams;
+
+pub use cubecl::wgpu::WgpuDevice;
+pub use veil_kernels_cube::{CubeBackend, CubeBackendError, CubeBuffer};
+
+/// `PolyBackend` on wgpu.
+pub type WgpuBackend = CubeBackend<WgpuRuntime>;
+
+/// A compute client for `device`, or [`CubeBackendError::NoDevice`] when wgpu finds no adapter
+/// (CubeCL panics then; the panic is caught here).
+pub fn client(device: &WgpuDevice) -> Result<ComputeClient<WgpuRuntime>, CubeBackendError> {
+    let device = device.clone();
+    std::panic::catch_unwind(move || WgpuRuntime::client(&device)).map_err(|e| {
+        let reason = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "wgpu found no adapter".into());
+        CubeBackendError::NoDevice {
+            runtime: "wgpu",
+            reason,
+        }
+    })
+}
+
+/// The backend for `params` on `device`.
+pub fn new(params: &CkksParams, device: &WgpuDevice) -> Result<WgpuBackend, CubeBackendError> {
+    let client = client(device)?;
+    CubeBackend::new(client, params, format!("wgpu/{device:?}"))
+}
+
+/// The backend on the default device ([`WgpuDevice::DefaultDevice`], which honours
+/// `CUBECL_WGPU_DEFAULT_DEVICE`).
+pub fn new_default(params: &CkksParams) -> Result<WgpuBackend, CubeBackendError> {
+    new(params, &WgpuDevice::DefaultDevice)
+}

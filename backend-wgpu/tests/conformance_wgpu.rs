@@ -1,0 +1,31 @@
+//! The shared conformance suite (`veil_tests::conformance`) on wgpu: every `PolyBackend` op and
+//! whole CKKS flows, bit for bit against `CpuBackend::scalar`.
+//!
+//! The device is `WgpuDevice::DefaultDevice`, so `CUBECL_WGPU_DEFAULT_DEVICE=Cpu` selects Mesa's
+//! lavapipe on a machine without a GPU (what CI does). The `full` tier (every op at N = 2^12 …
+//! 2^16, whole CKKS flows at every N) takes about 30 s on lavapipe on 2 cores, so CI runs all of
+//! it. Without an adapter every test is skipped with the reason, unless `VEIL_REQUIRE_DEVICE=1`.
+
+use std::sync::OnceLock;
+use veil_backend_wgpu::WgpuBackend;
+use veil_core::CkksParams;
+use veil_tests::conformance::conformance_params;
+
+/// Whether the default wgpu device can run the backend (probed once per test binary).
+fn available() -> Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let p = conformance_params(12).remove(0);
+            veil_backend_wgpu::new_default(&p)
+                .map(|_| ())
+                .map_err(|e| format!("{e} (on a machine without a GPU, install mesa-vulkan-drivers and set CUBECL_WGPU_DEFAULT_DEVICE=Cpu)"))
+        })
+        .clone()
+}
+
+fn make(p: &CkksParams) -> WgpuBackend {
+    veil_backend_wgpu::new_default(p).expect("the wgpu backend (the probe succeeded)")
+}
+
+veil_tests::testgen_conformance_device!(full, available, make);
