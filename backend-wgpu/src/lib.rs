@@ -36,7 +36,11 @@ pub fn client(device: &WgpuDevice) -> Result<ComputeClient<WgpuRuntime>, CubeBac
 /// The backend for `params` on `device`.
 pub fn new(params: &CkksParams, device: &WgpuDevice) -> Result<WgpuBackend, CubeBackendError> {
     let client = client(device)?;
-    CubeBackend::new(client, params, format!("wgpu/{device:?}"))
+    let label = match (device, std::env::var("CUBECL_WGPU_DEFAULT_DEVICE")) {
+        (WgpuDevice::DefaultDevice, Ok(v)) if !v.is_empty() => format!("wgpu/{v}"),
+        _ => format!("wgpu/{device:?}"),
+    };
+    CubeBackend::new(client, params, label)
 }
 
 /// The backend on the default device ([`WgpuDevice::DefaultDevice`], which honours

@@ -223,7 +223,7 @@ impl<R: Runtime> CubeBackend<R> {
             let mut z = s;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            ((z ^ (z >> 31)) as u128 * q as u128 >> 64) as u64
+            (((z ^ (z >> 31)) as u128 * q as u128) >> 64) as u64
         };
         let mut a: Vec<u64> = (0..n).map(|_| next()).collect();
         let b: Vec<u64> = (0..n).map(|_| next()).collect();
@@ -392,7 +392,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     fn upload(&self, data: &[u64]) -> CubeBuffer {
         let n = self.params.n();
         assert!(
-            data.len() % n == 0,
+            data.len().is_multiple_of(n),
             "upload: length is not a whole number of rows"
         );
         CubeBuffer {

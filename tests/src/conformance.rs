@@ -1253,7 +1253,6 @@ pub fn device_gate(available: Result<(), String>) -> bool {
                 panic!("VEIL_REQUIRE_DEVICE=1 but no usable device: {reason}");
             }
             eprintln!("SKIPPED: no usable device: {reason}");
-            println!("SKIPPED: no usable device: {reason}");
             false
         }
     }
