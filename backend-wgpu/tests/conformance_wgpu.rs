@@ -7,7 +7,7 @@
 //! it. Without an adapter every test is skipped with the reason, unless `VEIL_REQUIRE_DEVICE=1`.
 
 use std::sync::OnceLock;
-use veil_backend_wgpu::WgpuBackend;
+use veil_backend_wgpu::{CubeBackendError, WgpuBackend};
 use veil_core::CkksParams;
 use veil_tests::conformance::conformance_params;
 
@@ -19,7 +19,13 @@ fn available() -> Result<(), String> {
             let p = conformance_params(12).remove(0);
             veil_backend_wgpu::new_default(&p)
                 .map(|_| ())
-                .map_err(|e| format!("{e} (on a machine without a GPU, install mesa-vulkan-drivers and set CUBECL_WGPU_DEFAULT_DEVICE=Cpu)"))
+                .map_err(|e| match e {
+                    CubeBackendError::NoDevice { .. } => format!(
+                        "{e} (without a GPU: install mesa-vulkan-drivers and set \
+                         CUBECL_WGPU_DEFAULT_DEVICE=Cpu)"
+                    ),
+                    e => e.to_string(),
+                })
         })
         .clone()
 }
