@@ -36,3 +36,17 @@ fn device_probe_does_not_panic() {
         Err(e) => println!("no CUDA device: {e}"),
     }
 }
+
+/// The `#[cube]` 64-bit arithmetic is exact against `u128` on 2^20 pseudo-random pairs over the
+/// full word range, for a 61-bit and a 30-bit prime.
+#[test]
+fn arith_exact_vs_u128() {
+    if !veil_tests::conformance::device_gate(available()) {
+        return;
+    }
+    let client =
+        veil_backend_cuda::client(veil_backend_cuda::default_index()).expect("the probe succeeded");
+    for q in [(1u64 << 61) - 1, 1_073_479_681] {
+        veil_kernels_cube::arith::check_arith(&client, q, 1 << 20).unwrap();
+    }
+}

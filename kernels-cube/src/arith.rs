@@ -118,3 +118,110 @@ pub fn prime_of_row(r: u32, first: u32, bq: u32, q_total: u32) -> u32 {
     }
     g
 }
+
+/// Test kernel: for unit `i` with inputs `x[4i..4i+4] = [a, b, w, c]` (`w, c < q`) and `ws` the
+/// Shoup companion of `w`: `out[4i..4i+4] = [mul_hi(a, b), a·b mod q, a·w mod q (Shoup),
+/// (a·b + c) mod q]`.
+#[cube(launch_unchecked)]
+pub fn arith_probe_kernel(
+    x: &Array<u64>,
+    shoup: &Array<u64>,
+    out: &mut Array<u64>,
+    units: u32,
+    q: u64,
+    r0: u64,
+    r1: u64,
+) {
+    let i = ABSOLUTE_POS;
+    if i < units as usize {
+        let a = x[4 * i];
+        let b = x[4 * i + 1];
+        out[4 * i] = mul_hi(a, b);
+        out[4 * i + 1] = mul_mod(a, b, q, r0, r1);
+        out[4 * i + 2] = mul_shoup(a, x[4 * i + 2], shoup[i], q);
+        out[4 * i + 3] = mul_add_mod(a, b, x[4 * i + 3], q, r0, r1);
+    }
+}
+
+/// Runs [`arith_probe_kernel`] on `client`'s device over `units` pseudo-random pairs of words
+/// (full 64-bit range, with the edges `0, 1, q - 1, q, 2^63, 2^64 - 1`) for a modulus
+/// `q < 2^61`, and compares every word with `u128` arithmetic on the host. `Err` names the first
+/// difference.
+pub fn check_arith<R: Runtime>(
+    client: &ComputeClient<R>,
+    q: u64,
+    units: usize,
+) -> Result<(), String> {
+    let mut s = q ^ 0x0123_4567_89AB_CDEF;
+    let mut next = || {
+        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let q128 = q as u128;
+    let edges = [0, 1, u64::MAX, q - 1, q, 1 << 63, (1 << 61) - 1];
+    let mut x = Vec::with_capacity(4 * units);
+    let mut shoup = Vec::with_capacity(units);
+    for i in 0..units {
+        let (mut a, mut b) = (next(), next());
+        if i < edges.len() {
+            a = edges[i];
+        }
+        if i + edges.len() >= units {
+            b = edges[units - 1 - i];
+        }
+        let w = next() % q;
+        x.extend_from_slice(&[a, b, w, next() % q]);
+        shoup.push((((w as u128) << 64) / q128) as u64);
+    }
+    let ratio = u128::MAX / q128;
+    let xh = client.create_from_slice(u64::as_bytes(&x));
+    let sh = client.create_from_slice(u64::as_bytes(&shoup));
+    let oh = client.empty(4 * units * std::mem::size_of::<u64>());
+    let (count, dim) = crate::launch::grid(units);
+    // SAFETY: unit `i < units` reads `x[4i..4i+4]`, `shoup[i]` and writes `out[4i..4i+4]`.
+    #[allow(unsafe_code)]
+    unsafe {
+        arith_probe_kernel::launch_unchecked::<R>(
+            client,
+            count,
+            dim,
+            ArrayArg::from_raw_parts(xh, 4 * units),
+            ArrayArg::from_raw_parts(sh, units),
+            ArrayArg::from_raw_parts(oh.clone(), 4 * units),
+            units as u32,
+            q,
+            ratio as u64,
+            (ratio >> 64) as u64,
+        )
+    }
+    let bytes = client.read_one(oh).map_err(|e| format!("{e:?}"))?;
+    let got = u64::from_bytes(&bytes);
+    if got.iter().all(|&w| w == 0) {
+        return Err("the device returned only zeros".into());
+    }
+    for i in 0..units {
+        let [a, b, w, c] = [0, 1, 2, 3].map(|j| x[4 * i + j] as u128);
+        let want = [
+            ((a * b) >> 64) as u64,
+            ((a * b) % q128) as u64,
+            ((a * w) % q128) as u64,
+            ((a * b + c) % q128) as u64,
+        ];
+        for (j, name) in ["mul_hi", "mul_mod", "mul_shoup", "mul_add_mod"]
+            .iter()
+            .enumerate()
+        {
+            if got[4 * i + j] != want[j] {
+                return Err(format!(
+                    "{name}({a}, {b}) mod {q}: device {} host {}",
+                    got[4 * i + j],
+                    want[j]
+                ));
+            }
+        }
+    }
+    Ok(())
+}
