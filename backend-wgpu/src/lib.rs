@@ -1,9 +1,9 @@
 //! Veil's wgpu backend: [`CubeBackend`] on CubeCL's wgpu runtime (Vulkan, Metal, DX12).
 //!
 //! Without a GPU, Mesa's software Vulkan driver (lavapipe, `apt-get install mesa-vulkan-drivers`)
-//! runs the same kernels; wgpu does not pick a software adapter by default, so name it with
-//! [`WgpuDevice::Cpu`] or `CUBECL_WGPU_DEFAULT_DEVICE=Cpu` (which [`WgpuDevice::DefaultDevice`]
-//! reads). The kernels need 64-bit integers (`shaderInt64`); a device without them is refused
+//! runs the same kernels. Where a GPU is present wgpu prefers it, so name the software adapter
+//! with [`WgpuDevice::Cpu`] or `CUBECL_WGPU_DEFAULT_DEVICE=Cpu` (which
+//! [`WgpuDevice::DefaultDevice`] reads) to be sure of getting it. The kernels need 64-bit integers (`shaderInt64`); a device without them is refused
 //! with [`CubeBackendError::MissingFeature`].
 
 use cubecl::prelude::*;
