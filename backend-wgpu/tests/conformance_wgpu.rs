@@ -3,7 +3,7 @@
 //!
 //! The device is `WgpuDevice::DefaultDevice`, so `CUBECL_WGPU_DEFAULT_DEVICE=Cpu` selects Mesa's
 //! lavapipe on a machine without a GPU (what CI does). The `full` tier (every op at N = 2^12 …
-//! 2^16, whole CKKS flows at every N) takes about 30 s on lavapipe on 2 cores, so CI runs all of
+//! 2^16, whole CKKS flows at every N) takes about 25 s on lavapipe on 2 cores, so CI runs all of
 //! it. Without an adapter every test is skipped with the reason, unless `VEIL_REQUIRE_DEVICE=1`.
 
 use std::sync::OnceLock;
