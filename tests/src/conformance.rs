@@ -1252,7 +1252,16 @@ pub fn device_gate(available: Result<(), String>) -> bool {
             if std::env::var("VEIL_REQUIRE_DEVICE").is_ok_and(|v| v == "1") {
                 panic!("VEIL_REQUIRE_DEVICE=1 but no usable device: {reason}");
             }
-            eprintln!("SKIPPED: no usable device: {reason}");
+            // Written to the process's stderr, not through `eprintln!`, so the test harness's
+            // output capture does not hide it; once per test binary.
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "SKIPPED (every device test of this binary): no usable device: {reason}"
+                );
+            });
             false
         }
     }
