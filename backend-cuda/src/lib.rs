@@ -67,7 +67,21 @@ pub fn client(index: usize) -> Result<ComputeClient<CudaRuntime>, CubeBackendErr
 /// The backend for `params` on CUDA device `index`.
 pub fn new(params: &CkksParams, index: usize) -> Result<CudaBackend, CubeBackendError> {
     let client = client(index)?;
-    CubeBackend::new(client, params, format!("cuda/{index}"))
+    let label = format!("cuda/{index}");
+    // The self-test is the first kernel compilation (NVRTC, loaded at run time): a missing or
+    // broken NVRTC panics inside CubeCL, which is reported as an error here.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        CubeBackend::new(client, params, label.clone())
+    }))
+    .unwrap_or_else(|e| {
+        Err(CubeBackendError::SelfTest {
+            device: label,
+            detail: format!(
+                "compiling or running the kernels panicked: {}",
+                panic_message(e.as_ref())
+            ),
+        })
+    })
 }
 
 /// The device index to use: `VEIL_CUDA_DEVICE` when set, else 0.

@@ -21,14 +21,9 @@ pub type WgpuBackend = CubeBackend<WgpuRuntime>;
 pub fn client(device: &WgpuDevice) -> Result<ComputeClient<WgpuRuntime>, CubeBackendError> {
     let device = device.clone();
     std::panic::catch_unwind(move || WgpuRuntime::client(&device)).map_err(|e| {
-        let reason = e
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "wgpu found no adapter".into());
         CubeBackendError::NoDevice {
             runtime: "wgpu",
-            reason,
+            reason: panic_message(e.as_ref()),
         }
     })
 }
@@ -40,7 +35,27 @@ pub fn new(params: &CkksParams, device: &WgpuDevice) -> Result<WgpuBackend, Cube
         (WgpuDevice::DefaultDevice, Ok(v)) if !v.is_empty() => format!("wgpu/{v}"),
         _ => format!("wgpu/{device:?}"),
     };
-    CubeBackend::new(client, params, label)
+    // The self-test is the first kernel compilation; a driver that panics there is reported as
+    // an error.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        CubeBackend::new(client, params, label.clone())
+    }))
+    .unwrap_or_else(|e| {
+        Err(CubeBackendError::SelfTest {
+            device: label,
+            detail: format!(
+                "compiling or running the kernels panicked: {}",
+                panic_message(e.as_ref())
+            ),
+        })
+    })
+}
+
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic without a message".into())
 }
 
 /// The backend on the default device ([`WgpuDevice::DefaultDevice`], which honours

@@ -15,6 +15,14 @@
 //! to the CPU reference backend; the conformance suite in `veil-tests` checks it on each runtime.
 //! The crate is runtime-agnostic: `veil-backend-wgpu` and `veil-backend-cuda` pick the runtime and
 //! the device.
+//!
+//! State of the kernels: written for exactness first. One unit per word (or per butterfly);
+//! the NTT runs its first `log N - 9` stages one launch each and the last 9 fused in shared memory;
+//! the key inner product is one launch per digit (both halves fused); the basis conversions
+//! recompute the source terms per destination row. Not yet: vectorized loads, radix-4/8 or
+//! register-blocked NTTs, lazy 128-bit accumulation across digits, a launch-free path for small
+//! scalar uploads. Measured so far only on Mesa lavapipe (wgpu); the CUDA path builds and is
+//! checked by the same conformance suite on a GPU (`scripts/gpu-check.sh`).
 
 // CubeCL's launch API takes raw buffer lengths (`ArrayArg::from_raw_parts`) and the kernels run
 // without bounds checks (`launch_unchecked`); each `unsafe` block states why its indices are in
