@@ -20,6 +20,13 @@ pub enum BackendChoice {
     Cpu,
     /// The scalar reference backend (single thread; the oracle).
     CpuScalar,
+    /// CubeCL kernels on CUDA (a build with `--features cuda`; device `VEIL_CUDA_DEVICE`,
+    /// default 0). Without a usable device the benchmark says so and runs on the CPU.
+    Cuda,
+    /// CubeCL kernels on wgpu (a build with `--features wgpu`; the device wgpu picks, or
+    /// `CUBECL_WGPU_DEFAULT_DEVICE`, e.g. `Cpu` for Mesa lavapipe). Without a usable device the
+    /// benchmark says so and runs on the CPU.
+    Wgpu,
 }
 
 /// Options of `veil bench ckks`.
@@ -120,13 +127,59 @@ fn rot(v: &[C64], k: i64) -> Vec<C64> {
 pub fn run(opts: &BenchCkksOptions) -> Result<BenchCkksReport, String> {
     let lit = params_for(opts.logn, opts.levels, opts.dnum);
     let p = lit.validate().map_err(|e| e.to_string())?;
+    let cpu = |p: &veil_core::CkksParams| -> Result<BenchCkksReport, String> {
+        let be = CpuBackend::fast(p, opts.threads).map_err(|e| e.to_string())?;
+        run_on(opts, Arc::new(be))
+    };
     match opts.backend {
-        BackendChoice::Cpu => {
-            let be = CpuBackend::fast(&p, opts.threads).map_err(|e| e.to_string())?;
-            run_on(opts, Arc::new(be))
-        }
+        BackendChoice::Cpu => cpu(&p),
         BackendChoice::CpuScalar => run_on(opts, Arc::new(CpuBackend::scalar(&p))),
+        BackendChoice::Cuda => {
+            #[cfg(feature = "cuda")]
+            match veil_backend_cuda::new(&p, veil_backend_cuda::default_index()) {
+                Ok(be) => return run_on_device(opts, be),
+                Err(err) => eprintln!("veil: CUDA backend unavailable ({err}); running on the CPU"),
+            }
+            #[cfg(not(feature = "cuda"))]
+            eprintln!(
+                "veil: this build has no CUDA backend (rebuild with --features cuda); running on the CPU"
+            );
+            cpu(&p)
+        }
+        BackendChoice::Wgpu => {
+            #[cfg(feature = "wgpu")]
+            match veil_backend_wgpu::new_default(&p) {
+                Ok(be) => return run_on_device(opts, be),
+                Err(err) => eprintln!(
+                    "veil: wgpu backend unavailable ({err}); running on the CPU \
+                     (without a GPU, CUBECL_WGPU_DEFAULT_DEVICE=Cpu selects Mesa lavapipe)"
+                ),
+            }
+            #[cfg(not(feature = "wgpu"))]
+            eprintln!(
+                "veil: this build has no wgpu backend (rebuild with --features wgpu); running on the CPU"
+            );
+            cpu(&p)
+        }
     }
+}
+
+/// Runs the benchmark on a CubeCL backend, waiting for the device at the end of every timed run.
+#[cfg(any(feature = "cuda", feature = "wgpu"))]
+fn run_on_device<R: veil_kernels_cube::cubecl::Runtime>(
+    opts: &BenchCkksOptions,
+    backend: veil_kernels_cube::CubeBackend<R>,
+) -> Result<BenchCkksReport, String> {
+    let backend = Arc::new(backend);
+    let b = backend.clone();
+    crate::timing::set_device_sync(Some(Arc::new(move || {
+        if let Err(e) = b.sync() {
+            eprintln!("veil: {e}");
+        }
+    })));
+    let r = run_on(opts, backend);
+    crate::timing::set_device_sync(None);
+    r
 }
 
 /// Runs the benchmark on a given backend.

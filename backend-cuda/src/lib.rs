@@ -1,0 +1,93 @@
+//! Veil's CUDA backend: [`CubeBackend`] on CubeCL's CUDA runtime.
+//!
+//! Without a GPU or driver, cudarc and CubeCL panic while initialising CUDA. [`device_count`]
+//! therefore probes first with the one call that does not panic (is the driver library
+//! present?), then asks the driver for its devices inside `catch_unwind`, and [`new`] only
+//! creates a client once a device is known to exist; every failure is a
+//! [`CubeBackendError::NoDevice`] with the reason.
+
+use cubecl::cuda::{CudaDevice, CudaRuntime};
+use cubecl::prelude::*;
+use veil_core::CkksParams;
+
+pub use veil_kernels_cube::{CubeBackend, CubeBackendError, CubeBuffer};
+
+/// `PolyBackend` on CUDA.
+pub type CudaBackend = CubeBackend<CudaRuntime>;
+
+fn no_device(reason: impl Into<String>) -> CubeBackendError {
+    CubeBackendError::NoDevice {
+        runtime: "cuda",
+        reason: reason.into(),
+    }
+}
+
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic without a message".into())
+}
+
+/// Number of CUDA devices, or why there are none usable. Never panics.
+pub fn device_count() -> Result<usize, CubeBackendError> {
+    // SAFETY: `is_culib_present` only tries to load the driver library (libcuda) by name.
+    #[allow(unsafe_code)]
+    let present = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !present {
+        return Err(no_device(
+            "the CUDA driver library (libcuda) is not installed",
+        ));
+    }
+    match std::panic::catch_unwind(cudarc::driver::CudaContext::device_count) {
+        Ok(Ok(n)) if n > 0 => Ok(n as usize),
+        Ok(Ok(_)) => Err(no_device("the CUDA driver reports no device")),
+        Ok(Err(e)) => Err(no_device(format!("the CUDA driver failed: {e:?}"))),
+        Err(e) => Err(no_device(format!(
+            "CUDA initialisation panicked: {}",
+            panic_message(e.as_ref())
+        ))),
+    }
+}
+
+/// A compute client for CUDA device `index` (checked against [`device_count`] first).
+pub fn client(index: usize) -> Result<ComputeClient<CudaRuntime>, CubeBackendError> {
+    let n = device_count()?;
+    if index >= n {
+        return Err(no_device(format!("device {index} requested, {n} present")));
+    }
+    std::panic::catch_unwind(|| CudaRuntime::client(&CudaDevice::new(index))).map_err(|e| {
+        no_device(format!(
+            "creating the CubeCL client panicked: {}",
+            panic_message(e.as_ref())
+        ))
+    })
+}
+
+/// The backend for `params` on CUDA device `index`.
+pub fn new(params: &CkksParams, index: usize) -> Result<CudaBackend, CubeBackendError> {
+    let client = client(index)?;
+    let label = format!("cuda/{index}");
+    // The self-test is the first kernel compilation (NVRTC, loaded at run time): a missing or
+    // broken NVRTC panics inside CubeCL, which is reported as an error here.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        CubeBackend::new(client, params, label.clone())
+    }))
+    .unwrap_or_else(|e| {
+        Err(CubeBackendError::SelfTest {
+            device: label,
+            detail: format!(
+                "compiling or running the kernels panicked: {}",
+                panic_message(e.as_ref())
+            ),
+        })
+    })
+}
+
+/// The device index to use: `VEIL_CUDA_DEVICE` when set, else 0.
+pub fn default_index() -> usize {
+    std::env::var("VEIL_CUDA_DEVICE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
