@@ -66,7 +66,7 @@ pub fn automorphism_kernel(
 }
 
 /// Launches `out = σ_g(a)` over the rows of `map` (`g` is reduced modulo `2N` here).
-pub fn launch_automorphism<R: Runtime>(
+pub(crate) fn launch_automorphism<R: Runtime>(
     client: &ComputeClient<R>,
     a: &Handle,
     g: u64,

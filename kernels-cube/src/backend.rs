@@ -275,7 +275,13 @@ impl<R: Runtime> CubeBackend<R> {
     }
 
     /// The row map of a basis.
+    /// The row map of `basis`. Panics (like the CPU backend's slice indexing) when the basis has
+    /// more Q or P primes than the parameter set: the kernels index the prime tables with it.
     fn map(&self, basis: Basis) -> RowMap {
+        assert!(
+            basis.q <= self.q_total && basis.p <= self.primes - self.q_total,
+            "basis {basis:?} exceeds the parameter set's primes"
+        );
         RowMap {
             rows: basis.rows(),
             log_n: self.log_n,
@@ -284,6 +290,28 @@ impl<R: Runtime> CubeBackend<R> {
             q_total: self.q_total as u32,
             primes: self.primes,
         }
+    }
+
+    /// Panics unless every buffer in `bufs` holds at least `rows` rows. The kernels run
+    /// unchecked over `rows × N` words, so this is what keeps every device access in bounds
+    /// (a short buffer panics here, as a short slice does in the CPU backend).
+    fn need(&self, rows: usize, bufs: &[&CubeBuffer], op: &str) {
+        for b in bufs {
+            assert!(
+                b.rows >= rows,
+                "{op}: a buffer has {} rows, the basis needs {rows}",
+                b.rows
+            );
+        }
+    }
+
+    /// Panics unless `level` is a level of the parameter set.
+    fn need_level(&self, level: usize, op: &str) {
+        assert!(
+            level < self.q_total,
+            "{op}: level {level} exceeds the parameter set's top level {}",
+            self.q_total - 1
+        );
     }
 
     fn empty(&self, rows: usize) -> CubeBuffer {
@@ -420,6 +448,9 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         dst: &mut CubeBuffer,
         dst_basis: Basis,
     ) {
+        self.need(src_basis.rows(), &[src], "copy_rows");
+        self.need(dst_basis.rows(), &[dst], "copy_rows");
+        let _ = (self.map(src_basis), self.map(dst_basis));
         assert!(
             dst_basis.q <= src_basis.q && dst_basis.p <= src_basis.p,
             "copy_rows: destination basis must be a subset"
@@ -442,6 +473,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn ntt(&self, a: &mut CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a], "ntt");
         launch_ntt(
             &self.client,
             &a.handle,
@@ -452,6 +484,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn intt(&self, a: &mut CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a], "intt");
         launch_intt(
             &self.client,
             &a.handle,
@@ -462,6 +495,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn add_assign(&self, a: &mut CubeBuffer, b: &CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a, b], "add_assign");
         launch_binary_assign(
             &self.client,
             BinaryOp::Add,
@@ -473,6 +507,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn sub_assign(&self, a: &mut CubeBuffer, b: &CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a, b], "sub_assign");
         launch_binary_assign(
             &self.client,
             BinaryOp::Sub,
@@ -484,6 +519,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn add_new(&self, a: &CubeBuffer, b: &CubeBuffer, basis: Basis) -> CubeBuffer {
+        self.need(basis.rows(), &[a, b], "add_new");
         let out = self.empty(basis.rows());
         launch_binary_new(
             &self.client,
@@ -498,6 +534,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn sub_new(&self, a: &CubeBuffer, b: &CubeBuffer, basis: Basis) -> CubeBuffer {
+        self.need(basis.rows(), &[a, b], "sub_new");
         let out = self.empty(basis.rows());
         launch_binary_new(
             &self.client,
@@ -512,10 +549,12 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn neg_assign(&self, a: &mut CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a], "neg_assign");
         launch_neg(&self.client, &a.handle, &self.mods, self.map(basis));
     }
 
     fn mul_assign(&self, a: &mut CubeBuffer, b: &CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a, b], "mul_assign");
         launch_binary_assign(
             &self.client,
             BinaryOp::Mul,
@@ -527,6 +566,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn mul(&self, a: &CubeBuffer, b: &CubeBuffer, out: &mut CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[a, b, out], "mul");
         launch_binary_new(
             &self.client,
             BinaryOp::Mul,
@@ -539,6 +579,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn mul_add_assign(&self, acc: &mut CubeBuffer, a: &CubeBuffer, b: &CubeBuffer, basis: Basis) {
+        self.need(basis.rows(), &[acc, a, b], "mul_add_assign");
         launch_mul_add(
             &self.client,
             &acc.handle,
@@ -550,6 +591,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn mul_scalar_assign(&self, a: &mut CubeBuffer, scalars: &[u64], basis: Basis) {
+        self.need(basis.rows(), &[a], "mul_scalar_assign");
         let s = upload_words(&self.client, &scalars[..basis.rows()]);
         launch_scalar_assign(
             &self.client,
@@ -562,6 +604,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn add_scalar_assign(&self, a: &mut CubeBuffer, scalars: &[u64], basis: Basis) {
+        self.need(basis.rows(), &[a], "add_scalar_assign");
         let s = upload_words(&self.client, &scalars[..basis.rows()]);
         launch_scalar_assign(
             &self.client,
@@ -581,6 +624,8 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         basis: Basis,
         domain: Domain,
     ) {
+        self.need(basis.rows(), &[a, out], "automorphism");
+        assert!(g % 2 == 1, "automorphism: the Galois element must be odd");
         launch_automorphism(
             &self.client,
             &a.handle,
@@ -593,6 +638,14 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn decompose(&self, c: &CubeBuffer, level: usize, out: &mut [CubeBuffer]) {
+        self.need_level(level, "decompose");
+        let ext_rows = level + 1 + self.params.p().len();
+        self.need(level + 1, &[c], "decompose");
+        assert!(
+            out.len() >= self.params.digits_at(level),
+            "decompose: too few digit buffers"
+        );
+        self.need(ext_rows, &out.iter().collect::<Vec<_>>(), "decompose");
         let alpha = self.params.alpha();
         let k = self.params.p().len();
         let qb = Basis::q(level + 1);
@@ -661,6 +714,19 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         acc0: &mut CubeBuffer,
         acc1: &mut CubeBuffer,
     ) {
+        self.need_level(level, "key_inner_product");
+        let (dn, ext_rows) = (
+            self.params.digits_at(level),
+            level + 1 + self.params.p().len(),
+        );
+        assert!(
+            digits.len() >= dn && key_b.len() >= dn && key_a.len() >= dn,
+            "key_inner_product: too few digits or key parts"
+        );
+        for b in digits.iter().chain(key_b).chain(key_a).take(3 * dn) {
+            self.need(ext_rows, &[b], "key_inner_product");
+        }
+        self.need(ext_rows, &[acc0, acc1], "key_inner_product");
         let ext = Basis::qp(level + 1, self.params.p().len());
         let dn = self.params.digits_at(level);
         for j in 0..dn {
@@ -679,11 +745,17 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
     }
 
     fn mod_down(&self, x: &CubeBuffer, level: usize, out: &mut CubeBuffer) {
+        self.need_level(level, "mod_down");
+        self.need(level + 1 + self.params.p().len(), &[x], "mod_down");
+        self.need(level + 1, &[out], "mod_down");
         let k = self.params.p().len();
         self.div_round(x, level + 1, k, 0, 0, self.index.mod_down[level], out);
     }
 
     fn rescale(&self, x: &CubeBuffer, level: usize, out: &mut CubeBuffer) {
+        self.need_level(level, "rescale");
+        self.need(level + 1, &[x], "rescale");
+        self.need(level, &[out], "rescale");
         assert!(level >= 1, "rescale needs a prime to drop");
         self.div_round(x, level, 1, level, 1, self.index.rescale[level], out);
     }

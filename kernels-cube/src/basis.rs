@@ -172,7 +172,7 @@ pub struct Conversion {
 }
 
 /// Launches a basis conversion into the rows of `out_map`.
-pub fn launch_base_convert<R: Runtime>(
+pub(crate) fn launch_base_convert<R: Runtime>(
     client: &ComputeClient<R>,
     src: &Handle,
     src_rows: usize,
@@ -188,8 +188,8 @@ pub fn launch_base_convert<R: Runtime>(
         return;
     }
     let (count, dim) = grid(units);
-    // SAFETY: source rows read are below `src_rows`, plan indices below `plans_len` (plans are
-    // laid out by `DeviceTables`), and one unit writes one word of `out`.
+    // SAFETY: source rows read are below `src_rows`, plan indices below `plans_len` (the plan
+    // table built by `CubeBackend::new`), and one unit writes one word of `out`.
     #[allow(unsafe_code)]
     unsafe {
         base_convert_kernel::launch_unchecked::<R>(
@@ -219,7 +219,7 @@ pub fn launch_base_convert<R: Runtime>(
 }
 
 /// Launches the end of a division with rounding over the Q rows of `map` (`map.first = 0`).
-pub fn launch_div_finish<R: Runtime>(
+pub(crate) fn launch_div_finish<R: Runtime>(
     client: &ComputeClient<R>,
     x: &Handle,
     out: &Handle,
@@ -256,7 +256,7 @@ pub fn launch_div_finish<R: Runtime>(
 
 /// Launches one digit of the key inner product over the rows of `map` (`Q_level ∪ P`); the
 /// keys hold `primes` rows.
-pub fn launch_key_inner_product<R: Runtime>(
+pub(crate) fn launch_key_inner_product<R: Runtime>(
     client: &ComputeClient<R>,
     d: &Handle,
     key_b: &Handle,

@@ -197,7 +197,7 @@ impl BinaryOp {
 }
 
 /// Launches `a = a op b` over the rows of `map`.
-pub fn launch_binary_assign<R: Runtime>(
+pub(crate) fn launch_binary_assign<R: Runtime>(
     client: &ComputeClient<R>,
     op: BinaryOp,
     a: &Handle,
@@ -227,7 +227,7 @@ pub fn launch_binary_assign<R: Runtime>(
 }
 
 /// Launches `out = a op b` over the rows of `map`.
-pub fn launch_binary_new<R: Runtime>(
+pub(crate) fn launch_binary_new<R: Runtime>(
     client: &ComputeClient<R>,
     op: BinaryOp,
     a: &Handle,
@@ -258,7 +258,7 @@ pub fn launch_binary_new<R: Runtime>(
 }
 
 /// Launches `acc += a ∘ b` over the rows of `map`.
-pub fn launch_mul_add<R: Runtime>(
+pub(crate) fn launch_mul_add<R: Runtime>(
     client: &ComputeClient<R>,
     acc: &Handle,
     a: &Handle,
@@ -287,7 +287,12 @@ pub fn launch_mul_add<R: Runtime>(
 }
 
 /// Launches `a = -a` over the rows of `map`.
-pub fn launch_neg<R: Runtime>(client: &ComputeClient<R>, a: &Handle, mods: &Handle, map: RowMap) {
+pub(crate) fn launch_neg<R: Runtime>(
+    client: &ComputeClient<R>,
+    a: &Handle,
+    mods: &Handle,
+    map: RowMap,
+) {
     let (count, dim) = grid(map.words());
     // SAFETY: as in `launch_binary_assign`.
     unsafe {
@@ -308,7 +313,7 @@ pub fn launch_neg<R: Runtime>(client: &ComputeClient<R>, a: &Handle, mods: &Hand
 
 /// Launches `a = a · s_r` (`mul = true`) or `a = a + s_r` with `scalars` holding one word per
 /// row of `map`.
-pub fn launch_scalar_assign<R: Runtime>(
+pub(crate) fn launch_scalar_assign<R: Runtime>(
     client: &ComputeClient<R>,
     mul: bool,
     a: &Handle,
@@ -337,7 +342,7 @@ pub fn launch_scalar_assign<R: Runtime>(
 }
 
 /// Launches `a = 0` over its first `words` words.
-pub fn launch_fill_zero<R: Runtime>(client: &ComputeClient<R>, a: &Handle, words: usize) {
+pub(crate) fn launch_fill_zero<R: Runtime>(client: &ComputeClient<R>, a: &Handle, words: usize) {
     if words == 0 {
         return;
     }
@@ -355,7 +360,7 @@ pub fn launch_fill_zero<R: Runtime>(client: &ComputeClient<R>, a: &Handle, words
 }
 
 /// Launches a row copy of `rows` rows of `2^log_n` words (see [`copy_rows_kernel`]).
-pub fn launch_copy_rows<R: Runtime>(
+pub(crate) fn launch_copy_rows<R: Runtime>(
     client: &ComputeClient<R>,
     src: &Handle,
     src_rows: usize,

@@ -26,7 +26,9 @@
 
 // CubeCL's launch API takes raw buffer lengths (`ArrayArg::from_raw_parts`) and the kernels run
 // without bounds checks (`launch_unchecked`); each `unsafe` block states why its indices are in
-// bounds.
+// bounds. The safe `launch_*` wrappers are crate-private: their one caller, `CubeBackend`, checks
+// every buffer's row count, basis and level against the parameter set before it launches
+// (`CubeBackend::need`, `need_level`, `map`), so no public safe call can reach out of bounds.
 #![allow(unsafe_code)]
 
 pub mod arith;

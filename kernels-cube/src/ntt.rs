@@ -265,7 +265,7 @@ fn launch_block<R: Runtime>(
 }
 
 /// Forward NTT of every row of `map`.
-pub fn launch_ntt<R: Runtime>(
+pub(crate) fn launch_ntt<R: Runtime>(
     client: &ComputeClient<R>,
     a: &Handle,
     tables: &NttTables,
@@ -276,7 +276,7 @@ pub fn launch_ntt<R: Runtime>(
 }
 
 /// Inverse NTT (with the factor `N^{-1}`) of every row of `map`.
-pub fn launch_intt<R: Runtime>(
+pub(crate) fn launch_intt<R: Runtime>(
     client: &ComputeClient<R>,
     a: &Handle,
     tables: &NttTables,

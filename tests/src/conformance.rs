@@ -1245,17 +1245,18 @@ pub fn run_one_per_family<B: PolyBackend>(log_n: u32, make: impl Fn(&CkksParams)
 /// usable, `Err(reason)` when not. Without a device the test is skipped with the reason printed,
 /// unless `VEIL_REQUIRE_DEVICE` requires this backend (CI sets it where a device, possibly a
 /// software one, must be there), which turns the skip into a failure. `VEIL_REQUIRE_DEVICE` is
-/// `1` (every backend) or a comma-separated list of names (`wgpu`, `cuda`) matched against the end
-/// of the package name.
+/// `1` (every backend) or a comma-separated list of backends (`wgpu`, `cuda`, or package names
+/// such as `veil-backend-wgpu`).
 pub fn device_gate(backend: &str, available: Result<(), String>) -> bool {
     match available {
         Ok(()) => true,
         Err(reason) => {
             let required = std::env::var("VEIL_REQUIRE_DEVICE").is_ok_and(|v| {
                 v.trim() == "1"
-                    || v.split(',')
-                        .map(str::trim)
-                        .any(|b| !b.is_empty() && backend.ends_with(b))
+                    || v.split(',').map(str::trim).any(|b| {
+                        !b.is_empty()
+                            && (backend == b || backend.strip_prefix("veil-backend-") == Some(b))
+                    })
             });
             if required {
                 panic!("VEIL_REQUIRE_DEVICE requires {backend}, but no usable device: {reason}");
