@@ -218,7 +218,7 @@ fn integer_maps_are_homomorphic_and_match_the_encoder() {
         .zip(&b)
         .map(|(x, y)| x.wrapping_add(*y) & mask)
         .collect();
-    // The direct O(n²) map (reference only) is homomorphic.
+    // The direct O(n²) decoding map (reference only) is homomorphic.
     let (ar, ai) = plan.decode_map(&a).unwrap();
     let (br, bi) = plan.decode_map(&b).unwrap();
     let (sr, si) = plan.decode_map(&s).unwrap();
@@ -980,6 +980,25 @@ fn fast_decoding_map_matches_the_decoder() {
                 apart <= 2.0 * bound,
                 "{name}: sharings differ by {apart} ulp"
             );
+            if log_n == 10 {
+                // The direct O(n²) reference map on the (unshared) stage-1 values agrees too.
+                let s1 = plan.shifts().0;
+                let k_mask = (1u128 << K_BITS) - 1;
+                let c1: Vec<u128> = c
+                    .iter()
+                    .map(|&v| ((v as f64 / 2f64.powi(s1 as i32)).round() as i128 as u128) & k_mask)
+                    .collect();
+                let (dr, di) = plan.decode_map(&c1).unwrap();
+                let out = 2f64.powi(plan.direct_shift().unwrap() as i32);
+                let signed = |v: u128| ((v << (128 - K_BITS)) as i128 >> (128 - K_BITS)) as f64;
+                for j in 0..n {
+                    let (er, ei) = (
+                        (signed(dr[j]) / out - want[j].re * f).abs(),
+                        (signed(di[j]) / out - want[j].im * f).abs(),
+                    );
+                    assert!(er.max(ei) < 0.25, "direct map {name} slot {j}: {er} {ei}");
+                }
+            }
         }
     }
 }

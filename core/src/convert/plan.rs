@@ -9,13 +9,14 @@ use crate::mpc::RingCfg;
 use crate::params::CkksParams;
 use alloc::vec::Vec;
 
-/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}` in which the parties apply the
-/// (de)coding map. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so Ring2Field can
-/// target it directly.
+/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}`: M2C's Ring2Field target and
+/// output ring (the fast maps themselves run in the wide ring `Z_{2^W}`), and the ring of the
+/// direct reference maps. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so
+/// Ring2Field can target it directly.
 pub const K_BITS: u32 = 123;
 
-/// Largest twiddle magnitude `2^t` the tables use: twiddles are `f64` products rounded to
-/// integers, exact to well under one unit while `t ≤ 50`.
+/// Largest twiddle magnitude `2^t` of the direct reference maps' tables: twiddles are `f64`
+/// products rounded to integers, exact to well under one unit while `t ≤ 50`.
 pub const MAX_TWIDDLE_BITS: f64 = 50.0;
 
 /// Largest fraction `k` C2M keeps below `2^{-F}` before its exact MPC rounding (stage 3): the
