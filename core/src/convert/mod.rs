@@ -27,8 +27,8 @@
 //!      (module homomorphisms: shares commute with them exactly; a floating-point FFT on
 //!      shares would not), each component of `p` re-randomized by a fresh common mask and
 //!      truncated locally by `2^t` ([`local_trunc_wide`]) — shares of the slots at scale
-//!      `2^{F+s_2}` (the forward transform has no `1/n`: values grow by `≤ √2` per stage in
-//!      `ℓ2`-norm terms, `≤ 2` in `ℓ∞`, and the budget carries the growth);
+//!      `2^{F+s_2}` (the forward transform has no `1/n`: the proved per-value bound grows by
+//!      `√2` per stage by Parseval, errors by `2`; the budget carries both, see below);
 //!    * stage 3: re-randomization by a common mask, [`local_trunc_wide`] by `2^{s_2−k}` to scale
 //!      `2^{F+k}` (in `Z_{2^W}`), reduced mod `2^ℓ`, then the exact round-to-nearest MPC
 //!      truncation by `2^k` ([`crate::mpc::Party::trunc_round_exact`], one batch over all
