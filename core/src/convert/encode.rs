@@ -21,13 +21,13 @@ use zeroize::Zeroizing;
 pub const MAX_FAST_TWIDDLE_BITS: u32 = 52;
 
 /// Per-component twiddle error bound `η_t = ½ + 2^{t−51}`.
-fn eta(t: u32) -> f64 {
+pub(super) fn eta(t: u32) -> f64 {
     0.5 + libm::exp2(t as f64 - 51.0)
 }
 
 /// `(cos, sin)(2π·r/m)` for a power of two `m ≥ 8`, `r < m`, evaluated at an angle reduced to
 /// `[0, π/4]` by the symmetries of the circle (exact integer reduction).
-fn unit_root(r: u64, m: u64) -> (f64, f64) {
+pub(super) fn unit_root(r: u64, m: u64) -> (f64, f64) {
     let quarter = m / 4;
     let (q, rr) = (r / quarter, r % quarter);
     let (c, s) = if 2 * rr <= quarter {
@@ -133,9 +133,28 @@ pub struct M2cPlan {
     pub(crate) t_direct: Option<u32>,
 }
 
+/// Appends the `len/2` twiddles of one special-FFT stage of length `len ≥ 2`:
+/// `round(2^t·w_j)` componentwise, `w_j = e^{±2πi·r_j/4len}`, `r_j = 5^j mod 4len` (the CKKS
+/// encoder's `ksi` index), `+` for the forward transform (decoding), `−` for the inverse
+/// (encoding). Each component is within `η_t` of `2^t·w_j` (see [`MAX_FAST_TWIDDLE_BITS`]).
+pub(super) fn stage_twiddles(out: &mut Vec<[i64; 2]>, len: usize, t: u32, inverse: bool) {
+    let two_t = libm::exp2(t as f64);
+    let lenq = 4 * len as u64;
+    let mut r = 1u64;
+    for _ in 0..len / 2 {
+        let (c, si) = unit_root(r, lenq);
+        let si = libm::round(si * two_t) as i64;
+        out.push([
+            libm::round(c * two_t) as i64,
+            if inverse { -si } else { si },
+        ]);
+        r = r * 5 % lenq;
+    }
+}
+
 /// `v = m·2^e` with `m < 2^53` (exact for `v ≥ 2^52`, else `m = round(v)`); returns
 /// `(m, e, |m·2^e − v|)`.
-fn split_multiplier(v: f64) -> (i64, u32, f64) {
+pub(super) fn split_multiplier(v: f64) -> (i64, u32, f64) {
     if v >= libm::exp2(52.0) {
         let e = libm::floor(libm::log2(v)) as i32 - 52;
         let mut e = e.max(0) as u32;
@@ -153,7 +172,7 @@ fn split_multiplier(v: f64) -> (i64, u32, f64) {
 }
 
 /// `⌈log2 x⌉` for `x > 0`, as `u32` (`0` below 1).
-fn ceil_log2(x: f64) -> u32 {
+pub(super) fn ceil_log2(x: f64) -> u32 {
     let l = libm::ceil(libm::log2(x));
     if l > 0.0 {
         l as u32
@@ -269,20 +288,9 @@ impl M2cPlan {
             });
         }
         let mut tw = Vec::with_capacity(slots.saturating_sub(1));
-        let two_t = libm::exp2(t as f64);
         let mut len = slots;
         while len >= 2 {
-            let lenq = 4 * len as u64;
-            let mut r = 1u64;
-            for _ in 0..len / 2 {
-                // w = e^{−2πi·r/lenq} with r = 5^j mod lenq.
-                let (c, si) = unit_root(r, lenq);
-                tw.push([
-                    libm::round(c * two_t) as i64,
-                    -(libm::round(si * two_t) as i64),
-                ]);
-                r = r * 5 % lenq;
-            }
+            stage_twiddles(&mut tw, len, t, true);
             len >>= 1;
         }
         let eps = SQRT_2 * (1.0 + m * eta(t) * libm::exp2(-(t as f64)));
@@ -498,17 +506,24 @@ pub(crate) fn butterfly(
     w: [i64; 2],
 ) -> ((Wide, Wide), (Wide, Wide)) {
     let u = (a.0.wrapping_add(b.0), a.1.wrapping_add(b.1));
-    let (dr, di) = (a.0.wrapping_sub(b.0), a.1.wrapping_sub(b.1));
-    let v = (
-        dr.wrapping_mul_i64(w[0])
-            .wrapping_sub(di.wrapping_mul_i64(w[1])),
-        dr.wrapping_mul_i64(w[1])
-            .wrapping_add(di.wrapping_mul_i64(w[0])),
-    );
+    let v = cmul((a.0.wrapping_sub(b.0), a.1.wrapping_sub(b.1)), w);
     (u, v)
 }
 
-fn bit_reverse<T>(v: &mut [T]) {
+/// The complex product `d·w` of a share `d = (re, im)` by a public integer twiddle
+/// `w = [cos, sin]` (wrapping, exact mod `2^W`): four products of a wide share by an `i64`.
+#[inline]
+pub(super) fn cmul(d: (Wide, Wide), w: [i64; 2]) -> (Wide, Wide) {
+    (
+        d.0.wrapping_mul_i64(w[0])
+            .wrapping_sub(d.1.wrapping_mul_i64(w[1])),
+        d.0.wrapping_mul_i64(w[1])
+            .wrapping_add(d.1.wrapping_mul_i64(w[0])),
+    )
+}
+
+/// The special FFT's bit-reversal permutation (as in the CKKS encoder).
+pub(super) fn bit_reverse<T>(v: &mut [T]) {
     let n = v.len();
     let mut j = 0;
     for i in 1..n {

@@ -17,20 +17,27 @@
 //! 3. Both read the `2n` coefficients of the slot subring (`Y = X^{N/2n}`) as shares mod
 //!    `Q_conv` (CRT) and run, locally and with the same public integer maps,
 //!    * stage 1: [`local_trunc`] by `2^{s_1}` (Field2Ring with truncation; P0's share is already
-//!      uniform thanks to `r̂`) — integer shares of `c_k/2^{s_1}`, reduced mod `2^K`, `K = 123`;
-//!    * stage 2: the canonical embedding restricted to the slots, as integer maps applied with
-//!      wrapping arithmetic mod `2^K` (module homomorphisms: shares commute with them exactly;
-//!      a floating-point FFT on shares would not): by default the two-level `O(n·√n)` map of
-//!      [`FastDecode`] ([`C2mPlan::decode_inner`], a common re-randomization and local
-//!      truncation, [`C2mPlan::decode_outer`]); when its budget does not close, the direct
-//!      `2n × 2n` matrix [`C2mPlan::decode_map`] with twiddles
-//!      `round(cos/sin(π e/N)·2^{F+s_1+s_2}/Δ)`;
-//!    * stage 3: re-randomization by a common uniform `r ∈ Z_{2^K}` (P0 adds, P1 subtracts),
-//!      [`local_trunc`] by `2^{s_2−k}` to scale `2^{F+k}`, reduced mod `2^ℓ`, then the exact
-//!      round-to-nearest MPC truncation by `2^k`
-//!      ([`crate::mpc::Party::trunc_round_exact`], one batch over all values of all
-//!      ciphertexts; `k` = [`C2mPlan::round_bits`], 16 at EncFormer's ring). This is the only
-//!      interaction of C2M besides the ciphertext frame.
+//!      uniform thanks to `r̂`) — *integer* shares of `c_k/2^{s_1}` (stochastically rounded;
+//!      `|share| < 2^{124}`, their sum over `Z` is the value), sign-extended into the wide ring
+//!      `Z_{2^W}`, `W = 192` ([`Wide`]; exact, no extra failure) and multiplied by the public
+//!      `μ ≈ 2^{F+s_1+s_2}/Δ` (exact for power-of-two `Δ`);
+//!    * stage 2: the CKKS decoder's forward special FFT restricted to the slot subring
+//!      ([`C2mPlan::decode_shares`]): the encoder's bit reversal, then `log2 n` integer radix-2
+//!      stages `(a, b) ↦ (a + p, a − p)`, `p = b·round(2^t·w)` in wrapping arithmetic mod `2^W`
+//!      (module homomorphisms: shares commute with them exactly; a floating-point FFT on
+//!      shares would not), each component of `p` re-randomized by a fresh common mask and
+//!      truncated locally by `2^t` ([`local_trunc_wide`]) — shares of the slots at scale
+//!      `2^{F+s_2}` (the forward transform has no `1/n`: the proved per-value bound grows by
+//!      `√2` per stage by Parseval, errors by `2`; the budget carries both, see below);
+//!    * stage 3: re-randomization by a common mask, [`local_trunc_wide`] by `2^{s_2−k}` to scale
+//!      `2^{F+k}` (in `Z_{2^W}`), reduced mod `2^ℓ`, then the exact round-to-nearest MPC
+//!      truncation by `2^k` ([`crate::mpc::Party::trunc_round_exact`], one batch over all
+//!      values of all ciphertexts; `k` = [`C2mPlan::round_bits`], 16 at EncFormer's ring). This
+//!      is the only interaction of C2M besides the ciphertext frame.
+//!
+//!    The common masks of stages 2 and 3 come from one common seed per batch ([`CommonMasks`]).
+//!    The direct `O(n²)` matrix ([`C2mPlan::decode_map`], mod `2^K`) is kept as a test
+//!    reference only.
 //!
 //! # Π_M2C^ℂ ([`m2c_p0`], [`m2c_p1`])
 //!
@@ -69,26 +76,37 @@
 //!   `q/2 > Δ·B_max`;
 //!   failure `≤ 2^{h_1+1}/Q_conv` per coefficient; `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` so the
 //!   stage-1 error (`< 1` per coefficient) costs `≤ 2n·2^{s_1+F}/Δ ≤ 2^{-4-e}` ulp, with the
-//!   largest `e ≤ 6` whose budgets close without losing the two-level map or raising the
-//!   failure probability past `max(2^{-30}, its e = 0 value)` (the stage-1 stochastic noise
-//!   dominates C2M's `ε` in practice; `e = 0` at the Table VII example below).
-//! * C2M stage 2 (direct map; the two-level map's budget is at [`FastDecode`]): twiddle
-//!   rounding (`≤ ½` per entry) costs `≤ √n·B_max·Δ/2^{s_1+s_2}` ulp;
-//!   `s_2 = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)` makes it `≤ 1/8 + 1/16`.
-//!   Twiddle precision `t = F + s_1 + s_2 − log2 Δ ≤ 50`.
-//! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `K ≥ h_3 + 1 + σ`; failure
-//!   `≤ 2^{h_3+1−K}`. (a) The local truncation by `2^{s_2−k}` (P0's share uniform: a
-//!   *stochastic rounding*, see [`local_trunc`]) yields `v` at scale `2^{F+k}` with
+//!   largest `e ≤ 6` whose budgets close without raising the failure probability past
+//!   `1.01·max(2^{-30}, its e = 0 value)` (`e = 6` at the Table VII example below). The lift
+//!   into `Z_{2^W}` is exact: the stage-1 outputs are integer shares.
+//! * C2M stage 2 (fast map; proofs at [`C2mPlan::decode_shares`]): each stage block of length
+//!   `m` is `√m` times a unitary map (it evaluates at all roots of `Y^m = i`), so with
+//!   `R = μ·(√2·B'·Δ/2^{s_1} + √(2n))` (`B' = B_max + 2^{-F}`, Parseval plus the stage-1
+//!   rounding) the exact values after stage `s` are `≤ M_s = 2^{s/2}·R`; an error `ε_s` made
+//!   at stage `s` moves each slot by `≤ 2^{L−s}·ε_s` (`L = log2 n`),
+//!   `ε_s = √2 + √2·η_t·(M_{s−1} + E_{s−1})/2^t`, `E_s = 2E_{s−1} + ε_s`. The slot error in
+//!   ulps of `2^{-F}` is at most
+//!   `2n·2^{s_1+F}/Δ` (stage 1)
+//!   `+ (n−1)·√2/2^{s_2}` (stage truncations, `≤ 1/64`: picks `s_2 ≥ 16`, with `μ` an integer
+//!   or its rounding `≤ 1/64`)
+//!   `+ Σ_s 2^{L−s}·√2·η_t·(M_{s−1} + E_{s−1})/2^{t+s_2}` (twiddles, `≤ 1/64`: picks `t ≤ 52`)
+//!   `+ (√2·B'·2^F + 2n·2^{s_1+F}/Δ)·|μ̃ − μ|/μ` (input scaling, zero for power-of-two `Δ`);
+//!   the plan is refused above `1/4`. Bits: products before the truncation of stage `s`
+//!   `|p| < 2^{h_s}`, `h_s = ⌈log2((M_{s−1} + E_{s−1})·(2^t + √2·η_t))⌉ + 1`, requires
+//!   `W ≥ h_s + 1 + σ`; failure `≤ n·2^{h_s+1−W}` per stage.
+//! * C2M stage 3: `h_3 = b + F + s_2 + 1`, requires `W ≥ h_3 + 1 + σ`; failure
+//!   `≤ 2^{h_3+1−W}` per value. (a) The local truncation by `2^{s_2−k}` (P0's share uniform: a
+//!   *stochastic rounding*, see [`local_trunc_wide`]) yields `v` at scale `2^{F+k}` with
 //!   `|v/2^k − u| < 2^{-k}` ulp, where `u` is the decoded value at scale `2^F`; with
-//!   `k = min(16, ℓ − 3 − b − F, s_2)`, `|v| ≤ (2^{b+F} + ¼)·2^k + 1 < 2^{ℓ−2}` (EncFormer:
+//!   `k = min(16, ℓ − 3 − b − F, s_2)`, `|v| ≤ (2^{b+F} + 1 + ε)·2^k + 1 < 2^{ℓ−2}` (EncFormer:
 //!   `2^{37} < 2^{41}`; plans with `b + F + 7 > ℓ` are refused). (b) The exact MPC rounding
 //!   returns `round(v/2^k)` with no failure for `|v| < 2^{ℓ−2}` (known-MSB wrap bit + `k`-bit
 //!   carry comparison). `u` is within the proved fixed-point error of the exact decode `x·2^F`
-//!   of the decrypted plaintext (stage-1 truncation and twiddle rounding; bound `< 1/4` ulp,
-//!   observed `< 10^{-3}`), so the output is within `1/2 + ε` of `x·2^F`,
-//!   `ε = `[`C2mPlan::error_bound_ulp`] (which includes the `2^{-k}`); for fixed-point inputs
-//!   `x = X·2^{-F}` (the paper's setting) it is exactly `X` whenever the CKKS error stays below
-//!   `1/2 − ε` ulp (tests: every slot).
+//!   of the decrypted plaintext (stages 1 and 2 above), so the output is within `1/2 + ε` of
+//!   `x·2^F`, `ε = `[`C2mPlan::error_bound_ulp`] (which includes the `2^{-k}`); for fixed-point
+//!   inputs `x = X·2^{-F}` (the paper's setting) it is exactly `X` whenever the CKKS error
+//!   stays below `1/2 − ε` ulp (tests: every slot). Failure per ciphertext
+//!   `≤ 2n·2^{h_1+1}/Q_conv + Σ_s n·2^{h_s+1−W} + 2n·2^{h_3+1−W}` ([`C2mPlan::failure_log2`]).
 //! * M2C (fast map; proofs at [`M2cPlan`]): working scale `S = Δ·2^g`, twiddles `round(2^t·w)`
 //!   with per-component error `η_t = ½ + 2^{t−51}` (`t ≤ 52`), `M ≈ √2·B_max·S` a proved bound
 //!   on every working value. An error `ε` per value after stage `s` moves each slot by
@@ -107,12 +125,15 @@
 //!   ([`M2cPlan::failure_log2`]).
 //!
 //! Example (N = 2^16, n = 2^15, Δ = 2^40, ℓ = 43, F = 13, σ = 40, B_max = 2^8): `h_1 = 50`,
-//! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 7`; direct map:
-//! `s_2 = 52`, `t = 32`, `h_3 = 74 ≤ 82`, per-ciphertext failure
-//! `2n·(2^{51−100} + 2^{75−123}) ≈ 2^{-31.4}`; the two-level map (used) has `t_1 = 34`,
-//! `h_I = 81 ≤ 82` and an extra `2n·2^{82−123}` (≈ 2^{-25}) of failure. A larger σ needs a
-//! longer `Q_conv`, which `Z_q < 2^124` caps at two primes here; `B_max = 2^12` still fits the
-//! direct map.
+//! `Q_conv` needs 91 bits, so trimming keeps `q_0·q_1` (100 bits); `s_1 = 1` (`e = 6`),
+//! `s_2 = 26`, `μ = 1` (exact), `t = 43`; stage bits `h_s = 92, 93, 93, …, 99, 99`
+//! (`len = 2 … 2^15`, `≤ W − 41 = 151`: 52 guard bits), `h_3 = 48`; slot error
+//! `≤ 0.0150` ulp (stage 1 `2^{-10}`, stage truncations `2^{-10.5}`, twiddles `≈ 2^{-6.2}`,
+//! rounding input `2^{-16}`); failure per ciphertext `2n·2^{51−100} ≈ 2^{-33.0}` (stage 1; the
+//! stages add `≈ 2^{-73}`, stage 3 `2^{-127}`). The former two-level `O(n·√n)` map in
+//! `Z_{2^K}` needed `h_I = 81 ≤ 82` bits, proved `≈ 0.132` ulp and failed with `≈ 2^{-25}`
+//! per ciphertext. A larger σ needs a longer `Q_conv`, which `Z_q < 2^124` caps at two primes
+//! here; `B_max = 2^12` fits (`t = 47`, `≤ 0.0166` ulp, failure `2^{-29}` from stage 1).
 //!
 //! M2C at the same setting: `g = 0` (`M_0 = 2^27`, exact), `t = 44`, `h_0 = 22`, `h_u = 51`,
 //! `h_v = 95 ≤ W − 41 = 151`, `h_f = 50 ≤ K − 41 = 82`; slot error `≤ 0.0090` ulp (final
@@ -134,15 +155,17 @@
 //! `n = 2^15`; the comparison-based [`crate::mpc::Party::ring_to_field`] used before costs
 //! ≈ 1.09 KB per value and 9 rounds, 71 MB).
 //!
-//! Local compute: the C2M decoding map is `O(n·√n)` ([`FastDecode`]) when its budget closes,
-//! else `O(n²)`. The M2C encoding map is `O(n log n)` ([`M2cPlan::encode_shares`]): `log2 n`
-//! stages of `n/2` butterflies (four products of a 192-bit share by a 64-bit twiddle each) and
-//! `2n` re-randomized local truncations per stage, masks from one AES-CTR stream per batch. (In
-//! `Z_{2^K}` a two-level map did not fit at `Δ = 2^40`: its outer stage needs ≈ 42-bit twiddles
-//! on top of `√2·B·Δ ≈ 2^49` values plus σ; the wide ring `Z_{2^192}` holds `2^{h_v} = 2^95`
-//! with 56 bits to spare, so a radix-2 map with a truncation per stage fits.) At `N = 2^16`,
-//! `n = 2^15` the map takes ≈ 0.1 s per pair, both parties (the former direct `O(n²)` map:
-//! ≈ 20 s per party, `m2c_map_timing_table_vii` in the conversion tests, run with `--ignored`).
+//! Local compute: both maps are `O(n log n)` special FFTs in `Z_{2^192}`: `log2 n` stages of
+//! `n/2` butterflies (four products of a 192-bit share by a 64-bit twiddle each) and, per
+//! stage, `2n` (M2C: sums and differences) or `n` (C2M: the twiddled products) re-randomized
+//! local truncations, masks from one AES-CTR stream per batch. (In `Z_{2^K}` neither map fit
+//! at `Δ = 2^40` with a truncation per stage to spare; the C2M two-level `O(n·√n)` map used
+//! before left one bit of the `2^K` budget and cost ≈ 0.57 s per pair. The wide ring holds
+//! `2^{h_v} = 2^{95}` (M2C) and `2^{h_s} ≤ 2^{99}` (C2M) with ≥ 52 bits to spare.) At
+//! `N = 2^16`, `n = 2^15` the C2M map takes ≈ 0.06 s per ciphertext (both parties, stages 1
+//! and 2; `fast_decoding_map_matches_the_decoder` in the conversion tests) and the M2C map
+//! ≈ 0.1 s per pair, both parties (the former direct `O(n²)` M2C map: ≈ 20 s per party,
+//! `m2c_map_timing_table_vii` in the conversion tests, run with `--ignored`).
 //!
 //! Measured at EncFormer's Table VII setting (`N = 2^16`, depth 8, `B_max = 2^8`), ciphertext
 //! bytes per conversion pair: real 18.83 MB, complex 9.41 MB, complex + trimming 4.79 MB
@@ -158,15 +181,17 @@
 //! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 
+mod decode;
 mod encode;
 mod plan;
 mod protocol;
 mod wide;
 
+pub use decode::WideSlots;
 pub use encode::{M2cPlan, MAX_FAST_TWIDDLE_BITS};
 pub use plan::{
-    local_trunc, BoundaryCfg, C2mPlan, FastDecode, K_BITS, MAX_TWIDDLE_BITS, MIN_ROUND_BITS,
-    ROUND_BITS, S1_EXTRA_BITS,
+    local_trunc, BoundaryCfg, C2mPlan, K_BITS, MAX_TWIDDLE_BITS, MIN_ROUND_BITS, ROUND_BITS,
+    S1_EXTRA_BITS,
 };
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,

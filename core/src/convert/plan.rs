@@ -2,19 +2,21 @@
 //! boundary level, slot count and scale, and the integer fixed-point tables of the canonical
 //! embedding restricted to the slots.
 
+use super::wide::W_BITS;
 use super::ConvertError;
 use crate::mpc::zq::{Modulus as ZqModulus, RnsBasis};
 use crate::mpc::RingCfg;
 use crate::params::CkksParams;
 use alloc::vec::Vec;
 
-/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}` in which the parties apply the
-/// (de)coding map. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so Ring2Field can
-/// target it directly.
+/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}`: M2C's Ring2Field target and
+/// output ring (the fast maps themselves run in the wide ring `Z_{2^W}`), and the ring of the
+/// direct reference maps. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so
+/// Ring2Field can target it directly.
 pub const K_BITS: u32 = 123;
 
-/// Largest twiddle magnitude `2^t` the tables use: twiddles are `f64` products rounded to
-/// integers, exact to well under one unit while `t ≤ 50`.
+/// Largest twiddle magnitude `2^t` of the direct reference maps' tables: twiddles are `f64`
+/// products rounded to integers, exact to well under one unit while `t ≤ 50`.
 pub const MAX_TWIDDLE_BITS: f64 = 50.0;
 
 /// Largest fraction `k` C2M keeps below `2^{-F}` before its exact MPC rounding (stage 3): the
@@ -121,46 +123,20 @@ pub(super) fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
     libm::ceil(0.5 + log_bmax as f64 + log_delta) as u32
 }
 
-/// The two-level decoding map (`O(n·√n)` instead of `O(n²)`), used by [`C2mPlan`] when its
-/// budget closes.
-///
-/// Split the `2n` subring coefficients as `k = a + A·b` (`A = 2^{⌈log2(2n)/2⌉}`, `b < L = 2n/A`):
-/// `z_j = Σ_a ω_j^a · I_a(ω_j^A)` with `I_a(ρ) = Σ_b c_{a+Ab}·ρ^b`, `ω_j = ζ^{5^j·N/2n}`. Since
-/// `ω_j^A` depends only on `j mod L/2`, the inner stage evaluates `A·L/2` sums of `L` terms with
-/// twiddles rounded at `2^{t_1}`; the parties then re-randomize with a common mask and
-/// truncate locally by `2^{u_1}` ([`local_trunc`], stochastic rounding, failure
-/// `≤ 2^{h_I+1−K}` per value); the outer stage applies `A` complex twiddles rounded at scale
-/// `S_2` per slot. Both stages are integer maps mod `2^K` (exact on shares). Error (ulps of
-/// `2^{-F}`): inner rounding `≤ √2·√n·B·2^F/2^{t_1}`, intermediate truncation
-/// `≤ A·√2·2^{F+s_1+u_1−t_1}/Δ` (`≤ 2^{-10}`: its stochastic errors add up over `A` terms and
-/// would otherwise dominate the ε of C2M's exact rounding), outer rounding
-/// `≤ √2·√n·B·2^F/S_2`, stage 1 as in the direct map (`≤ 1/16`);
-/// `t_1 = ⌈log2(32√2·√n·B·2^F)⌉` and `S_2 ≥ 2^{t_1}` make the two rounding terms `≤ 1/32`
-/// each: `≤ 1/8 + 2^{-10}` ulp in all. Bits: inner values `< 2^{h_I}`,
-/// `h_I = ⌈log2(√(2L)·B·Δ·2^{t_1−s_1})⌉ + 1`, need `K ≥ h_I + 1 + σ` (at `n = 2^15`, `B = 2^8`:
-/// `h_I = 81 ≤ 82`, so a larger `B` falls back to the direct map).
-#[derive(Clone, Debug)]
-pub struct FastDecode {
-    pub(crate) a: usize,
-    pub(crate) l: usize,
-    pub(crate) u1: u32,
-    pub(crate) h_i: u32,
-    pub(crate) cos1: Vec<i64>,
-    pub(crate) sin1: Vec<i64>,
-    pub(crate) cos2: Vec<i64>,
-    pub(crate) sin2: Vec<i64>,
-}
-
 /// A validated CKKS→MPC plan ([`super::c2m_p0`] / [`super::c2m_p1`]).
 ///
-/// Stages (all share arithmetic is linear; see the module docs for the proofs):
-/// 1. coefficient shares mod `Q_conv` → integer shares of `⌊c_k / 2^{s_1}⌋` (+0/1) by local
-///    truncation (`H_1 = 2^{h_1}`, failure `≤ 2^{h_1+1}/Q_conv`), reduced mod `2^K`;
-/// 2. the decoding map with twiddles `round(cos/sin(πe/N)·2^{F+s_1+s_2}/Δ)`, mod `2^K`;
-/// 3. common re-randomization and local truncation by `2^{s_2 − k}` (`H_3 = 2^{h_3}`, failure
-///    `≤ 2^{h_3+1}/2^K`) to scale `2^{F+k}`, reduced mod `2^ℓ` (`|v| < 2^{ℓ-2}`), then the exact
-///    MPC rounding by `2^k` ([`crate::mpc::Party::trunc_round_exact`], `k` =
-///    [`C2mPlan::round_bits`]).
+/// Stages (all share arithmetic is linear; the proofs are at [`C2mPlan::decode_shares`] and in
+/// the module docs):
+/// 1. coefficient shares mod `Q_conv` → integer shares of `⌊c_k / 2^{s_1}⌉` (stochastic
+///    rounding) by local truncation (`H_1 = 2^{h_1}`, failure `≤ 2^{h_1+1}/Q_conv`);
+/// 2. the CKKS decoder's special FFT on those integer shares, sign-extended into `Z_{2^W}`
+///    ([`super::Wide`]), scaled by `μ ≈ 2^{F+s_1+s_2}/Δ` and run as `log2 n` integer radix-2
+///    stages with twiddles `round(2^t·w)` and a re-randomized local truncation by `2^t` after
+///    each product: shares of the slots at scale `2^{F+s_2}`;
+/// 3. common re-randomization and local truncation by `2^{s_2 − k}` in `Z_{2^W}`
+///    (`H_3 = 2^{h_3}`, failure `≤ 2^{h_3+1−W}`) to scale `2^{F+k}`, reduced mod `2^ℓ`
+///    (`|v| < 2^{ℓ-2}`), then the exact MPC rounding by `2^k`
+///    ([`crate::mpc::Party::trunc_round_exact`], `k` = [`C2mPlan::round_bits`]).
 #[derive(Clone, Debug)]
 pub struct C2mPlan {
     pub(crate) level: usize,
@@ -173,27 +149,32 @@ pub struct C2mPlan {
     pub(crate) h1: u32,
     pub(crate) s2: u32,
     pub(crate) h3: u32,
-    pub(crate) fast: Option<FastDecode>,
-    pub(crate) twiddle_bits: f64,
-    pub(crate) rot: Vec<u64>,
-    pub(crate) cos: Vec<i64>,
-    pub(crate) sin: Vec<i64>,
+    /// Twiddle precision `t` of the fast decoding map.
+    pub(crate) t: u32,
+    /// Input multiplier `μ̃ = m0·2^{m0_shift} ≈ 2^{F+s_1+s_2}/Δ`.
+    pub(crate) m0: i64,
+    pub(crate) m0_shift: u32,
+    /// `h` of the products truncated in each stage (`len = 2, 4, …, n`).
+    pub(crate) stage_h: Vec<u32>,
+    /// Twiddles `round(2^t·e^{2πi·(5^j mod 4len)/4len})`, `j < len/2`, for `len = 2, 4, …, n`.
+    pub(crate) tw: Vec<[i64; 2]>,
     pub(crate) err_bound_ulp: f64,
+    /// `s_2'` of the direct reference map ([`C2mPlan::decode_map`]) when its budget closes.
+    pub(crate) s2_direct: Option<u32>,
     pub(crate) real_only: bool,
 }
 
 impl C2mPlan {
     /// Validates the boundary: `Q_level < 2^124`, `log2 Q_level ≥ h_1 + 1 + σ` (which implies
     /// EncFormer's `Q/2 > Δ·B_max` and `log2 q ≥ ℓ + σ + 1` analogues), the twiddle and
-    /// intermediate-ring budgets, the fixed-point error bound `< 1/4` ulp at `2^F`, and room for
-    /// the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
+    /// wide-ring budgets of the decoding map, the fixed-point error bound `< 1/4` ulp at `2^F`,
+    /// and room for the exact rounding (`b + F + 3 + 4 ≤ ℓ`, see [`C2mPlan::round_bits`]).
     ///
     /// The stage-1 shift is `s_1 = ⌊log2 Δ − log2 2n − F − 4 − e⌋⁺` with the largest
-    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without losing the two-level map and
-    /// without raising the per-ciphertext failure probability ([`C2mPlan::failure_log2`])
-    /// beyond `max(its value at e = 0, 2^{-30})`: the stage-1 stochastic truncation noise is the
-    /// largest term of the pre-rounding error `ε` in practice, so spare bits of the `2^K` ring
-    /// go there (`e = 0` at Table VII's `N = 2^16`, `e = 6` at `N = 2^10`).
+    /// `e ≤ `[`S1_EXTRA_BITS`] whose budgets close without raising the per-ciphertext failure
+    /// probability ([`C2mPlan::failure_log2`]) beyond `1.01·max(its value at e = 0, 2^{-30})`: the
+    /// stage-1 stochastic truncation noise is the largest term of the pre-rounding error `ε`,
+    /// and the wide ring has bits to spare (`e = 6` at Table VII's `N = 2^16` and at `N = 2^10`).
     pub fn new(
         params: &CkksParams,
         level: usize,
@@ -202,10 +183,11 @@ impl C2mPlan {
         cfg: BoundaryCfg,
     ) -> Result<Self, ConvertError> {
         let base = Self::with_s1_margin(params, level, slots, scale, cfg, 0)?;
-        let fail_cap = base.failure_log2().max(-30.0);
+        // 1% of slack: the stages' own (negligible) terms grow with e.
+        let fail_cap = base.failure_log2().max(-30.0) + libm::log2(1.01);
         for e in (1..=S1_EXTRA_BITS).rev() {
             if let Ok(p) = Self::with_s1_margin(params, level, slots, scale, cfg, e) {
-                if (p.is_fast() || !base.is_fast()) && p.failure_log2() <= fail_cap {
+                if p.failure_log2() <= fail_cap {
                     return Ok(p);
                 }
             }
@@ -247,32 +229,12 @@ impl C2mPlan {
                 needed,
             });
         }
-        // (a) stage-1 truncation error: ≤ Σ_k |D_jk|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 1/16 ulp.
+        // Stage-1 truncation error: ≤ Σ_k |δ_k|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 2^{-4-e} ulp.
         let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0 - extra as f64);
         let s1 = if s1f > 0.0 { s1f as u32 } else { 0 };
-        // (b) twiddle rounding: ≤ ½·Σ_k |c_k|/2^{s_1} ≤ √n·B·Δ/2^{s_1} at scale 2^{F+s_2};
-        //     ≤ 1/8 ulp needs s_1 + s_2 ≥ log2(8·√n·B·Δ). The stage-1 ±1 errors through the
-        //     rounding of the twiddles add ≤ n/2^{s_2} ulp ≤ 1/16.
-        let need_b = libm::ceil(3.0 + 0.5 * log_n as f64 + cfg.log_bmax as f64 + log_delta);
-        let s2 = ((need_b as i64 - s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
-        let twiddle_bits = (f + s1 + s2) as f64 - log_delta;
-        if twiddle_bits > MAX_TWIDDLE_BITS {
-            return Err(ConvertError::Budget("twiddles exceed 2^50"));
-        }
-        // Stage 3: |z·2^{F+s_2}| ≤ (B·2^F + 1/4)·2^{s_2} < 2^{h_3}.
-        let h3 = cfg.log_bmax + f + s2 + 1;
-        if K_BITS < h3 + 1 + cfg.sigma {
-            return Err(ConvertError::Budget(
-                "decoded values exceed the 2^K ring budget (lower B_max or sigma)",
-            ));
-        }
+        let fast = super::decode::budget(slots, log_delta, s1, cfg)?;
+        let h3 = cfg.log_bmax + f + fast.s2 + 1;
         let n_ring = params.n();
-        let smul = libm::exp2((f + s1 + s2) as f64 - log_delta);
-        let (cos, sin) = trig_tables(n_ring, smul);
-        let ulp_a = 2.0 * slots as f64 * libm::exp2(s1 as f64 + f as f64 - log_delta);
-        let ulp_b = libm::sqrt(slots as f64)
-            * libm::exp2(cfg.log_bmax as f64 + log_delta - (s1 + s2) as f64)
-            + slots as f64 / libm::exp2(s2 as f64);
         Ok(C2mPlan {
             level,
             slots,
@@ -282,80 +244,17 @@ impl C2mPlan {
             basis,
             s1,
             h1,
-            s2,
+            s2: fast.s2,
             h3,
-            twiddle_bits,
-            rot: rot_group(n_ring, slots),
-            cos,
-            sin,
-            err_bound_ulp: ulp_a + ulp_b,
+            t: fast.t,
+            m0: fast.m0,
+            m0_shift: fast.m0_shift,
+            stage_h: fast.stage_h,
+            tw: fast.tw,
+            err_bound_ulp: fast.err_ulp,
+            s2_direct: direct_shift(slots, log_delta, s1, cfg),
             real_only: false,
-            fast: None,
-        }
-        .with_fast(log_delta))
-    }
-
-    /// Enables the two-level decoding map when its budget closes (see [`FastDecode`]).
-    fn with_fast(mut self, log_delta: f64) -> Self {
-        let n = self.slots;
-        let log2n = (2 * n).trailing_zeros();
-        let a_bits = log2n.div_ceil(2);
-        let a = 1usize << a_bits;
-        let l = 2 * n / a;
-        if l < 2 {
-            return self;
-        }
-        let (b, f, sigma) = (
-            self.cfg.log_bmax as f64,
-            self.cfg.ring.frac as f64,
-            self.cfg.sigma,
-        );
-        let sqrt_n = libm::sqrt(n as f64);
-        // (i) inner twiddle rounding ≤ √2·√n·B·2^F/2^{t_1} ulp ≤ 1/32.
-        let t1 = libm::ceil(libm::log2(32.0 * libm::sqrt(2.0) * sqrt_n) + b + f);
-        // (ii) intermediate truncation (< 1 per component, A terms through |W| ≤ √2·S_2):
-        //      A·√2·2^{F+s_1+u_1−t_1}/Δ ulp ≤ 2^{-10}.
-        let u1 = libm::floor(
-            t1 + log_delta - f - self.s1 as f64 - libm::log2(1024.0 * libm::sqrt(2.0) * a as f64),
-        );
-        // Inner values: |I·2^{t_1}| ≤ 2^{t_1}·√L·‖c'‖₂ ≤ 2^{t_1}·√(2L)·B·Δ/2^{s_1}.
-        let h_i = libm::ceil(
-            libm::log2(libm::sqrt(2.0 * l as f64)) + b + log_delta + t1 - self.s1 as f64,
-        ) + 1.0;
-        if u1 < 0.0
-            || u1 > h_i
-            || t1 > MAX_TWIDDLE_BITS
-            || (K_BITS as f64) < h_i + 1.0 + sigma as f64
-        {
-            return self;
-        }
-        // (iii) outer twiddle rounding ≤ √2·√n·B·2^F/S_2 ulp ≤ 1/32: S_2 ≥ 2^{t_1} suffices.
-        let s2 = libm::ceil(2.0 * t1 + log_delta - f - self.s1 as f64 - u1);
-        let log_s2 = f + s2 + self.s1 as f64 + u1 - t1 - log_delta;
-        let h3 = self.cfg.log_bmax + self.cfg.ring.frac + s2 as u32 + 1;
-        if s2 < 1.0 || log_s2 > MAX_TWIDDLE_BITS || K_BITS < h3 + 1 + sigma {
-            return self;
-        }
-        let (cos1, sin1) = trig_tables(self.n_ring, libm::exp2(t1));
-        let (cos2, sin2) = trig_tables(self.n_ring, libm::exp2(log_s2));
-        let ulp = 2.0 * n as f64 * libm::exp2(self.s1 as f64 + f - log_delta)
-            + 2.0 * libm::sqrt(2.0) * sqrt_n * libm::exp2(b + f - t1)
-            + a as f64 * libm::sqrt(2.0) * libm::exp2(f + self.s1 as f64 + u1 - t1 - log_delta);
-        self.s2 = s2 as u32;
-        self.h3 = h3;
-        self.twiddle_bits = t1 + log_s2;
-        self.err_bound_ulp = ulp;
-        self.fast = Some(FastDecode {
-            a,
-            l,
-            u1: u1 as u32,
-            h_i: h_i as u32,
-            cos1,
-            sin1,
-            cos2,
-            sin2,
-        });
-        self
+        })
     }
 
     /// Modulus trimming: the shortest level (fewest primes, smallest ciphertext) at which
@@ -382,33 +281,6 @@ impl C2mPlan {
         Err(last)
     }
 
-    /// The same boundary with the direct `O(n²)` decoding map (reference path).
-    pub fn direct(&self) -> Result<Self, ConvertError> {
-        let p = self.clone();
-        if p.fast.is_none() {
-            return Ok(p);
-        }
-        // Rebuild without the fast path: recompute the direct budget.
-        let log_delta = libm::log2(self.scale);
-        let mut d = self.clone();
-        d.fast = None;
-        let f = d.cfg.ring.frac;
-        let log_n = d.slots.trailing_zeros();
-        let need_b = libm::ceil(3.0 + 0.5 * log_n as f64 + d.cfg.log_bmax as f64 + log_delta);
-        d.s2 = ((need_b as i64 - d.s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
-        d.h3 = d.cfg.log_bmax + f + d.s2 + 1;
-        d.twiddle_bits = (f + d.s1 + d.s2) as f64 - log_delta;
-        let smul = libm::exp2((f + d.s1 + d.s2) as f64 - log_delta);
-        let (cos, sin) = trig_tables(d.n_ring, smul);
-        d.cos = cos;
-        d.sin = sin;
-        d.err_bound_ulp = 2.0 * d.slots as f64 * libm::exp2(d.s1 as f64 + f as f64 - log_delta)
-            + libm::sqrt(d.slots as f64)
-                * libm::exp2(d.cfg.log_bmax as f64 + log_delta - (d.s1 + d.s2) as f64)
-            + d.slots as f64 / libm::exp2(d.s2 as f64);
-        Ok(d)
-    }
-
     /// The same plan for real-only ciphertexts (the BOLT/BLB baseline: one real vector per
     /// ciphertext, imaginary parts zero): C2M then returns only `[[x]]` (empty `im`) and runs
     /// the exact rounding on the `n` real parts alone, half the MPC traffic of a complex
@@ -421,11 +293,6 @@ impl C2mPlan {
     /// Whether C2M returns only the real parts ([`C2mPlan::real_only`]).
     pub fn is_real_only(&self) -> bool {
         self.real_only
-    }
-
-    /// Whether the two-level `O(n·√n)` decoding map ([`FastDecode`]) is used.
-    pub fn is_fast(&self) -> bool {
-        self.fast.is_some()
     }
 
     /// The boundary level `Q_conv` the ciphertexts are trimmed to.
@@ -444,14 +311,27 @@ impl C2mPlan {
     pub fn modulus(&self) -> ZqModulus {
         self.basis.modulus()
     }
-    /// `(s_1, s_2)`: the two local truncation shifts.
+    /// `(s_1, s_2)`: the stage-1 truncation shift and the output scale `2^{F+s_2}` of the
+    /// decoding map (stage 3 truncates by `2^{s_2−k}`).
     pub fn shifts(&self) -> (u32, u32) {
         (self.s1, self.s2)
     }
-    /// Total twiddle precision in bits: `t = F + s_1 + s_2 − log2 Δ` for the direct map,
-    /// `t_1 + log2 S_2` for the two-level one.
+    /// Twiddle precision `t` of the fast decoding map (twiddles `round(2^t·w)`), as `f64`.
     pub fn twiddle_bits(&self) -> f64 {
-        self.twiddle_bits
+        self.t as f64
+    }
+    /// `(h_1, max_s h_s, h_3)`: bit bounds of the coefficients before the stage-1 truncation
+    /// (mod `Q_conv`), of the twiddled products before the truncations of the decoding map (the
+    /// largest stage; see [`C2mPlan::stage_bits`]) and of the slots before the stage-3
+    /// truncation (both in `Z_{2^W}`).
+    pub fn value_bits(&self) -> (u32, u32, u32) {
+        let hs = self.stage_h.iter().copied().max().unwrap_or(0);
+        (self.h1, hs, self.h3)
+    }
+    /// `h_s` of every stage of the decoding map (`len = 2, 4, …, n`): the twiddled products of
+    /// that stage satisfy `|v| < 2^{h_s}` before their local truncation.
+    pub fn stage_bits(&self) -> &[u32] {
+        &self.stage_h
     }
     /// `k`: the bits below `2^{-F}` kept by the local truncation of stage 3 and removed by the
     /// exact MPC rounding: `k = min(16, ℓ − 3 − b − F, s_2)`. The local truncation's output
@@ -473,18 +353,38 @@ impl C2mPlan {
         self.err_bound_ulp + libm::exp2(-(self.round_bits() as f64))
     }
     /// `log2` of the per-ciphertext failure probability: `2n` coefficient truncations at
-    /// `2^{h_1+1}/Q` and `2n` output truncations at `2^{h_3+1}/2^K`.
+    /// `2^{h_1+1}/Q`, `n` product truncations per stage at `2^{h_s+1−W}` and `2n` output
+    /// truncations at `2^{h_3+1−W}`.
     pub fn failure_log2(&self) -> f64 {
+        let n = self.slots as f64;
         let q = libm::log2(self.basis.modulus().value() as f64);
-        let p1 = libm::exp2((self.h1 + 1) as f64 - q);
-        let p3 = libm::exp2((self.h3 + 1) as f64 - K_BITS as f64);
-        // The fast path truncates A·L/2 = n complex values (2n real ones) in the middle.
-        let pi = match &self.fast {
-            Some(fd) => libm::exp2((fd.h_i + 1) as f64 - K_BITS as f64),
-            None => 0.0,
-        };
-        libm::log2(2.0 * self.slots as f64 * (p1 + p3 + pi))
+        let w = W_BITS as f64;
+        let p1 = 2.0 * n * libm::exp2((self.h1 + 1) as f64 - q);
+        let ps: f64 = self
+            .stage_h
+            .iter()
+            .map(|&h| n * libm::exp2((h + 1) as f64 - w))
+            .sum();
+        let p3 = 2.0 * n * libm::exp2((self.h3 + 1) as f64 - w);
+        libm::log2(p1 + ps + p3)
     }
+    /// `s_2'` of the direct `O(n²)` reference map ([`C2mPlan::decode_map`]: output scale
+    /// `2^{F+s_2'}` mod `2^K`), `None` when its `2^K` budget does not close.
+    pub fn direct_shift(&self) -> Option<u32> {
+        self.s2_direct
+    }
+}
+
+/// The direct map's budget: twiddle rounding `≤ √n·B·Δ/2^{s_1+s_2'}` ulp `≤ 1/8`, i.e.
+/// `s_2' = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)`; twiddles
+/// `2^{F+s_1+s_2'}/Δ ≤ 2^{50}`; values `< 2^{b+F+s_2'+1}` with `K ≥ b + F + s_2' + 2 + σ`.
+fn direct_shift(slots: usize, log_delta: f64, s1: u32, cfg: BoundaryCfg) -> Option<u32> {
+    let f = cfg.ring.frac;
+    let log_n = slots.trailing_zeros();
+    let need = libm::ceil(3.0 + 0.5 * log_n as f64 + cfg.log_bmax as f64 + log_delta);
+    let s2 = ((need as i64 - s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
+    let tw = (f + s1 + s2) as f64 - log_delta;
+    (tw <= MAX_TWIDDLE_BITS && K_BITS >= cfg.log_bmax + f + s2 + 2 + cfg.sigma).then_some(s2)
 }
 
 /// `2^K − 1`.
@@ -496,20 +396,33 @@ fn to_k(v: i64) -> u128 {
 }
 
 impl C2mPlan {
-    /// The decoding map on one party's share, modulo `2^K`: for the `2n` subring coefficients
-    /// `c_k` (position `k·N/2n`) returns `(Re_j, Im_j)_j = Σ_k c_k·round(cos/sin(π·e_jk/N)·2^t)`
-    /// with `e_jk = 5^j·k·N/2n mod 2N`. Integer, wrapping, hence a `Z_{2^K}`-module
-    /// homomorphism: the maps of two shares add to the map of the shared vector.
-    pub fn decode_map(&self, coeffs: &[u128]) -> (Vec<u128>, Vec<u128>) {
+    /// The direct `O(n²)` decoding map (reference only; the protocol uses
+    /// [`C2mPlan::decode_shares`]) on one party's share, modulo `2^K`: for the `2n` subring
+    /// coefficients `c_k` (position `k·N/2n`, integer shares of `c_k/2^{s_1}`) returns
+    /// `(Re_j, Im_j)_j = Σ_k c_k·round(cos/sin(π·e_jk/N)·2^{F+s_1+s_2'}/Δ)` with
+    /// `e_jk = 5^j·k·N/2n mod 2N`, `s_2'` = [`C2mPlan::direct_shift`]: the slots at scale
+    /// `2^{F+s_2'}`. Integer, wrapping, hence a `Z_{2^K}`-module homomorphism: the maps of two
+    /// shares add to the map of the shared vector. A budget error when `s_2'` does not exist or
+    /// the input length is not `2n`.
+    pub fn decode_map(&self, coeffs: &[u128]) -> Result<(Vec<u128>, Vec<u128>), ConvertError> {
+        let s2 = self.s2_direct.ok_or(ConvertError::Budget(
+            "the direct decoding map's 2^K budget does not close",
+        ))?;
         let n = self.slots;
-        debug_assert_eq!(coeffs.len(), 2 * n);
+        if coeffs.len() != 2 * n {
+            return Err(ConvertError::Budget(
+                "decoding-map input length differs from 2n coefficients",
+            ));
+        }
+        let smul = libm::exp2((self.cfg.ring.frac + self.s1 + s2) as f64) / self.scale;
+        let (cos, sin) = trig_tables(self.n_ring, smul);
         let gap = (self.n_ring / (2 * n)) as u64;
         let mask = 2 * self.n_ring as u64 - 1;
         let mut re = Vec::with_capacity(n);
         let mut im = Vec::with_capacity(n);
-        let tc: Vec<u128> = self.cos.iter().map(|&v| to_k(v)).collect();
-        let ts: Vec<u128> = self.sin.iter().map(|&v| to_k(v)).collect();
-        for &g in &self.rot {
+        let tc: Vec<u128> = cos.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = sin.iter().map(|&v| to_k(v)).collect();
+        for g in rot_group(self.n_ring, n) {
             let step = (g * gap) & mask;
             let (mut a, mut b) = (0u128, 0u128);
             let mut e = 0u64;
@@ -521,73 +434,7 @@ impl C2mPlan {
             re.push(a & K_MASK);
             im.push(b & K_MASK);
         }
-        (re, im)
-    }
-}
-
-impl C2mPlan {
-    /// Inner stage of [`FastDecode`] on one party's share (mod `2^K`): `(Re, Im)` of
-    /// `I_a(ω_r^A)·2^{t_1}` at index `a·(L/2) + r`. Panics if the fast path is off.
-    pub fn decode_inner(&self, coeffs: &[u128]) -> (Vec<u128>, Vec<u128>) {
-        let fd = self.fast.as_ref().expect("fast decoding enabled");
-        let (a_n, l) = (fd.a, fd.l);
-        let p = (l / 2).max(1);
-        let gap = (self.n_ring / (2 * self.slots)) as u64;
-        let mask = 2 * self.n_ring as u64 - 1;
-        let tc: Vec<u128> = fd.cos1.iter().map(|&v| to_k(v)).collect();
-        let ts: Vec<u128> = fd.sin1.iter().map(|&v| to_k(v)).collect();
-        let mut re = Vec::with_capacity(a_n * p);
-        let mut im = Vec::with_capacity(a_n * p);
-        for a in 0..a_n {
-            for &g in &self.rot[..p] {
-                let step = (g * gap * a_n as u64) & mask;
-                let (mut x, mut y) = (0u128, 0u128);
-                let mut e = 0u64;
-                for b in 0..l {
-                    let c = coeffs[a + a_n * b];
-                    x = x.wrapping_add(c.wrapping_mul(tc[e as usize]));
-                    y = y.wrapping_add(c.wrapping_mul(ts[e as usize]));
-                    e = (e + step) & mask;
-                }
-                re.push(x & K_MASK);
-                im.push(y & K_MASK);
-            }
-        }
-        (re, im)
-    }
-
-    /// Outer stage of [`FastDecode`] (mod `2^K`): `z_j = Σ_a ω_j^a·I''_{a, j mod L/2}` with
-    /// complex twiddles at scale `S_2`. Panics if the fast path is off.
-    pub fn decode_outer(&self, ire: &[u128], iim: &[u128]) -> (Vec<u128>, Vec<u128>) {
-        let fd = self.fast.as_ref().expect("fast decoding enabled");
-        let a_n = fd.a;
-        let p = (fd.l / 2).max(1);
-        let gap = (self.n_ring / (2 * self.slots)) as u64;
-        let mask = 2 * self.n_ring as u64 - 1;
-        let tc: Vec<u128> = fd.cos2.iter().map(|&v| to_k(v)).collect();
-        let ts: Vec<u128> = fd.sin2.iter().map(|&v| to_k(v)).collect();
-        let mut re = Vec::with_capacity(self.slots);
-        let mut im = Vec::with_capacity(self.slots);
-        for (j, &g) in self.rot.iter().enumerate() {
-            let r = j % p;
-            let step = (g * gap) & mask;
-            let (mut x, mut y) = (0u128, 0u128);
-            let mut e = 0u64;
-            for a in 0..a_n {
-                let (c, s) = (tc[e as usize], ts[e as usize]);
-                let (u, v) = (ire[a * p + r], iim[a * p + r]);
-                x = x
-                    .wrapping_add(c.wrapping_mul(u))
-                    .wrapping_sub(s.wrapping_mul(v));
-                y = y
-                    .wrapping_add(s.wrapping_mul(u))
-                    .wrapping_add(c.wrapping_mul(v));
-                e = (e + step) & mask;
-            }
-            re.push(x & K_MASK);
-            im.push(y & K_MASK);
-        }
-        (re, im)
+        Ok((re, im))
     }
 }
 

@@ -1,8 +1,8 @@
 //! The two-party conversion protocols (async over the MPC channel) and the complexify wrappers.
 
 use super::encode::M2cPlan;
-use super::plan::{local_trunc, C2mPlan, K_BITS, K_MASK};
-use super::wide::CommonMasks;
+use super::plan::{C2mPlan, K_BITS};
+use super::wide::{local_trunc_wide, rerandomize, CommonMasks, Wide};
 use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
@@ -197,51 +197,25 @@ async fn c2m_local<R: RngCore + CryptoRng>(
     let p0 = party.is_p0();
     let ring = plan.cfg.ring;
     let n = plan.slots;
-    let q = plan.basis.modulus().value();
     let mk = ZqModulus::new(1u128 << K_BITS)?;
     let k = plan.round_bits();
     let mut flat: Zeroizing<Vec<u64>> = Zeroizing::new(Vec::with_capacity(coeffs.len() * 2 * n));
+    // One common seed per batch (both parties draw it from their common PRG), expanded into the
+    // masks of every local truncation of stages 2 and 3a.
+    let (a, b) = (party.common_zq(&mk)?, party.common_zq(&mk)?);
+    let mut masks = CommonMasks::from_seed((a ^ (b << 64)).to_le_bytes());
     for c in coeffs {
-        let c1: Zeroizing<Vec<u128>> = Zeroizing::new(
-            c.iter()
-                .map(|&v| local_trunc(v, q, p0, plan.s1, plan.h1) as u128 & K_MASK)
-                .collect(),
-        );
-        let (re, im) = match &plan.fast {
-            None => plan.decode_map(&c1),
-            Some(fd) => {
-                let (ir, ii) = plan.decode_inner(&c1);
-                let mut mid = |v: Vec<u128>| -> Result<Vec<u128>, MpcError> {
-                    let mut o = Vec::with_capacity(v.len());
-                    for x in v {
-                        let r = party.common_zq(&mk)?;
-                        let x = if p0 {
-                            x.wrapping_add(r) & K_MASK
-                        } else {
-                            x.wrapping_sub(r) & K_MASK
-                        };
-                        let t = local_trunc(x, 1u128 << K_BITS, p0, fd.u1, fd.h_i);
-                        o.push(t as u128 & K_MASK);
-                    }
-                    Ok(o)
-                };
-                let ir = mid(ir)?;
-                let ii = mid(ii)?;
-                plan.decode_outer(&ir, &ii)
-            }
-        };
-        // Stage 3a: local truncation by 2^{s_2 − k} to scale 2^{F+k}, |v| < 2^{ℓ-2}. A real-only
-        // plan drops the imaginary parts here, before any communication.
-        let im = if plan.real_only { Vec::new() } else { im };
-        for x in re.into_iter().chain(im) {
-            let r = party.common_zq(&mk)?;
-            let x = if p0 {
-                x.wrapping_add(r) & K_MASK
-            } else {
-                x.wrapping_sub(r) & K_MASK
-            };
-            let t = local_trunc(x, 1u128 << K_BITS, p0, plan.s2 - k, plan.h3);
-            flat.push(t as u64 & ring.mask());
+        // Stages 1 and 2: shares mod 2^W of the slots at scale 2^{F+s_2}.
+        let (re, im) = plan
+            .decode_shares(c, p0, &mut masks)
+            .map_err(|_| bad("C2M coefficient shares do not match the plan"))?;
+        // Stage 3a: local truncation by 2^{s_2 − k} in Z_{2^W} to scale 2^{F+k}, |v| < 2^{ℓ-2},
+        // reduced mod 2^ℓ. A real-only plan drops the imaginary parts here, before any
+        // communication.
+        let im: &[Wide] = if plan.real_only { &[] } else { &im };
+        for &x in re.iter().chain(im) {
+            let t = local_trunc_wide(rerandomize(x, masks.wide(), p0), p0, plan.s2 - k, plan.h3);
+            flat.push(t.0[0] & ring.mask());
         }
     }
     // Stage 3b: exact round-to-nearest by 2^k (one batch for all ciphertexts).

@@ -1,5 +1,6 @@
-//! The wide share ring `Z_{2^W}`, `W = 192`, of the fast M2C encoding map ([`super::M2cPlan`]),
-//! its local truncation and the common masks that re-randomize shares before each truncation.
+//! The wide share ring `Z_{2^W}`, `W = 192`, of the fast conversion maps (M2C's encoding map,
+//! [`super::M2cPlan`], and C2M's decoding map, [`super::C2mPlan::decode_shares`]), its local
+//! truncation and the common masks that re-randomize shares before each truncation.
 //!
 //! Every operation here is a wrapping operation modulo `2^W` (additions, negation, products by
 //! a public signed 64-bit integer, left shifts), hence a `Z`-module homomorphism of the share
