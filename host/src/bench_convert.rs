@@ -29,19 +29,20 @@
 //! compute of the same run.
 //!
 //! Measured on a 2-core machine whose kernel has no `sch_netem` (`tbf` + delay line), `N = 2^16`,
-//! depth 8, complex+trim (ciphertexts 4.79 MB, MPC 28.90 MB per pair, 10 rounds):
+//! depth 8, complex+trim (ciphertexts 4.79 MB, MPC 28.90 MB per pair, 10 rounds; 2026-11-30):
 //!
 //! | profile | C2M measured / model | M2C measured / model | pair measured / model | ratio |
 //! |---|---|---|---|---|
-//! | LAN (1 Gbit/s, 0.3 ms) | 0.82 / 0.76 s | 0.40 / 0.34 s | 1.22 / 1.10 s | 1.12 |
-//! | WAN2 (100 Mbit/s, 4 ms) | 2.83 / 2.88 s | 0.64 / 0.72 s | 3.48 / 3.61 s | 0.96 |
-//! | WAN3 (100 Mbit/s, 80 ms) | 3.57 / 3.53 s | 0.79 / 0.86 s | 4.36 / 4.39 s | 0.99 |
+//! | LAN (1 Gbit/s, 0.3 ms) | 0.82 / 0.59 s | 0.41 / 0.33 s | 1.23 / 0.92 s | 1.34 |
+//! | WAN2 (100 Mbit/s, 4 ms) | 2.91 / 2.59 s | 0.63 / 0.74 s | 3.53 / 3.33 s | 1.06 |
+//! | WAN3 (100 Mbit/s, 80 ms) | 3.39 / 3.27 s | 0.84 / 0.90 s | 4.22 / 4.17 s | 1.01 |
 //!
-//! The overlay model is within 12 % of the real socket. It charges both directions' bytes to one
-//! link while the veth is full duplex (the socket can beat it), and it ignores per-message
-//! process/kernel overheads (which dominate on LAN, where the socket is slower). At WAN3 the
-//! latency term is real: the delay-free model is 21 % short. Round-trip error over the link:
-//! 0.504 ulp.
+//! Where bandwidth and latency dominate (WAN2, WAN3) the overlay model is within 6 % of the real
+//! socket; at WAN3 the latency term is real (the delay-free model is 25 % short). On LAN the
+//! socket is 34 % slower than the model: the model has no per-byte host cost, while the real run
+//! pushes 33.7 MB through two TCP stacks, the veth and the delay line on the same 2 cores as the
+//! parties' compute. The model charges both directions' bytes to one link while the veth is full
+//! duplex, which is why M2C can beat it. Round-trip error over the link: 0.503–0.504 ulp.
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, RngCore, SeedableRng};
