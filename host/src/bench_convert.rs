@@ -96,8 +96,9 @@ pub struct BenchConvertOptions {
     pub threads: usize,
     /// Also run the complex+trim conversion between two `veil` processes over a real emulated
     /// link with this profile (`lan`, `wan1`, `wan2`, `wan3`): two network namespaces, a veth
-    /// pair and `tc netem` (delay + rate), created and removed by the benchmark. Needs root;
-    /// skipped with the reason otherwise.
+    /// pair and `tc netem` (delay + rate; without `sch_netem`, `tbf` plus a user-space delay
+    /// line), created and removed by the benchmark. Needs root; skipped with the reason
+    /// otherwise.
     #[arg(long)]
     pub netem: Option<String>,
     /// Internal (netem run): act as party 0 (listens on `--addr`) or 1 (connects to it).
