@@ -1,9 +1,9 @@
 //! Modular arithmetic on `u64` words inside `#[cube]` kernels.
 //!
-//! CubeCL 0.10 has no 64×64→128 high product, so [`mul_hi`] builds it from four 32×32→64 partial
-//! products. On top of it: Shoup multiplication by a fixed operand ([`mul_shoup`]), and the
+//! CubeCL 0.10 has no 64×64→128 high product, so [`mul_hi()`] builds it from four 32×32→64 partial
+//! products. On top of it: Shoup multiplication by a fixed operand ([`mul_shoup()`]), and the
 //! Barrett reduction of a full 128-bit product with the constant `floor(2^128 / q)` — the same
-//! reduction `veil_core::math::Modulus::reduce_u128` performs on the host ([`mul_mod`]).
+//! reduction `veil_core::math::Modulus::reduce_u128` performs on the host ([`mul_mod()`]).
 //!
 //! Every function returns fully reduced words in `[0, q)` for fully reduced inputs, so each kernel
 //! computes exactly the value `veil-core` defines, whatever the order of its operations.
@@ -101,7 +101,7 @@ pub fn mul_add_mod(a: u64, b: u64, c: u64, q: u64, r0: u64, r1: u64) -> u64 {
     csub(lo - t3 * q, q)
 }
 
-/// `a·b mod q` (Barrett, see [`mul_add_mod`]).
+/// `a·b mod q` (Barrett, see [`mul_add_mod()`]).
 #[cube]
 pub fn mul_mod(a: u64, b: u64, q: u64, r0: u64, r1: u64) -> u64 {
     mul_add_mod(a, b, 0u64, q, r0, r1)
@@ -143,7 +143,7 @@ pub fn arith_probe_kernel(
     }
 }
 
-/// Runs [`arith_probe_kernel`] on `client`'s device over `units` pseudo-random pairs of words
+/// Runs [`arith_probe_kernel()`] on `client`'s device over `units` pseudo-random pairs of words
 /// (full 64-bit range, with the edges `0, 1, q - 1, q, 2^63, 2^64 - 1`) for a modulus
 /// `q < 2^61`, and compares every word with `u128` arithmetic on the host. `Err` names the first
 /// difference.

@@ -13,7 +13,7 @@
 //! [`automorphism_ntt_map`]) and compares a backend with that model, so an optimization shared by
 //! the scalar and the fast CPU paths cannot slip through.
 //!
-//! A new backend instantiates the whole suite in one line with [`testgen_conformance!`]:
+//! A new backend instantiates the whole suite in one line with [`testgen_conformance!`](crate::testgen_conformance):
 //!
 //! ```ignore
 //! veil_tests::testgen_conformance!(cuda, |p: &veil_core::CkksParams| MyCudaBackend::new(p));
