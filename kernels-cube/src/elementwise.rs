@@ -10,6 +10,19 @@ use crate::launch::{grid, RowMap};
 use cubecl::prelude::*;
 use cubecl::server::Handle;
 
+/// `x + y` (`op = 0`), `x - y` (`op = 1`) or `x · y` (`op = 2`) modulo prime `g` of `mods`.
+#[cube]
+fn binary_word(x: u64, y: u64, mods: &Array<u64>, g: usize, #[comptime] op: u32) -> u64 {
+    let q = mods[3 * g];
+    if comptime!(op == 0) {
+        add_mod(x, y, q)
+    } else if comptime!(op == 1) {
+        sub_mod(x, y, q)
+    } else {
+        mul_mod(x, y, q, mods[3 * g + 1], mods[3 * g + 2])
+    }
+}
+
 /// `a += b` (`op = 0`), `a -= b` (`op = 1`) or `a = a ∘ b` (`op = 2`) over the first `total` words.
 #[cube(launch_unchecked)]
 pub fn binary_assign_kernel(
@@ -27,16 +40,7 @@ pub fn binary_assign_kernel(
     if pos < total as usize {
         let r = (pos >> log_n as usize) as u32;
         let g = prime_of_row(r, first, bq, q_total) as usize;
-        let q = mods[3 * g];
-        let x = a[pos];
-        let y = b[pos];
-        if comptime!(op == 0) {
-            a[pos] = add_mod(x, y, q);
-        } else if comptime!(op == 1) {
-            a[pos] = sub_mod(x, y, q);
-        } else {
-            a[pos] = mul_mod(x, y, q, mods[3 * g + 1], mods[3 * g + 2]);
-        }
+        a[pos] = binary_word(a[pos], b[pos], mods, g, op);
     }
 }
 
@@ -58,16 +62,7 @@ pub fn binary_new_kernel(
     if pos < total as usize {
         let r = (pos >> log_n as usize) as u32;
         let g = prime_of_row(r, first, bq, q_total) as usize;
-        let q = mods[3 * g];
-        let x = a[pos];
-        let y = b[pos];
-        if comptime!(op == 0) {
-            out[pos] = add_mod(x, y, q);
-        } else if comptime!(op == 1) {
-            out[pos] = sub_mod(x, y, q);
-        } else {
-            out[pos] = mul_mod(x, y, q, mods[3 * g + 1], mods[3 * g + 2]);
-        }
+        out[pos] = binary_word(a[pos], b[pos], mods, g, op);
     }
 }
 
