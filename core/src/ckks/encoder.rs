@@ -8,6 +8,7 @@
 //! `2N - 1` conjugates them.
 
 use crate::error::{Error, Result};
+use crate::math::special_fft;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::{Add, Mul, Neg, Sub};
@@ -94,22 +95,6 @@ pub struct Encoder {
     ksi: Vec<C64>,
 }
 
-fn bit_reverse<T>(v: &mut [T]) {
-    let n = v.len();
-    let mut j = 0;
-    for i in 1..n {
-        let mut bit = n >> 1;
-        while j & bit != 0 {
-            j ^= bit;
-            bit >>= 1;
-        }
-        j ^= bit;
-        if i < j {
-            v.swap(i, j);
-        }
-    }
-}
-
 /// The largest magnitude of an encoded integer coefficient: `2^126` keeps every residue map exact.
 const MAX_COEFF: f64 = 8.507_059_173_023_462e37; // 2^126
 
@@ -118,12 +103,7 @@ impl Encoder {
     pub fn new(log_n: u32) -> Self {
         let n = 1usize << log_n;
         let m = 2 * n;
-        let mut rot_group = Vec::with_capacity(n / 2);
-        let mut g = 1u64;
-        for _ in 0..n / 2 {
-            rot_group.push(g);
-            g = (g * 5) % m as u64;
-        }
+        let rot_group = special_fft::rot_group(n, n / 2);
         let ksi = (0..=m)
             .map(|k| C64::cis(2.0 * core::f64::consts::PI * k as f64 / m as f64))
             .collect();
@@ -152,26 +132,15 @@ impl Encoder {
     fn fft_special_inv(&self, vals: &mut [C64]) {
         let n = vals.len();
         let m = 2 * self.n();
-        let mut len = n;
-        while len >= 1 {
-            if len < 2 {
-                break;
-            }
-            let lenh = len >> 1;
-            let lenq = len << 2;
-            let gap = m / lenq;
-            for i in (0..n).step_by(len) {
-                for j in 0..lenh {
-                    let idx = (lenq - (self.rot_group[j] as usize % lenq)) * gap;
-                    let u = vals[i + j] + vals[i + j + lenh];
-                    let v = (vals[i + j] - vals[i + j + lenh]) * self.ksi[idx];
-                    vals[i + j] = u;
-                    vals[i + j + lenh] = v;
-                }
-            }
-            len >>= 1;
-        }
-        bit_reverse(vals);
+        special_fft::for_each_butterfly(n, true, |b| {
+            let lenq = b.len << 2;
+            let idx = (lenq - (self.rot_group[b.j] as usize % lenq)) * (m / lenq);
+            let u = vals[b.lo] + vals[b.hi];
+            let v = (vals[b.lo] - vals[b.hi]) * self.ksi[idx];
+            vals[b.lo] = u;
+            vals[b.hi] = v;
+        });
+        special_fft::bit_reverse(vals);
         let inv = 1.0 / n as f64;
         for v in vals.iter_mut() {
             *v = *v * inv;
@@ -182,23 +151,15 @@ impl Encoder {
     fn fft_special(&self, vals: &mut [C64]) {
         let n = vals.len();
         let m = 2 * self.n();
-        bit_reverse(vals);
-        let mut len = 2;
-        while len <= n {
-            let lenh = len >> 1;
-            let lenq = len << 2;
-            let gap = m / lenq;
-            for i in (0..n).step_by(len) {
-                for j in 0..lenh {
-                    let idx = (self.rot_group[j] as usize % lenq) * gap;
-                    let u = vals[i + j];
-                    let v = vals[i + j + lenh] * self.ksi[idx];
-                    vals[i + j] = u + v;
-                    vals[i + j + lenh] = u - v;
-                }
-            }
-            len <<= 1;
-        }
+        special_fft::bit_reverse(vals);
+        special_fft::for_each_butterfly(n, false, |b| {
+            let lenq = b.len << 2;
+            let idx = (self.rot_group[b.j] as usize % lenq) * (m / lenq);
+            let u = vals[b.lo];
+            let v = vals[b.hi] * self.ksi[idx];
+            vals[b.lo] = u + v;
+            vals[b.hi] = u - v;
+        });
     }
 
     /// Encodes `values` (at most `slots`, zero-padded) into integer coefficients `round(Δ·σ^{-1}(z))`.

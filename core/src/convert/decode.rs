@@ -1,125 +1,20 @@
-//! C2M's `O(n log n)` decoding map on shares: the CKKS decoder's forward special FFT as an
-//! integer fixed-point transform in the wide share ring `Z_{2^W}` ([`super::wide`]), with a
-//! re-randomized local truncation after every twiddle product. The budget is sized by
-//! [`budget`]; the map is [`C2mPlan::decode_shares`].
+//! C2M's `O(n log n)` decoding map on shares: the CKKS decoder's forward special FFT
+//! ([`crate::math::special_fft`]) as an integer fixed-point transform in the wide share ring
+//! `Z_{2^W}` ([`super::wide`]), with a re-randomized local truncation after every twiddle product.
+//! The plan ([`C2mPlan`]) fixes the budget; the map is [`C2mPlan::decode_shares`], with the
+//! direct `O(n²)` reference [`C2mPlan::decode_map`].
 
-use super::encode::{bit_reverse, ceil_log2, cmul, eta, split_multiplier, stage_twiddles};
-use super::plan::{local_trunc, BoundaryCfg, C2mPlan, ROUND_BITS};
-use super::wide::{local_trunc_wide, rerandomize, CommonMasks, Wide, W_BITS};
-use super::{ConvertError, MAX_FAST_TWIDDLE_BITS};
+use super::budget::{local_trunc, to_k, trig_tables, K_MASK};
+use super::plan::C2mPlan;
+use super::wide::{cmul, local_trunc_wide, rerandomize, CommonMasks, Wide};
+use super::ConvertError;
+use crate::math::special_fft;
 use alloc::vec::Vec;
-use core::f64::consts::SQRT_2;
 use zeroize::Zeroizing;
 
 /// One party's shares mod `2^W` of the real and imaginary parts of the `n` slots (output of
 /// [`C2mPlan::decode_shares`]).
 pub type WideSlots = (Zeroizing<Vec<Wide>>, Zeroizing<Vec<Wide>>);
-
-/// The sized decoding map of one C2M plan.
-pub(super) struct FastBudget {
-    pub(super) s2: u32,
-    pub(super) t: u32,
-    pub(super) m0: i64,
-    pub(super) m0_shift: u32,
-    pub(super) stage_h: Vec<u32>,
-    pub(super) tw: Vec<[i64; 2]>,
-    /// Proved slot error of stages 1 and 2 (ulps of `2^{-F}`, without the `2^{-k}` of stage 3).
-    pub(super) err_ulp: f64,
-}
-
-/// Sizes the decoding map for `n = slots`, scale `Δ = 2^{log_delta}` and stage-1 shift `s_1`
-/// (proofs at [`C2mPlan::decode_shares`]): the smallest output shift `s_2 ≥ 16` with stage
-/// truncations `(n−1)·√2/2^{s_2} ≤ 1/64` ulp and input scaling `≤ 1/64` ulp (exact when
-/// `2^{F+s_1+s_2}/Δ` is an integer), then the smallest twiddle precision `t` with twiddle
-/// rounding `≤ 1/64` ulp; the per-stage bit bounds `h_s` must satisfy `W ≥ h_s + 1 + σ`, and
-/// the total error must stay below `1/4` ulp. Typed budget errors otherwise.
-pub(super) fn budget(
-    slots: usize,
-    log_delta: f64,
-    s1: u32,
-    cfg: BoundaryCfg,
-) -> Result<FastBudget, ConvertError> {
-    let f = cfg.ring.frac as f64;
-    let n = slots as f64;
-    let stages = slots.trailing_zeros();
-    // Slot bound with one ulp of margin for the CKKS error of the decrypted plaintext.
-    let bp = libm::exp2(cfg.log_bmax as f64) + libm::exp2(-f);
-    // Stage-1 truncation: |δ_k| < 1 at scale Δ/2^{s_1}, Σ_k |δ_k| < 2n.
-    let e1 = 2.0 * n * libm::exp2(s1 as f64 + f - log_delta);
-    let e_tr = |s2: u32| (n - 1.0) * SQRT_2 * libm::exp2(-(s2 as f64));
-    let mut s2 = ROUND_BITS.max(ceil_log2(64.0 * SQRT_2 * (n - 1.0).max(1.0)));
-    let (m0, m0_shift, mu_t, e_in) = loop {
-        let mu = libm::exp2(f + (s1 + s2) as f64 - log_delta);
-        let (m, e, d) = split_multiplier(mu);
-        let e_in = (SQRT_2 * bp * libm::exp2(f) + e1) * d / mu;
-        if m > 0 && e_in <= 1.0 / 64.0 && e_tr(s2) <= 1.0 / 64.0 {
-            break (m, e, m as f64 * libm::exp2(e as f64), e_in);
-        }
-        s2 += 1;
-        if s2 > W_BITS {
-            return Err(ConvertError::Budget(
-                "no output scale makes the fast decoding map accurate enough",
-            ));
-        }
-    };
-    // ‖v‖₂ of the FFT input (Parseval: ‖v‖₂ ≤ √2·B'·Δ) after stage 1 (+ ‖δ‖₂ < √(2n)) and μ̃.
-    let r = mu_t * (SQRT_2 * bp * libm::exp2(log_delta - s1 as f64) + libm::sqrt(2.0 * n));
-    // Per stage: h_s and the accumulated error bounds (truncation and twiddle parts).
-    let run = |t: u32| {
-        let two_t = libm::exp2(t as f64);
-        let (mut m_prev, mut e_prev, mut tw_prev) = (r, 0.0f64, 0.0f64);
-        let mut hs = Vec::with_capacity(stages as usize);
-        for s in 1..=stages {
-            let inp = m_prev + e_prev;
-            hs.push(ceil_log2(inp * (two_t + SQRT_2 * eta(t))) + 1);
-            let eps_tw = SQRT_2 * eta(t) * inp / two_t;
-            e_prev = 2.0 * e_prev + SQRT_2 + eps_tw;
-            tw_prev = 2.0 * tw_prev + eps_tw;
-            m_prev = libm::exp2(s as f64 / 2.0) * r;
-        }
-        (hs, e_prev, tw_prev)
-    };
-    let mut t = 1u32;
-    let (stage_h, e_all) = loop {
-        let (hs, e_all, e_tw) = run(t);
-        if e_tw * libm::exp2(-(s2 as f64)) <= 1.0 / 64.0 {
-            break (hs, e_all);
-        }
-        t += 1;
-        if t > MAX_FAST_TWIDDLE_BITS {
-            return Err(ConvertError::Budget(
-                "the fast decoding map needs twiddles beyond 2^52 (lower B_max)",
-            ));
-        }
-    };
-    let h3 = cfg.log_bmax + cfg.ring.frac + s2 + 1;
-    if stage_h.iter().any(|&h| W_BITS < h + 1 + cfg.sigma) || W_BITS < h3 + 1 + cfg.sigma {
-        return Err(ConvertError::Budget(
-            "decoding-map values exceed the 2^W wide-ring budget (lower B_max, sigma or scale)",
-        ));
-    }
-    let err_ulp = e1 + e_in + e_all * libm::exp2(-(s2 as f64));
-    if err_ulp >= 0.25 {
-        return Err(ConvertError::Budget(
-            "the fixed-point decoding error exceeds 1/4 ulp (scale too small for the slot count)",
-        ));
-    }
-    let mut tw = Vec::with_capacity(slots.saturating_sub(1));
-    let mut len = 2;
-    while len <= slots {
-        stage_twiddles(&mut tw, len, t, false);
-        len <<= 1;
-    }
-    Ok(FastBudget {
-        s2,
-        t,
-        m0,
-        m0_shift,
-        stage_h,
-        tw,
-        err_ulp,
-    })
-}
 
 impl C2mPlan {
     /// Stages 1 and 2 of C2M on one party's shares (identical code for both parties; `p0`
@@ -196,29 +91,64 @@ impl C2mPlan {
             Zeroizing::new(coeffs[..n].iter().map(|&c| lift(c)).collect());
         let mut vi: Zeroizing<Vec<Wide>> =
             Zeroizing::new(coeffs[n..].iter().map(|&c| lift(c)).collect());
-        bit_reverse(&mut vr);
-        bit_reverse(&mut vi);
+        special_fft::bit_reverse(&mut vr);
+        special_fft::bit_reverse(&mut vi);
         let t = self.t;
-        let (mut len, mut at) = (2, 0);
-        for &h in &self.stage_h {
-            let lenh = len / 2;
-            let tw = &self.tw[at..at + lenh];
-            at += lenh;
-            for i in (0..n).step_by(len) {
-                for (j, &w) in tw.iter().enumerate() {
-                    let (a, b) = (i + j, i + j + lenh);
-                    let (pr, pi) = cmul((vr[b], vi[b]), w);
-                    let pr = local_trunc_wide(rerandomize(pr, masks.wide(), p0), p0, t, h);
-                    let pi = local_trunc_wide(rerandomize(pi, masks.wide(), p0), p0, t, h);
-                    vr[b] = vr[a].wrapping_sub(pr);
-                    vi[b] = vi[a].wrapping_sub(pi);
-                    vr[a] = vr[a].wrapping_add(pr);
-                    vi[a] = vi[a].wrapping_add(pi);
-                }
-            }
-            len <<= 1;
-        }
+        special_fft::for_each_butterfly(n, false, |bf| {
+            let (a, b) = (bf.lo, bf.hi);
+            let (w, h) = (self.tw[bf.twiddle], self.stage_h[bf.stage]);
+            let (pr, pi) = cmul((vr[b], vi[b]), w);
+            let pr = local_trunc_wide(rerandomize(pr, masks.wide(), p0), p0, t, h);
+            let pi = local_trunc_wide(rerandomize(pi, masks.wide(), p0), p0, t, h);
+            vr[b] = vr[a].wrapping_sub(pr);
+            vi[b] = vi[a].wrapping_sub(pi);
+            vr[a] = vr[a].wrapping_add(pr);
+            vi[a] = vi[a].wrapping_add(pi);
+        });
         Ok((vr, vi))
+    }
+}
+
+impl C2mPlan {
+    /// The direct `O(n²)` decoding map (reference only; the protocol uses
+    /// [`C2mPlan::decode_shares`]) on one party's share, modulo `2^K`: for the `2n` subring
+    /// coefficients `c_k` (position `k·N/2n`, integer shares of `c_k/2^{s_1}`) returns
+    /// `(Re_j, Im_j)_j = Σ_k c_k·round(cos/sin(π·e_jk/N)·2^{F+s_1+s_2'}/Δ)` with
+    /// `e_jk = 5^j·k·N/2n mod 2N`, `s_2'` = [`C2mPlan::direct_shift`]: the slots at scale
+    /// `2^{F+s_2'}`. Integer, wrapping, hence a `Z_{2^K}`-module homomorphism: the maps of two
+    /// shares add to the map of the shared vector. A budget error when `s_2'` does not exist or
+    /// the input length is not `2n`.
+    pub fn decode_map(&self, coeffs: &[u128]) -> Result<(Vec<u128>, Vec<u128>), ConvertError> {
+        let s2 = self.s2_direct.ok_or(ConvertError::Budget(
+            "the direct decoding map's 2^K budget does not close",
+        ))?;
+        let n = self.slots;
+        if coeffs.len() != 2 * n {
+            return Err(ConvertError::Budget(
+                "decoding-map input length differs from 2n coefficients",
+            ));
+        }
+        let smul = libm::exp2((self.cfg.ring.frac + self.s1 + s2) as f64) / self.scale;
+        let (cos, sin) = trig_tables(self.n_ring, smul);
+        let gap = (self.n_ring / (2 * n)) as u64;
+        let mask = 2 * self.n_ring as u64 - 1;
+        let mut re = Vec::with_capacity(n);
+        let mut im = Vec::with_capacity(n);
+        let tc: Vec<u128> = cos.iter().map(|&v| to_k(v)).collect();
+        let ts: Vec<u128> = sin.iter().map(|&v| to_k(v)).collect();
+        for g in special_fft::rot_group(self.n_ring, n) {
+            let step = (g * gap) & mask;
+            let (mut a, mut b) = (0u128, 0u128);
+            let mut e = 0u64;
+            for &c in coeffs {
+                a = a.wrapping_add(c.wrapping_mul(tc[e as usize]));
+                b = b.wrapping_add(c.wrapping_mul(ts[e as usize]));
+                e = (e + step) & mask;
+            }
+            re.push(a & K_MASK);
+            im.push(b & K_MASK);
+        }
+        Ok((re, im))
     }
 }
 
@@ -226,6 +156,7 @@ impl C2mPlan {
 mod tests {
     use super::*;
     use crate::ckks::{Encoder, C64};
+    use crate::convert::{BoundaryCfg, W_BITS};
     use crate::params;
     use rand_chacha::ChaCha20Rng;
     use rand_core::{RngCore, SeedableRng};

@@ -181,18 +181,22 @@
 //! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties and only serve to make P0's
 //! share uniform for the wrap argument. Statistical failure as stated above.
 
+// Layering, bottom up: `wide` (share arithmetic in Z_2^W) → `budget` (ring widths, the boundary
+// promise, local truncation, sizing) → `plan` (validated C2M / M2C plans) → `decode` / `encode`
+// (the maps on shares) → `protocol` (the two-party runs).
+mod budget;
 mod decode;
 mod encode;
 mod plan;
 mod protocol;
 mod wide;
 
-pub use decode::WideSlots;
-pub use encode::{M2cPlan, MAX_FAST_TWIDDLE_BITS};
-pub use plan::{
-    local_trunc, BoundaryCfg, C2mPlan, K_BITS, MAX_TWIDDLE_BITS, MIN_ROUND_BITS, ROUND_BITS,
-    S1_EXTRA_BITS,
+pub use budget::{
+    local_trunc, BoundaryCfg, K_BITS, MAX_FAST_TWIDDLE_BITS, MAX_TWIDDLE_BITS, MIN_ROUND_BITS,
+    ROUND_BITS, S1_EXTRA_BITS,
 };
+pub use decode::WideSlots;
+pub use plan::{C2mPlan, M2cPlan};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
     RunStats, TAG_C2M_CT, TAG_M2C_CT,

@@ -1,127 +1,20 @@
-//! Validated conversion plans: the bit budget of [`super`] made concrete for one parameter set,
-//! boundary level, slot count and scale, and the integer fixed-point tables of the canonical
-//! embedding restricted to the slots.
+//! Validated conversion plans: the bit budget of [`super::budget`] made concrete for one
+//! parameter set, boundary level, slot count and scale. [`C2mPlan`] sizes the decoding map of
+//! CKKS→MPC ([`super::decode`]), [`M2cPlan`] the encoding map of MPC→CKKS ([`super::encode`]);
+//! both hold the integer fixed-point twiddles of the special FFT restricted to the slots.
 
+use super::budget::{
+    ceil_log2, check_scale, check_shape, coeff_bits, decode_budget, direct_budget, direct_shift,
+    eta, split_multiplier, BoundaryCfg, K_BITS, MAX_FAST_TWIDDLE_BITS, MIN_ROUND_BITS, ROUND_BITS,
+    S1_EXTRA_BITS,
+};
 use super::wide::W_BITS;
 use super::ConvertError;
+use crate::math::special_fft::fixed_twiddle_table;
 use crate::mpc::zq::{Modulus as ZqModulus, RnsBasis};
-use crate::mpc::RingCfg;
 use crate::params::CkksParams;
 use alloc::vec::Vec;
-
-/// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}`: M2C's Ring2Field target and
-/// output ring (the fast maps themselves run in the wide ring `Z_{2^W}`), and the ring of the
-/// direct reference maps. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so
-/// Ring2Field can target it directly.
-pub const K_BITS: u32 = 123;
-
-/// Largest twiddle magnitude `2^t` of the direct reference maps' tables: twiddles are `f64`
-/// products rounded to integers, exact to well under one unit while `t ≤ 50`.
-pub const MAX_TWIDDLE_BITS: f64 = 50.0;
-
-/// Largest fraction `k` C2M keeps below `2^{-F}` before its exact MPC rounding (stage 3): the
-/// local truncation lands at scale `2^{F+k}`, [`crate::mpc::Party::trunc_round_exact`] removes
-/// the `k` bits. `k = 16` (four radix-16 digits in the comparison) puts the local-truncation
-/// error at `2^{-16}` ulp.
-pub const ROUND_BITS: u32 = 16;
-
-/// Smallest admissible `k` (see [`C2mPlan::round_bits`]): below it the plan is refused.
-pub const MIN_ROUND_BITS: u32 = 4;
-
-/// Most extra bits of stage-1 precision [`C2mPlan::new`] tries (see there).
-pub const S1_EXTRA_BITS: u32 = 6;
-
-/// What the MPC side promises about boundary values and how much failure it accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BoundaryCfg {
-    /// The MPC ring `Z_{2^ℓ}` and fixed-point fraction `F` of the shares.
-    pub ring: RingCfg,
-    /// Statistical security σ: every local wrap argument fails with probability `≤ 2^{-σ}` per
-    /// element.
-    pub sigma: u32,
-    /// `B_max = 2^{log_bmax}`: every real and imaginary slot value satisfies `|v| ≤ B_max`
-    /// (real units, before the `2^F` fixed-point scaling).
-    pub log_bmax: u32,
-}
-
-impl BoundaryCfg {
-    /// EncFormer's ring (`ℓ = 43`, `F = 13`), σ = 40 and the given `log2 B_max`.
-    pub fn encformer(log_bmax: u32) -> Self {
-        BoundaryCfg {
-            ring: RingCfg::ENCFORMER,
-            sigma: 40,
-            log_bmax,
-        }
-    }
-
-    pub(super) fn check_ring(&self) -> Result<(), ConvertError> {
-        // |x·2^F| ≤ 2^{log_bmax + F} plus ±1 truncation slack must stay below 2^{ℓ-1}.
-        if self.log_bmax + self.ring.frac + 2 > self.ring.ell {
-            return Err(ConvertError::Budget(
-                "B_max·2^F does not fit the signed range of Z_2^ell",
-            ));
-        }
-        Ok(())
-    }
-}
-
-pub(super) fn check_shape(
-    params: &CkksParams,
-    level: usize,
-    slots: usize,
-) -> Result<(), ConvertError> {
-    if level > params.max_level() {
-        return Err(ConvertError::Ckks(crate::Error::InvalidLevel {
-            level,
-            max_level: params.max_level(),
-        }));
-    }
-    if slots == 0 || !slots.is_power_of_two() || slots > params.n() / 2 {
-        return Err(ConvertError::Ckks(crate::Error::InvalidParameters(
-            "slot count must be a power of two ≤ N/2",
-        )));
-    }
-    Ok(())
-}
-
-pub(super) fn check_scale(scale: f64) -> Result<f64, ConvertError> {
-    if !(scale.is_finite() && scale >= 2.0) {
-        return Err(ConvertError::Budget("scale must be finite and ≥ 2"));
-    }
-    Ok(libm::log2(scale))
-}
-
-/// `5^j mod 2N` for `j < n`: slot `j` sits at the root `ζ^{5^j}`.
-pub(super) fn rot_group(n_ring: usize, slots: usize) -> Vec<u64> {
-    let m = 2 * n_ring as u64;
-    let mut g = 1u64;
-    let mut out = Vec::with_capacity(slots);
-    for _ in 0..slots {
-        out.push(g);
-        g = (g * 5) % m;
-    }
-    out
-}
-
-/// `round(cos(πe/N)·s)` and `round(sin(πe/N)·s)` for `e < 2N`, as `i64`.
-pub(super) fn trig_tables(n_ring: usize, s: f64) -> (Vec<i64>, Vec<i64>) {
-    let m = 2 * n_ring;
-    let mut c = Vec::with_capacity(m);
-    let mut si = Vec::with_capacity(m);
-    for e in 0..m {
-        let th = core::f64::consts::PI * e as f64 / n_ring as f64;
-        c.push(libm::round(libm::cos(th) * s) as i64);
-        si.push(libm::round(libm::sin(th) * s) as i64);
-    }
-    (c, si)
-}
-
-/// `⌈log2(√2·B_max·Δ)⌉`: a bound on every plaintext coefficient in bits. By Parseval over the
-/// `2n` roots of `Y^{2n} + 1` (`Y = X^{N/2n}`), `Σ_k c_k² = (1/n)·Σ_j |z_j|²·Δ² ≤ 2·B_max²·Δ²`, so
-/// each `|c_k| ≤ √2·B_max·Δ` and `Σ_k |c_k| ≤ 2·√n·B_max·Δ`.
-pub(super) fn coeff_bits(log_bmax: u32, log_delta: f64) -> u32 {
-    libm::ceil(0.5 + log_bmax as f64 + log_delta) as u32
-}
+use core::f64::consts::SQRT_2;
 
 /// A validated CKKS→MPC plan ([`super::c2m_p0`] / [`super::c2m_p1`]).
 ///
@@ -232,7 +125,7 @@ impl C2mPlan {
         // Stage-1 truncation error: ≤ Σ_k |δ_k|·2^{s_1}/Δ ≤ 2n·2^{s_1}/Δ real, ≤ 2^{-4-e} ulp.
         let s1f = libm::floor(log_delta - (log_n + 1) as f64 - f as f64 - 4.0 - extra as f64);
         let s1 = if s1f > 0.0 { s1f as u32 } else { 0 };
-        let fast = super::decode::budget(slots, log_delta, s1, cfg)?;
+        let fast = decode_budget(slots, log_delta, s1, cfg)?;
         let h3 = cfg.log_bmax + f + fast.s2 + 1;
         let n_ring = params.n();
         Ok(C2mPlan {
@@ -375,137 +268,276 @@ impl C2mPlan {
     }
 }
 
-/// The direct map's budget: twiddle rounding `≤ √n·B·Δ/2^{s_1+s_2'}` ulp `≤ 1/8`, i.e.
-/// `s_2' = max(⌈3 + ½log2 n + b + log2 Δ⌉ − s_1, log2 n + 4)`; twiddles
-/// `2^{F+s_1+s_2'}/Δ ≤ 2^{50}`; values `< 2^{b+F+s_2'+1}` with `K ≥ b + F + s_2' + 2 + σ`.
-fn direct_shift(slots: usize, log_delta: f64, s1: u32, cfg: BoundaryCfg) -> Option<u32> {
-    let f = cfg.ring.frac;
-    let log_n = slots.trailing_zeros();
-    let need = libm::ceil(3.0 + 0.5 * log_n as f64 + cfg.log_bmax as f64 + log_delta);
-    let s2 = ((need as i64 - s1 as i64).max(log_n as i64 + 4)).max(1) as u32;
-    let tw = (f + s1 + s2) as f64 - log_delta;
-    (tw <= MAX_TWIDDLE_BITS && K_BITS >= cfg.log_bmax + f + s2 + 2 + cfg.sigma).then_some(s2)
+/// A validated MPC→CKKS plan ([`super::m2c_p0`] / [`super::m2c_p1`]) with its fast encoding map.
+///
+/// # The map
+///
+/// Slot `j` of a ciphertext with `n` slots sits at `ω_j = ζ^{5^j·N/2n}`, a primitive `4n`-th
+/// root of unity raised to `5^j`; the plaintext `Σ_{k<2n} c_k·Y^k` (`Y = X^{N/2n}`) with
+/// `c_i + i·c_{i+n} = v_i = (Δ/n)·Σ_j z_j·ω_j^{-i}` (`i < n`) decodes to `z` (the CKKS encoder's
+/// `fft_special_inv`). Each party evaluates `v` on its shares as the encoder does: `log2 n`
+/// radix-2 decimation-in-frequency stages (`len = n, n/2, …, 2`), butterfly
+/// `(a, b) ↦ ((a + b)/2, (a − b)·w/2)` with `w = e^{−2πi·(5^j mod 4len)/4len}`, then a bit
+/// reversal; the halving in every stage supplies the `1/n`. In integers:
+///
+/// 1. *Lift.* Ring2Field gives shares of `X = x·2^F` mod `2^K`; a common mask makes P0's share
+///    uniform and [`local_trunc`] with shift 0 turns them into *integer* shares of `X` (exact
+///    unless the wrap fails: probability `≤ 2^{h_0+1−K}`, `h_0 = b + F + 1`), sign-extended
+///    into `Z_{2^W}`, `W = 192`; each party multiplies by `M_0 ≈ Δ·2^{g−F}` (exact when
+///    `Δ·2^{g−F}` is an integer, e.g. `Δ = 2^40`): the working scale is `S = Δ·2^g`.
+/// 2. *Stages.* `u = a + b` and `v = (a − b)·w̃` with `w̃ = round(2^t·w)` (componentwise) are
+///    wrapping `Z_{2^W}` operations; after re-randomizing by fresh common masks, each party
+///    truncates locally ([`local_trunc_wide`]) `u` by `2^1` and `v` by `2^{t+1}`.
+/// 3. *Output.* After the bit reversal, the shares are reduced mod `2^K` (a ring homomorphism),
+///    re-randomized, and truncated locally by `2^g` ([`local_trunc`]): integer shares of
+///    `c_k ≈ Δ·σ^{-1}(z)_k`, which each party reduces modulo every prime of `Q_level`.
+///
+/// # Error (proved, ulps of `2^{-F}`, per real and imaginary part of every slot)
+///
+/// Write `C_s` for the computed stage `s` and `E_s` for the exact one. Decoding after the exact
+/// stages `s+1..L` is the inverse of the exact stages `1..s`, whose inverse butterflies
+/// `(u, v) ↦ (u + v·w̄, u − v·w̄)` have `ℓ∞` norm 2: an error of `ε` in every value after stage
+/// `s` moves every slot by `≤ 2^s·ε/S`. By telescoping over the stages:
+///
+/// * stage error `ε = √2·(1 + M·η_t·2^{−t})` per complex value (local truncation `< 1` per
+///   component; twiddle rounding `|a − b|·√2·η_t/2^{t+1}` with `|a|, |b| ≤ M`), weighted by
+///   `Σ_{s≤L} 2^s = 2n − 2`: `E_stage = (2n − 2)·ε·2^F/S`;
+/// * input scaling `E_in = √2·B·2^F·|M_0 − Δ·2^{g−F}|/(Δ·2^{g−F})` (zero when exact);
+/// * final truncation (`< 1` per coefficient, `|δv_i| < √2`, decoding has `ℓ∞` norm `n`):
+///   `E_fin = √2·n·2^F/Δ`;
+///
+/// where `M` bounds every working value (complex magnitude): the inputs are
+/// `|X + iY|·M_0 ≤ √2·B·2^F·M_0` and after each stage `M_s ≤ M_{s−1}·(1 + √2·η_t·2^{−t}) + √2`
+/// (butterflies with halving do not grow the `ℓ∞` norm); `M = M_L`. [`M2cPlan::new`] requires `E_fin ≤ 1/16` and picks the smallest `g` with
+/// `(2n−2)·√2·2^F/S ≤ 1/64` and `E_in ≤ 1/64`, then the smallest `t` with the twiddle part of
+/// `E_stage` `≤ 1/64`: [`M2cPlan::error_bound_ulp`] `< 1/8` (CKKS encryption noise comes on
+/// top).
+///
+/// # Bits and failure
+///
+/// Values before a truncation: `|u| < 2^{h_u}`, `h_u = ⌈log2(2M)⌉ + 1`;
+/// `|v| < 2^{h_v}`, `h_v = ⌈log2(2M·(2^t + √2·η_t))⌉ + 1`; final `|c·2^g| < 2^{h_f}`,
+/// `h_f = ⌈log2 M⌉ + 1`. Requires `W ≥ h_v + 1 + σ` and `K ≥ h_f + 1 + σ` (and
+/// `log2 Q_level ≥ ⌈log2(√2·B·Δ)⌉ + 2`). Per ciphertext the failure probability is at most
+/// `2n·2^{h_0+1−K} + L·n·(2^{h_u+1−W} + 2^{h_v+1−W}) + 2n·2^{h_f+1−K}`
+/// ([`M2cPlan::failure_log2`]).
+///
+/// At EncFormer's Table VII setting (`N = 2^16`, `n = 2^15`, `Δ = 2^40`, `ℓ = 43`, `F = 13`,
+/// `σ = 40`, `B = 2^8`): `g = 0`, `t = 44`, `M_0 = 2^27` (exact), `M ≈ 2^{48.5}`, `h_0 = 22`,
+/// `h_u = 51`, `h_v = 95`, `h_f = 50`; slot error `≤ 0.0090` ulp (final rounding `2^{-11.5}`,
+/// stage truncations `2^{-10.5}`, twiddles `≈ 2^{-7}`), coefficient error `≤ 266`; failure
+/// `≤ 2^{-56.0}` per ciphertext (dominated by the final truncation in `Z_{2^K}`).
+///
+/// The direct `O(n²)` matrix ([`M2cPlan::encode_map`], twiddles scaled by `2^{t'}`, mod `2^K`)
+/// is kept as a reference only.
+#[derive(Clone, Debug)]
+pub struct M2cPlan {
+    pub(crate) level: usize,
+    pub(crate) slots: usize,
+    pub(crate) scale: f64,
+    pub(crate) n_ring: usize,
+    pub(crate) cfg: BoundaryCfg,
+    /// Guard bits `g` of the working scale `S = Δ·2^g`.
+    pub(crate) g: u32,
+    /// Twiddle precision `t`.
+    pub(crate) t: u32,
+    /// Input multiplier `M_0 = m0·2^{m0_shift}`.
+    pub(crate) m0: i64,
+    pub(crate) m0_shift: u32,
+    pub(crate) h_lift: u32,
+    pub(crate) h_u: u32,
+    pub(crate) h_v: u32,
+    pub(crate) h_f: u32,
+    /// Twiddles `round(2^t·e^{−2πi·(5^j mod 4len)/4len})`, `j < len/2`, stage after stage.
+    pub(crate) tw: Vec<[i64; 2]>,
+    pub(crate) err_bound_ulp: f64,
+    pub(crate) coeff_err: f64,
+    /// `t'` of the direct reference map when its budget closes.
+    pub(crate) t_direct: Option<u32>,
 }
 
-/// `2^K − 1`.
-pub(crate) const K_MASK: u128 = (1u128 << K_BITS) - 1;
-
-#[inline]
-fn to_k(v: i64) -> u128 {
-    (v as i128 as u128) & K_MASK
-}
-
-impl C2mPlan {
-    /// The direct `O(n²)` decoding map (reference only; the protocol uses
-    /// [`C2mPlan::decode_shares`]) on one party's share, modulo `2^K`: for the `2n` subring
-    /// coefficients `c_k` (position `k·N/2n`, integer shares of `c_k/2^{s_1}`) returns
-    /// `(Re_j, Im_j)_j = Σ_k c_k·round(cos/sin(π·e_jk/N)·2^{F+s_1+s_2'}/Δ)` with
-    /// `e_jk = 5^j·k·N/2n mod 2N`, `s_2'` = [`C2mPlan::direct_shift`]: the slots at scale
-    /// `2^{F+s_2'}`. Integer, wrapping, hence a `Z_{2^K}`-module homomorphism: the maps of two
-    /// shares add to the map of the shared vector. A budget error when `s_2'` does not exist or
-    /// the input length is not `2n`.
-    pub fn decode_map(&self, coeffs: &[u128]) -> Result<(Vec<u128>, Vec<u128>), ConvertError> {
-        let s2 = self.s2_direct.ok_or(ConvertError::Budget(
-            "the direct decoding map's 2^K budget does not close",
-        ))?;
-        let n = self.slots;
-        if coeffs.len() != 2 * n {
+impl M2cPlan {
+    /// Validates an output at `level` and `scale` and sizes the fast map (see the type's docs):
+    /// the plaintext fits `Q_level`, the proved slot error is `< 1/8` ulp at `2^F`, the twiddles
+    /// fit `2^52`, and every local truncation fails with probability `≤ 2^{-σ}` (`W ≥ h_v + 1 + σ`,
+    /// `K ≥ h_f + 1 + σ`). Otherwise a typed [`ConvertError`].
+    pub fn new(
+        params: &CkksParams,
+        level: usize,
+        slots: usize,
+        scale: f64,
+        cfg: BoundaryCfg,
+    ) -> Result<Self, ConvertError> {
+        check_shape(params, level, slots)?;
+        cfg.check_ring()?;
+        let log_delta = check_scale(scale)?;
+        let log_q: f64 = params.q()[..=level]
+            .iter()
+            .map(|m| libm::log2(m.value() as f64))
+            .sum();
+        let cb = coeff_bits(cfg.log_bmax, log_delta) + 1;
+        if log_q < (cb + 1) as f64 {
+            return Err(ConvertError::ModulusTooSmall {
+                level,
+                log_q,
+                needed: cb + 1,
+            });
+        }
+        let f = cfg.ring.frac as f64;
+        let n = slots as f64;
+        let stages = slots.trailing_zeros();
+        let bmax = libm::exp2(cfg.log_bmax as f64);
+        let sigma = cfg.sigma;
+        // Final truncation to integers at scale Δ.
+        let e_fin = SQRT_2 * n * libm::exp2(f - log_delta);
+        if e_fin > 1.0 / 16.0 {
             return Err(ConvertError::Budget(
-                "decoding-map input length differs from 2n coefficients",
+                "scale too small for the slot count (coefficient rounding alone exceeds 1/16 ulp)",
             ));
         }
-        let smul = libm::exp2((self.cfg.ring.frac + self.s1 + s2) as f64) / self.scale;
-        let (cos, sin) = trig_tables(self.n_ring, smul);
-        let gap = (self.n_ring / (2 * n)) as u64;
-        let mask = 2 * self.n_ring as u64 - 1;
-        let mut re = Vec::with_capacity(n);
-        let mut im = Vec::with_capacity(n);
-        let tc: Vec<u128> = cos.iter().map(|&v| to_k(v)).collect();
-        let ts: Vec<u128> = sin.iter().map(|&v| to_k(v)).collect();
-        for g in rot_group(self.n_ring, n) {
-            let step = (g * gap) & mask;
-            let (mut a, mut b) = (0u128, 0u128);
-            let mut e = 0u64;
-            for &c in coeffs {
-                a = a.wrapping_add(c.wrapping_mul(tc[e as usize]));
-                b = b.wrapping_add(c.wrapping_mul(ts[e as usize]));
-                e = (e + step) & mask;
+        let weight = 2.0 * n - 2.0;
+        // Guard bits: stage truncations and input scaling ≤ 1/64 ulp each.
+        let mut g = 0u32;
+        let (m0, m0_shift, e_in, sw) = loop {
+            let v = scale * libm::exp2(g as f64 - f);
+            let (m, e, d) = split_multiplier(v);
+            let e_in = SQRT_2 * bmax * libm::exp2(f) * d / v;
+            let sw = libm::exp2(log_delta + g as f64);
+            let e_tr = weight * SQRT_2 * libm::exp2(f) / sw;
+            if e_in <= 1.0 / 64.0 && e_tr <= 1.0 / 64.0 && m > 0 {
+                break (m, e, e_in, sw);
             }
-            re.push(a & K_MASK);
-            im.push(b & K_MASK);
-        }
-        Ok((re, im))
-    }
-}
-
-/// Local (SecureML-style) truncation of an additive share modulo `m ≤ 2^124` to an *integer*
-/// share of `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1`, for a shared `x` with `|x| < 2^h` (`s ≤ h`).
-///
-/// P0 holds `x_0`, assumed uniform mod `m` (fresh mask or common re-randomization), and outputs
-/// `A − 2^{h-s}` with `a = x_0 + 2^h mod m = A·2^s + α`; P1 holds `x_1` and outputs `−C` with
-/// `m − x_1 = C·2^s + γ` (`x_1 = 0` gives `m`). Whenever `a + x_1 ≥ m` (the wrap P1 assumes),
-/// `x + 2^h = a − (m − x_1)` over the integers, so `A − C = ⌊(x+2^h)/2^s⌋ + {0, 1}`. The wrap
-/// fails iff `a ≤ x + 2^h`, with probability `(x + 2^h + 1)/m ≤ 2^{h+1}/m`. The integer shares
-/// can then be reduced modulo any modulus (`2^ℓ`, or every RNS prime of `Q_level`).
-///
-/// The `+1` occurs iff `α < ρ = (x + 2^h) mod 2^s`, so for uniform `x_0` it has probability
-/// `ρ/2^s`: the result is the stochastic rounding of `x/2^s` (expectation exactly `x/2^s`).
-pub fn local_trunc(share: u128, m: u128, p0: bool, s: u32, h: u32) -> i128 {
-    debug_assert!(s <= h && share < m && m <= 1u128 << 124 && h < 124);
-    if p0 {
-        let a = (share + (1u128 << h)) % m;
-        (a >> s) as i128 - (1i128 << (h - s))
-    } else {
-        -(((m - share) >> s) as i128)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::{RngCore, SeedableRng};
-
-    /// The local truncation's correctness and its exact failure event: the sum of the integer
-    /// shares is `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1` unless `(x_0 + 2^h) mod m ≤ x + 2^h`, and that event
-    /// occurs at the predicted rate `≈ 2^h/m` (measurable here: `m ≈ 2^24`, `h = 12`).
-    #[test]
-    fn local_trunc_stochastic_rounding_with_predicted_failures() {
-        let mut rng = ChaCha20Rng::seed_from_u64(9);
-        for m in [1u128 << 24, 16_777_213] {
-            let (h, s) = (12u32, 5u32);
-            let trials = 200_000;
-            let mut fails = 0;
-            let mut bias = 0f64;
-            for _ in 0..trials {
-                let x = (rng.next_u64() % (1 << (h + 1))) as i128 - (1 << h);
-                let x0 = (rng.next_u64() as u128) % m;
-                let x1 = ((x.rem_euclid(m as i128) as u128) + m - x0) % m;
-                let sum = local_trunc(x0, m, true, s, h) + local_trunc(x1, m, false, s, h);
-                let fl = x.div_euclid(1 << s);
-                let predicted_fail = (x0 + (1u128 << h)) % m <= (x + (1 << h)) as u128;
-                if predicted_fail {
-                    fails += 1;
-                } else {
-                    assert!(sum == fl || sum == fl + 1, "x {x} -> {sum}");
-                    bias += sum as f64 - x as f64 / (1 << s) as f64;
-                }
+            g += 1;
+            if g > 64 {
+                return Err(ConvertError::Budget(
+                    "no guard bits make the fixed-point encoding accurate enough",
+                ));
             }
-            // Stochastic rounding is unbiased: mean error 0 (sd of the mean ≈ 0.5/√trials).
-            let mean = bias / (trials - fails) as f64;
-            assert!(mean.abs() < 0.01, "m {m}: bias {mean}");
-            // Expected ≈ trials·2^h/m ≈ 48.8.
-            assert!((20..=90).contains(&fails), "m {m}: {fails} failures");
+        };
+        let m0_real = m0 as f64 * libm::exp2(m0_shift as f64);
+        let m_in = SQRT_2 * bmax * libm::exp2(f) * m0_real;
+        // Bound on every working value after `stages` computed stages at twiddle precision t.
+        let m_max = |t: u32| {
+            let grow = 1.0 + SQRT_2 * eta(t) * libm::exp2(-(t as f64));
+            let mut m = m_in;
+            for _ in 0..stages {
+                m = m * grow + SQRT_2;
+            }
+            m
+        };
+        let mut t = 1u32;
+        let e_tw = loop {
+            let e = weight * SQRT_2 * m_max(t) * eta(t) * libm::exp2(f - t as f64) / sw;
+            if e <= 1.0 / 64.0 {
+                break e;
+            }
+            t += 1;
+            if t > MAX_FAST_TWIDDLE_BITS {
+                return Err(ConvertError::Budget(
+                    "the fast encoding map needs twiddles beyond 2^52 (lower B_max)",
+                ));
+            }
+        };
+        let m = m_max(t);
+        let e_tr = weight * SQRT_2 * libm::exp2(f) / sw;
+        let h_lift = cfg.log_bmax + cfg.ring.frac + 1;
+        let h_u = ceil_log2(2.0 * m) + 1;
+        let h_v = ceil_log2(2.0 * m * (libm::exp2(t as f64) + SQRT_2 * eta(t))) + 1;
+        let h_f = ceil_log2(m) + 1;
+        if W_BITS < h_v + 1 + sigma {
+            return Err(ConvertError::Budget(
+                "encoding-map values exceed the 2^W wide-ring budget (lower B_max, sigma or scale)",
+            ));
         }
+        if K_BITS < h_f + 1 + sigma || K_BITS < h_lift + 1 + sigma {
+            return Err(ConvertError::Budget(
+                "encoded coefficients exceed the 2^K ring budget (lower B_max, sigma or scale)",
+            ));
+        }
+        // The integer coefficients (|c| ≤ M/2^g + 1) must fit Q_level/2.
+        if libm::log2(m / libm::exp2(g as f64) + 1.0) + 1.0 > log_q {
+            return Err(ConvertError::ModulusTooSmall {
+                level,
+                log_q,
+                needed: cb + 1,
+            });
+        }
+        let tw = fixed_twiddle_table(slots, t, true);
+        let eps = SQRT_2 * (1.0 + m * eta(t) * libm::exp2(-(t as f64)));
+        let d_in = m_in * libm::fabs(m0_real - scale * libm::exp2(g as f64 - f)) / m0_real;
+        let coeff_err = (d_in + stages as f64 * eps) / libm::exp2(g as f64) + 1.0;
+        Ok(M2cPlan {
+            level,
+            slots,
+            scale,
+            n_ring: params.n(),
+            cfg,
+            g,
+            t,
+            m0,
+            m0_shift,
+            h_lift,
+            h_u,
+            h_v,
+            h_f,
+            tw,
+            err_bound_ulp: e_fin + e_tr + e_tw + e_in,
+            coeff_err,
+            t_direct: direct_budget(slots, log_delta, cfg),
+        })
     }
 
-    #[test]
-    fn rot_group_and_tables() {
-        let r = rot_group(16, 8);
-        assert_eq!(r[..4], [1, 5, 25, 125 % 32]);
-        let (c, s) = trig_tables(16, 1024.0);
-        assert_eq!((c[0], s[0]), (1024, 0));
-        assert_eq!((c[8], s[8]), (0, 1024)); // e = N/2: ζ^{N/2} = i
-        assert_eq!((c[16], s[16]), (-1024, 0));
+    /// The output level.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// Slots per ciphertext.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The output scale `Δ`.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// The twiddle precision `t` of the fast map (twiddles `round(2^t·w)`).
+    pub fn twiddle_bits(&self) -> u32 {
+        self.t
+    }
+    /// Guard bits `g` of the working scale `Δ·2^g`.
+    pub fn guard_bits(&self) -> u32 {
+        self.g
+    }
+    /// `(h_0, h_u, h_v, h_f)`: bit bounds of the shared values at the lift, before the `u` and
+    /// `v` truncations of every stage, and before the final truncation (see [`M2cPlan`]).
+    pub fn value_bits(&self) -> (u32, u32, u32, u32) {
+        (self.h_lift, self.h_u, self.h_v, self.h_f)
+    }
+    /// The proved bound on the decoded slot error from the fixed-point encoding, in ulps of
+    /// `2^{-F}` per real and imaginary part (CKKS encryption noise comes on top).
+    pub fn error_bound_ulp(&self) -> f64 {
+        self.err_bound_ulp
+    }
+    /// The proved bound on `|c_k − Δ·σ^{-1}(z)_k|` for every output coefficient (in units of
+    /// the coefficient, scale `Δ`).
+    pub fn coeff_error_bound(&self) -> f64 {
+        self.coeff_err
+    }
+    /// `log2` of the per-ciphertext failure probability: `2n` lifts at `2^{h_0+1−K}`,
+    /// `log2(n)·n` truncations at `2^{h_u+1−W}` and as many at `2^{h_v+1−W}`, `2n` final
+    /// truncations at `2^{h_f+1−K}`.
+    pub fn failure_log2(&self) -> f64 {
+        let n = self.slots as f64;
+        let l = self.slots.trailing_zeros() as f64;
+        let (k, w) = (K_BITS as f64, W_BITS as f64);
+        let p = 2.0 * n * libm::exp2((self.h_lift + 1) as f64 - k)
+            + l * n * libm::exp2((self.h_u + 1) as f64 - w)
+            + l * n * libm::exp2((self.h_v + 1) as f64 - w)
+            + 2.0 * n * libm::exp2((self.h_f + 1) as f64 - k);
+        libm::log2(p)
+    }
+    /// `t'` of the direct `O(n²)` reference map ([`M2cPlan::encode_map`]), `None` when its
+    /// `2^K` budget does not close.
+    pub fn direct_twiddle_bits(&self) -> Option<u32> {
+        self.t_direct
     }
 }

@@ -1,7 +1,7 @@
 //! The two-party conversion protocols (async over the MPC channel) and the complexify wrappers.
 
-use super::encode::M2cPlan;
-use super::plan::{C2mPlan, K_BITS};
+use super::budget::K_BITS;
+use super::plan::{C2mPlan, M2cPlan};
 use super::wide::{local_trunc_wide, rerandomize, CommonMasks, Wide};
 use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};

@@ -6,6 +6,7 @@ pub mod ntt;
 pub mod primes;
 pub mod rns;
 pub mod sampling;
+pub mod special_fft;
 
 pub use modular::Modulus;
 pub use ntt::NttTable;

@@ -7,6 +7,7 @@
 pub mod ablation;
 pub mod exec;
 pub mod pipeline;
+pub mod plan;
 pub mod projection;
 pub mod report;
 pub mod score;
@@ -14,5 +15,5 @@ pub mod shift;
 pub mod value;
 
 pub use exec::{CkksExec, Exec, OpCounts, SymCt, SymExec};
-pub use pipeline::{AttnPlan, AttnShape};
+pub use plan::{AttnPlan, AttnShape};
 pub use report::{scp_counts_report, ScpCountsReport};

@@ -24,6 +24,7 @@
 //! summed over `Q ∪ P` and brought down by one `mod_down_ext`.
 
 use super::exec::Exec;
+pub use super::plan::ProjConfig;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use crate::packing::ChannelMap;
@@ -42,32 +43,6 @@ pub struct ProjGroup<'a> {
     /// Raw complex accumulator `Σ x ⊙ W` (no decomplexification; real inputs only): the fused
     /// projection `X·(W_Q + i·W_K) = Q + i·K` (Appendix A-B3).
     pub raw: bool,
-}
-
-/// Baby-step giant-step geometry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ProjConfig {
-    /// Segment length `m`.
-    pub m: usize,
-    /// Diagonal block size `C` in segments (`C ≤ N_seg`; `C = N_seg` makes `Φ_C` a rotation).
-    pub c: usize,
-    /// Baby steps `N₁` (`N₂ = ⌈C/N₁⌉`).
-    pub n1: usize,
-}
-
-impl ProjConfig {
-    /// The `N₁` minimizing `inputs·(baby rotations) + accumulators·(giant rotations)`.
-    pub fn auto(m: usize, c: usize, slots: usize, inputs: usize, accumulators: usize) -> Self {
-        let full = c == slots / m;
-        let per = if full { 1 } else { 2 };
-        let best = (1..=c)
-            .min_by_key(|&n1| {
-                let n2 = c.div_ceil(n1);
-                per * (inputs * (n1 - 1) + accumulators * (n2 - 1))
-            })
-            .unwrap_or(1);
-        Self { m, c, n1: best }
-    }
 }
 
 /// Number of accumulators (giant-step chains) a group needs per output ciphertext.

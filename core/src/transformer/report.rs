@@ -6,9 +6,9 @@
 use super::ablation::repack_edge;
 use super::exec::{Exec, OpCounts, SymCt, SymExec};
 use super::pipeline::{
-    fused_qk_projection, output_projection, qkv_projection, score_kernel, value_kernel, AttnPlan,
-    AttnShape,
+    fused_qk_projection, output_projection, qkv_projection, score_kernel, value_kernel,
 };
+use super::plan::{AttnPlan, AttnShape};
 use crate::error::Result;
 use crate::packing::{k_min, Mat};
 use alloc::string::String;

@@ -25,51 +25,12 @@
 //! Depth: 4 levels (bank masks ×2, product, export masks).
 
 use super::exec::{accumulate, align_levels, pt_key, Exec};
-use super::pipeline::AttnPlan;
-use super::shift::{masked_rot_sum, psi_bank, rotate_sum, seg_of};
+use super::plan::AttnPlan;
+use super::shift::{complexify_half, psi_bank, rotate_sum, seg_of};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::vec;
 use alloc::vec::Vec;
-
-/// `k̃ = k + i·Ψ^{m/2}(k)` on `segs` segments (two rotations, one level).
-pub fn complexify_half<E: Exec>(
-    ex: &E,
-    k: &E::Ct,
-    m: usize,
-    segs: usize,
-    sign: f64,
-) -> Result<E::Ct> {
-    let h = m / 2;
-    let one = move |i: usize| C64::real((i / m < segs) as u8 as f64);
-    // Ψ^{m/2}: ρ(k; m/2) on r < m/2, ρ(k; −m/2) on r ≥ m/2, times ±i.
-    let a = move |i: usize| {
-        let (c, r) = seg_of(i, m);
-        if c < segs && r < h {
-            C64::new(0.0, sign)
-        } else {
-            C64::default()
-        }
-    };
-    let b = move |i: usize| {
-        let (c, r) = seg_of(i, m);
-        if c < segs && r >= h {
-            C64::new(0.0, sign)
-        } else {
-            C64::default()
-        }
-    };
-    let key = |x: u64| pt_key(3, &[m as u64, segs as u64, sign.to_bits(), x]);
-    masked_rot_sum(
-        ex,
-        k,
-        &[
-            (0, (key(0), &one)),
-            (h as i64, (key(1), &a)),
-            (-(h as i64), (key(2), &b)),
-        ],
-    )
-}
 
 /// The score kernel: returns the `⌈H·m²/2n⌉` ciphertexts of the exported score stream
 /// ([`crate::packing::ScoreStream`]).

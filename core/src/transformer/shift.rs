@@ -192,3 +192,42 @@ pub fn rotate_sum<E: Exec>(ex: &E, x: E::Ct, copies: usize, stride: i64) -> Resu
     }
     result.ok_or(Error::InvalidParameters("rotate_sum of zero copies"))
 }
+
+/// `k̃ = k + i·Ψ^{m/2}(k)` on `segs` segments (two rotations, one level).
+pub fn complexify_half<E: Exec>(
+    ex: &E,
+    k: &E::Ct,
+    m: usize,
+    segs: usize,
+    sign: f64,
+) -> Result<E::Ct> {
+    let h = m / 2;
+    let one = move |i: usize| C64::real((i / m < segs) as u8 as f64);
+    // Ψ^{m/2}: ρ(k; m/2) on r < m/2, ρ(k; −m/2) on r ≥ m/2, times ±i.
+    let a = move |i: usize| {
+        let (c, r) = seg_of(i, m);
+        if c < segs && r < h {
+            C64::new(0.0, sign)
+        } else {
+            C64::default()
+        }
+    };
+    let b = move |i: usize| {
+        let (c, r) = seg_of(i, m);
+        if c < segs && r >= h {
+            C64::new(0.0, sign)
+        } else {
+            C64::default()
+        }
+    };
+    let key = |x: u64| pt_key(3, &[m as u64, segs as u64, sign.to_bits(), x]);
+    masked_rot_sum(
+        ex,
+        k,
+        &[
+            (0, (key(0), &one)),
+            (h as i64, (key(1), &a)),
+            (-(h as i64), (key(2), &b)),
+        ],
+    )
+}

@@ -31,9 +31,8 @@
 //! Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
 
 use super::exec::{accumulate, align_levels, pt_key, Exec};
-use super::pipeline::AttnPlan;
-use super::score::complexify_half;
-use super::shift::{phi_bank, psi_bank};
+use super::plan::AttnPlan;
+use super::shift::{complexify_half, phi_bank, psi_bank};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};

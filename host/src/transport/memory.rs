@@ -3,7 +3,7 @@
 //! injected with [`MemTransport::send_raw`].
 
 use super::{
-    encode_frames, read_frame, ByteSource, RecvBuf, Transport, TransportConfig, TransportError,
+    encode_frames, read_frame, ByteSource, FrameDecoder, Transport, TransportConfig, TransportError,
 };
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
@@ -35,7 +35,7 @@ impl ByteSource for MemSource {
 pub struct MemTransport {
     tx: Option<Sender<Vec<u8>>>,
     src: MemSource,
-    rb: RecvBuf,
+    rb: FrameDecoder,
     cfg: TransportConfig,
 }
 
@@ -53,13 +53,13 @@ pub fn mem_pair(cfg: TransportConfig) -> (MemTransport, MemTransport) {
         MemTransport {
             tx: Some(ta),
             src: MemSource { rx: ra },
-            rb: RecvBuf::default(),
+            rb: FrameDecoder::new(),
             cfg,
         },
         MemTransport {
             tx: Some(tb),
             src: MemSource { rx: rb },
-            rb: RecvBuf::default(),
+            rb: FrameDecoder::new(),
             cfg,
         },
     )

@@ -121,62 +121,205 @@ pub(crate) trait ByteSource {
     fn fill(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), TransportError>;
 }
 
-/// Receive buffer with a read offset.
+/// Incremental, sans-IO frame decoder: bytes in, validated frames out.
+///
+/// Its buffer holds only bytes that have arrived. A header's declared length is checked against
+/// the limit and then trusted for nothing else: no memory is reserved for a payload before its
+/// bytes come, so a peer that declares 1 GiB and goes silent costs one header, not a gigabyte.
+/// The buffer grows by `Vec`'s amortized doubling as bytes arrive (at most twice what is
+/// buffered), and is compacted once more than half of it has been consumed.
 #[derive(Default)]
-pub(crate) struct RecvBuf {
+pub struct FrameDecoder {
     buf: Vec<u8>,
     start: usize,
 }
 
-/// Reads and validates one frame.
+impl std::fmt::Debug for FrameDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FrameDecoder {{ buffered: {} }}", self.buffered())
+    }
+}
+
+impl FrameDecoder {
+    /// An empty decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends bytes received from the peer.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received and not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// Memory the decoder holds for its buffer, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    /// The buffer a [`ByteSource`] appends to.
+    pub(crate) fn buffer_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// The next complete frame: `Ok(None)` while its bytes have not all arrived; a typed error
+    /// for a bad magic or version, a declared length above `max_frame`, or an abort frame
+    /// ([`TransportError::PeerAborted`] with the peer's reason).
+    pub fn next_frame(&mut self, max_frame: usize) -> Result<Option<Frame>, TransportError> {
+        let avail = &self.buf[self.start..];
+        if avail.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let h = &avail[..HEADER_LEN];
+        if h[0] != MAGIC {
+            return Err(TransportError::Malformed("bad magic"));
+        }
+        if h[1] != WIRE_VERSION {
+            return Err(TransportError::Malformed("unsupported version"));
+        }
+        let tag = u16::from_le_bytes([h[2], h[3]]);
+        let depth = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+        let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+        if len > max_frame {
+            return Err(TransportError::TooLarge {
+                len,
+                max: max_frame,
+            });
+        }
+        if avail.len() - HEADER_LEN < len {
+            return Ok(None);
+        }
+        let payload = avail[HEADER_LEN..HEADER_LEN + len].to_vec();
+        self.start += HEADER_LEN + len;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > (1 << 20) && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        if tag == ABORT_TAG {
+            return Err(TransportError::PeerAborted(
+                String::from_utf8_lossy(&payload).into_owned(),
+            ));
+        }
+        Ok(Some(Frame {
+            tag,
+            depth,
+            payload,
+        }))
+    }
+}
+
+/// Reads and validates one frame, waiting for bytes until the configured timeout.
 pub(crate) fn read_frame<S: ByteSource>(
     src: &mut S,
-    rb: &mut RecvBuf,
+    dec: &mut FrameDecoder,
     cfg: &TransportConfig,
 ) -> Result<Frame, TransportError> {
     let deadline = Instant::now() + cfg.timeout;
     loop {
-        let avail = &rb.buf[rb.start..];
-        if avail.len() >= HEADER_LEN {
-            let h = &avail[..HEADER_LEN];
-            if h[0] != MAGIC {
-                return Err(TransportError::Malformed("bad magic"));
-            }
-            if h[1] != WIRE_VERSION {
-                return Err(TransportError::Malformed("unsupported version"));
-            }
-            let tag = u16::from_le_bytes([h[2], h[3]]);
-            let depth = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-            let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
-            if len > cfg.max_frame {
-                return Err(TransportError::TooLarge {
-                    len,
-                    max: cfg.max_frame,
-                });
-            }
-            if avail.len() >= HEADER_LEN + len {
-                let payload = avail[HEADER_LEN..HEADER_LEN + len].to_vec();
-                rb.start += HEADER_LEN + len;
-                if rb.start == rb.buf.len() {
-                    rb.buf.clear();
-                    rb.start = 0;
-                } else if rb.start > (1 << 20) && rb.start * 2 > rb.buf.len() {
-                    rb.buf.drain(..rb.start);
-                    rb.start = 0;
-                }
-                if tag == ABORT_TAG {
-                    return Err(TransportError::PeerAborted(
-                        String::from_utf8_lossy(&payload).into_owned(),
-                    ));
-                }
-                return Ok(Frame {
-                    tag,
-                    depth,
-                    payload,
-                });
-            }
-            rb.buf.reserve(HEADER_LEN + len - avail.len());
+        if let Some(f) = dec.next_frame(cfg.max_frame)? {
+            return Ok(f);
         }
-        src.fill(&mut rb.buf, deadline)?;
+        src.fill(dec.buffer_mut(), deadline)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source that delivers its chunks one per call, then stays silent until the deadline.
+    struct Script(Vec<Vec<u8>>);
+
+    impl ByteSource for Script {
+        fn fill(&mut self, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), TransportError> {
+            if self.0.is_empty() {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                return Err(TransportError::Timeout);
+            }
+            buf.extend_from_slice(&self.0.remove(0));
+            Ok(())
+        }
+    }
+
+    fn header(tag: u16, len: u32) -> Vec<u8> {
+        let mut h = vec![MAGIC, WIRE_VERSION];
+        h.extend_from_slice(&tag.to_le_bytes());
+        h.extend_from_slice(&7u32.to_le_bytes());
+        h.extend_from_slice(&len.to_le_bytes());
+        h
+    }
+
+    /// A header declaring 1 GiB (the limit) followed by 1 MiB of payload and silence: a typed
+    /// timeout, and the buffer holds what arrived, not what was declared.
+    #[test]
+    fn declared_gigabyte_reserves_nothing() {
+        let cfg = TransportConfig {
+            timeout: Duration::from_millis(50),
+            max_frame: 1 << 30,
+        };
+        let mut src = Script(vec![header(3, 1 << 30), vec![0xAB; 1 << 20]]);
+        let mut dec = FrameDecoder::new();
+        assert_eq!(
+            read_frame(&mut src, &mut dec, &cfg),
+            Err(TransportError::Timeout)
+        );
+        assert_eq!(dec.buffered(), HEADER_LEN + (1 << 20));
+        assert!(dec.capacity() < 4 << 20, "capacity {}", dec.capacity());
+    }
+
+    /// Frames split at every byte boundary decode to the frames sent; a frame over the limit is
+    /// refused from its header alone.
+    #[test]
+    fn split_frames_and_limits() {
+        let frames = vec![
+            Frame {
+                tag: 1,
+                depth: 2,
+                payload: vec![1, 2, 3],
+            },
+            Frame {
+                tag: 9,
+                depth: 0,
+                payload: vec![],
+            },
+        ];
+        let bytes = encode_frames(&frames);
+        let mut dec = FrameDecoder::new();
+        let mut got = Vec::new();
+        for b in &bytes {
+            dec.push(core::slice::from_ref(b));
+            while let Some(f) = dec.next_frame(16).unwrap() {
+                got.push(f);
+            }
+        }
+        assert_eq!(got, frames);
+        assert_eq!(dec.buffered(), 0);
+        let mut dec = FrameDecoder::new();
+        dec.push(&header(1, 17));
+        assert_eq!(
+            dec.next_frame(16),
+            Err(TransportError::TooLarge { len: 17, max: 16 })
+        );
+        let mut dec = FrameDecoder::new();
+        dec.push(&[0x00; HEADER_LEN]);
+        assert_eq!(
+            dec.next_frame(16),
+            Err(TransportError::Malformed("bad magic"))
+        );
+        let mut dec = FrameDecoder::new();
+        let mut abort = header(ABORT_TAG, 2);
+        abort.extend_from_slice(b"no");
+        dec.push(&abort);
+        assert_eq!(
+            dec.next_frame(16),
+            Err(TransportError::PeerAborted("no".into()))
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! buffers; reads use socket read timeouts bounded by the frame deadline.
 
 use super::{
-    encode_frames, read_frame, ByteSource, RecvBuf, Transport, TransportConfig, TransportError,
+    encode_frames, read_frame, ByteSource, FrameDecoder, Transport, TransportConfig, TransportError,
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
@@ -57,7 +57,7 @@ impl ByteSource for TcpSource {
 /// One end of a TCP connection.
 pub struct TcpTransport {
     src: TcpSource,
-    rb: RecvBuf,
+    rb: FrameDecoder,
     tx: Option<Sender<Vec<u8>>>,
     writer: Option<JoinHandle<()>>,
     werr: Arc<Mutex<Option<TransportError>>>,
@@ -104,7 +104,7 @@ impl TcpTransport {
         });
         Ok(TcpTransport {
             src: TcpSource { s },
-            rb: RecvBuf::default(),
+            rb: FrameDecoder::new(),
             tx: Some(tx),
             writer: Some(writer),
             werr,
