@@ -3,7 +3,8 @@
 //! injected with [`MemTransport::send_raw`].
 
 use super::{
-    encode_frames, read_frame, ByteSource, FrameDecoder, Transport, TransportConfig, TransportError,
+    encode_frames, read_frame, send_bytes, ByteSource, FrameDecoder, Transport, TransportConfig,
+    TransportError,
 };
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
@@ -68,11 +69,7 @@ pub fn mem_pair(cfg: TransportConfig) -> (MemTransport, MemTransport) {
 impl MemTransport {
     /// Sends raw bytes (fault injection in tests).
     pub fn send_raw(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
-        self.tx
-            .as_ref()
-            .ok_or(TransportError::Disconnected)?
-            .send(bytes)
-            .map_err(|_| TransportError::Disconnected)
+        send_bytes(self.tx.as_ref(), bytes)
     }
 
     /// Closes the sending direction (the peer sees `Disconnected`).

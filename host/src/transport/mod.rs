@@ -45,6 +45,7 @@ impl Default for TransportConfig {
 
 /// Transport errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransportError {
     /// No (complete) frame arrived before the deadline.
     Timeout,
@@ -111,6 +112,17 @@ pub fn encode_frames(frames: &[Frame]) -> Vec<u8> {
         out.extend_from_slice(&f.payload);
     }
     out
+}
+
+/// Hands one encoded batch to a sending queue (the writer thread of TCP, the channel of the
+/// in-memory pair); a closed queue is a disconnected peer.
+pub(crate) fn send_bytes(
+    tx: Option<&std::sync::mpsc::Sender<Vec<u8>>>,
+    bytes: Vec<u8>,
+) -> Result<(), TransportError> {
+    tx.ok_or(TransportError::Disconnected)?
+        .send(bytes)
+        .map_err(|_| TransportError::Disconnected)
 }
 
 /// A source of bytes with deadline-bounded reads.

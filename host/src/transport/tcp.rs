@@ -3,7 +3,8 @@
 //! buffers; reads use socket read timeouts bounded by the frame deadline.
 
 use super::{
-    encode_frames, read_frame, ByteSource, FrameDecoder, Transport, TransportConfig, TransportError,
+    encode_frames, read_frame, send_bytes, ByteSource, FrameDecoder, Transport, TransportConfig,
+    TransportError,
 };
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
@@ -141,11 +142,7 @@ impl TcpTransport {
 
     /// Sends raw bytes (fault injection in tests).
     pub fn send_raw(&mut self, bytes: Vec<u8>) -> Result<(), TransportError> {
-        self.tx
-            .as_ref()
-            .ok_or(TransportError::Disconnected)?
-            .send(bytes)
-            .map_err(|_| TransportError::Disconnected)
+        send_bytes(self.tx.as_ref(), bytes)
     }
 
     /// Closes the connection in both directions now.
@@ -169,11 +166,7 @@ impl Transport for TcpTransport {
         if let Some(e) = self.werr.lock().ok().and_then(|g| g.clone()) {
             return Err(e);
         }
-        self.tx
-            .as_ref()
-            .ok_or(TransportError::Disconnected)?
-            .send(encode_frames(&frames))
-            .map_err(|_| TransportError::Disconnected)
+        send_bytes(self.tx.as_ref(), encode_frames(&frames))
     }
     fn recv(&mut self) -> Result<Frame, TransportError> {
         read_frame(&mut self.src, &mut self.rb, &self.cfg)
