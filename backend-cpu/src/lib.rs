@@ -422,8 +422,15 @@ impl PolyBackend for CpuBackend {
         data.to_vec()
     }
 
-    fn download(&self, buf: &Vec<u64>, out: &mut [u64]) {
-        out.copy_from_slice(&buf[..out.len()]);
+    fn download(&self, buf: &Vec<u64>, out: &mut [u64]) -> veil_core::Result<()> {
+        // Host memory: a read cannot fault. A buffer shorter than asked is a caller's shape error.
+        let src = buf.get(..out.len()).ok_or(veil_core::Error::Shape {
+            what: "download length",
+            expected: out.len(),
+            found: buf.len(),
+        })?;
+        out.copy_from_slice(src);
+        Ok(())
     }
 
     fn copy_rows(&self, src: &Vec<u64>, src_basis: Basis, dst: &mut Vec<u64>, dst_basis: Basis) {

@@ -75,6 +75,27 @@ pub enum Error {
     ParameterMismatch,
     /// The backend failed or lacks a capability.
     Backend(&'static str),
+    /// Two operands carry different slot counts.
+    SlotMismatch {
+        /// The slot count required (of the first operand).
+        expected: usize,
+        /// The slot count found (of the second operand).
+        found: usize,
+    },
+    /// A length, row count or other dimension differs from the one required.
+    Shape {
+        /// What was measured (e.g. `"rows of the polynomial to decompose"`).
+        what: &'static str,
+        /// The size required.
+        expected: usize,
+        /// The size found.
+        found: usize,
+    },
+    /// The compute device faulted after construction (a failed launch, read-back or sync).
+    Device {
+        /// The operation that failed (e.g. `"download"`).
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
@@ -113,6 +134,18 @@ impl fmt::Display for Error {
             }
             Error::ParameterMismatch => write!(f, "object made under different parameters"),
             Error::Backend(m) => write!(f, "backend: {m}"),
+            Error::SlotMismatch { expected, found } => {
+                write!(f, "slot mismatch: expected {expected}, found {found}")
+            }
+            Error::Shape {
+                what,
+                expected,
+                found,
+            } => write!(
+                f,
+                "shape mismatch in {what}: expected {expected}, found {found}"
+            ),
+            Error::Device { what } => write!(f, "device fault during {what}"),
         }
     }
 }

@@ -1,8 +1,13 @@
 //! Veil core: RNS-CKKS, two-party MPC and packing over an abstract polynomial backend.
 //!
-//! `#![no_std]` with `alloc`. Layers import downward only: `math` → `params` → `backend` →
-//! `ckks` / `serial` → `packing` / `transformer`; `mpc` stands beside them. All polynomial
-//! compute goes through [`PolyBackend`].
+//! `#![no_std]` with `alloc`. Layers import downward only:
+//!
+//! * [`math`] → [`params`] → [`backend`] ([`PolyBackend`], the only door to polynomial compute)
+//!   → [`rlwe`] (ciphertexts, keys, encryption, key switching as composable steps) → [`ckks`]
+//!   (encoder, evaluator with scales, precision statistics);
+//! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
+//! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
+//! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion) and [`transformer`] above.
 #![no_std]
 extern crate alloc;
 #[cfg(test)]
@@ -16,6 +21,7 @@ pub mod math;
 pub mod mpc;
 pub mod packing;
 pub mod params;
+pub mod rlwe;
 pub mod serial;
 pub mod transformer;
 

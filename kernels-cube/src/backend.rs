@@ -237,7 +237,7 @@ impl<R: Runtime> CubeBackend<R> {
         let mut prod = self.alloc(1);
         self.mul(&ba, &bb, &mut prod, Basis::q(1));
         let mut got = vec![0u64; n];
-        self.download(&prod, &mut got);
+        self.read_back(&prod, &mut got)?;
         let check = |what: &str, want: &[u64], got: &[u64]| {
             if got.iter().all(|&x| x == 0) {
                 return Err(CubeBackendError::SelfTest {
@@ -256,7 +256,7 @@ impl<R: Runtime> CubeBackend<R> {
         check("modular product", &want_mul, &got)?;
         let mut x = ba;
         self.ntt(&mut x, Basis::q(1));
-        self.download(&x, &mut got);
+        self.read_back(&x, &mut got)?;
         check("forward NTT", &want_ntt, &got)
     }
 
@@ -274,7 +274,27 @@ impl<R: Runtime> CubeBackend<R> {
         })
     }
 
-    /// The row map of a basis.
+    /// Reads `buf` back into `out` (its first `out.len()` words), reporting a failed read-back
+    /// (or a failed launch queued before it) with the device's own message.
+    fn read_back(&self, buf: &CubeBuffer, out: &mut [u64]) -> Result<(), CubeBackendError> {
+        let bytes =
+            self.client
+                .read_one(buf.handle.clone())
+                .map_err(|e| CubeBackendError::Device {
+                    device: self.label.clone(),
+                    detail: format!("read-back failed: {e:?}"),
+                })?;
+        let words = u64::from_bytes(&bytes);
+        if words.len() < out.len() {
+            return Err(CubeBackendError::Device {
+                device: self.label.clone(),
+                detail: format!("read back {} words, {} expected", words.len(), out.len()),
+            });
+        }
+        out.copy_from_slice(&words[..out.len()]);
+        Ok(())
+    }
+
     /// The row map of `basis`. Panics (like the CPU backend's slice indexing) when the basis has
     /// more Q or P primes than the parameter set: the kernels index the prime tables with it.
     fn map(&self, basis: Basis) -> RowMap {
@@ -429,16 +449,16 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         }
     }
 
-    fn download(&self, buf: &CubeBuffer, out: &mut [u64]) {
+    fn download(&self, buf: &CubeBuffer, out: &mut [u64]) -> veil_core::Result<()> {
         if out.is_empty() {
-            return;
+            return Ok(());
         }
-        let bytes = self
-            .client
-            .read_one(buf.handle.clone())
-            .expect("download: the device could not read the buffer back");
-        let words = u64::from_bytes(&bytes);
-        out.copy_from_slice(&words[..out.len()]);
+        self.read_back(buf, out)
+            .map_err(|_| veil_core::Error::Device { what: "download" })
+    }
+
+    fn sync(&self) -> veil_core::Result<()> {
+        CubeBackend::sync(self).map_err(|_| veil_core::Error::Device { what: "sync" })
     }
 
     fn copy_rows(

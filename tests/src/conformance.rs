@@ -107,7 +107,7 @@ pub fn compare_words(
 /// Downloads the first `rows` rows of a buffer.
 pub fn download<B: PolyBackend>(be: &B, buf: &B::Buffer, rows: usize) -> Vec<u64> {
     let mut out = vec![0u64; rows * be.params().n()];
-    be.download(buf, &mut out);
+    be.download(buf, &mut out).expect("download");
     out
 }
 

@@ -86,12 +86,12 @@ fn centered_diff<B: PolyBackend>(ck: &Ckks<B>, a: &B::Buffer, b: &B::Buffer) -> 
     let n = ck.params().n();
     let q0 = ck.params().q()[0];
     let (mut x, mut y) = (vec![0u64; n], vec![0u64; n]);
-    be.download(a, &mut x);
-    be.download(b, &mut y);
+    be.download(a, &mut x).unwrap();
+    be.download(b, &mut y).unwrap();
     let d: Vec<u64> = x.iter().zip(&y).map(|(&u, &v)| q0.sub(u, v)).collect();
     let mut buf = be.upload(&d);
     be.intt(&mut buf, Basis::q(1));
-    be.download(&buf, &mut x);
+    be.download(&buf, &mut x).unwrap();
     x.iter().map(|&v| q0.center(v)).collect()
 }
 

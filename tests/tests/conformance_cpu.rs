@@ -88,7 +88,7 @@ impl PolyBackend for Faulty {
     fn upload(&self, data: &[u64]) -> Vec<u64> {
         self.inner.upload(data)
     }
-    fn download(&self, buf: &Vec<u64>, out: &mut [u64]) {
+    fn download(&self, buf: &Vec<u64>, out: &mut [u64]) -> veil_core::Result<()> {
         self.inner.download(buf, out)
     }
     fn copy_rows(&self, src: &Vec<u64>, sb: Basis, dst: &mut Vec<u64>, db: Basis) {

@@ -609,10 +609,10 @@ fn p0_view_histogram(
     for ct in &views {
         let pt = ck.decrypt(sk, ct).unwrap();
         let mut host = vec![0u64; basis.rows() * n];
-        be.download(pt.poly(), &mut host);
+        be.download(pt.poly(), &mut host).unwrap();
         let mut buf = be.upload(&host);
         be.intt(&mut buf, basis);
-        be.download(&buf, &mut host);
+        be.download(&buf, &mut host).unwrap();
         for (r, m) in p.q()[..basis.rows()].iter().enumerate() {
             for &v in &host[r * n..(r + 1) * n] {
                 h[((v as u128 * 64) / m.value() as u128) as usize] += 1;
@@ -720,8 +720,8 @@ fn c2m_rerandomizes_c1() {
     let rows = plan.level() + 1;
     let mut a = vec![0u64; rows * p.n()];
     let mut b = vec![0u64; rows * p.n()];
-    ck.backend().download(&ct.polys()[1], &mut a);
-    ck.backend().download(&seen.polys()[1], &mut b);
+    ck.backend().download(&ct.polys()[1], &mut a).unwrap();
+    ck.backend().download(&seen.polys()[1], &mut b).unwrap();
     let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
     assert!(same < 4, "{same} equal words in c_1");
     // And it still decrypts to the masked message (correctness is covered end to end).

@@ -98,8 +98,11 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
     fn upload(&self, data: &[u64]) -> Self::Buffer {
         self.inner.upload(data)
     }
-    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) {
+    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) -> crate::Result<()> {
         self.inner.download(buf, out)
+    }
+    fn sync(&self) -> crate::Result<()> {
+        self.inner.sync()
     }
     fn copy_rows(
         &self,

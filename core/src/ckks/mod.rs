@@ -1,12 +1,22 @@
-//! RNS-CKKS (Cheon–Kim–Kim–Song 2017; RNS variant Cheon–Han–Kim–Kim–Song 2018; hybrid key
-//! switching Han–Ki 2020) over a [`crate::PolyBackend`].
+//! RNS-CKKS (Cheon–Kim–Kim–Song 2017; RNS variant Cheon–Han–Kim–Kim–Song 2018) over the RLWE
+//! layer ([`crate::rlwe`]).
+//!
+//! This layer adds what is specific to CKKS: the canonical-embedding [`Encoder`], the evaluator
+//! [`Ckks`] with its scale bookkeeping (encode/decode, additions, plaintext and constant products,
+//! products with relinearization, rescaling, slot rotations) and [`PrecisionStats`]. Ciphertexts,
+//! keys, key generation, encryption and key switching come from [`crate::rlwe`] and are
+//! re-exported here.
 
-pub mod context;
+pub mod arith;
 pub mod encoder;
-pub mod keys;
+pub mod evaluator;
 pub mod precision;
+pub mod rotate;
 
-pub use context::{expand_uniform, Ciphertext, Ckks, ExtCiphertext, Plaintext};
+pub use crate::rlwe::{
+    expand_uniform, Ciphertext, EvaluationKeys, ExtCiphertext, Hoisted, Plaintext, PublicKey,
+    SecretKey, SwitchingKey,
+};
 pub use encoder::{Encoder, C64};
-pub use keys::{EvaluationKeys, PublicKey, SecretKey, SwitchingKey};
+pub use evaluator::Ckks;
 pub use precision::PrecisionStats;

@@ -63,10 +63,10 @@ pub use wire::{
 };
 
 use crate::backend::{Basis, PolyBackend};
-use crate::ckks::context::{expand_uniform, Ciphertext, Ckks, Plaintext};
-use crate::ckks::keys::{EvaluationKeys, PublicKey, SwitchingKey};
+use crate::ckks::Ckks;
 use crate::error::{Error, Result};
 use crate::params::{CkksParams, CkksParamsLiteral};
+use crate::rlwe::{expand_uniform, Ciphertext, EvaluationKeys, Plaintext, PublicKey, SwitchingKey};
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -222,7 +222,7 @@ impl<B: PolyBackend> Ckks<B> {
         }
         let n = self.params().n();
         let mut host = vec![0u64; basis.rows() * n];
-        be.download(buf, &mut host);
+        be.download(buf, &mut host)?;
         let moduli = basis_moduli(self.params(), basis);
         for (row, &q) in host.chunks_exact(n).zip(&moduli) {
             if row.iter().any(|&x| x >= q) {

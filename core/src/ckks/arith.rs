@@ -1,0 +1,348 @@
+//! CKKS arithmetic: additions, plaintext and constant products, the tensor product with
+//! relinearization, rescaling and level drops. Each entry point checks parameters, levels,
+//! scales and slot counts once.
+
+use super::encoder::C64;
+use super::evaluator::Ckks;
+use crate::backend::{Basis, PolyBackend};
+use crate::error::{Error, Result};
+use crate::rlwe::{Ciphertext, EvaluationKeys, Plaintext, Rlwe};
+use alloc::vec;
+use alloc::vec::Vec;
+
+impl<B: PolyBackend> Ckks<B> {
+    /// The checks of a binary operation `a ∘ b`: same parameters, level, slots and scale.
+    fn binary_check(
+        &self,
+        a: &Ciphertext<B>,
+        b_id: u64,
+        b_level: usize,
+        b_scale: f64,
+        b_slots: usize,
+    ) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        self.rlwe.own(b_id, b_level)?;
+        if a.level != b_level {
+            return Err(Error::LevelMismatch {
+                left: a.level,
+                right: b_level,
+            });
+        }
+        Rlwe::<B>::same_slots(a.slots, b_slots)?;
+        Rlwe::<B>::same_scale(a.scale, b_scale)
+    }
+
+    /// `a += b` (same level, scale and slots; degrees may differ).
+    pub fn add_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>) -> Result<()> {
+        self.binary_assign(a, b, false)
+    }
+
+    /// `a ±= b` in place.
+    fn binary_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<()> {
+        self.binary_check(a, b.params_id, b.level, b.scale, b.slots)?;
+        let basis = Basis::q(a.level + 1);
+        let be = self.backend();
+        while a.polys.len() < b.polys.len() {
+            a.polys.push(be.alloc(basis.rows()));
+        }
+        for (x, y) in a.polys.iter_mut().zip(&b.polys) {
+            if sub {
+                be.sub_assign(x, y, basis);
+            } else {
+                be.add_assign(x, y, basis);
+            }
+        }
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `a + b`.
+    pub fn add(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
+        self.binary_new(a, b, false)
+    }
+
+    /// `a ± b` into fresh buffers (one pass per polynomial).
+    fn binary_new(&self, a: &Ciphertext<B>, b: &Ciphertext<B>, sub: bool) -> Result<Ciphertext<B>> {
+        self.binary_check(a, b.params_id, b.level, b.scale, b.slots)?;
+        let basis = Basis::q(a.level + 1);
+        let be = self.backend();
+        let degree = a.polys.len().max(b.polys.len());
+        let polys = (0..degree)
+            .map(|i| match (a.polys.get(i), b.polys.get(i)) {
+                (Some(x), Some(y)) if sub => be.sub_new(x, y, basis),
+                (Some(x), Some(y)) => be.add_new(x, y, basis),
+                (Some(x), None) => self.rlwe.copy_buf(x, basis),
+                (None, Some(y)) => {
+                    let mut o = self.rlwe.copy_buf(y, basis);
+                    if sub {
+                        be.neg_assign(&mut o, basis);
+                    }
+                    o
+                }
+                // Not reached (i is below the larger degree); a zero polynomial is the neutral answer.
+                (None, None) => be.alloc(basis.rows()),
+            })
+            .collect();
+        Ok(Ciphertext {
+            params_id: self.params().id(),
+            polys,
+            level: a.level,
+            scale: a.scale,
+            slots: a.slots,
+            seed: None,
+        })
+    }
+
+    /// `a -= b`.
+    pub fn sub_assign(&self, a: &mut Ciphertext<B>, b: &Ciphertext<B>) -> Result<()> {
+        self.binary_assign(a, b, true)
+    }
+
+    /// `a - b`.
+    pub fn sub(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
+        self.binary_new(a, b, true)
+    }
+
+    /// `a = -a`.
+    pub fn neg_assign(&self, a: &mut Ciphertext<B>) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        let basis = Basis::q(a.level + 1);
+        for x in a.polys.iter_mut() {
+            self.backend().neg_assign(x, basis);
+        }
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `a += pt` (same level, scale and slots).
+    pub fn add_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+        self.binary_check(a, pt.params_id, pt.level, pt.scale, pt.slots)?;
+        self.backend()
+            .add_assign(&mut a.polys[0], &pt.poly, Basis::q(a.level + 1));
+        Ok(())
+    }
+
+    /// `a -= pt`.
+    pub fn sub_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+        self.binary_check(a, pt.params_id, pt.level, pt.scale, pt.slots)?;
+        self.backend()
+            .sub_assign(&mut a.polys[0], &pt.poly, Basis::q(a.level + 1));
+        Ok(())
+    }
+
+    /// `a *= pt` (slot-wise); the scale becomes `Δ_a·Δ_pt`. The plaintext may sit at a higher level.
+    pub fn mul_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        self.rlwe.own(pt.params_id, pt.level)?;
+        if pt.level < a.level {
+            return Err(Error::LevelMismatch {
+                left: a.level,
+                right: pt.level,
+            });
+        }
+        Rlwe::<B>::same_slots(a.slots, pt.slots)?;
+        let basis = Basis::q(a.level + 1);
+        for x in a.polys.iter_mut() {
+            self.backend().mul_assign(x, &pt.poly, basis);
+        }
+        a.scale *= pt.scale;
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `a · pt`.
+    pub fn mul_plain(&self, a: &Ciphertext<B>, pt: &Plaintext<B>) -> Result<Ciphertext<B>> {
+        let mut out = self.clone_ct(a);
+        self.mul_plain_assign(&mut out, pt)?;
+        Ok(out)
+    }
+
+    /// The NTT rows of the constant polynomial `re + im·X^{N/2}` over `basis`.
+    fn constant_poly(&self, re: i128, im: i128, basis: Basis) -> B::Buffer {
+        let n = self.params().n();
+        let mut rows = vec![0u64; basis.rows() * n];
+        for r in 0..basis.rows() {
+            let m = &self.rlwe.moduli[r];
+            rows[r * n] = m.from_i128(re);
+            rows[r * n + n / 2] = m.from_i128(im);
+        }
+        let mut buf = self.backend().upload(&rows);
+        self.backend().ntt(&mut buf, basis);
+        buf
+    }
+
+    /// One residue of the integer `x` per prime of `Q_level` (a scalar per row).
+    fn scalar_rows(&self, level: usize, x: i128) -> Vec<u64> {
+        self.rlwe.moduli[..level + 1]
+            .iter()
+            .map(|m| m.from_i128(x))
+            .collect()
+    }
+
+    /// `a *= c` for a complex constant encoded at `scale` (the ciphertext's scale is multiplied by
+    /// `scale`). Pass `scale = q_level` (see [`Ckks::rescale_prime`]) to return to the same scale
+    /// after the next rescale.
+    pub fn mul_const_assign(&self, a: &mut Ciphertext<B>, c: C64, scale: f64) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(Error::InvalidParameters(
+                "scale must be finite and at least 1",
+            ));
+        }
+        let (re, im) = self.encoder.encode_constant(c, scale)?;
+        let basis = Basis::q(a.level + 1);
+        if im == 0 {
+            let s = self.scalar_rows(a.level, re);
+            for x in a.polys.iter_mut() {
+                self.backend().mul_scalar_assign(x, &s, basis);
+            }
+        } else {
+            let k = self.constant_poly(re, im, basis);
+            for x in a.polys.iter_mut() {
+                self.backend().mul_assign(x, &k, basis);
+            }
+        }
+        a.scale *= scale;
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `a *= k` for an integer `k` (scale unchanged).
+    pub fn mul_int_assign(&self, a: &mut Ciphertext<B>, k: i64) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        let basis = Basis::q(a.level + 1);
+        let s: Vec<u64> = self.rlwe.moduli[..basis.rows()]
+            .iter()
+            .map(|m| m.from_i64(k))
+            .collect();
+        for x in a.polys.iter_mut() {
+            self.backend().mul_scalar_assign(x, &s, basis);
+        }
+        a.seed = None;
+        Ok(())
+    }
+
+    /// `a += c` for a complex constant (encoded at the ciphertext's scale).
+    pub fn add_const_assign(&self, a: &mut Ciphertext<B>, c: C64) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        let (re, im) = self.encoder.encode_constant(c, a.scale)?;
+        let basis = Basis::q(a.level + 1);
+        if im == 0 {
+            let s = self.scalar_rows(a.level, re);
+            self.backend().add_scalar_assign(&mut a.polys[0], &s, basis);
+        } else {
+            let k = self.constant_poly(re, im, basis);
+            self.backend().add_assign(&mut a.polys[0], &k, basis);
+        }
+        a.seed = None;
+        Ok(())
+    }
+
+    /// The prime `q_level` that the next rescale divides by, as `f64`.
+    pub fn rescale_prime(&self, level: usize) -> f64 {
+        self.rlwe.moduli[level.min(self.params().max_level())].value() as f64
+    }
+
+    /// The tensor product `(a_0b_0, a_0b_1 + a_1b_0, a_1b_1)` (degree 2, no relinearization).
+    pub fn mul_no_relin(&self, a: &Ciphertext<B>, b: &Ciphertext<B>) -> Result<Ciphertext<B>> {
+        self.rlwe.own(a.params_id, a.level)?;
+        self.rlwe.own(b.params_id, b.level)?;
+        if a.level != b.level {
+            return Err(Error::LevelMismatch {
+                left: a.level,
+                right: b.level,
+            });
+        }
+        if a.degree() != 1 || b.degree() != 1 {
+            return Err(Error::DegreeMismatch {
+                found: a.degree().max(b.degree()),
+                expected: 1,
+            });
+        }
+        Rlwe::<B>::same_slots(a.slots, b.slots)?;
+        let basis = Basis::q(a.level + 1);
+        let be = self.backend();
+        let rows = basis.rows();
+        let mut d0 = be.alloc(rows);
+        let mut d1 = be.alloc(rows);
+        let mut d2 = be.alloc(rows);
+        be.mul(&a.polys[0], &b.polys[0], &mut d0, basis);
+        be.mul(&a.polys[0], &b.polys[1], &mut d1, basis);
+        be.mul_add_assign(&mut d1, &a.polys[1], &b.polys[0], basis);
+        be.mul(&a.polys[1], &b.polys[1], &mut d2, basis);
+        Ok(Ciphertext {
+            params_id: self.params().id(),
+            polys: vec![d0, d1, d2],
+            level: a.level,
+            scale: a.scale * b.scale,
+            slots: a.slots,
+            seed: None,
+        })
+    }
+
+    /// Relinearizes a degree-2 ciphertext in place ([`Rlwe::relinearize_assign`]).
+    pub fn relinearize_assign(
+        &self,
+        a: &mut Ciphertext<B>,
+        keys: &EvaluationKeys<B>,
+    ) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if a.degree() != 2 {
+            return Err(Error::DegreeMismatch {
+                found: a.degree(),
+                expected: 2,
+            });
+        }
+        let rlk = keys.relin.as_ref().ok_or(Error::MissingRelinKey)?;
+        self.rlwe.relinearize_assign(a, rlk)
+    }
+
+    /// `a · b` with relinearization (no rescale).
+    pub fn mul_relin(
+        &self,
+        a: &Ciphertext<B>,
+        b: &Ciphertext<B>,
+        keys: &EvaluationKeys<B>,
+    ) -> Result<Ciphertext<B>> {
+        let mut out = self.mul_no_relin(a, b)?;
+        self.relinearize_assign(&mut out, keys)?;
+        Ok(out)
+    }
+
+    /// Divides by the last prime `q_level` with rounding; the scale is divided by it exactly.
+    pub fn rescale_assign(&self, a: &mut Ciphertext<B>) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if a.level == 0 {
+            return Err(Error::LevelExhausted);
+        }
+        for x in a.polys.iter_mut() {
+            let mut out = self.backend().alloc(a.level);
+            self.backend().rescale(x, a.level, &mut out);
+            *x = out;
+        }
+        a.scale /= self.rlwe.moduli[a.level].value() as f64;
+        a.level -= 1;
+        a.seed = None;
+        Ok(())
+    }
+
+    /// Drops primes down to `level` (modulus trimming before sending; the scale is unchanged).
+    pub fn drop_level_assign(&self, a: &mut Ciphertext<B>, level: usize) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if level > a.level {
+            return Err(Error::InvalidLevel {
+                level,
+                max_level: a.level,
+            });
+        }
+        let (from, to) = (Basis::q(a.level + 1), Basis::q(level + 1));
+        for x in a.polys.iter_mut() {
+            let mut out = self.backend().alloc(to.rows());
+            self.backend().copy_rows(x, from, &mut out, to);
+            *x = out;
+        }
+        a.level = level;
+        a.seed = None;
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! [`Rlwe`]: the RLWE context over a backend (parameters, error sampler, moduli) and the checks
+//! and small helpers shared by key generation, encryption and key switching.
+
+use super::keys::{SecretKey, SwitchingKey};
+use super::types::Ciphertext;
+use crate::backend::{Basis, PolyBackend};
+use crate::error::{Error, Result};
+use crate::math::sampling::{self, GaussianCdt};
+use crate::math::Modulus;
+use crate::params::CkksParams;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
+
+/// Relative tolerance under which two scales are the same scale.
+const SCALE_RTOL: f64 = 1e-9;
+
+/// The RLWE context: owns the backend and its parameter set, and runs key generation,
+/// encryption, decryption, automorphisms and key switching over it.
+///
+/// Every entry point validates levels, degrees and parameter identity once and returns a typed
+/// [`Error`]; the backend then runs unchecked.
+pub struct Rlwe<B: PolyBackend> {
+    pub(crate) backend: Arc<B>,
+    pub(crate) params: CkksParams,
+    pub(crate) gaussian: GaussianCdt,
+    /// Every prime, `Q` then `P` (global index order).
+    pub(crate) moduli: Vec<Modulus>,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for Rlwe<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Rlwe")
+            .field("params", &self.params)
+            .field("backend", &self.backend.name())
+            .finish()
+    }
+}
+
+impl<B: PolyBackend> Rlwe<B> {
+    /// An RLWE context on `backend` (whose parameter set it uses).
+    pub fn new(backend: Arc<B>) -> Self {
+        let params = backend.params().clone();
+        Self {
+            gaussian: GaussianCdt::new(sampling::SIGMA),
+            moduli: params.all_moduli().copied().collect(),
+            params,
+            backend,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &CkksParams {
+        &self.params
+    }
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+    /// The shared handle to the backend.
+    pub fn backend_arc(&self) -> &Arc<B> {
+        &self.backend
+    }
+    pub(crate) fn n(&self) -> usize {
+        self.params.n()
+    }
+    pub(crate) fn k(&self) -> usize {
+        self.params.p().len()
+    }
+    pub(crate) fn top(&self) -> usize {
+        self.params.max_level()
+    }
+    pub(crate) fn full_basis(&self) -> Basis {
+        Basis::qp(self.top() + 1, self.k())
+    }
+
+    // ---- checks ---------------------------------------------------------------------------
+
+    pub(crate) fn check_level(&self, level: usize) -> Result<()> {
+        if level > self.top() {
+            return Err(Error::InvalidLevel {
+                level,
+                max_level: self.top(),
+            });
+        }
+        Ok(())
+    }
+
+    /// An operand made under these parameters, at a level they have.
+    pub(crate) fn own(&self, params_id: u64, level: usize) -> Result<()> {
+        if params_id != self.params.id() {
+            return Err(Error::ParameterMismatch);
+        }
+        self.check_level(level)
+    }
+
+    pub(crate) fn check_sk(&self, sk: &SecretKey) -> Result<()> {
+        if sk.params_id != self.params.id() {
+            return Err(Error::ParameterMismatch);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_key(&self, k: &SwitchingKey<B>) -> Result<()> {
+        if k.params_id != self.params.id() {
+            return Err(Error::ParameterMismatch);
+        }
+        Ok(())
+    }
+
+    /// A Galois element this ring has: odd and below `2N`.
+    pub(crate) fn check_galois(&self, g: u64) -> Result<()> {
+        if g.is_multiple_of(2) || g >= 2 * self.n() as u64 {
+            return Err(Error::InvalidParameters(
+                "Galois elements are odd and below 2N",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A degree-1 ciphertext of these parameters.
+    pub(crate) fn check_degree_one(&self, a: &Ciphertext<B>) -> Result<()> {
+        self.own(a.params_id, a.level)?;
+        if a.degree() != 1 {
+            return Err(Error::DegreeMismatch {
+                found: a.degree(),
+                expected: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// Two slot counts that must agree.
+    pub(crate) fn same_slots(expected: usize, found: usize) -> Result<()> {
+        if expected != found {
+            return Err(Error::SlotMismatch { expected, found });
+        }
+        Ok(())
+    }
+
+    /// Two scales that must agree (to a relative `1e-9`).
+    pub(crate) fn same_scale(a: f64, b: f64) -> Result<()> {
+        if (a - b).abs() <= SCALE_RTOL * a.abs().max(b.abs()) {
+            Ok(())
+        } else {
+            Err(Error::ScaleMismatch { left: a, right: b })
+        }
+    }
+
+    // ---- small helpers --------------------------------------------------------------------
+
+    /// `P mod q_i` for the first `rows` ciphertext primes (`P` = product of the special primes).
+    pub(crate) fn p_mod_q(&self, rows: usize) -> Vec<u64> {
+        self.moduli[..rows]
+            .iter()
+            .map(|m| {
+                self.params
+                    .p()
+                    .iter()
+                    .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
+            })
+            .collect()
+    }
+
+    /// Residues of small signed integers over `basis`, uploaded and transformed to the NTT domain.
+    pub(crate) fn small_to_ntt(&self, v: &[i64], basis: Basis) -> B::Buffer {
+        let n = self.n();
+        let q_total = self.params.q().len();
+        let mut rows = Zeroizing::new(vec![0u64; basis.rows() * n]);
+        for r in 0..basis.rows() {
+            let m = &self.moduli[basis.global_index(r, q_total)];
+            for (o, &x) in rows[r * n..(r + 1) * n].iter_mut().zip(v) {
+                *o = m.from_i64(x);
+            }
+        }
+        let mut buf = self.backend.upload(&rows);
+        self.backend.ntt(&mut buf, basis);
+        buf
+    }
+
+    /// A copy of the `basis` rows of `b`.
+    pub(crate) fn copy_buf(&self, b: &B::Buffer, basis: Basis) -> B::Buffer {
+        let mut out = self.backend.alloc(basis.rows());
+        self.backend.copy_rows(b, basis, &mut out, basis);
+        out
+    }
+
+    pub(crate) fn sample_error(&self, rng: &mut (impl RngCore + CryptoRng)) -> Zeroizing<Vec<i64>> {
+        Zeroizing::new(self.gaussian.sample_vec(rng, self.n()))
+    }
+
+    /// Uploads the secret key's rows for `basis` (a prefix of `Q ∪ P` or `Q`), into a buffer the
+    /// caller must wipe with [`PolyBackend::zeroize`].
+    pub(crate) fn upload_secret(&self, sk: &SecretKey, basis: Basis) -> B::Buffer {
+        let n = self.n();
+        let full = self.full_basis();
+        let q_total = self.params.q().len();
+        let mut host = Zeroizing::new(vec![0u64; basis.rows() * n]);
+        for r in 0..basis.rows() {
+            let g = basis.global_index(r, q_total);
+            // Every row of a prefix basis is a row of the full basis.
+            let s = full.row_of(g, q_total).unwrap_or(r);
+            host[r * n..(r + 1) * n].copy_from_slice(&sk.ntt[s * n..(s + 1) * n]);
+        }
+        self.backend.upload(&host)
+    }
+
+    /// A deep copy of a ciphertext.
+    pub fn clone_ct(&self, ct: &Ciphertext<B>) -> Ciphertext<B> {
+        let basis = Basis::q(ct.level + 1);
+        Ciphertext {
+            params_id: self.params.id(),
+            polys: ct.polys.iter().map(|p| self.copy_buf(p, basis)).collect(),
+            level: ct.level,
+            scale: ct.scale,
+            slots: ct.slots,
+            seed: ct.seed,
+        }
+    }
+}

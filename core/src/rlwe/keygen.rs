@@ -1,0 +1,178 @@
+//! Key generation: the secret key, the public key, and switching keys for hybrid key switching
+//! (relinearization and Galois keys).
+//!
+//! A switching key from `s'` to `s` has one RLWE sample per gadget digit `j < dnum`:
+//! `(b_j, a_j) = (-a_j·s + e_j + P·g_j·s', a_j)` over `Q ∪ P`, with `g_j ≡ 1 (mod q_i)` on the
+//! digit's primes and `≡ 0` on the others (Han–Ki 2020, §3). The `a_j` are expanded from one
+//! public seed (stream `j`), so a key serializes at half size.
+
+use super::context::Rlwe;
+use super::keys::{PublicKey, SecretKey, SwitchingKey};
+use super::types::expand_uniform;
+use crate::backend::{Basis, PolyBackend};
+use crate::error::{Error, Result};
+use crate::math::sampling;
+use crate::params::SecretDistribution;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
+
+impl<B: PolyBackend> Rlwe<B> {
+    /// Samples a secret key from the parameter set's distribution.
+    ///
+    /// The canonical NTT of `s` over `Q ∪ P` is computed on the host with the parameter set's
+    /// tables (the transform every backend reproduces bit for bit), so the secret never crosses to
+    /// the device here and key generation cannot meet a device fault.
+    pub fn gen_secret_key(&self, rng: &mut (impl RngCore + CryptoRng)) -> SecretKey {
+        let n = self.n();
+        let coeffs = Zeroizing::new(match self.params.secret_distribution() {
+            SecretDistribution::UniformTernary => sampling::ternary(rng, n),
+            SecretDistribution::SparseTernary { h } => sampling::sparse_ternary(rng, n, h as usize),
+        });
+        let full = self.full_basis();
+        let q_total = self.params.q().len();
+        let mut ntt = Zeroizing::new(vec![0u64; full.rows() * n]);
+        for r in 0..full.rows() {
+            let g = full.global_index(r, q_total);
+            let m = &self.moduli[g];
+            let row = &mut ntt[r * n..(r + 1) * n];
+            for (o, &c) in row.iter_mut().zip(coeffs.iter()) {
+                *o = m.from_i64(c as i64);
+            }
+            self.params.ntt_table(g).forward(row);
+        }
+        SecretKey {
+            coeffs,
+            ntt,
+            params_id: self.params.id(),
+        }
+    }
+
+    /// The public key `(-a·s + e, a)` over `Q`, `a` expanded from a fresh seed.
+    pub fn gen_public_key(
+        &self,
+        sk: &SecretKey,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<PublicKey<B>> {
+        self.check_sk(sk)?;
+        let basis = Basis::q(self.top() + 1);
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let a = self
+            .backend
+            .upload(&expand_uniform(&self.params, &seed, 0, basis));
+        let e = self.sample_error(rng);
+        let mut b = self.small_to_ntt(&e, basis);
+        let mut s = self.upload_secret(sk, basis);
+        let mut t = self.backend.alloc(basis.rows());
+        self.backend.mul(&a, &s, &mut t, basis);
+        self.backend.sub_assign(&mut b, &t, basis);
+        self.backend.zeroize(&mut s);
+        self.backend.zeroize(&mut t);
+        Ok(PublicKey {
+            b,
+            a,
+            seed,
+            params_id: self.params.id(),
+        })
+    }
+
+    /// A switching key from `s'` (given by its NTT rows over `Q`) to `s`.
+    pub(crate) fn gen_switching_key(
+        &self,
+        sk: &SecretKey,
+        s_from_q: &[u64],
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> SwitchingKey<B> {
+        let n = self.n();
+        let full = self.full_basis();
+        let alpha = self.params.alpha();
+        let levels = self.top() + 1;
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let mut s = self.upload_secret(sk, full);
+        let p_mod = self.p_mod_q(levels);
+        let mut bs = Vec::with_capacity(self.params.dnum());
+        let mut as_ = Vec::with_capacity(self.params.dnum());
+        let mut t = self.backend.alloc(full.rows());
+        for j in 0..self.params.dnum() {
+            let a = self
+                .backend
+                .upload(&expand_uniform(&self.params, &seed, j as u64, full));
+            let e = self.sample_error(rng);
+            let mut b = self.small_to_ntt(&e, full);
+            self.backend.mul(&a, &s, &mut t, full);
+            self.backend.sub_assign(&mut b, &t, full);
+            // + P·g_j·s' : only the digit's Q rows.
+            let mut g = Zeroizing::new(vec![0u64; full.rows() * n]);
+            for i in j * alpha..((j + 1) * alpha).min(levels) {
+                let m = &self.moduli[i];
+                let (w, ws) = (p_mod[i], m.shoup(p_mod[i]));
+                for (o, &x) in g[i * n..(i + 1) * n]
+                    .iter_mut()
+                    .zip(&s_from_q[i * n..(i + 1) * n])
+                {
+                    *o = m.mul_shoup(x, w, ws);
+                }
+            }
+            let mut gb = self.backend.upload(&g);
+            self.backend.add_assign(&mut b, &gb, full);
+            self.backend.zeroize(&mut gb);
+            bs.push(b);
+            as_.push(a);
+        }
+        self.backend.zeroize(&mut s);
+        self.backend.zeroize(&mut t);
+        SwitchingKey {
+            b: bs,
+            a: as_,
+            seed,
+            params_id: self.params.id(),
+        }
+    }
+
+    /// The relinearization key (`s² → s`).
+    pub fn gen_relin_key(
+        &self,
+        sk: &SecretKey,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<SwitchingKey<B>> {
+        self.check_sk(sk)?;
+        let n = self.n();
+        let levels = self.top() + 1;
+        let mut s2 = Zeroizing::new(vec![0u64; levels * n]);
+        for i in 0..levels {
+            let m = &self.moduli[i];
+            for c in 0..n {
+                let x = sk.ntt[i * n + c];
+                s2[i * n + c] = m.mul(x, x);
+            }
+        }
+        Ok(self.gen_switching_key(sk, &s2, rng))
+    }
+
+    /// The Galois key for element `g` (`σ_g(s) → s`), `g` odd (taken mod `2N`).
+    pub fn gen_galois_key(
+        &self,
+        sk: &SecretKey,
+        g: u64,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<SwitchingKey<B>> {
+        self.check_sk(sk)?;
+        let g = g % (2 * self.n() as u64);
+        if g.is_multiple_of(2) {
+            return Err(Error::InvalidParameters("Galois elements are odd"));
+        }
+        let n = self.n();
+        let levels = self.top() + 1;
+        let map = crate::backend::automorphism_ntt_map(self.params.log_n(), g);
+        let mut sg = Zeroizing::new(vec![0u64; levels * n]);
+        for i in 0..levels {
+            for c in 0..n {
+                sg[i * n + c] = sk.ntt[i * n + map[c] as usize];
+            }
+        }
+        Ok(self.gen_switching_key(sk, &sg, rng))
+    }
+}

@@ -1,0 +1,211 @@
+//! Hybrid key switching as public, composable steps.
+//!
+//! A switching key `swk = {(b_j, a_j)}_{j<dnum}` from `s'` to `s` (see [`super::keygen`]) turns a
+//! polynomial `c` that decrypts under `s'` into a pair `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s'`.
+//! Hybrid key switching (Han–Ki, "Better Bootstrapping for Approximate Homomorphic Encryption",
+//! CT-RSA 2020) runs in three steps, each exposed here:
+//!
+//! 1. [`Rlwe::decompose`] — the gadget decomposition with ModUp: `c` (over `Q_level`) is cut
+//!    into `dnum' = ⌈(level+1)/α⌉` digits `[c]_{Q_j}` by groups of `α` primes, and each digit is
+//!    lifted to `Q_level ∪ P` by fast basis conversion. The result, a [`Hoisted`], depends on `c`
+//!    only, so it can be computed once and shared by many key switches of the same `c`: this is
+//!    *hoisting* (Halevi–Shoup, "Faster Homomorphic Linear Transformations in HElib", CRYPTO 2018).
+//!    For Galois keys the digits commute with the automorphism up to the error of the basis
+//!    conversion, so `σ_g` is applied to the digits rather than to `c` before decomposing.
+//! 2. [`Rlwe::gadget_product_lazy`] — the inner product `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over
+//!    `Q_level ∪ P`, after the optional automorphism `σ_g` of the digits. The result is `P` times
+//!    the key switch plus a small error, still over the extended basis.
+//! 3. [`Rlwe::mod_down`] — division by `P` with rounding back to `Q_level`, which also divides the
+//!    key-switching error by `P`.
+//!
+//! [`Rlwe::gadget_product`] is steps 2 and 3. Deferring step 3 (*lazy* ModDown) lets a sum of many
+//! key-switched terms — the baby steps of a linear transform — pay for a single ModDown. The sum
+//! then carries one rounding error instead of one per term, so it is not the sum of the non-lazy
+//! results word for word, but it decrypts to the same value within the key-switching noise. What
+//! is exact: ModDown is modular arithmetic on the `Q` rows given the `P` rows, and `P·y` is zero on
+//! the `P` rows, so `mod_down(x + P·y) = mod_down(x) + y` word for word; a lazy key switch plus a
+//! term lifted as `P·y` and then ModDown equals the non-lazy key switch plus `y`.
+
+use super::context::Rlwe;
+use super::keys::SwitchingKey;
+use super::types::{Ciphertext, ExtCiphertext};
+use crate::backend::{Basis, Domain, PolyBackend};
+use crate::error::{Error, Result};
+use alloc::vec::Vec;
+
+/// The gadget decomposition with ModUp of one polynomial (step 1 of hybrid key switching): its
+/// digits over `Q_level ∪ P`, in the NTT domain, computed once and reused by every key switch of
+/// that polynomial (hoisting).
+pub struct Hoisted<B: PolyBackend> {
+    pub(crate) digits: Vec<B::Buffer>,
+    pub(crate) level: usize,
+}
+
+impl<B: PolyBackend> Hoisted<B> {
+    /// The level of the decomposed polynomial.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// The digits, each over `Basis::qp(level + 1, k)` (NTT domain).
+    pub fn digits(&self) -> &[B::Buffer] {
+        &self.digits
+    }
+}
+
+impl<B: PolyBackend> core::fmt::Debug for Hoisted<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Hoisted")
+            .field("level", &self.level)
+            .field("digits", &self.digits.len())
+            .finish()
+    }
+}
+
+impl<B: PolyBackend> Rlwe<B> {
+    /// The extended basis `Q_level ∪ P`.
+    pub(crate) fn ext_basis(&self, level: usize) -> Basis {
+        Basis::qp(level + 1, self.k())
+    }
+
+    /// Step 1: gadget decomposition with ModUp of `c` (NTT domain over `Q_level`).
+    ///
+    /// Digit `j` holds `c`'s own rows on its primes `[j·α, (j+1)·α)` and, on every other prime of
+    /// `Q_level ∪ P`, the fast basis conversion of `[c]_{Q_j}` ([`PolyBackend::decompose`]).
+    pub fn decompose(&self, c: &B::Buffer, level: usize) -> Result<Hoisted<B>> {
+        self.check_level(level)?;
+        let found = self.backend.buffer_rows(c);
+        if found < level + 1 {
+            return Err(Error::Shape {
+                what: "rows of the polynomial to decompose",
+                expected: level + 1,
+                found,
+            });
+        }
+        let ext = self.ext_basis(level);
+        let mut digits: Vec<B::Buffer> = (0..self.params.digits_at(level))
+            .map(|_| self.backend.alloc(ext.rows()))
+            .collect();
+        self.backend.decompose(c, level, &mut digits);
+        Ok(Hoisted { digits, level })
+    }
+
+    /// Step 2, lazy: `(Σ_j σ_g(d_j)·b_j, Σ_j σ_g(d_j)·a_j)` over `Q_level ∪ P` (NTT domain), without
+    /// ModDown. With `g = None` no automorphism is applied (relinearization); with `Some(g)` the
+    /// key must be the Galois key of `g`.
+    ///
+    /// The pair is `P·(k_0, k_1) + e` where `k_0 + k_1·s ≈ σ_g(c)·s'`; add several such pairs, then
+    /// call [`Rlwe::mod_down`] once per polynomial.
+    pub fn gadget_product_lazy(
+        &self,
+        h: &Hoisted<B>,
+        g: Option<u64>,
+        key: &SwitchingKey<B>,
+    ) -> Result<[B::Buffer; 2]> {
+        self.check_key(key)?;
+        if let Some(g) = g {
+            self.check_galois(g)?;
+        }
+        if key.b.len() < h.digits.len() || key.a.len() < h.digits.len() {
+            return Err(Error::Shape {
+                what: "switching-key digits",
+                expected: h.digits.len(),
+                found: key.b.len().min(key.a.len()),
+            });
+        }
+        Ok(self.gadget_product_lazy_unchecked(h, g, key))
+    }
+
+    pub(crate) fn gadget_product_lazy_unchecked(
+        &self,
+        h: &Hoisted<B>,
+        g: Option<u64>,
+        key: &SwitchingKey<B>,
+    ) -> [B::Buffer; 2] {
+        let ext = self.ext_basis(h.level);
+        let permuted;
+        let digits = match g {
+            Some(g) => {
+                permuted = h
+                    .digits
+                    .iter()
+                    .map(|d| {
+                        let mut o = self.backend.alloc(ext.rows());
+                        self.backend.automorphism(d, g, &mut o, ext, Domain::Ntt);
+                        o
+                    })
+                    .collect::<Vec<_>>();
+                &permuted
+            }
+            None => &h.digits,
+        };
+        let mut acc0 = self.backend.alloc(ext.rows());
+        let mut acc1 = self.backend.alloc(ext.rows());
+        self.backend
+            .key_inner_product(digits, &key.b, &key.a, h.level, &mut acc0, &mut acc1);
+        [acc0, acc1]
+    }
+
+    /// Steps 2 and 3: the key switch `(k_0, k_1)` over `Q_level` with `k_0 + k_1·s ≈ σ_g(c)·s'`
+    /// (`σ_g` omitted when `g = None`).
+    pub fn gadget_product(
+        &self,
+        h: &Hoisted<B>,
+        g: Option<u64>,
+        key: &SwitchingKey<B>,
+    ) -> Result<[B::Buffer; 2]> {
+        let [acc0, acc1] = self.gadget_product_lazy(h, g, key)?;
+        Ok([
+            self.mod_down_unchecked(&acc0, h.level),
+            self.mod_down_unchecked(&acc1, h.level),
+        ])
+    }
+
+    /// Step 3: ModDown, `round(x / P)` over `Q_level` for `x` over `Q_level ∪ P` (NTT domain).
+    pub fn mod_down(&self, x: &B::Buffer, level: usize) -> Result<B::Buffer> {
+        self.check_level(level)?;
+        let expected = self.ext_basis(level).rows();
+        let found = self.backend.buffer_rows(x);
+        if found < expected {
+            return Err(Error::Shape {
+                what: "rows of the extended polynomial",
+                expected,
+                found,
+            });
+        }
+        Ok(self.mod_down_unchecked(x, level))
+    }
+
+    pub(crate) fn mod_down_unchecked(&self, x: &B::Buffer, level: usize) -> B::Buffer {
+        let mut out = self.backend.alloc(level + 1);
+        self.backend.mod_down(x, level, &mut out);
+        out
+    }
+
+    /// Brings an extended ciphertext back to `Q_level`: [`Rlwe::mod_down`] of both polynomials.
+    pub fn mod_down_ext(&self, a: &ExtCiphertext<B>) -> Ciphertext<B> {
+        Ciphertext {
+            params_id: self.params.id(),
+            polys: a
+                .polys
+                .iter()
+                .map(|x| self.mod_down_unchecked(x, a.level))
+                .collect(),
+            level: a.level,
+            scale: a.scale,
+            slots: a.slots,
+            seed: None,
+        }
+    }
+
+    /// One key switch of `c` (NTT, over `Q_level`) with `key`, without hoisting:
+    /// `(k_0, k_1)` with `k_0 + k_1·s ≈ c·s'`.
+    pub fn key_switch(
+        &self,
+        c: &B::Buffer,
+        level: usize,
+        key: &SwitchingKey<B>,
+    ) -> Result<[B::Buffer; 2]> {
+        let h = self.decompose(c, level)?;
+        self.gadget_product(&h, None, key)
+    }
+}

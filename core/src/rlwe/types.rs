@@ -1,0 +1,151 @@
+//! The data types of the RLWE layer: plaintexts, ciphertexts over `Q_level`, ciphertexts over
+//! the extended basis `Q_level ∪ P`, and the public expansion of a seed into uniform residues.
+//!
+//! The types carry the CKKS bookkeeping (`scale`, `slots`) as plain metadata: the RLWE layer copies
+//! it through encryption, decryption and key switching and never interprets it.
+
+use crate::backend::{Basis, PolyBackend};
+use crate::math::sampling;
+use crate::math::Modulus;
+use crate::params::CkksParams;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+/// A plaintext: one polynomial in the NTT domain over `Q_level`.
+pub struct Plaintext<B: PolyBackend> {
+    pub(crate) poly: B::Buffer,
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+    pub(crate) slots: usize,
+    /// Identity of the parameter set that made it ([`CkksParams::id`]).
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> Plaintext<B> {
+    /// The level (the plaintext spans `q_0..q_level`).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// The scale `Δ`.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// The number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The polynomial (NTT domain over `Q_level`), for inspection and backend conformance tests.
+    pub fn poly(&self) -> &B::Buffer {
+        &self.poly
+    }
+}
+
+/// A ciphertext `(c_0, c_1[, c_2])` in the NTT domain over `Q_level`, decrypting to
+/// `c_0 + c_1·s [+ c_2·s²] ≈ Δ·m`.
+pub struct Ciphertext<B: PolyBackend> {
+    pub(crate) polys: Vec<B::Buffer>,
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+    pub(crate) slots: usize,
+    /// When `Some`, `c_1` is the expansion of this seed (a fresh secret-key encryption), and the
+    /// ciphertext can be serialized compressed.
+    pub(crate) seed: Option<[u8; 32]>,
+    /// Identity of the parameter set that made it ([`CkksParams::id`]).
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for Ciphertext<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Ciphertext")
+            .field("degree", &(self.polys.len() - 1))
+            .field("level", &self.level)
+            .field("scale", &self.scale)
+            .field("slots", &self.slots)
+            .finish()
+    }
+}
+
+impl<B: PolyBackend> Ciphertext<B> {
+    /// The level.
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// The scale `Δ`.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// The number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The degree (1 for `(c_0, c_1)`, 2 after a product without relinearization).
+    pub fn degree(&self) -> usize {
+        self.polys.len() - 1
+    }
+    /// Whether `c_1` can travel as a seed.
+    pub fn is_seeded(&self) -> bool {
+        self.seed.is_some()
+    }
+    /// The polynomials `c_0, c_1[, c_2]` (NTT domain over `Q_level`), for inspection and backend
+    /// conformance tests.
+    pub fn polys(&self) -> &[B::Buffer] {
+        &self.polys
+    }
+    /// Overrides the scale bookkeeping (the ciphertext is unchanged: the decoded value is
+    /// multiplied by `old / new`).
+    pub fn set_scale(&mut self, scale: f64) {
+        self.scale = scale;
+    }
+}
+
+/// A ciphertext over the extended basis `Q_level ∪ P`, scaled by `P`: the output of lazy key
+/// switches (lazy hoisted rotations). Sums of these are brought back to `Q_level` with one
+/// ModDown ([`crate::rlwe::Rlwe::mod_down_ext`]).
+pub struct ExtCiphertext<B: PolyBackend> {
+    pub(crate) polys: [B::Buffer; 2],
+    pub(crate) level: usize,
+    pub(crate) scale: f64,
+    pub(crate) slots: usize,
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> ExtCiphertext<B> {
+    /// The level (the `Q` part spans `q_0..q_level`).
+    pub fn level(&self) -> usize {
+        self.level
+    }
+    /// The scale `Δ` of the ciphertext this will be after ModDown.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+    /// The number of slots.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+    /// The two polynomials over `Basis::qp(level + 1, k)` (NTT domain).
+    pub fn polys(&self) -> &[B::Buffer; 2] {
+        &self.polys
+    }
+}
+
+/// Expands a public seed into residues uniform mod each prime of `basis` (stream `stream`).
+///
+/// ChaCha20 keyed by `seed`, on stream `stream`; row `r` starts at word position
+/// `global_index(r) · 2^40`, so a prefix of rows is the same whatever the number of rows expanded
+/// (a key over `Q ∪ P` and a ciphertext over `Q_level` share their leading rows).
+pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
+    let n = params.n();
+    let mut rng = ChaCha20Rng::from_seed(*seed);
+    rng.set_stream(stream);
+    let q_total = params.q().len();
+    let moduli: Vec<Modulus> = params.all_moduli().copied().collect();
+    let mut out = vec![0u64; basis.rows() * n];
+    for r in 0..basis.rows() {
+        rng.set_word_pos((basis.global_index(r, q_total) as u128) << 40);
+        let m = &moduli[basis.global_index(r, q_total)];
+        sampling::uniform_mod(&mut rng, m, &mut out[r * n..(r + 1) * n]);
+    }
+    out
+}
