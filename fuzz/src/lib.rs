@@ -249,7 +249,11 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
         v
     };
     let words = |n: usize, bits: u32| -> Vec<u64> {
-        let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let m = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         (0..n as u64)
             .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & m)
             .collect()
@@ -284,19 +288,77 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
     }
     for (n, b) in [(3usize, 43u32), (8, 64), (5, 13), (2, 1)] {
         let w = words(n, b);
-        out[6].push(input(6, n, b, 0, BeaverOpen { bits: b, words: w.clone() }.encode()));
-        out[7].push(input(7, n, b, 0, InputShare { bits: b, words: w.clone() }.encode()));
-        out[8].push(input(8, n, b, 0, Reveal { bits: b, words: w.clone() }.encode()));
+        out[6].push(input(
+            6,
+            n,
+            b,
+            0,
+            BeaverOpen {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
+        out[7].push(input(
+            7,
+            n,
+            b,
+            0,
+            InputShare {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
+        out[8].push(input(
+            8,
+            n,
+            b,
+            0,
+            Reveal {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
         let u = CorrWidths::Uniform(b);
-        out[10].push(input(10, n, b, 0, TruncCorr::from_parts(u, w.clone()).encode()));
-        out[12].push(input(12, n, b, 0, B2aCorr::from_parts(u, w.clone()).encode()));
-        out[13].push(input(13, n, b, 0, MuxCorr::from_parts(u, w.clone()).encode()));
+        out[10].push(input(
+            10,
+            n,
+            b,
+            0,
+            TruncCorr::from_parts(u, w.clone()).encode(),
+        ));
+        out[12].push(input(
+            12,
+            n,
+            b,
+            0,
+            B2aCorr::from_parts(u, w.clone()).encode(),
+        ));
+        out[13].push(input(
+            13,
+            n,
+            b,
+            0,
+            MuxCorr::from_parts(u, w.clone()).encode(),
+        ));
         let lo = 4u32.min(b);
-        let sp = CorrWidths::Split { n: n / 2, lo, hi: b };
+        let sp = CorrWidths::Split {
+            n: n / 2,
+            lo,
+            hi: b,
+        };
         let d = (0..n)
             .map(|j| w[j] & (u64::MAX >> (64 - sp.width(j))))
             .collect();
-        out[11].push(input(11, n, b, (lo - 1) as u8, RoundCorr::from_parts(sp, d).encode()));
+        out[11].push(input(
+            11,
+            n,
+            b,
+            (lo - 1) as u8,
+            RoundCorr::from_parts(sp, d).encode(),
+        ));
         let g = CorrWidths::Gilboa { n, ell: b };
         let d = (0..n * b as usize)
             .map(|j| {
@@ -321,16 +383,39 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
                 }
             })
             .collect();
-        out[14].push(input(14, n, b, (radix - 1) as u8, CmpLeaf { shape: s, tables }.encode()));
+        out[14].push(input(
+            14,
+            n,
+            b,
+            (radix - 1) as u8,
+            CmpLeaf { shape: s, tables }.encode(),
+        ));
     }
     for aux in 0..4u8 {
         let q = modulus(aux);
-        let d: Vec<u128> = (0..5u128).map(|i| (i * 0x1234_5678_9abc) % q.value()).collect();
-        out[15].push(input(15, 5, 1, aux, ExtB2aCorr::from_parts(q, d.clone()).encode()));
+        let d: Vec<u128> = (0..5u128)
+            .map(|i| (i * 0x1234_5678_9abc) % q.value())
+            .collect();
+        out[15].push(input(
+            15,
+            5,
+            1,
+            aux,
+            ExtB2aCorr::from_parts(q, d.clone()).encode(),
+        ));
         out[16].push(input(16, 5, 1, aux, ExtMsbCorr::from_parts(q, d).encode()));
     }
     let items = vec![vec![1u8, 2, 3], vec![], vec![0xee; 40]];
-    out[17].push(input(17, 3, 1, 0, C2mCiphertexts { items: items.clone() }.encode()));
+    out[17].push(input(
+        17,
+        3,
+        1,
+        0,
+        C2mCiphertexts {
+            items: items.clone(),
+        }
+        .encode(),
+    ));
     out[18].push(input(18, 3, 1, 0, M2cCiphertexts { items }.encode()));
     out
 }

@@ -184,6 +184,9 @@ fn corrupted(kind: MsgKind, sender: PartyId, op: Op, mode: Mode) -> (DriverError
     let cfg = MpcConfig::ENCFORMER;
     let (t0, t1) = mem_pair(tcfg(5_000));
     let arm = Some((kind.tag(), mode));
+    // Each side keeps its transport open until both have their result, so the
+    // sender reads the receiver's abort notice instead of racing its close.
+    let both_done = std::sync::Barrier::new(2);
     let side = |id: PartyId, t: MemTransport| {
         let mut t = Corrupt {
             inner: t,
@@ -196,8 +199,11 @@ fn corrupted(kind: MsgKind, sender: PartyId, op: Op, mode: Mode) -> (DriverError
             Party::new(id, cfg, ChaCha20Rng::from_rng(OsRng).unwrap()).unwrap()
         };
         let r = run_op(&mut p, &mut t, op, if id == sender { arm } else { None });
+        let hit = t.hit;
+        both_done.wait();
+        drop(t);
         assert!(
-            id != sender || t.hit,
+            id != sender || hit,
             "{kind:?}: no frame of this kind was sent"
         );
         r.expect_err("the run must fail")
