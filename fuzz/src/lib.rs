@@ -89,3 +89,333 @@ pub fn seed_inputs() -> Vec<(&'static str, Vec<u8>)> {
         ("keys", serial::params_to_bytes(p).expect("params")),
     ]
 }
+
+// ------------------------------------------------------------------ MPC messages
+
+use veil_core::mpc::msgs::*;
+use veil_core::mpc::Modulus;
+
+/// Names of the MPC message decoders of [`fuzz_mpc_msgs`], indexed by the selector byte.
+pub const MPC_DECODERS: [&str; 19] = [
+    "SeedShare",
+    "SetupHello",
+    "BaseOtReply",
+    "IknpU",
+    "Derand",
+    "CmpAnd",
+    "BeaverOpen",
+    "InputShare",
+    "Reveal",
+    "TripleCorr",
+    "TruncCorr",
+    "RoundCorr",
+    "B2aCorr",
+    "MuxCorr",
+    "CmpLeaf",
+    "ExtB2aCorr",
+    "ExtMsbCorr",
+    "C2mCiphertexts",
+    "M2cCiphertexts",
+];
+
+/// Moduli a fuzz input may pick for the `Z_q` messages.
+fn modulus(i: u8) -> Modulus {
+    let q = match i % 4 {
+        0 => (1u128 << 99) + 1,
+        1 => 0xffff_ffff_0000_0001u128 * 1_099_511_627_791,
+        2 => 1u128 << 123,
+        _ => 3,
+    };
+    Modulus::new(q).expect("fuzz modulus")
+}
+
+/// The shape header of an MPC fuzz input: 4 bytes after the selector.
+#[derive(Clone, Copy, Debug)]
+struct Header {
+    count: usize,
+    bits: u32,
+    aux: u8,
+}
+
+impl Header {
+    fn parse(h: &[u8]) -> Header {
+        let b = |i: usize| h.get(i).copied().unwrap_or(0);
+        Header {
+            count: u16::from_le_bytes([b(0), b(1)]) as usize % 4096,
+            bits: (b(2) % 64) as u32 + 1,
+            aux: b(3),
+        }
+    }
+
+    fn bytes(count: usize, bits: u32, aux: u8) -> [u8; 4] {
+        let c = (count as u16).to_le_bytes();
+        [c[0], c[1], (bits - 1) as u8, aux]
+    }
+}
+
+fn check<M: Message>(payload: &[u8], shape: &M::Shape) {
+    if let Ok(m) = M::decode(payload, shape) {
+        assert_eq!(
+            m.encode(),
+            payload,
+            "{:?}: a decoded message must re-encode to the same bytes",
+            M::KIND
+        );
+    }
+}
+
+/// Target `mpc_msgs`: every MPC message decoder. Byte 0 selects the decoder ([`MPC_DECODERS`]),
+/// bytes 1..5 the shape the receiver expects (count, width, an auxiliary byte: radix, low width
+/// or modulus), the rest is the payload. Decoders must return `Ok` or a typed `Err`; a
+/// successful decode must re-encode to the same bytes (the encodings are canonical).
+pub fn fuzz_mpc_msgs(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let (h, payload) = rest.split_at(rest.len().min(4));
+    let Header { count, bits, aux } = Header::parse(h);
+    let ws = WordShape { count, bits };
+    let uni = CorrShape {
+        count,
+        widths: CorrWidths::Uniform(bits),
+    };
+    let zq = ZqShape {
+        count,
+        q: modulus(aux),
+    };
+    match sel as usize % MPC_DECODERS.len() {
+        0 => check::<SeedShare>(payload, &()),
+        1 => check::<SetupHello>(payload, &()),
+        2 => check::<BaseOtReply>(payload, &(count % 130)),
+        3 => check::<IknpU>(payload, &count),
+        4 => check::<Derand>(payload, &count),
+        5 => check::<CmpAnd>(payload, &count),
+        6 => check::<BeaverOpen>(payload, &ws),
+        7 => check::<InputShare>(payload, &ws),
+        8 => check::<Reveal>(payload, &ws),
+        9 => {
+            let n = count % 64;
+            let s = CorrShape {
+                count: n * bits as usize,
+                widths: CorrWidths::Gilboa { n, ell: bits },
+            };
+            check::<TripleCorr>(payload, &s)
+        }
+        10 => check::<TruncCorr>(payload, &uni),
+        11 => {
+            let s = CorrShape {
+                count,
+                widths: CorrWidths::Split {
+                    n: count / 2,
+                    lo: (aux % 64) as u32 + 1,
+                    hi: bits,
+                },
+            };
+            check::<RoundCorr>(payload, &s)
+        }
+        12 => check::<B2aCorr>(payload, &uni),
+        13 => check::<MuxCorr>(payload, &uni),
+        14 => {
+            let s = LeafShape {
+                n: count % 64,
+                bits,
+                radix: (aux % 6) as u32 + 1,
+            };
+            check::<CmpLeaf>(payload, &s)
+        }
+        15 => check::<ExtB2aCorr>(payload, &zq),
+        16 => check::<ExtMsbCorr>(payload, &zq),
+        17 => check::<C2mCiphertexts>(payload, &(count % 8)),
+        _ => check::<M2cCiphertexts>(payload, &(count % 8)),
+    }
+}
+
+/// `k` distinct valid Ristretto points (multiples of the base point).
+fn point_samples(k: u64) -> Vec<Point> {
+    use curve25519_dalek::constants::RISTRETTO_BASEPOINT_POINT;
+    use curve25519_dalek::scalar::Scalar;
+    (1..=k)
+        .map(|i| Point::new(Scalar::from(i) * RISTRETTO_BASEPOINT_POINT))
+        .collect()
+}
+
+/// Valid MPC message encodings, per decoder (selector, header and payload), for the seed corpus
+/// and the mutation loop of [`fuzz_mpc_msgs`].
+pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
+    let input = |sel: usize, count: usize, bits: u32, aux: u8, payload: Vec<u8>| {
+        let mut v = vec![sel as u8];
+        v.extend_from_slice(&Header::bytes(count, bits, aux));
+        v.extend(payload);
+        v
+    };
+    let words = |n: usize, bits: u32| -> Vec<u64> {
+        let m = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        (0..n as u64)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) & m)
+            .collect()
+    };
+    let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); MPC_DECODERS.len()];
+    out[0].push(input(0, 0, 1, 0, SeedShare { seed: [7; 16] }.encode()));
+    let pts = point_samples(4);
+    out[1].push(input(
+        1,
+        0,
+        1,
+        0,
+        SetupHello {
+            s: pts[0],
+            seed: SeedShare { seed: [1; 16] },
+        }
+        .encode(),
+    ));
+    for k in [1usize, 4] {
+        let m = BaseOtReply {
+            points: pts[..k].to_vec(),
+        };
+        out[2].push(input(2, k, 1, 0, m.encode()));
+    }
+    for m in [1usize, 130] {
+        out[3].push(input(3, m, 1, 0, vec![0x5a; IknpU::len_for(m)]));
+    }
+    for n in [3usize, 16, 45] {
+        let bits: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+        out[4].push(input(4, n, 1, 0, Derand { bits: bits.clone() }.encode()));
+        out[5].push(input(5, n, 1, 0, CmpAnd { bits }.encode()));
+    }
+    for (n, b) in [(3usize, 43u32), (8, 64), (5, 13), (2, 1)] {
+        let w = words(n, b);
+        out[6].push(input(
+            6,
+            n,
+            b,
+            0,
+            BeaverOpen {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
+        out[7].push(input(
+            7,
+            n,
+            b,
+            0,
+            InputShare {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
+        out[8].push(input(
+            8,
+            n,
+            b,
+            0,
+            Reveal {
+                bits: b,
+                words: w.clone(),
+            }
+            .encode(),
+        ));
+        let u = CorrWidths::Uniform(b);
+        out[10].push(input(
+            10,
+            n,
+            b,
+            0,
+            TruncCorr::from_parts(u, w.clone()).encode(),
+        ));
+        out[12].push(input(
+            12,
+            n,
+            b,
+            0,
+            B2aCorr::from_parts(u, w.clone()).encode(),
+        ));
+        out[13].push(input(
+            13,
+            n,
+            b,
+            0,
+            MuxCorr::from_parts(u, w.clone()).encode(),
+        ));
+        let lo = 4u32.min(b);
+        let sp = CorrWidths::Split {
+            n: n / 2,
+            lo,
+            hi: b,
+        };
+        let d = (0..n)
+            .map(|j| w[j] & (u64::MAX >> (64 - sp.width(j))))
+            .collect();
+        out[11].push(input(
+            11,
+            n,
+            b,
+            (lo - 1) as u8,
+            RoundCorr::from_parts(sp, d).encode(),
+        ));
+        let g = CorrWidths::Gilboa { n, ell: b };
+        let d = (0..n * b as usize)
+            .map(|j| {
+                let wj = g.width(j);
+                let m = if wj == 64 { u64::MAX } else { (1u64 << wj) - 1 };
+                (j as u64).wrapping_mul(0x2545_F491_4F6C_DD1D) & m
+            })
+            .collect();
+        out[9].push(input(9, n, b, 0, TripleCorr::from_parts(g, d).encode()));
+    }
+    for (n, b, radix) in [(3usize, 41u32, 4u32), (2, 43, 4), (1, 64, 6), (2, 5, 1)] {
+        let s = LeafShape { n, bits: b, radix };
+        let nd = s.digits();
+        let tables = (0..n * nd)
+            .map(|i| {
+                let tb = s.table_bits(i % nd);
+                let v = (i as u128 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835);
+                if tb >= 128 {
+                    v
+                } else {
+                    v & ((1u128 << tb) - 1)
+                }
+            })
+            .collect();
+        out[14].push(input(
+            14,
+            n,
+            b,
+            (radix - 1) as u8,
+            CmpLeaf { shape: s, tables }.encode(),
+        ));
+    }
+    for aux in 0..4u8 {
+        let q = modulus(aux);
+        let d: Vec<u128> = (0..5u128)
+            .map(|i| (i * 0x1234_5678_9abc) % q.value())
+            .collect();
+        out[15].push(input(
+            15,
+            5,
+            1,
+            aux,
+            ExtB2aCorr::from_parts(q, d.clone()).encode(),
+        ));
+        out[16].push(input(16, 5, 1, aux, ExtMsbCorr::from_parts(q, d).encode()));
+    }
+    let items = vec![vec![1u8, 2, 3], vec![], vec![0xee; 40]];
+    out[17].push(input(
+        17,
+        3,
+        1,
+        0,
+        C2mCiphertexts {
+            items: items.clone(),
+        }
+        .encode(),
+    ));
+    out[18].push(input(18, 3, 1, 0, M2cCiphertexts { items }.encode()));
+    out
+}

@@ -756,8 +756,11 @@ fn mismatches_are_typed_errors() {
         matches!(
             e0,
             Err(DriverError::Protocol(MpcError::Malformed {
-                what: "ciphertext count",
-                ..
+                msg: veil_core::mpc::MsgKind::C2mCiphertexts,
+                defect: veil_core::mpc::Defect::Count {
+                    expected: 2,
+                    found: 1
+                },
             }))
         ),
         "{e0:?}"

@@ -5,8 +5,7 @@
 mod mpc_common;
 use mpc_common::*;
 use std::time::{Duration, Instant};
-use veil_core::mpc::party::tags;
-use veil_core::mpc::{Frame, MpcConfig, MpcError, PartyId, RingShares};
+use veil_core::mpc::{Frame, MpcConfig, MpcError, MsgKind, PartyId, RingShares};
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{
     encode_frames, mem_pair, MemTransport, TcpTransport, Transport, TransportError,
@@ -199,7 +198,7 @@ where
     );
     assert!(el < fast && peer_ok(&pe), "{label}: {el:?} {pe:?}");
     // Unsupported version.
-    let mut g = frame(tags::IKNP_U, vec![0; 8]);
+    let mut g = frame(MsgKind::IknpU.tag(), vec![0; 8]);
     g[1] = 9;
     let (e, el, pe) = run(Some(g), false);
     assert_eq!(
@@ -209,7 +208,7 @@ where
     );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Oversized frame header.
-    let mut g = frame(tags::IKNP_U, vec![]);
+    let mut g = frame(MsgKind::IknpU.tag(), vec![]);
     g[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
     let (e, el, pe) = run(Some(g), false);
     assert!(
@@ -222,19 +221,19 @@ where
     assert_eq!(
         e,
         DriverError::Protocol(MpcError::UnexpectedMessage {
-            expected: tags::IKNP_U,
+            expected: MsgKind::IknpU,
             got: 0x7777
         }),
         "{label}"
     );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Right step, wrong payload size.
-    let (e, el, pe) = run(Some(frame(tags::IKNP_U, vec![0; 5])), false);
+    let (e, el, pe) = run(Some(frame(MsgKind::IknpU.tag(), vec![0; 5])), false);
     assert!(
         matches!(
             e,
             DriverError::Protocol(MpcError::Malformed {
-                tag: tags::IKNP_U,
+                msg: MsgKind::IknpU,
                 ..
             })
         ),
@@ -242,11 +241,18 @@ where
     );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Invalid curve points during setup.
-    let (e, el, pe) = run(Some(frame(tags::SETUP_S, vec![0xff; 48])), true);
-    assert_eq!(e, DriverError::Protocol(MpcError::InvalidPoint), "{label}");
+    let (e, el, pe) = run(Some(frame(MsgKind::SetupHello.tag(), vec![0xff; 48])), true);
+    assert_eq!(
+        e,
+        DriverError::Protocol(MpcError::InvalidPoint {
+            msg: MsgKind::SetupHello,
+            index: 0
+        }),
+        "{label}"
+    );
     assert!(el < fast && peer_ok(&pe), "{label}");
     // Truncated frame, then silence: timeout.
-    let mut g = frame(tags::IKNP_U, vec![0; 100]);
+    let mut g = frame(MsgKind::IknpU.tag(), vec![0; 100]);
     g.truncate(40);
     let (e, el, pe) = run(Some(g), false);
     assert_eq!(

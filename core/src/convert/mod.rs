@@ -199,7 +199,7 @@ pub use decode::WideSlots;
 pub use plan::{C2mPlan, M2cPlan};
 pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
-    RunStats, TAG_C2M_CT, TAG_M2C_CT,
+    ProtocolError, RunStats, TAG_C2M_CT, TAG_M2C_CT,
 };
 pub use wide::{local_trunc_wide, rerandomize, CommonMasks, Wide, W_BITS};
 

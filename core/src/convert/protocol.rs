@@ -7,18 +7,107 @@ use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
 use crate::math::sampling;
+use crate::mpc::msgs::{C2mCiphertexts, M2cCiphertexts, MsgKind};
 use crate::mpc::zq::Modulus as ZqModulus;
 use crate::mpc::{MpcError, Party, RingShares, Stats};
 use alloc::vec;
 use alloc::vec::Vec;
+use core::fmt;
 use rand_core::{CryptoRng, RngCore};
 use zeroize::Zeroizing;
 
-/// Frame tag of C2M: `u32` count, then per ciphertext a `u64` length and the uncompressed
-/// serialized `⟨m⟩ + r̂` ([`Ckks::serialize_ciphertext`]).
-pub const TAG_C2M_CT: u16 = 0x0501;
-/// Frame tag of M2C: same layout, seeded (compressed) `Enc_sk(p_0)`.
-pub const TAG_M2C_CT: u16 = 0x0502;
+/// Frame tag of C2M ([`C2mCiphertexts`]): `u32` count, then per ciphertext a `u64` length and
+/// the uncompressed serialized `⟨m⟩ + r̂` ([`Ckks::serialize_ciphertext`]).
+pub const TAG_C2M_CT: u16 = MsgKind::C2mCiphertexts.tag();
+/// Frame tag of M2C ([`M2cCiphertexts`]): same layout, seeded (compressed) `Enc_sk(p_0)`.
+pub const TAG_M2C_CT: u16 = MsgKind::M2cCiphertexts.tag();
+
+/// Errors of the conversion protocols ([`c2m_p0`], [`c2m_p1`], [`m2c_p0`], [`m2c_p1`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// The MPC layer failed: a malformed or unexpected message (the ciphertext batches
+    /// included), a party whose ring differs from the plan's, a poisoned party.
+    Mpc(MpcError),
+    /// A conversion step refused its input (level, degree, slots or scale against the plan).
+    Convert(ConvertError),
+    /// The CKKS layer failed (encryption, decryption or serialization: key or parameter
+    /// mismatch).
+    Ckks(crate::Error),
+    /// A ciphertext sent by the peer does not deserialize.
+    BadCiphertext {
+        /// Message that carried it.
+        msg: MsgKind,
+        /// Its index in the batch.
+        index: usize,
+        /// The decoder's error.
+        source: crate::Error,
+    },
+    /// A ciphertext sent by the peer has another level, degree, slot count or scale than the
+    /// plan.
+    CiphertextShape {
+        /// Message that carried it.
+        msg: MsgKind,
+        /// Its index in the batch.
+        index: usize,
+    },
+    /// An M2C input's share vectors do not have the plan's slot count.
+    InputLength {
+        /// Index of the input.
+        index: usize,
+        /// The plan's slot count.
+        expected: usize,
+        /// Length of the real (or, if the real part fits, the imaginary) shares.
+        found: usize,
+    },
+}
+
+impl fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProtocolError::Mpc(e) => write!(f, "mpc: {e}"),
+            ProtocolError::Convert(e) => write!(f, "convert: {e}"),
+            ProtocolError::Ckks(e) => write!(f, "ckks: {e}"),
+            ProtocolError::BadCiphertext { msg, index, source } => {
+                write!(f, "ciphertext {index} of {msg} does not decode: {source}")
+            }
+            ProtocolError::CiphertextShape { msg, index } => {
+                write!(f, "ciphertext {index} of {msg} differs from the plan")
+            }
+            ProtocolError::InputLength {
+                index,
+                expected,
+                found,
+            } => write!(
+                f,
+                "M2C input {index}: {found} shares, the plan has {expected} slots"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for ProtocolError {}
+
+impl From<MpcError> for ProtocolError {
+    fn from(e: MpcError) -> Self {
+        ProtocolError::Mpc(e)
+    }
+}
+
+impl From<ConvertError> for ProtocolError {
+    fn from(e: ConvertError) -> Self {
+        match e {
+            ConvertError::Mpc(e) => ProtocolError::Mpc(e),
+            e => ProtocolError::Convert(e),
+        }
+    }
+}
+
+impl From<crate::Error> for ProtocolError {
+    fn from(e: crate::Error) -> Self {
+        ProtocolError::Ckks(e)
+    }
+}
 
 /// Shares of one complex vector: `[[x]]` and `[[y]]` over `Z_{2^ℓ}` at scale `2^F`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,54 +134,6 @@ pub struct RunStats {
 /// P1's output of [`c2m_mask`]: the serialized masked ciphertexts and, per ciphertext, P1's
 /// shares `−r̂` of the `2n` subring coefficients mod `Q_conv`.
 pub type MaskedBatch = (Vec<Vec<u8>>, Vec<Vec<u128>>);
-
-fn bad(what: &'static str) -> MpcError {
-    MpcError::InvalidInput(what)
-}
-
-fn malformed(tag: u16, what: &'static str) -> MpcError {
-    MpcError::Malformed { tag, what }
-}
-
-fn pack(items: &[Vec<u8>]) -> Vec<u8> {
-    let total: usize = items.iter().map(|v| v.len() + 8).sum();
-    let mut out = Vec::with_capacity(4 + total);
-    out.extend_from_slice(&(items.len() as u32).to_le_bytes());
-    for it in items {
-        out.extend_from_slice(&(it.len() as u64).to_le_bytes());
-        out.extend_from_slice(it);
-    }
-    out
-}
-
-fn unpack(tag: u16, bytes: &[u8], expect: usize) -> Result<Vec<&[u8]>, MpcError> {
-    let take = |b: &[u8], at: usize, len: usize| -> Result<(usize, usize), MpcError> {
-        let end = at.checked_add(len).ok_or(malformed(tag, "length"))?;
-        if end > b.len() {
-            return Err(malformed(tag, "truncated"));
-        }
-        Ok((at, end))
-    };
-    let (a, e) = take(bytes, 0, 4)?;
-    let count = u32::from_le_bytes(bytes[a..e].try_into().unwrap()) as usize;
-    if count != expect {
-        return Err(malformed(tag, "ciphertext count"));
-    }
-    let mut at = 4;
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (a, e) = take(bytes, at, 8)?;
-        let len = u64::from_le_bytes(bytes[a..e].try_into().unwrap());
-        let len = usize::try_from(len).map_err(|_| malformed(tag, "length"))?;
-        let (a, e) = take(bytes, e, len)?;
-        out.push(&bytes[a..e]);
-        at = e;
-    }
-    if at != bytes.len() {
-        return Err(malformed(tag, "trailing bytes"));
-    }
-    Ok(out)
-}
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
@@ -193,7 +234,7 @@ async fn c2m_local<R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     plan: &C2mPlan,
     coeffs: &[Vec<u128>],
-) -> Result<Vec<ComplexShares>, MpcError> {
+) -> Result<Vec<ComplexShares>, ProtocolError> {
     let p0 = party.is_p0();
     let ring = plan.cfg.ring;
     let n = plan.slots;
@@ -206,9 +247,7 @@ async fn c2m_local<R: RngCore + CryptoRng>(
     let mut masks = CommonMasks::from_seed((a ^ (b << 64)).to_le_bytes());
     for c in coeffs {
         // Stages 1 and 2: shares mod 2^W of the slots at scale 2^{F+s_2}.
-        let (re, im) = plan
-            .decode_shares(c, p0, &mut masks)
-            .map_err(|_| bad("C2M coefficient shares do not match the plan"))?;
+        let (re, im) = plan.decode_shares(c, p0, &mut masks)?;
         // Stage 3a: local truncation by 2^{s_2 − k} in Z_{2^W} to scale 2^{F+k}, |v| < 2^{ℓ-2},
         // reduced mod 2^ℓ. A real-only plan drops the imaginary parts here, before any
         // communication.
@@ -254,16 +293,13 @@ pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     pk: &PublicKey<B>,
     plan: &C2mPlan,
     cts: &[Ciphertext<B>],
-) -> Result<(Vec<ComplexShares>, RunStats), MpcError> {
+) -> Result<(Vec<ComplexShares>, RunStats), ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let ch = party.channel();
     let (before, d0) = (ch.stats(), ch.depth());
-    let (bytes, shares) = c2m_mask(ckks, pk, plan, cts, party.rng()).map_err(|e| match e {
-        ConvertError::Mpc(e) => e,
-        _ => bad("C2M input refused (see c2m_mask for the typed error)"),
-    })?;
+    let (bytes, shares) = c2m_mask(ckks, pk, plan, cts, party.rng())?;
     let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
-    ch.send(TAG_C2M_CT, pack(&bytes));
+    ch.send_msg(&C2mCiphertexts { items: bytes });
     let out = c2m_local(party, plan, &shares).await?;
     Ok((
         out,
@@ -285,34 +321,29 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     sk: &SecretKey,
     plan: &C2mPlan,
     count: usize,
-) -> Result<(Vec<ComplexShares>, RunStats), MpcError> {
+) -> Result<(Vec<ComplexShares>, RunStats), ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let ch = party.channel();
     let (before, d0) = (ch.stats(), ch.depth());
-    let payload = ch.recv(TAG_C2M_CT).await?;
-    let items = unpack(TAG_C2M_CT, &payload, count)?;
+    let items = ch.recv_msg::<C2mCiphertexts>(&count).await?.items;
+    let msg = MsgKind::C2mCiphertexts;
     let n = ckks.params().n();
     let basis = Basis::q(plan.level + 1);
     let mut shares = Vec::with_capacity(count);
     let mut ct_bytes = 0u64;
-    for it in items {
+    for (index, it) in items.iter().enumerate() {
         ct_bytes += it.len() as u64;
         let ct = ckks
             .deserialize_ciphertext(it)
-            .map_err(|_| malformed(TAG_C2M_CT, "ciphertext"))?;
+            .map_err(|source| ProtocolError::BadCiphertext { msg, index, source })?;
         if ct.level != plan.level
             || ct.degree() != 1
             || ct.slots != plan.slots
             || !close(ct.scale, plan.scale)
         {
-            return Err(malformed(
-                TAG_C2M_CT,
-                "ciphertext shape differs from the plan",
-            ));
+            return Err(ProtocolError::CiphertextShape { msg, index });
         }
-        let pt = ckks
-            .decrypt(sk, &ct)
-            .map_err(|_| bad("decryption failed (key/parameter mismatch)"))?;
+        let pt = ckks.decrypt(sk, &ct)?;
         let mut poly = pt.poly;
         ckks.backend().intt(&mut poly, basis);
         let mut host = Zeroizing::new(vec![0u64; basis.rows() * n]);
@@ -340,13 +371,22 @@ async fn m2c_local<R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     plan: &M2cPlan,
     inputs: &[ComplexShares],
-) -> Result<Vec<Zeroizing<Vec<i128>>>, MpcError> {
+) -> Result<Vec<Zeroizing<Vec<i128>>>, ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let n = plan.slots;
     let mut flat = Vec::new();
-    for x in inputs {
+    for (index, x) in inputs.iter().enumerate() {
+        let found = if x.re.len() != n {
+            x.re.len()
+        } else {
+            x.im.len()
+        };
         if x.re.len() != n || !(x.im.is_empty() || x.im.len() == n) {
-            return Err(bad("M2C input length differs from the plan's slot count"));
+            return Err(ProtocolError::InputLength {
+                index,
+                expected: n,
+                found,
+            });
         }
         flat.extend_from_slice(x.re.as_slice());
         flat.extend_from_slice(x.im.as_slice());
@@ -375,9 +415,7 @@ async fn m2c_local<R: RngCore + CryptoRng>(
         at += n;
         let im = &lifted[at..at + x.im.len()];
         at += x.im.len();
-        let c = plan
-            .encode_shares(re, im, p0, &mut masks)
-            .map_err(|_| bad("M2C input length differs from the plan's slot count"))?;
+        let c = plan.encode_shares(re, im, p0, &mut masks)?;
         out.push(c);
     }
     Ok(out)
@@ -408,7 +446,7 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     sk: &SecretKey,
     plan: &M2cPlan,
     inputs: &[ComplexShares],
-) -> Result<RunStats, MpcError> {
+) -> Result<RunStats, ProtocolError> {
     let ch = party.channel();
     let (before, d0) = (ch.stats(), ch.depth());
     let coeffs = m2c_local(party, plan, inputs).await?;
@@ -422,18 +460,13 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
             scale: plan.scale,
             slots: plan.slots,
         };
-        let ct = ckks
-            .encrypt_sk(sk, &pt, party.rng())
-            .map_err(|_| bad("encryption failed (key/parameter mismatch)"))?;
+        let ct = ckks.encrypt_sk(sk, &pt, party.rng());
         poly = pt.poly;
         ckks.backend().zeroize(&mut poly);
-        bytes.push(
-            ckks.serialize_ciphertext(&ct, true)
-                .map_err(|_| bad("serialization failed"))?,
-        );
+        bytes.push(ckks.serialize_ciphertext(&ct?, true)?);
     }
     let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
-    ch.send(TAG_M2C_CT, pack(&bytes));
+    ch.send_msg(&M2cCiphertexts { items: bytes });
     Ok(RunStats {
         ciphertexts: inputs.len(),
         ciphertext_bytes: ct_bytes,
@@ -449,29 +482,26 @@ pub async fn m2c_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     ckks: &Ckks<B>,
     plan: &M2cPlan,
     inputs: &[ComplexShares],
-) -> Result<(Vec<Ciphertext<B>>, RunStats), MpcError> {
+) -> Result<(Vec<Ciphertext<B>>, RunStats), ProtocolError> {
     let ch = party.channel();
     let (before, d0) = (ch.stats(), ch.depth());
     let coeffs = m2c_local(party, plan, inputs).await?;
-    let payload = ch.recv(TAG_M2C_CT).await?;
-    let items = unpack(TAG_M2C_CT, &payload, inputs.len())?;
+    let items = ch.recv_msg::<M2cCiphertexts>(&inputs.len()).await?.items;
+    let msg = MsgKind::M2cCiphertexts;
     let basis = Basis::q(plan.level + 1);
     let mut out = Vec::with_capacity(inputs.len());
     let mut ct_bytes = 0u64;
-    for (it, c) in items.into_iter().zip(&coeffs) {
+    for (index, (it, c)) in items.iter().zip(&coeffs).enumerate() {
         ct_bytes += it.len() as u64;
         let mut ct = ckks
             .deserialize_ciphertext(it)
-            .map_err(|_| malformed(TAG_M2C_CT, "ciphertext"))?;
+            .map_err(|source| ProtocolError::BadCiphertext { msg, index, source })?;
         if ct.level != plan.level
             || ct.degree() != 1
             || ct.slots != plan.slots
             || !close(ct.scale, plan.scale)
         {
-            return Err(malformed(
-                TAG_M2C_CT,
-                "ciphertext shape differs from the plan",
-            ));
+            return Err(ProtocolError::CiphertextShape { msg, index });
         }
         let mut mine = subring_poly(ckks, plan, c);
         ckks.backend().add_assign(&mut ct.polys[0], &mine, basis);

@@ -2,11 +2,15 @@
 //! OT-generated triples (Gilboa), truncation, B2A, multiplexer, public
 //! scaling, row sums / broadcasts and polynomial evaluation.
 
-use crate::mpc::channel::Phase;
-use crate::mpc::error::{MpcError, Result};
-use crate::mpc::pack::{pack_u64, unpack_u64};
-use crate::mpc::party::{tags, Party, TruncMode};
-use crate::mpc::ring::mask;
+use crate::mpc::channel::{Channel, Phase};
+use crate::mpc::error::{expect_len, MpcError, Result};
+use crate::mpc::msgs::{
+    B2aCorr, BeaverOpen, CorrWidths, InputShare, MuxCorr, Reveal, RoundCorr, TripleCorr, TruncCorr,
+    WordShape,
+};
+use crate::mpc::ot::BoxFuture;
+use crate::mpc::party::{Party, TruncMode};
+use crate::mpc::ring::{mask, RingCfg};
 use crate::mpc::shares::{BoolShares, RingShares};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
@@ -28,12 +32,27 @@ impl core::fmt::Debug for Triples {
     }
 }
 
+/// A source of Beaver triples (this party's shares of `c = a·b` over
+/// `Z_{2^ℓ}`), used by [`Party::mul`] and [`Party::poly_eval`] through
+/// [`Party::triples`]. The default (no source injected) is Gilboa's OT
+/// multiplication over the party's own OT; another source (a dealer-free
+/// silent generator, or the ideal source of the tests) is injected with
+/// [`Party::with_triple_source`] and must be paired with the peer's.
+pub trait TripleSource {
+    /// `n` triples over `ring`; may exchange messages over `ch` (phase
+    /// [`Phase::Offline`]).
+    fn triples<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        ring: RingCfg,
+        n: usize,
+    ) -> BoxFuture<'a, Result<Triples>>;
+}
+
 /// `Π_rowsum`: for a `rows × cols` row-major matrix of shares, the share of
 /// each row sum (local, no communication).
 pub fn rowsum(x: &RingShares, rows: usize, cols: usize, ell: u32) -> Result<RingShares> {
-    if x.len() != rows * cols {
-        return Err(MpcError::InvalidInput("rowsum shape"));
-    }
+    expect_len("rowsum input (rows·cols)", rows * cols, x.len())?;
     let m = mask(ell);
     Ok(RingShares::new(
         x.as_slice()
@@ -66,17 +85,26 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let r = self.cfg.ring;
         if owner == self.id {
             let x = values.ok_or(MpcError::InvalidInput("owner must provide values"))?;
-            if x.len() != n {
-                return Err(MpcError::InvalidInput("share_input length"));
-            }
-            let mut mask = self.random_ring(n);
-            self.ch.send(tags::INPUT, pack_u64(&mask, r.ell));
-            let out = x.iter().zip(&mask).map(|(&x, &m)| r.sub(x, m)).collect();
-            mask.zeroize();
+            expect_len("share_input values", n, x.len())?;
+            let mut msg = InputShare {
+                bits: r.ell,
+                words: self.random_ring(n),
+            };
+            self.ch.send_msg(&msg);
+            let out = x
+                .iter()
+                .zip(&msg.words)
+                .map(|(&x, &m)| r.sub(x, m))
+                .collect();
+            msg.words.zeroize();
             Ok(RingShares::new(out))
         } else {
-            let msg = self.ch.recv(tags::INPUT).await?;
-            Ok(RingShares::new(unpack_u64(&msg, n, r.ell, tags::INPUT)?))
+            let shape = WordShape {
+                count: n,
+                bits: r.ell,
+            };
+            let msg = self.ch.recv_msg::<InputShare>(&shape).await?;
+            Ok(RingShares::new(msg.words))
         }
     }
 
@@ -84,14 +112,41 @@ impl<R: RngCore + CryptoRng> Party<R> {
     pub async fn reveal(&mut self, x: &RingShares) -> Result<Vec<u64>> {
         let r = self.cfg.ring;
         let n = x.len();
-        self.ch.send(tags::REVEAL, pack_u64(x.as_slice(), r.ell));
-        let msg = self.ch.recv(tags::REVEAL).await?;
-        let peer = unpack_u64(&msg, n, r.ell, tags::REVEAL)?;
+        self.ch.send_msg(&Reveal {
+            bits: r.ell,
+            words: x.as_slice().to_vec(),
+        });
+        let shape = WordShape {
+            count: n,
+            bits: r.ell,
+        };
+        let peer = self.ch.recv_msg::<Reveal>(&shape).await?;
         Ok(x.as_slice()
             .iter()
-            .zip(&peer)
+            .zip(&peer.words)
             .map(|(&a, &b)| r.add(a, b))
             .collect())
+    }
+
+    /// Offline: `n` Beaver triples from the injected [`TripleSource`] if
+    /// there is one, otherwise by Gilboa's OT multiplication (below).
+    pub async fn triples(&mut self, n: usize) -> Result<Triples> {
+        if self.triple_src.is_none() {
+            return self.gilboa_triples(n).await;
+        }
+        if self.ch.is_poisoned() {
+            return Err(MpcError::Poisoned);
+        }
+        let ch = self.ch.clone();
+        let ring = self.cfg.ring;
+        let prev = ch.set_phase(Phase::Offline);
+        let src = self.triple_src.as_mut().ok_or(MpcError::NotSetUp)?;
+        let t = src.triples(&ch, ring, n).await?;
+        for len in [t.a.len(), t.b.len(), t.c.len()] {
+            expect_len("triples from the injected source", n, len)?;
+        }
+        ch.set_phase(prev);
+        Ok(t)
     }
 
     /// Offline: `n` Beaver triples by Gilboa's OT multiplication. For the
@@ -99,7 +154,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// and P0 sends, for bit `i`, the correlation `a_0 mod 2^{ℓ-i}`; then
     /// `a_0 b_1 = Σ_i 2^i (t_i − p_i)`. Symmetrically for `a_1·b_0`.
     /// Cost per triple: `2ℓ` COTs and `ℓ(ℓ+1)` correction bits; 2 rounds.
-    pub async fn triples(&mut self, n: usize) -> Result<Triples> {
+    pub async fn gilboa_triples(&mut self, n: usize) -> Result<Triples> {
         let ch = self.ch.clone();
         let prev = ch.set_phase(Phase::Offline);
         let ell = self.cfg.ring.ell;
@@ -116,12 +171,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
         for _ in 0..e {
             corr.extend_from_slice(&a);
         }
-        let width = move |j: usize| ell - (j / n.max(1)) as u32;
+        let width = CorrWidths::Gilboa { n, ell };
         let rb = self.ot()?.recv(&ch, choices).await?;
         let sb = self.ot()?.send(&ch, n * e).await?;
-        let p = self.cot_send_corr(&sb, &corr, width)?;
+        let p = self.cot_send_corr::<TripleCorr>(&sb, &corr, width)?;
         corr.zeroize();
-        let t = self.cot_recv_corr(&rb, width).await?;
+        let t = self.cot_recv_corr::<TripleCorr>(&rb, width).await?;
         let mut c: Vec<u64> = a.iter().zip(&b).map(|(&x, &y)| r.mul(x, y)).collect();
         for i in 0..e {
             for k in 0..n {
@@ -147,8 +202,13 @@ impl<R: RngCore + CryptoRng> Party<R> {
         off: usize,
     ) -> Result<RingShares> {
         let n = x.len();
-        if y.len() != n || t.a.len() < off + n {
-            return Err(MpcError::InvalidInput("mul lengths"));
+        expect_len("mul operand y", n, y.len())?;
+        if t.a.len() < off + n {
+            return Err(MpcError::LengthMismatch {
+                what: "triples (at least offset + n)",
+                expected: off + n,
+                found: t.a.len(),
+            });
         }
         let r = self.cfg.ring;
         let (a, b, c) = (
@@ -158,9 +218,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
         );
         let mut ef: Vec<u64> = x.iter().zip(a).map(|(&x, &a)| r.sub(x, a)).collect();
         ef.extend(y.iter().zip(b).map(|(&y, &b)| r.sub(y, b)));
-        self.ch.send(tags::BEAVER_OPEN, pack_u64(&ef, r.ell));
-        let peer = self.ch.recv(tags::BEAVER_OPEN).await?;
-        let pe = unpack_u64(&peer, 2 * n, r.ell, tags::BEAVER_OPEN)?;
+        let open = BeaverOpen {
+            bits: r.ell,
+            words: ef,
+        };
+        self.ch.send_msg(&open);
+        let ef = open.words;
+        let shape = WordShape {
+            count: 2 * n,
+            bits: r.ell,
+        };
+        let pe = self.ch.recv_msg::<BeaverOpen>(&shape).await?.words;
         let p0 = self.is_p0();
         let z = (0..n)
             .map(|k| {
@@ -248,7 +316,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 let ch = self.ch.clone();
                 if p0 {
                     let sb = self.ot()?.send(&ch, a.len()).await?;
-                    let p = self.cot_send_corr(&sb, &a, |_| s)?;
+                    let p = self.cot_send_corr::<TruncCorr>(&sb, &a, CorrWidths::Uniform(s))?;
                     a.iter()
                         .zip(p.iter())
                         .map(|(&a, &p)| a.wrapping_add(p) & mask(s))
@@ -258,7 +326,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
                         .ot()?
                         .recv(&ch, a.iter().map(|&v| v as u8).collect())
                         .await?;
-                    let t = self.cot_recv_corr(&rb, |_| s).await?;
+                    let t = self
+                        .cot_recv_corr::<TruncCorr>(&rb, CorrWidths::Uniform(s))
+                        .await?;
                     a.iter()
                         .zip(t.iter())
                         .map(|(&a, &t)| a.wrapping_sub(t) & mask(s))
@@ -368,19 +438,19 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let mut bits: Zeroizing<Vec<u64>> = Zeroizing::new(Vec::with_capacity(2 * n));
         bits.extend(y.iter().map(|&v| (v >> (ell - 1)) & 1));
         bits.extend(c.as_slice().iter().map(|&b| (b & 1) as u64));
-        let width = move |j: usize| if j < n { k } else { ell };
+        let width = CorrWidths::Split { n, lo: k, hi: ell };
         let ch = self.ch.clone();
         // P0 gets p_j, P1 gets t_j = p_j + b_1·b_0 (widths k | ℓ).
         let prod: Zeroizing<Vec<u64>> = if p0 {
             let sb = self.ot()?.send(&ch, 2 * n).await?;
-            let p = self.cot_send_corr(&sb, &bits, width)?;
+            let p = self.cot_send_corr::<RoundCorr>(&sb, &bits, width)?;
             Zeroizing::new(p.iter().map(|&p| p.wrapping_neg()).collect())
         } else {
             let rb = self
                 .ot()?
                 .recv(&ch, bits.iter().map(|&v| v as u8).collect())
                 .await?;
-            self.cot_recv_corr(&rb, width).await?
+            self.cot_recv_corr::<RoundCorr>(&rb, width).await?
         };
         // Shares of b_0·b_1: P0 holds −p, P1 holds t.
         let out = (0..n)
@@ -408,7 +478,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let m = mask(k);
         if self.is_p0() {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr(&sb, &bits, |_| k)?;
+            let p = self.cot_send_corr::<B2aCorr>(&sb, &bits, CorrWidths::Uniform(k))?;
             Ok(bits
                 .iter()
                 .zip(p.iter())
@@ -419,7 +489,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .ot()?
                 .recv(&ch, bits.iter().map(|&v| v as u8).collect())
                 .await?;
-            let t = self.cot_recv_corr(&rb, |_| k).await?;
+            let t = self
+                .cot_recv_corr::<B2aCorr>(&rb, CorrWidths::Uniform(k))
+                .await?;
             Ok(bits
                 .iter()
                 .zip(t.iter())
@@ -441,9 +513,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// parallel: 2 rounds, 2 COTs and `2ℓ` bits per element.
     pub async fn mux(&mut self, b: &BoolShares, x: &RingShares) -> Result<RingShares> {
         let n = x.len();
-        if b.len() != n {
-            return Err(MpcError::InvalidInput("mux lengths"));
-        }
+        expect_len("mux selector", n, b.len())?;
         let r = self.cfg.ring;
         let ch = self.ch.clone();
         let bits: Zeroizing<Vec<u8>> =
@@ -456,8 +526,10 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let rb = self.ot()?.recv(&ch, bits.to_vec()).await?;
         let sb = self.ot()?.send(&ch, n).await?;
         let ell = r.ell;
-        let p = self.cot_send_corr(&sb, &corr, |_| ell)?;
-        let t = self.cot_recv_corr(&rb, |_| ell).await?;
+        let p = self.cot_send_corr::<MuxCorr>(&sb, &corr, CorrWidths::Uniform(ell))?;
+        let t = self
+            .cot_recv_corr::<MuxCorr>(&rb, CorrWidths::Uniform(ell))
+            .await?;
         let out = (0..n)
             .map(|k| {
                 let own = r.sub(r.mul(bits[k] as u64, x.as_slice()[k]), p[k]);

@@ -16,6 +16,7 @@
 //! as one round.
 
 use crate::mpc::error::{MpcError, Result};
+use crate::mpc::msgs::{Message, MsgKind};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
@@ -29,9 +30,9 @@ use core::task::{Context, Poll, Waker};
 /// Per-frame overhead counted in the statistics (tag, depth, length).
 pub const FRAME_OVERHEAD: u64 = 10;
 
-/// One protocol message: a tag naming the protocol step, the Lamport depth
-/// and the packed payload (format documented at each tag in
-/// [`crate::mpc::party::tags`]).
+/// One protocol message on the wire: a tag naming the protocol step (one of
+/// [`MsgKind`], though a peer may send anything), the Lamport depth and the
+/// packed payload (formats in [`crate::mpc::msgs`]).
 #[derive(Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Frame {
     /// Protocol step identifier.
@@ -202,8 +203,20 @@ impl Channel {
         self.0.borrow().poisoned
     }
 
-    /// Queues a frame for the peer.
-    pub fn send(&self, tag: u16, payload: Vec<u8>) {
+    /// Queues a typed message for the peer.
+    pub fn send_msg<M: Message>(&self, m: &M) {
+        self.send(M::KIND, m.encode());
+    }
+
+    /// Waits for the next frame, which must be a message `M` of the given
+    /// shape ([`MpcError::UnexpectedMessage`] or a decoding error otherwise).
+    pub async fn recv_msg<M: Message>(&self, shape: &M::Shape) -> Result<M> {
+        let payload = self.recv(M::KIND).await?;
+        M::decode(&payload, shape)
+    }
+
+    fn send(&self, kind: MsgKind, payload: Vec<u8>) {
+        let tag = kind.tag();
         let mut i = self.0.borrow_mut();
         let depth = i.recv_depth.saturating_add(1);
         i.clock = i.clock.max(depth);
@@ -218,11 +231,10 @@ impl Channel {
         });
     }
 
-    /// Waits for the next frame, which must carry `tag`.
-    pub fn recv(&self, tag: u16) -> Recv {
+    fn recv(&self, kind: MsgKind) -> Recv {
         Recv {
             ch: self.clone(),
-            tag,
+            kind,
         }
     }
 
@@ -264,10 +276,10 @@ impl Channel {
     }
 }
 
-/// Future returned by [`Channel::recv`].
-pub struct Recv {
+/// Future of one raw receive (the payload of the next frame, of a given kind).
+struct Recv {
     ch: Channel,
-    tag: u16,
+    kind: MsgKind,
 }
 
 impl Future for Recv {
@@ -285,9 +297,9 @@ impl Future for Recv {
                 i.recv_depth = i.recv_depth.max(f.depth);
                 i.clock = i.clock.max(f.depth);
                 i.bump_rounds();
-                if f.tag != self.tag {
+                if f.tag != self.kind.tag() {
                     return Poll::Ready(Err(MpcError::UnexpectedMessage {
-                        expected: self.tag,
+                        expected: self.kind,
                         got: f.tag,
                     }));
                 }
@@ -297,22 +309,24 @@ impl Future for Recv {
     }
 }
 
-/// A running protocol: the state machine plus its channel.
-pub struct Session<'a, T> {
-    fut: Pin<Box<dyn Future<Output = Result<T>> + 'a>>,
+/// A running protocol: the state machine plus its channel. `E` is the
+/// protocol's error type (the engine's [`MpcError`], or the error of a
+/// protocol built on top of it that wraps `MpcError`).
+pub struct Session<'a, T, E = MpcError> {
+    fut: Pin<Box<dyn Future<Output = core::result::Result<T, E>> + 'a>>,
     ch: Channel,
     done: bool,
 }
 
-impl<T> fmt::Debug for Session<'_, T> {
+impl<T, E> fmt::Debug for Session<'_, T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Session {{ done: {}, {:?} }}", self.done, self.ch)
     }
 }
 
-impl<'a, T> Session<'a, T> {
+impl<'a, T, E: From<MpcError>> Session<'a, T, E> {
     /// Wraps a protocol future running over `ch`.
-    pub fn new(ch: Channel, fut: impl Future<Output = Result<T>> + 'a) -> Self {
+    pub fn new(ch: Channel, fut: impl Future<Output = core::result::Result<T, E>> + 'a) -> Self {
         ch.begin_session();
         Session {
             fut: Box::pin(fut),
@@ -323,13 +337,13 @@ impl<'a, T> Session<'a, T> {
 
     /// Advances the state machine as far as possible without new input.
     /// After `Ready`, further polls return an error.
-    pub fn poll(&mut self) -> Poll<Result<T>> {
+    pub fn poll(&mut self) -> Poll<core::result::Result<T, E>> {
         if self.done {
-            return Poll::Ready(Err(MpcError::InvalidInput("session already finished")));
+            return Poll::Ready(Err(MpcError::SessionFinished.into()));
         }
         if self.ch.is_poisoned() {
             self.done = true;
-            return Poll::Ready(Err(MpcError::Poisoned));
+            return Poll::Ready(Err(MpcError::Poisoned.into()));
         }
         let mut cx = Context::from_waker(Waker::noop());
         match self.fut.as_mut().poll(&mut cx) {
@@ -367,7 +381,10 @@ impl<'a, T> Session<'a, T> {
 
 /// Runs two sessions against each other in memory (single thread); for
 /// tests of the core crate. Returns both results.
-pub fn run_pair<A, B>(mut s0: Session<'_, A>, mut s1: Session<'_, B>) -> (Result<A>, Result<B>) {
+pub fn run_pair<A, B, E: From<MpcError>>(
+    mut s0: Session<'_, A, E>,
+    mut s1: Session<'_, B, E>,
+) -> (core::result::Result<A, E>, core::result::Result<B, E>) {
     let mut r0 = None;
     let mut r1 = None;
     loop {
@@ -397,10 +414,9 @@ pub fn run_pair<A, B>(mut s0: Session<'_, A>, mut s1: Session<'_, B>) -> (Result
         }
         if !progressed {
             // Deadlock: neither side can move.
-            let e = MpcError::InvalidInput("deadlock: both parties wait");
             return (
-                r0.unwrap_or_else(|| Err(e.clone())),
-                r1.unwrap_or_else(|| Err(e)),
+                r0.unwrap_or_else(|| Err(MpcError::Deadlock.into())),
+                r1.unwrap_or_else(|| Err(MpcError::Deadlock.into())),
             );
         }
     }

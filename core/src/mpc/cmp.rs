@@ -17,9 +17,10 @@
 //! 2 random OTs (one per direction) offline.
 
 use crate::mpc::channel::Phase;
+use crate::mpc::error::expect_len;
 use crate::mpc::error::{MpcError, Result};
-use crate::mpc::pack::{pack_bits, unpack_bits, BitReader, BitWriter};
-use crate::mpc::party::{tags, Party};
+use crate::mpc::msgs::{CmpAnd, CmpLeaf, LeafShape};
+use crate::mpc::party::Party;
 use crate::mpc::shares::{BoolShares, RingShares};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -65,21 +66,12 @@ const fn gt_masks() -> [u128; 64] {
     out
 }
 
-fn push_word(w: &mut BitWriter, word: u128, bits: u32) {
-    if bits <= 64 {
-        w.push(word as u64, bits);
+/// Low `bits ≤ 128` bits set.
+fn mask128(bits: u32) -> u128 {
+    if bits >= 128 {
+        u128::MAX
     } else {
-        w.push(word as u64, 64);
-        w.push((word >> 64) as u64, bits - 64);
-    }
-}
-
-fn read_word(r: &mut BitReader<'_>, bits: u32) -> u128 {
-    if bits <= 64 {
-        r.read(bits) as u128
-    } else {
-        let lo = r.read(64) as u128;
-        lo | ((r.read(bits - 64) as u128) << 64)
+        (1u128 << bits) - 1
     }
 }
 
@@ -145,8 +137,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let n = v.len();
         let m = self.cfg.radix_bits;
-        let nd = bits.div_ceil(m) as usize;
-        let width = |j: usize| core::cmp::min(m, bits - j as u32 * m);
+        let shape = LeafShape { n, bits, radix: m };
+        let nd = shape.digits();
+        let width = |j: usize| shape.digit_width(j);
         let digit = |x: u64, j: usize| (x >> (j as u32 * m)) & crate::mpc::ring::mask(width(j));
         let merges = nd - 1;
         let tp = if merges > 0 {
@@ -163,8 +156,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         if p0 {
             let sb = self.ot()?.send(&ch, n * bits as usize).await?;
             let (k0, k1) = sb.rot_keys(&self.ot()?.hash);
-            let total: usize = n * (0..nd).map(|j| 2usize << width(j)).sum::<usize>();
-            let mut w = BitWriter::with_capacity_bits(total);
+            let mut tables = Vec::with_capacity(n * nd);
             let rnd = Zeroizing::new(self.random_bits(2 * nl));
             let mut idx = 0usize;
             for e in 0..n {
@@ -188,11 +180,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     if q == 1 {
                         word ^= LO_BITS << 1;
                     }
-                    push_word(&mut w, word, 2u32 << mj);
+                    tables.push(word & mask128(2u32 << mj));
                     idx += mj as usize;
                 }
             }
-            ch.send(tags::CMP_LEAF, w.finish());
+            ch.send_msg(&CmpLeaf { shape, tables });
         } else {
             let mut choices = Vec::with_capacity(n * bits as usize);
             for &x in v {
@@ -203,9 +195,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             }
             let rb = self.ot()?.recv(&ch, choices).await?;
             let kr = rb.rot_keys(&self.ot()?.hash);
-            let total: usize = n * (0..nd).map(|j| 2usize << width(j)).sum::<usize>();
-            let msg = ch.recv(tags::CMP_LEAF).await?;
-            let mut rd = BitReader::new(&msg, total, tags::CMP_LEAF)?;
+            let msg = ch.recv_msg::<CmpLeaf>(&shape).await?;
             let mut idx = 0usize;
             for e in 0..n {
                 for j in 0..nd {
@@ -215,7 +205,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     for i in 0..mj as usize {
                         pad ^= (kr[idx + i] >> (2 * yj)) as u64 & 3;
                     }
-                    let word = read_word(&mut rd, 2u32 << mj);
+                    let word = msg.tables[e * nd + j];
                     let entry = (word >> (2 * yj)) as u64 & 3;
                     let s = entry ^ pad;
                     gt[e * nd + j] = (s & 1) as u8;
@@ -243,9 +233,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     open.push(eq[lo] ^ tp.b2[t]);
                 }
             }
-            ch.send(tags::CMP_AND, pack_bits(&open));
-            let peer = ch.recv(tags::CMP_AND).await?;
-            let po = unpack_bits(&peer, open.len(), tags::CMP_AND)?;
+            let count = open.len();
+            let open = CmpAnd { bits: open };
+            ch.send_msg(&open);
+            let open = open.bits;
+            let po = ch.recv_msg::<CmpAnd>(&count).await?.bits;
             for e in 0..n {
                 for k in 0..pairs {
                     let hi = e * nd + 2 * k + 1;
@@ -320,9 +312,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// XOR shares of `[x < y]` for shared `x, y` with `|x − y| < 2^{ℓ-1}`
     /// (`msb(x − y)`).
     pub async fn less_than(&mut self, x: &RingShares, y: &RingShares) -> Result<BoolShares> {
-        if x.len() != y.len() {
-            return Err(MpcError::InvalidInput("less_than lengths"));
-        }
+        expect_len("less_than operand y", x.len(), y.len())?;
         let r = self.cfg.ring;
         let d = RingShares::new(
             x.as_slice()

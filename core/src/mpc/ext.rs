@@ -22,6 +22,7 @@
 //!   with the same `2^{-σ}`-order probability, so it can be dropped.)
 
 use crate::mpc::error::{MpcError, Result};
+use crate::mpc::msgs::{ExtB2aCorr, ExtMsbCorr};
 use crate::mpc::party::Party;
 use crate::mpc::shares::{FieldShares, RingShares};
 use crate::mpc::zq::Modulus;
@@ -57,14 +58,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let bits: Vec<u128> = w.as_slice().iter().map(|&b| b as u128).collect();
         let wq: Vec<u128> = if p0 {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr_zq(&sb, &bits, q)?;
+            let p = self.cot_send_corr_zq::<ExtB2aCorr>(&sb, &bits, q)?;
             bits.iter()
                 .zip(p.iter())
                 .map(|(&b, &p)| q.add(b, q.add(p, p)))
                 .collect()
         } else {
             let rb = self.ot()?.recv(&ch, w.as_slice().to_vec()).await?;
-            let t = self.cot_recv_corr_zq(&rb, q).await?;
+            let t = self.cot_recv_corr_zq::<ExtB2aCorr>(&rb, q).await?;
             bits.iter()
                 .zip(t.iter())
                 .map(|(&b, &t)| q.sub(b, q.add(t, t)))
@@ -127,7 +128,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         // w = a + b − a·b; P0 holds a + p, P1 holds b − t with t = p + a·b.
         let wq: Zeroizing<Vec<u128>> = if p0 {
             let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr_zq(&sb, &bits, q)?;
+            let p = self.cot_send_corr_zq::<ExtMsbCorr>(&sb, &bits, q)?;
             Zeroizing::new(
                 bits.iter()
                     .zip(p.iter())
@@ -139,7 +140,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .ot()?
                 .recv(&ch, bits.iter().map(|&v| v as u8).collect())
                 .await?;
-            let t = self.cot_recv_corr_zq(&rb, q).await?;
+            let t = self.cot_recv_corr_zq::<ExtMsbCorr>(&rb, q).await?;
             Zeroizing::new(
                 bits.iter()
                     .zip(t.iter())

@@ -13,7 +13,20 @@
 //!   extension behind the [`ot::CotSender`]/[`ot::CotReceiver`] traits — [`ot`];
 //! * batched protocols (multiplication, truncation, millionaires' comparison,
 //!   MSB/DReLU/ReLU, B2A, multiplexer, ring↔field extension, polynomials) —
-//!   [`party`], [`arith`], [`cmp`], [`ext`].
+//!   [`party`], [`arith`], [`cmp`], [`ext`];
+//! * typed messages, one per protocol step, and the table of frame tags —
+//!   [`msgs`]. Every decoder returns a typed [`MpcError`] on malformed bytes.
+//!
+//! # Construction
+//!
+//! [`Party::new`] + [`Party::setup`] gives the default engine (base OT, IKNP
+//! with random-COT pools, common seed). [`Party::with_ot`] injects another
+//! correlated OT (the contract it must meet is in [`ot`]), and
+//! [`Party::with_triple_source`] another source of Beaver triples
+//! ([`arith::TripleSource`]). The ideal OT and ideal triples of the tests
+//! live in `insecure`, compiled only for this crate's unit tests and with the
+//! test-only feature `insecure-test-support` (never enabled by the `veil`
+//! binary; CI checks it).
 //!
 //! # Sans-IO execution model
 //!
@@ -65,6 +78,9 @@ pub mod channel;
 pub mod cmp;
 pub mod error;
 pub mod ext;
+#[cfg(any(test, feature = "insecure-test-support"))]
+pub mod insecure;
+pub mod msgs;
 pub mod ot;
 pub mod pack;
 pub mod party;
@@ -72,11 +88,16 @@ pub mod ring;
 pub mod shares;
 pub mod zq;
 
+pub use arith::{TripleSource, Triples};
 pub use channel::{Channel, Frame, Phase, PhaseStats, Session, Stats};
-pub use error::MpcError;
+pub use error::{Defect, MpcError};
+pub use msgs::{Message, MsgKind};
+pub use ot::{CotReceiver, CotSender};
 pub use party::{MpcConfig, Party, PartyId, TruncMode};
 pub use ring::RingCfg;
 pub use shares::{BoolShares, FieldShares, RingShares};
 pub use zq::{Modulus, RnsBasis};
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_msgs;

@@ -2,10 +2,11 @@
 //!
 //! Ring elements travel with exactly `ℓ` bits each, bits with one bit each,
 //! so the byte counts reported by the engine are those of an optimal fixed
-//! width encoding. Decoders check the exact length and return
-//! [`MpcError::Malformed`] otherwise.
+//! width encoding. Decoders check the exact length and that the padding bits
+//! of the last byte are zero, and return [`MpcError::Malformed`] otherwise.
 
-use crate::mpc::error::{MpcError, Result};
+use crate::mpc::error::Result;
+use crate::mpc::msgs::{check_len, check_packed, MsgKind};
 use alloc::vec::Vec;
 
 /// Bytes needed for `n` words of `bits` bits.
@@ -77,24 +78,14 @@ pub fn pack_bits(bits: &[u8]) -> Vec<u8> {
 }
 
 /// Unpacks exactly `n` bits; `bytes` must have exactly `⌈n/8⌉` bytes.
-pub fn unpack_bits(bytes: &[u8], n: usize, tag: u16) -> Result<Vec<u8>> {
-    if bytes.len() != n.div_ceil(8) {
-        return Err(MpcError::Malformed {
-            tag,
-            what: "bit vector length",
-        });
-    }
+pub fn unpack_bits(bytes: &[u8], n: usize, msg: MsgKind) -> Result<Vec<u8>> {
+    check_packed(msg, bytes, n)?;
     Ok((0..n).map(|i| (bytes[i >> 3] >> (i & 7)) & 1).collect())
 }
 
 /// Unpacks exactly `n` words of `bits ≤ 128` bits.
-pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u128>> {
-    if bytes.len() != packed_len(n, bits) {
-        return Err(MpcError::Malformed {
-            tag,
-            what: "packed vector length",
-        });
-    }
+pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, msg: MsgKind) -> Result<Vec<u128>> {
+    check_packed(msg, bytes, n.saturating_mul(bits as usize))?;
     let m = if bits >= 128 {
         u128::MAX
     } else {
@@ -120,14 +111,9 @@ pub fn unpack_u128(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u1
 }
 
 /// Unpacks exactly `n` words of `bits ≤ 64` bits.
-pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64>> {
+pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, msg: MsgKind) -> Result<Vec<u64>> {
     if bits == 64 {
-        if bytes.len() != n * 8 {
-            return Err(MpcError::Malformed {
-                tag,
-                what: "packed vector length",
-            });
-        }
+        check_len(msg, bytes, n.saturating_mul(8))?;
         return Ok(bytes
             .chunks_exact(8)
             .map(|c| {
@@ -139,12 +125,7 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64
     }
     if bits <= 57 {
         // Fast path: read an unaligned 64-bit window per word.
-        if bytes.len() != packed_len(n, bits) {
-            return Err(MpcError::Malformed {
-                tag,
-                what: "packed vector length",
-            });
-        }
+        check_packed(msg, bytes, n.saturating_mul(bits as usize))?;
         let m = crate::mpc::ring::mask(bits);
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
@@ -157,7 +138,7 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64
         }
         return Ok(out);
     }
-    Ok(unpack_u128(bytes, n, bits, tag)?
+    Ok(unpack_u128(bytes, n, bits, msg)?
         .into_iter()
         .map(|w| w as u64)
         .collect())
@@ -167,6 +148,7 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, tag: u16) -> Result<Vec<u64
 mod tests {
     use super::*;
     use alloc::vec;
+    const K: MsgKind = MsgKind::Reveal;
 
     #[test]
     fn roundtrip() {
@@ -177,7 +159,7 @@ mod tests {
                 .collect();
             let p = pack_u64(&w, bits);
             assert_eq!(p.len(), packed_len(w.len(), bits));
-            assert_eq!(unpack_u64(&p, w.len(), bits, 0).unwrap(), w);
+            assert_eq!(unpack_u64(&p, w.len(), bits, K).unwrap(), w);
         }
         for bits in [84u32, 123, 128] {
             let m = if bits == 128 {
@@ -189,13 +171,13 @@ mod tests {
                 .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_1234_5678_9ABC_DEF1) & m)
                 .collect();
             assert_eq!(
-                unpack_u128(&pack_u128(&w, bits), w.len(), bits, 0).unwrap(),
+                unpack_u128(&pack_u128(&w, bits), w.len(), bits, K).unwrap(),
                 w
             );
         }
         let b = vec![1u8, 0, 1, 1, 0, 0, 0, 1, 1];
-        assert_eq!(unpack_bits(&pack_bits(&b), 9, 0).unwrap(), b);
-        assert!(unpack_bits(&[0u8; 3], 9, 0).is_err());
+        assert_eq!(unpack_bits(&pack_bits(&b), 9, K).unwrap(), b);
+        assert!(unpack_bits(&[0u8; 3], 9, K).is_err());
     }
 }
 
@@ -249,13 +231,9 @@ pub struct BitReader<'a> {
 
 impl<'a> BitReader<'a> {
     /// Reader over `bytes`, which must hold exactly `⌈total_bits/8⌉` bytes.
-    pub fn new(bytes: &'a [u8], total_bits: usize, tag: u16) -> Result<Self> {
-        if bytes.len() != total_bits.div_ceil(8) {
-            return Err(MpcError::Malformed {
-                tag,
-                what: "packed message length",
-            });
-        }
+    /// Padding bits of the last byte must be zero.
+    pub fn new(bytes: &'a [u8], total_bits: usize, msg: MsgKind) -> Result<Self> {
+        check_packed(msg, bytes, total_bits)?;
         Ok(BitReader { bytes, pos: 0 })
     }
 

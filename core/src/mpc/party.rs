@@ -1,13 +1,17 @@
-//! A party of the two-party engine: configuration, setup (base OTs) and the
+//! A party of the two-party engine: configuration, construction with the
+//! default (IKNP) or an injected OT, setup (common seed, base OTs) and the
 //! correlated-OT helpers shared by all protocols.
 
+use crate::mpc::arith::TripleSource;
 use crate::mpc::channel::{Channel, Phase};
-use crate::mpc::error::{MpcError, Result};
+use crate::mpc::error::{expect_len, MpcError, Result};
+use crate::mpc::msgs::{
+    BaseOtReply, CorrMessage, CorrShape, CorrWidths, SeedShare, SetupHello, ZqMessage, ZqShape,
+};
 use crate::mpc::ot::base::{self, BaseSender};
 use crate::mpc::ot::iknp::{IknpReceiver, IknpSender};
 use crate::mpc::ot::pool::{PooledReceiver, PooledSender};
-use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, OtEngine};
-use crate::mpc::pack::{BitReader, BitWriter};
+use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, CotReceiver, CotSender, OtEngine};
 use crate::mpc::ring::{mask, RingCfg};
 use crate::mpc::zq::Modulus;
 use alloc::boxed::Box;
@@ -15,30 +19,6 @@ use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 use sha2::{Digest, Sha256};
 use zeroize::{Zeroize, Zeroizing};
-
-/// Message tags. Payload formats (all little-endian, LSB-first bit packing):
-pub mod tags {
-    /// Setup round 1: `S` (32 bytes, Chou–Orlandi sender) ‖ 16-byte seed share.
-    pub const SETUP_S: u16 = 0x0001;
-    /// Setup round 2: 128 Ristretto points `R_i` (32 bytes each).
-    pub const SETUP_R: u16 = 0x0002;
-    /// IKNP `u` matrix: `128 × ⌈m/128⌉·16` bytes.
-    pub const IKNP_U: u16 = crate::mpc::ot::iknp::TAG_IKNP_U;
-    /// Pool derandomization bits `r ⊕ r'` (1 bit per OT).
-    pub const DERAND: u16 = crate::mpc::ot::pool::TAG_DERAND;
-    /// COT corrections `d_j = p_0 + c_j − p_1` packed at the correlation width.
-    pub const COT_CORR: u16 = 0x0102;
-    /// Beaver opening `(x − a, y − b)`: `2n` words of `ℓ` bits.
-    pub const BEAVER_OPEN: u16 = 0x0201;
-    /// Millionaires leaf messages: per leaf `2^{m_j}` entries of 2 bits.
-    pub const CMP_LEAF: u16 = 0x0301;
-    /// AND-tree opening: 3 bits per merge.
-    pub const CMP_AND: u16 = 0x0302;
-    /// Input sharing: the peer's share, `n` words of `ℓ` bits.
-    pub const INPUT: u16 = 0x0401;
-    /// Opening: the sender's shares, `n` words of `ℓ` bits.
-    pub const REVEAL: u16 = 0x0402;
-}
 
 /// Blocks hashed per chunk (keeps hash outputs in L1/L2).
 const HASH_CHUNK: usize = 2048;
@@ -102,7 +82,16 @@ impl MpcConfig {
     }
 }
 
-/// One party: identity, configuration, randomness, channel and OT state.
+/// One party: identity, configuration, randomness, channel, OT state and
+/// the source of Beaver triples.
+///
+/// * [`Party::new`] + [`Party::setup`]: the default — Chou–Orlandi base OTs,
+///   IKNP extension in both directions behind random-COT pools, and the
+///   common seed, in 2 rounds.
+/// * [`Party::with_ot`] + [`Party::setup`]: an injected OT (e.g. a silent
+///   OT); setup only exchanges the common seed ([`Party::setup_common_seed`]).
+/// * [`Party::with_triple_source`]: Beaver triples from another source than
+///   the default OT-based Gilboa multiplication ([`Party::triples`]).
 pub struct Party<R: RngCore + CryptoRng> {
     pub(crate) id: PartyId,
     pub(crate) cfg: MpcConfig,
@@ -110,23 +99,31 @@ pub struct Party<R: RngCore + CryptoRng> {
     pub(crate) ch: Channel,
     pub(crate) ot: Option<OtEngine>,
     pub(crate) common: Option<AesPrg>,
+    pub(crate) triple_src: Option<Box<dyn TripleSource>>,
 }
 
 impl<R: RngCore + CryptoRng> core::fmt::Debug for Party<R> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "Party {{ id: {:?}, cfg: {:?}, set_up: {} }}",
+            "Party {{ id: {:?}, cfg: {:?}, set_up: {}, ot: {}, common_seed: {}, triples: {} }}",
             self.id,
             self.cfg,
-            self.ot.is_some()
+            self.ot.is_some() && self.common.is_some(),
+            self.ot.is_some(),
+            self.common.is_some(),
+            if self.triple_src.is_some() {
+                "injected"
+            } else {
+                "gilboa"
+            }
         )
     }
 }
 
 impl<R: RngCore + CryptoRng> Party<R> {
-    /// New party with its own CSPRNG. Call [`Party::setup`] before any
-    /// protocol that needs OT.
+    /// New party with its own CSPRNG. Call [`Party::setup`] (base OTs, IKNP
+    /// with pools, common seed) before any protocol that needs OT.
     pub fn new(id: PartyId, cfg: MpcConfig, rng: R) -> Result<Self> {
         cfg.validate()?;
         Ok(Party {
@@ -136,7 +133,39 @@ impl<R: RngCore + CryptoRng> Party<R> {
             ch: Channel::new(),
             ot: None,
             common: None,
+            triple_src: None,
         })
+    }
+
+    /// New party with an injected correlated OT: `sender` for this party as
+    /// COT sender, `receiver` as COT receiver; the peer's instances must be
+    /// paired with them (its receiver with this `sender`, its sender with this
+    /// `receiver`). [`Party::setup`] then only exchanges the common seed.
+    ///
+    /// The protocols rely on the contract documented in [`crate::mpc::ot`]:
+    /// both parties call `extend` in the same order with the same sizes,
+    /// [`CotReceiver::extend`] never waits for the peer (it only sends, or
+    /// does nothing), and [`CotSender::extend`] may wait for what the peer's
+    /// receiver sent. The OT is used as given (wrap it in
+    /// [`PooledSender`]/[`PooledReceiver`] for [`Party::preprocess_ot`]).
+    pub fn with_ot(
+        id: PartyId,
+        cfg: MpcConfig,
+        rng: R,
+        sender: Box<dyn CotSender>,
+        receiver: Box<dyn CotReceiver>,
+    ) -> Result<Self> {
+        let mut p = Self::new(id, cfg, rng)?;
+        p.ot = Some(OtEngine::new(sender, receiver));
+        Ok(p)
+    }
+
+    /// Replaces the default Beaver-triple generation (Gilboa over this
+    /// party's OT, [`Party::triples`]) by `src`; the peer must use the paired
+    /// source.
+    pub fn with_triple_source(mut self, src: Box<dyn TripleSource>) -> Self {
+        self.triple_src = Some(src);
+        self
     }
 
     /// This party's index.
@@ -174,60 +203,88 @@ impl<R: RngCore + CryptoRng> Party<R> {
         &mut self.rng
     }
 
-    /// One-time setup (2 rounds): 128 Chou–Orlandi base OTs in each direction
-    /// to seed IKNP both ways, plus a common seed `H(s_0 ‖ s_1)` for share
-    /// re-randomization in [`Party::field_to_ring`].
+    /// One-time setup. Default party ([`Party::new`]): 128 Chou–Orlandi base
+    /// OTs in each direction to seed IKNP both ways (behind random-COT pools),
+    /// plus the common seed `H(s_0 ‖ s_1)` for share re-randomization in
+    /// [`Party::field_to_ring`]; 2 rounds, the seed shares ride in the first
+    /// message ([`SetupHello`]). Party with an injected OT
+    /// ([`Party::with_ot`]): only [`Party::setup_common_seed`] (1 round).
     pub async fn setup(&mut self) -> Result<()> {
+        if self.ot.is_some() {
+            return self.setup_common_seed().await;
+        }
         let ch = self.ch.clone();
         let prev = ch.set_phase(Phase::Setup);
-        let (bs, s_msg) = BaseSender::start(&mut self.rng);
-        let mut seed = [0u8; 16];
-        self.rng.fill_bytes(&mut seed);
-        let mut m1 = s_msg.to_vec();
-        m1.extend_from_slice(&seed);
-        ch.send(tags::SETUP_S, m1);
-        let peer = ch.recv(tags::SETUP_S).await?;
-        if peer.len() != 48 {
-            return Err(MpcError::Malformed {
-                tag: tags::SETUP_S,
-                what: "setup message length",
-            });
-        }
+        let (bs, s) = BaseSender::start(&mut self.rng);
+        let seed = self.seed_share();
+        ch.send_msg(&SetupHello {
+            s,
+            seed: seed.clone(),
+        });
+        let hello = ch.recv_msg::<SetupHello>(&()).await?;
         let mut db = [0u8; 16];
         self.rng.fill_bytes(&mut db);
         let delta = u128::from_le_bytes(db);
         db.zeroize();
-        let choices: Vec<u8> = (0..128).map(|i| ((delta >> i) & 1) as u8).collect();
-        let (rmsg, keys) = base::receive(&mut self.rng, &peer[..32], &choices, tags::SETUP_S)?;
-        ch.send(tags::SETUP_R, rmsg);
-        let peer_r = ch.recv(tags::SETUP_R).await?;
-        let pairs = bs.finish(&peer_r, 128, tags::SETUP_R)?;
+        let mut choices: Vec<u8> = (0..128).map(|i| ((delta >> i) & 1) as u8).collect();
+        let (reply, keys) = base::receive(&mut self.rng, &hello.s, &choices);
+        choices.zeroize();
+        ch.send_msg(&reply);
+        let peer_r = ch.recv_msg::<BaseOtReply>(&128).await?;
+        let pairs = bs.finish(&peer_r);
         let sender = IknpSender::new(delta, &keys)?;
         let receiver = IknpReceiver::new(&pairs)?;
-        let mut h = Sha256::new();
-        h.update(b"veil/common-seed/v1");
-        if self.is_p0() {
-            h.update(seed);
-            h.update(&peer[32..48]);
-        } else {
-            h.update(&peer[32..48]);
-            h.update(seed);
-        }
-        let d = h.finalize();
-        let mut cs = [0u8; 16];
-        cs.copy_from_slice(&d[..16]);
-        self.common = Some(AesPrg::new(cs));
-        seed.zeroize();
-        cs.zeroize();
-        self.ot = Some(OtEngine {
-            sender: Box::new(PooledSender::new(Box::new(sender))),
-            receiver: Box::new(PooledReceiver::new(Box::new(receiver))),
-            hash: crate::mpc::ot::CrHash::new(),
-            sent: 0,
-            received: 0,
-        });
+        self.common = Some(self.common_prg(&seed, &hello.seed));
+        self.ot = Some(OtEngine::new(
+            Box::new(PooledSender::new(Box::new(sender))),
+            Box::new(PooledReceiver::new(Box::new(receiver))),
+        ));
         ch.set_phase(prev);
         Ok(())
+    }
+
+    /// The common-seed part of the setup alone: both parties send a fresh
+    /// 16-byte share ([`SeedShare`], 1 round) and key the common PRG with
+    /// `H(s_0 ‖ s_1)`. [`Party::setup`] calls it for a party with an injected
+    /// OT; the default setup sends the shares inside [`SetupHello`] instead.
+    pub async fn setup_common_seed(&mut self) -> Result<()> {
+        if self.ch.is_poisoned() {
+            return Err(MpcError::Poisoned);
+        }
+        let ch = self.ch.clone();
+        let prev = ch.set_phase(Phase::Setup);
+        let seed = self.seed_share();
+        ch.send_msg(&seed);
+        let peer = ch.recv_msg::<SeedShare>(&()).await?;
+        self.common = Some(self.common_prg(&seed, &peer));
+        ch.set_phase(prev);
+        Ok(())
+    }
+
+    fn seed_share(&mut self) -> SeedShare {
+        let mut s = SeedShare { seed: [0u8; 16] };
+        self.rng.fill_bytes(&mut s.seed);
+        s
+    }
+
+    /// `AES-PRG(H("veil/common-seed/v1" ‖ s_0 ‖ s_1))`, the same at both parties.
+    fn common_prg(&self, own: &SeedShare, peer: &SeedShare) -> AesPrg {
+        let (s0, s1) = if self.is_p0() {
+            (own, peer)
+        } else {
+            (peer, own)
+        };
+        let mut h = Sha256::new();
+        h.update(b"veil/common-seed/v1");
+        h.update(s0.seed);
+        h.update(s1.seed);
+        let mut d = h.finalize();
+        let mut cs = [0u8; 16];
+        cs.copy_from_slice(&d[..16]);
+        d.zeroize();
+        let prg = AesPrg::new(cs);
+        cs.zeroize();
+        prg
     }
 
     /// Offline OT preprocessing: precomputes `as_sender` random COTs with this
@@ -273,23 +330,21 @@ impl<R: RngCore + CryptoRng> Party<R> {
         (0..n).map(|_| self.rng.next_u64() & m).collect()
     }
 
-    /// COT as sender with correlations `corr[j]` of width `widths(j)` bits:
-    /// sends `d_j = H(q_j) + c_j − H(q_j ⊕ Δ) mod 2^w` and returns
-    /// `p_j = H(q_j) mod 2^w`. The receiver obtains `p_j + r_j·c_j`.
-    pub(crate) fn cot_send_corr(
+    /// COT as sender with correlations `corr[j]` of width `widths.width(j)`
+    /// bits: sends `d_j = H(q_j) + c_j − H(q_j ⊕ Δ) mod 2^w` as message `M`
+    /// and returns `p_j = H(q_j) mod 2^w`. The receiver obtains
+    /// `p_j + r_j·c_j`.
+    pub(crate) fn cot_send_corr<M: CorrMessage>(
         &mut self,
         b: &CotBatchS,
         corr: &[u64],
-        widths: impl Fn(usize) -> u32,
+        widths: CorrWidths,
     ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let n = corr.len();
-        if b.q.len() != n {
-            return Err(MpcError::InvalidInput("COT batch size"));
-        }
-        let total: usize = (0..n).map(|j| widths(j) as usize).sum();
-        let mut w = BitWriter::with_capacity_bits(total);
+        expect_len("COT batch", n, b.q.len())?;
+        let mut d = Vec::with_capacity(n);
         let mut p = Vec::with_capacity(n);
         let mut k0 = alloc::vec![0u128; HASH_CHUNK];
         let mut k1 = alloc::vec![0u128; HASH_CHUNK];
@@ -302,31 +357,30 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .hash_into(&b.q[c0..c0 + len], b.delta, tw, 0, &mut k1[..len]);
             for k in 0..len {
                 let j = c0 + k;
-                let bits = widths(j);
-                let m = mask(bits);
+                let m = mask(widths.width(j));
                 let p0 = (k0[k] as u64) & m;
                 let p1 = (k1[k] as u64) & m;
-                w.push(p0.wrapping_add(corr[j]).wrapping_sub(p1), bits);
+                d.push(p0.wrapping_add(corr[j]).wrapping_sub(p1) & m);
                 p.push(p0);
             }
         }
         k0.zeroize();
         k1.zeroize();
-        ch.send(tags::COT_CORR, w.finish());
+        ch.send_msg(&M::from_parts(widths, d));
         Ok(Zeroizing::new(p))
     }
 
-    /// Receiver side of [`Party::cot_send_corr`]: returns `p_j + r_j·c_j mod 2^w`.
-    pub(crate) async fn cot_recv_corr(
+    /// Receiver side of [`Party::cot_send_corr`]: waits for message `M` and
+    /// returns `p_j + r_j·c_j mod 2^w`.
+    pub(crate) async fn cot_recv_corr<M: CorrMessage>(
         &mut self,
         b: &CotBatchR,
-        widths: impl Fn(usize) -> u32,
+        widths: CorrWidths,
     ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
-        let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
-        let total: usize = (0..n).map(|j| widths(j) as usize).sum();
-        let mut rd = BitReader::new(&msg, total, tags::COT_CORR)?;
+        let msg = ch.recv_msg::<M>(&CorrShape { count: n, widths }).await?;
+        let d = msg.corrections();
         let ot = self.ot()?;
         let mut t = alloc::vec![0u128; HASH_CHUNK];
         let mut out = Vec::with_capacity(n);
@@ -336,9 +390,10 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .hash_into(&b.t[c0..c0 + len], 0, b.tweak + c0 as u64, 0, &mut t[..len]);
             for k in 0..len {
                 let j = c0 + k;
-                let bits = widths(j);
-                let d = rd.read(bits);
-                out.push((t[k] as u64).wrapping_add(d.wrapping_mul(b.r[j] as u64)) & mask(bits));
+                out.push(
+                    (t[k] as u64).wrapping_add(d[j].wrapping_mul(b.r[j] as u64))
+                        & mask(widths.width(j)),
+                );
             }
         }
         t.zeroize();
@@ -346,7 +401,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).
-    pub(crate) fn cot_send_corr_zq(
+    pub(crate) fn cot_send_corr_zq<M: ZqMessage>(
         &mut self,
         b: &CotBatchS,
         corr: &[u128],
@@ -354,6 +409,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     ) -> Result<Zeroizing<Vec<u128>>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
+        expect_len("COT batch", corr.len(), b.q.len())?;
         let h = &ot.hash;
         let (a0, a1) = (h.hash(&b.q, 0, b.tweak, 1), h.hash(&b.q, 0, b.tweak, 2));
         let (c0, c1) = (
@@ -368,20 +424,20 @@ impl<R: RngCore + CryptoRng> Party<R> {
             d.push(q.sub(q.add(p0, corr[j]), p1));
             p.push(p0);
         }
-        ch.send(tags::COT_CORR, crate::mpc::pack::pack_u128(&d, q.bits()));
+        ch.send_msg(&M::from_parts(*q, d));
         Ok(Zeroizing::new(p))
     }
 
     /// Receiver side of [`Party::cot_send_corr_zq`].
-    pub(crate) async fn cot_recv_corr_zq(
+    pub(crate) async fn cot_recv_corr_zq<M: ZqMessage>(
         &mut self,
         b: &CotBatchR,
         q: &Modulus,
     ) -> Result<Zeroizing<Vec<u128>>> {
         let ch = self.ch.clone();
-        let msg = ch.recv(tags::COT_CORR).await?;
         let n = b.r.len();
-        let d = crate::mpc::pack::unpack_u128(&msg, n, q.bits(), tags::COT_CORR)?;
+        let msg = ch.recv_msg::<M>(&ZqShape { count: n, q: *q }).await?;
+        let d = msg.corrections();
         let ot = self.ot()?;
         let (t0, t1) = (
             ot.hash.hash(&b.t, 0, b.tweak, 1),
@@ -389,12 +445,6 @@ impl<R: RngCore + CryptoRng> Party<R> {
         );
         let mut out = Vec::with_capacity(n);
         for j in 0..n {
-            if d[j] >= q.value() {
-                return Err(MpcError::Malformed {
-                    tag: tags::COT_CORR,
-                    what: "Z_q element not reduced",
-                });
-            }
             let t = q.reduce_wide(t1[j], t0[j]);
             out.push(if b.r[j] == 1 { q.add(t, d[j]) } else { t });
         }

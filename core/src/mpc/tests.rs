@@ -516,3 +516,114 @@ fn exact_rounding_and_known_msb_ext_on_empty_and_single_inputs() {
         }
     }
 }
+
+/// A pair over the INSECURE ideal COT (and, with `ideal_triples`, ideal
+/// Beaver triples) injected through `Party::with_ot`, after setup (which then
+/// only exchanges the common seed).
+fn ideal_parties(cfg: MpcConfig, ideal_triples: bool) -> (P, P) {
+    use super::insecure::{insecure_ideal_cot, insecure_ideal_party};
+    let seed = [42u8; 16];
+    let mk = |id, s| {
+        if ideal_triples {
+            insecure_ideal_party(id, cfg, ChaCha20Rng::seed_from_u64(s), seed).unwrap()
+        } else {
+            let (snd, rcv) = insecure_ideal_cot(seed, id);
+            Party::with_ot(
+                id,
+                cfg,
+                ChaCha20Rng::seed_from_u64(s),
+                alloc::boxed::Box::new(snd),
+                alloc::boxed::Box::new(rcv),
+            )
+            .unwrap()
+        }
+    };
+    let (mut p0, mut p1) = (mk(PartyId::P0, 30), mk(PartyId::P1, 31));
+    both!(p0, p1, p0.setup().await, p1.setup().await);
+    (p0, p1)
+}
+
+/// The protocols run unchanged over an injected (ideal) OT and reconstruct to
+/// the plaintext answers; setup then costs one 16-byte seed share each way.
+#[test]
+fn protocols_over_injected_ideal_ot() {
+    for ideal_triples in [false, true] {
+        let cfg = MpcConfig::ENCFORMER;
+        let (mut p0, mut p1) = ideal_parties(cfg, ideal_triples);
+        let st = p0.channel().stats();
+        assert_eq!(
+            (st.setup.bytes_sent, st.setup.frames_sent, st.setup.rounds),
+            (16 + channel::FRAME_OVERHEAD, 1, 1)
+        );
+        let r = cfg.ring;
+        let q = Modulus::from_primes(&[0xffff_ffff_0000_0001, 1_099_511_627_791]).unwrap();
+        let mut rng = ChaCha20Rng::seed_from_u64(12);
+        let xs = inputs(&r, &mut rng, 150, 28);
+        let ys = inputs(&r, &mut rng, 150, 13);
+        let enc = |v: &[i64]| v.iter().map(|&a| r.from_signed(a)).collect::<Vec<_>>();
+        let (x0, x1) = share(&r, &enc(&xs), &mut rng);
+        let (y0, y1) = share(&r, &enc(&ys), &mut rng);
+        let (a, b) = both!(
+            p0,
+            p1,
+            {
+                let m = p0.mul(&x0, &y0).await?;
+                let lt = p0.less_than(&x0, &y0).await?;
+                let rl = p0.relu(&x0).await?;
+                let f = p0.ring_to_field(&x0, &q).await?;
+                let g = p0.field_to_ring(&f, &q)?;
+                let e = p0.trunc_round_exact(&y0, 4).await?;
+                Ok::<_, MpcError>((m, lt, rl, f, g, e))
+            },
+            {
+                let m = p1.mul(&x1, &y1).await?;
+                let lt = p1.less_than(&x1, &y1).await?;
+                let rl = p1.relu(&x1).await?;
+                let f = p1.ring_to_field(&x1, &q).await?;
+                let g = p1.field_to_ring(&f, &q)?;
+                let e = p1.trunc_round_exact(&y1, 4).await?;
+                Ok::<_, MpcError>((m, lt, rl, f, g, e))
+            }
+        );
+        let m = open(&r, &a.0, &b.0);
+        let rl = open(&r, &a.2, &b.2);
+        let g = open(&r, &a.4, &b.4);
+        let e = open(&r, &a.5, &b.5);
+        for k in 0..xs.len() {
+            let exact = ((xs[k] as i128 * ys[k] as i128 + (1 << (r.frac - 1))) >> r.frac) as i64;
+            assert!(m[k] == exact || m[k] == exact - 1, "mul {k}");
+            assert_eq!(a.1.as_slice()[k] ^ b.1.as_slice()[k], (xs[k] < ys[k]) as u8);
+            assert_eq!(rl[k], xs[k].max(0));
+            assert_eq!(
+                q.to_signed(q.add(a.3.as_slice()[k], b.3.as_slice()[k])),
+                xs[k] as i128
+            );
+            assert_eq!(g[k], xs[k]);
+            assert_eq!(e[k], round_ref(ys[k], 4));
+        }
+        // No OT traffic at all: only the protocol messages themselves.
+        let s = p0.channel().stats();
+        assert!(s.offline.bytes_sent < s.online.bytes_sent, "{s:?}");
+    }
+}
+
+/// The ideal triples are Beaver triples: `c_0 + c_1 = (a_0 + a_1)(b_0 + b_1)`.
+#[test]
+fn insecure_ideal_triples_are_triples() {
+    let cfg = MpcConfig::ENCFORMER;
+    let (mut p0, mut p1) = ideal_parties(cfg, true);
+    let r = cfg.ring;
+    let (t0, t1) = both!(p0, p1, p0.triples(50).await, p1.triples(50).await);
+    let o = |a: &RingShares, b: &RingShares| -> Vec<u64> {
+        a.as_slice()
+            .iter()
+            .zip(b.as_slice())
+            .map(|(&x, &y)| r.add(x, y))
+            .collect()
+    };
+    let (a, b, c) = (o(&t0.a, &t1.a), o(&t0.b, &t1.b), o(&t0.c, &t1.c));
+    for k in 0..50 {
+        assert_eq!(c[k], r.mul(a[k], b[k]));
+    }
+    assert_ne!(t0.a.as_slice(), t1.a.as_slice());
+}

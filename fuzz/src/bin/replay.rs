@@ -5,6 +5,9 @@
 //! * `replay --seeds DIR` writes valid encodings to `DIR/ciphertext/` and `DIR/keys/` (a seed
 //!   corpus for `cargo fuzz run`).
 //! * `replay --mutate N` runs `N` random mutations of the seed inputs through both targets.
+//! * `replay --mutate-msgs N` runs `N` random mutations per MPC message decoder (target
+//!   `mpc_msgs`; the selector byte is kept, so each decoder sees exactly `N` inputs) and prints
+//!   the count and wall time of each.
 
 use rand_core::{RngCore, SeedableRng};
 use std::io::Read;
@@ -13,6 +16,7 @@ use std::path::Path;
 fn run(data: &[u8]) {
     veil_fuzz::fuzz_ciphertext(data);
     veil_fuzz::fuzz_keys(data);
+    veil_fuzz::fuzz_mpc_msgs(data);
 }
 
 fn replay(path: &Path, count: &mut usize) -> std::io::Result<()> {
@@ -69,6 +73,14 @@ fn main() -> std::io::Result<()> {
                 std::fs::create_dir_all(&d)?;
                 std::fs::write(d.join(format!("seed-{i}")), bytes)?;
             }
+            let d = dir.join("mpc_msgs");
+            std::fs::create_dir_all(&d)?;
+            for (k, seeds) in veil_fuzz::mpc_seed_inputs().into_iter().enumerate() {
+                for (i, bytes) in seeds.into_iter().enumerate() {
+                    let name = format!("seed-{}-{i}", veil_fuzz::MPC_DECODERS[k]);
+                    std::fs::write(d.join(name), bytes)?;
+                }
+            }
             eprintln!("seed corpus written under {}", dir.display());
         }
         Some("--mutate") => {
@@ -81,6 +93,35 @@ fn main() -> std::io::Result<()> {
                 run(&b);
             }
             eprintln!("{n} mutated inputs: no panic");
+        }
+        Some("--mutate-msgs") => {
+            let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+            let all = std::time::Instant::now();
+            for (k, seeds) in veil_fuzz::mpc_seed_inputs().into_iter().enumerate() {
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64((n + k) as u64);
+                let t = std::time::Instant::now();
+                for i in 0..n {
+                    let mut b = seeds[i % seeds.len()].clone();
+                    mutate(&mut rng, &mut b);
+                    // Keep the selector: every input goes to decoder k.
+                    if b.is_empty() {
+                        b.push(k as u8);
+                    } else {
+                        b[0] = k as u8;
+                    }
+                    veil_fuzz::fuzz_mpc_msgs(&b);
+                }
+                eprintln!(
+                    "{:>15}: {n} mutated inputs, no panic, {:.1} s",
+                    veil_fuzz::MPC_DECODERS[k],
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            eprintln!(
+                "mpc_msgs: {} decoders x {n} inputs, {:.1} s",
+                veil_fuzz::MPC_DECODERS.len(),
+                all.elapsed().as_secs_f64()
+            );
         }
         Some(_) => {
             let mut count = 0;

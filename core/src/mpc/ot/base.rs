@@ -8,10 +8,10 @@
 //! instantiation; the hash binds the transcript. Used 128 times per direction
 //! to seed IKNP.
 
-use crate::mpc::error::{MpcError, Result};
+use crate::mpc::msgs::{BaseOtReply, Point};
 use alloc::vec::Vec;
 use curve25519_dalek::constants::RISTRETTO_BASEPOINT_TABLE;
-use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
+use curve25519_dalek::ristretto::RistrettoPoint;
 use curve25519_dalek::scalar::Scalar;
 use rand_core::{CryptoRng, RngCore};
 use sha2::{Digest, Sha256};
@@ -41,15 +41,10 @@ fn kdf(i: usize, s: &[u8; 32], r: &[u8; 32], p: &RistrettoPoint) -> Key {
     k
 }
 
-fn decode_point(b: &[u8]) -> Result<RistrettoPoint> {
-    let c = CompressedRistretto::from_slice(b).map_err(|_| MpcError::InvalidPoint)?;
-    c.decompress().ok_or(MpcError::InvalidPoint)
-}
-
 /// Sender state between its two steps.
 pub struct BaseSender {
     y: Scalar,
-    s: [u8; 32],
+    s: Point,
 }
 
 impl Drop for BaseSender {
@@ -65,54 +60,40 @@ impl core::fmt::Debug for BaseSender {
 }
 
 impl BaseSender {
-    /// First step: returns the state and the 32-byte message `S`.
-    pub fn start<R: RngCore + CryptoRng>(rng: &mut R) -> (Self, [u8; 32]) {
+    /// First step: returns the state and the point `S` to send.
+    pub fn start<R: RngCore + CryptoRng>(rng: &mut R) -> (Self, Point) {
         let y = random_scalar(rng);
-        let s = (&y * RISTRETTO_BASEPOINT_TABLE).compress().to_bytes();
+        let s = Point::new(&y * RISTRETTO_BASEPOINT_TABLE);
         (BaseSender { y, s }, s)
     }
 
-    /// Second step: from the receiver's `R_i` (32 bytes each) derive the key
-    /// pairs `(k_i^0, k_i^1)`.
-    pub fn finish(&self, msg: &[u8], n: usize, tag: u16) -> Result<Vec<(Key, Key)>> {
-        if msg.len() != 32 * n {
-            return Err(MpcError::Malformed {
-                tag,
-                what: "base OT receiver message length",
-            });
-        }
-        let s_pt = decode_point(&self.s)?;
-        let ys = self.y * s_pt;
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let rb: [u8; 32] = msg[32 * i..32 * i + 32]
-                .try_into()
-                .map_err(|_| MpcError::InvalidPoint)?;
-            let r = decode_point(&rb)?;
-            let yr = self.y * r;
-            out.push((kdf(i, &self.s, &rb, &yr), kdf(i, &self.s, &rb, &(yr - ys))));
-        }
-        Ok(out)
+    /// Second step: from the receiver's points `R_i` (already validated by
+    /// [`BaseOtReply`]'s decoder) derive the key pairs `(k_i^0, k_i^1)`.
+    pub fn finish(&self, reply: &BaseOtReply) -> Vec<(Key, Key)> {
+        let ys = self.y * self.s.point();
+        reply
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let yr = self.y * r.point();
+                (
+                    kdf(i, self.s.bytes(), r.bytes(), &yr),
+                    kdf(i, self.s.bytes(), r.bytes(), &(yr - ys)),
+                )
+            })
+            .collect()
     }
 }
 
-/// Receiver: from the sender's `S` and choice bits, returns its message
-/// (`32·n` bytes) and keys `k_i^{c_i}`.
+/// Receiver: from the sender's `S` and choice bits, returns its reply (one
+/// point per choice) and the keys `k_i^{c_i}`.
 pub fn receive<R: RngCore + CryptoRng>(
     rng: &mut R,
-    s_msg: &[u8],
+    s: &Point,
     choices: &[u8],
-    tag: u16,
-) -> Result<(Vec<u8>, Vec<Key>)> {
-    if s_msg.len() != 32 {
-        return Err(MpcError::Malformed {
-            tag,
-            what: "base OT sender message length",
-        });
-    }
-    let s: [u8; 32] = s_msg.try_into().map_err(|_| MpcError::InvalidPoint)?;
-    let s_pt = decode_point(&s)?;
-    let mut msg = Vec::with_capacity(32 * choices.len());
+) -> (BaseOtReply, Vec<Key>) {
+    let mut points = Vec::with_capacity(choices.len());
     let mut keys = Vec::with_capacity(choices.len());
     for (i, &c) in choices.iter().enumerate() {
         let mut x = random_scalar(rng);
@@ -120,15 +101,15 @@ pub fn receive<R: RngCore + CryptoRng>(
         // Constant-time select of c·S.
         let cs = RistrettoPoint::conditional_select(
             &RistrettoPoint::default(),
-            &s_pt,
+            s.point(),
             subtle::Choice::from(c & 1),
         );
-        let r = (xg + cs).compress().to_bytes();
-        keys.push(kdf(i, &s, &r, &(x * s_pt)));
-        msg.extend_from_slice(&r);
+        let r = Point::new(xg + cs);
+        keys.push(kdf(i, s.bytes(), r.bytes(), &(x * s.point())));
+        points.push(r);
         x.zeroize();
     }
-    Ok((msg, keys))
+    (BaseOtReply { points }, keys)
 }
 
 use subtle::ConditionallySelectable;
@@ -141,17 +122,24 @@ mod tests {
 
     #[test]
     fn keys_match() {
+        use crate::mpc::msgs::{Message, MsgKind};
         let mut rng = ChaCha20Rng::seed_from_u64(1);
         let (snd, s) = BaseSender::start(&mut rng);
         let ch: Vec<u8> = (0..16).map(|i| (i % 3 == 0) as u8).collect();
-        let (msg, kr) = receive(&mut rng, &s, &ch, 0).unwrap();
-        let ks = snd.finish(&msg, 16, 0).unwrap();
+        let (msg, kr) = receive(&mut rng, &s, &ch);
+        let ks = snd.finish(&msg);
         for i in 0..16 {
             let (k0, k1) = ks[i];
             assert_eq!(kr[i], if ch[i] == 1 { k1 } else { k0 });
             assert_ne!(kr[i], if ch[i] == 1 { k0 } else { k1 });
         }
-        assert!(snd.finish(&[0xffu8; 32 * 16], 16, 0).is_err());
-        assert!(receive(&mut rng, &[0xffu8; 32], &ch, 0).is_err());
+        assert_eq!(
+            BaseOtReply::decode(&[0xffu8; 32 * 16], &16),
+            Err(crate::mpc::MpcError::InvalidPoint {
+                msg: MsgKind::BaseOtReply,
+                index: 0
+            })
+        );
+        assert!(Point::decode(&[0xffu8; 32], MsgKind::SetupHello, 0).is_err());
     }
 }

@@ -14,13 +14,11 @@
 use super::{base::Key, AesPrg, BoxFuture, CotReceiver, CotSender};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::{MpcError, Result};
+use crate::mpc::msgs::IknpU;
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use zeroize::Zeroize;
-
-/// Message tag of the IKNP `u` matrix.
-pub const TAG_IKNP_U: u16 = 0x0101;
 
 /// In-place transpose of a 128×128 bit matrix (row `r` = `a[r]`, bit `c`
 /// LSB-first): afterwards bit `c` of `a[r]` is the old bit `r` of `a[c]`.
@@ -96,13 +94,7 @@ impl IknpSender {
 
     async fn extend_impl(&mut self, ch: &Channel, m: usize) -> Result<Vec<u128>> {
         let cb = m.div_ceil(128) * 16;
-        let u = ch.recv(TAG_IKNP_U).await?;
-        if u.len() != 128 * cb {
-            return Err(MpcError::Malformed {
-                tag: TAG_IKNP_U,
-                what: "IKNP matrix size",
-            });
-        }
+        let u = ch.recv_msg::<IknpU>(&m).await?.matrix;
         let mut cols = vec![0u8; 128 * CHUNK];
         let mut q = Vec::with_capacity(cb * 8);
         for off in (0..cb).step_by(CHUNK) {
@@ -184,7 +176,7 @@ impl IknpReceiver {
         }
         t.truncate(m);
         g.zeroize();
-        ch.send(TAG_IKNP_U, u);
+        ch.send_msg(&IknpU { matrix: u });
         cols.zeroize();
         r.zeroize();
         Ok(t)

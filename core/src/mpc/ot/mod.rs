@@ -13,11 +13,29 @@
 //!   COT into random OT and into `k`-bit correlated OT.
 //!
 //! The protocols above only use [`CotSender`]/[`CotReceiver`], so a silent OT
-//! (Ferret, Yang et al. CCS 2020) can replace IKNP without touching them.
+//! (Ferret, Yang et al. CCS 2020) can replace IKNP without touching them: a
+//! party built with [`crate::mpc::Party::with_ot`] runs every protocol over
+//! the injected pair.
 //!
-//! Contract relied on by the protocols: [`CotReceiver::extend`] only sends
-//! (never waits), so both parties can call it before their
-//! [`CotSender::extend`] and the two directions share one round. A silent OT
+//! # Contract relied on by the protocols
+//!
+//! 1. **Pairing.** This party's [`CotSender`] and the peer's [`CotReceiver`]
+//!    form one COT functionality (and vice versa): for each `extend` the
+//!    sender gets `q_j` and the receiver `t_j = q_j ⊕ r_j·Δ` for its choice
+//!    bits `r_j`, with one fixed secret `Δ` per sender ([`CotSender::delta`]).
+//! 2. **Order.** Both parties call `extend` (and `fill`) in the same order
+//!    with the same sizes; the protocols never call them concurrently.
+//! 3. **Receiver never waits.** [`CotReceiver::extend`] only sends (or does
+//!    nothing) and returns without awaiting a frame, so both parties can call
+//!    it before their [`CotSender::extend`] and the two directions share one
+//!    round. [`CotSender::extend`] may await what the peer's receiver sent.
+//! 4. **Typed failures.** Every failure (a malformed peer message, a pool
+//!    mismatch) is an `Err`, never a panic; after one the party is poisoned.
+//! 5. **Fresh outputs.** Outputs of different calls are independent; the
+//!    hash tweaks of [`OtEngine`] count COTs, so they never repeat.
+//!
+//! An optional pool ([`CotSender::fill`]/[`CotReceiver::fill`]) precomputes
+//! random COTs offline; [`pool`] adds one to any generator. A silent OT
 //! fits this contract as a *pool*: Ferret fills a store of random COTs
 //! `(q'_j, t'_j = q'_j ⊕ r'_j·Δ)` in the offline phase (its own interactive
 //! rounds, run sequentially), and `extend` derandomizes with Beaver's trick:
@@ -242,6 +260,17 @@ impl Drop for CotBatchR {
 }
 
 impl OtEngine {
+    /// Engine over the two directions, counters at zero.
+    pub fn new(sender: Box<dyn CotSender>, receiver: Box<dyn CotReceiver>) -> Self {
+        OtEngine {
+            sender,
+            receiver,
+            hash: CrHash::new(),
+            sent: 0,
+            received: 0,
+        }
+    }
+
     /// Extends `m` COTs as sender (waits for the receiver's message).
     pub async fn send(&mut self, ch: &Channel, m: usize) -> Result<CotBatchS> {
         let q = self.sender.extend(ch, m).await?;

@@ -3,8 +3,8 @@
 //! [`PooledSender`]/[`PooledReceiver`] wrap any COT generator. `fill` runs the
 //! inner generator with *random* choice bits `r'` in the offline phase. A
 //! later `extend` with chosen bits `r` is served from the pool when it holds
-//! enough COTs: the receiver sends `d = r ⊕ r'` (1 bit per OT, tag
-//! [`TAG_DERAND`]) and outputs `t_j = t'_j`; the sender outputs
+//! enough COTs: the receiver sends `d = r ⊕ r'` (1 bit per OT, message
+//! [`Derand`]) and outputs `t_j = t'_j`; the sender outputs
 //! `q_j = q'_j ⊕ d_j·Δ`, so `t_j = q_j ⊕ r_j·Δ`. Since `r'` is uniform and
 //! unknown to the sender, `d` reveals nothing about `r`. If the pool is too
 //! small the call goes to the inner generator unchanged (both parties decide
@@ -14,13 +14,10 @@
 use super::{BoxFuture, CotReceiver, CotSender};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
-use crate::mpc::pack::{pack_bits, unpack_bits};
+use crate::mpc::msgs::Derand;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use zeroize::Zeroize;
-
-/// Message tag of derandomization bits.
-pub const TAG_DERAND: u16 = 0x0103;
 
 /// Sender side of a COT pool.
 pub struct PooledSender {
@@ -73,8 +70,7 @@ impl CotSender for PooledSender {
             if m == 0 || self.available() < m {
                 return self.inner.extend(ch, m).await;
             }
-            let msg = ch.recv(TAG_DERAND).await?;
-            let d = unpack_bits(&msg, m, TAG_DERAND)?;
+            let d = ch.recv_msg::<Derand>(&m).await?.bits;
             let delta = self.inner.delta();
             let out = (0..m)
                 .map(|j| self.pool[self.pos + j] ^ (delta & 0u128.wrapping_sub(d[j] as u128)))
@@ -144,13 +140,14 @@ impl CotReceiver for PooledReceiver {
             if m == 0 || self.available() < m {
                 return self.inner.extend(ch, choices).await;
             }
-            let mut d: Vec<u8> = choices
-                .iter()
-                .zip(&self.r[self.pos..self.pos + m])
-                .map(|(&c, &r)| (c ^ r) & 1)
-                .collect();
-            ch.send(TAG_DERAND, pack_bits(&d));
-            d.zeroize();
+            let d = Derand {
+                bits: choices
+                    .iter()
+                    .zip(&self.r[self.pos..self.pos + m])
+                    .map(|(&c, &r)| (c ^ r) & 1)
+                    .collect(),
+            };
+            ch.send_msg(&d);
             let out = self.t[self.pos..self.pos + m].to_vec();
             self.t[self.pos..self.pos + m].zeroize();
             self.r[self.pos..self.pos + m].zeroize();
