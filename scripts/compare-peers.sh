@@ -10,7 +10,7 @@ root=$(cd "$here/.." && pwd)
 peers=${VEIL_PEERS_DIR:-$root/../shared/peers/ckks}
 SETTINGS=${1:-a b c}; T=${2:-1}; REPS=${3:-10}
 [ -x "$peers/run.sh" ] || [ -f "$peers/run.sh" ] || { echo "peer scripts not found at $peers"; exit 2; }
-cargo build --release -q -p veil-host --bin veil || exit 1
+cargo build --release -q -p veil --bin veil || exit 1
 veil=$root/target/release/veil
 mkdir -p results
 for s in $SETTINGS; do

@@ -26,7 +26,7 @@ VEIL_REQUIRE_DEVICE=1 cargo test --release -p veil-backend-cuda -- --nocapture -
 echo "conformance: $(( $(date +%s) - start )) s"
 
 echo "== veil bench ckks (N = 2^$LOGN, L = $LEVELS)"
-cargo build --release -p veil-host --features cuda
+cargo build --release -p veil --bin veil --features cuda
 out=$("$VEIL" bench ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS" 2>&1)
 echo "$out"
 if echo "$out" | grep -q "running on the CPU"; then

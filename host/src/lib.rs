@@ -1,14 +1,19 @@
-//! Veil host: the std side of Veil. Transport, parties, benchmarks and the `veil` CLI live here;
-//! `veil-core` stays `no_std`.
+//! Veil host: the std side of Veil. `veil-core` stays `no_std`; this crate gives it a world:
+//!
+//! - [`transport`]: framed, versioned transports (TCP and in memory) with receive timeouts;
+//! - [`mpc`]: the driver that runs `veil-core`'s sans-IO protocol sessions over a transport;
+//! - [`harness`]: the one two-party harness (in memory, TCP loopback, two processes) that the
+//!   benchmarks (`veil-bench`) and the tests run both parties on;
+//! - [`party`]: the two roles of private inference. The [`party::Client`] generates the CKKS keys
+//!   and keeps the secret key; the [`party::Server`] receives the public, relinearization and
+//!   Galois keys and holds nothing else.
+//!
+//! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
+//! (`host/cli`).
 
-pub mod bench_ckks;
-pub mod bench_convert;
-pub mod bench_scp;
-pub mod demo;
+pub mod harness;
 pub mod mpc;
-pub mod netem;
-pub mod progress;
-pub mod timing;
+pub mod party;
 pub mod transport;
 
 use rand_chacha::ChaCha20Rng;

@@ -3,10 +3,11 @@
 //! slots) and a cubic polynomial `0.5·x³ − x² + 0.25` (two ct×ct products with relinearization and
 //! rescaling), checked slot by slot against the same computation in `f64`.
 
-use crate::progress::Progress;
 use std::sync::Arc;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
+use veil_bench::progress::Progress;
+use veil_bench::BenchError;
 use veil_core::ckks::{Ckks, PrecisionStats, C64};
 use veil_core::params;
 
@@ -30,16 +31,27 @@ fn step(label: &str, t: Instant, prec: Option<PrecisionStats>) {
 }
 
 /// Runs the demo and returns the worst precision (bits) over the checked outputs.
-pub fn run(opts: &DemoOptions) -> Result<f64, String> {
-    let e = |x: veil_core::Error| x.to_string();
+pub fn run(opts: &DemoOptions) -> Result<f64, BenchError> {
+    let e = |source: veil_core::Error| BenchError::Core {
+        step: "demo",
+        source,
+    };
     let lit = match opts.logn {
         14 => params::ckks_128_logn14(),
         15 => params::ckks_128_logn15(),
         16 => params::ckks_128_logn16(),
-        _ => return Err("--logn must be 14, 15 or 16".into()),
+        v => {
+            return Err(BenchError::InvalidOption {
+                option: "--logn",
+                value: v.to_string(),
+                expected: "14, 15 or 16",
+            })
+        }
     };
     let p = lit.validate().map_err(e)?;
-    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| x.to_string())?;
+    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| BenchError::Backend {
+        reason: x.to_string(),
+    })?;
     println!(
         "Veil CKKS demo — {} (N = 2^{}, {} levels, log2 QP = {:.0}, 128-bit), backend {}",
         p.name(),
@@ -52,7 +64,7 @@ pub fn run(opts: &DemoOptions) -> Result<f64, String> {
         }
     );
     let ck = Ckks::new(Arc::new(be));
-    let mut rng = crate::os_rng();
+    let mut rng = veil_host::os_rng();
     let slots = p.max_slots();
     let top = p.max_level();
     let scale = p.default_scale();
@@ -140,7 +152,10 @@ pub fn run(opts: &DemoOptions) -> Result<f64, String> {
     let worst = p1.real.min_bits.min(p2.real.min_bits);
     println!("worst precision over all slots: {worst:.1} bits");
     if worst < 10.0 {
-        return Err(format!("precision too low: {worst:.1} bits"));
+        return Err(BenchError::Precision {
+            bits: worst,
+            min_bits: 10.0,
+        });
     }
     Ok(worst)
 }

@@ -4,6 +4,7 @@
 //! precision-checked real CKKS run of the whole attention chain at a chosen shape (MiniLM by
 //! default: `m = 128`, `d = 384`, `H = 12`, `n = 16384`).
 
+use crate::BenchError;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
@@ -116,8 +117,11 @@ pub struct Report {
 }
 
 /// Runs the benchmark.
-pub fn run(opts: &BenchScpOptions) -> Result<Report, String> {
-    let e = |x: veil_core::Error| x.to_string();
+pub fn run(opts: &BenchScpOptions) -> Result<Report, BenchError> {
+    let e = |source: veil_core::Error| BenchError::Core {
+        step: "bench scp",
+        source,
+    };
     let counts = vec![
         scp_counts_report(AttnShape::BERT_BASE, opts.beta).map_err(e)?,
         scp_counts_report(AttnShape::MINILM, opts.beta).map_err(e)?,
@@ -167,8 +171,11 @@ fn softmax_rows(s: &Mat, scale: f64) -> Mat {
 
 /// The timed, checked real run of projection → score → softmax (plaintext stand-in for MPC) →
 /// value → output projection.
-pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, String> {
-    let e = |x: veil_core::Error| x.to_string();
+pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, BenchError> {
+    let e = |source: veil_core::Error| BenchError::Core {
+        step: "bench scp",
+        source,
+    };
     let (shape, logn) = opts.shape.shape();
     let AttnShape { m, d, heads, slots } = shape;
     let dh = d / heads;
@@ -191,9 +198,11 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, String> {
         let o = value_kernel(&dry, &plan, &pc, &v).map_err(e)?;
         output_projection(&dry, &plan, &o, &z).map_err(e)?;
     }
-    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| format!("{x:?}"))?;
+    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| BenchError::Backend {
+        reason: x.to_string(),
+    })?;
     let ck = Ckks::new(Arc::new(be));
-    let mut rng = <rand_chacha::ChaCha20Rng as rand_core::SeedableRng>::seed_from_u64(42);
+    let mut rng = veil_host::os_rng();
     let sk = ck.gen_secret_key(&mut rng);
     let rots = dry.rotations_used();
     let t = Instant::now();
@@ -211,7 +220,7 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, String> {
     let (q_ref, k_ref, v_ref) = (x.matmul(&w[0]), x.matmul(&w[1]), x.matmul(&w[2]));
     let enc = |vals: &[Vec<C64>],
                rng: &mut rand_chacha::ChaCha20Rng|
-     -> Result<Vec<Ciphertext<CpuBackend>>, String> {
+     -> Result<Vec<Ciphertext<CpuBackend>>, BenchError> {
         vals.iter()
             .map(|v| {
                 let pt = ck.encode(v, slots, top, p.default_scale()).map_err(e)?;
@@ -219,7 +228,7 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, String> {
             })
             .collect()
     };
-    let dec = |cts: &[Ciphertext<CpuBackend>]| -> Result<Vec<Vec<C64>>, String> {
+    let dec = |cts: &[Ciphertext<CpuBackend>]| -> Result<Vec<Vec<C64>>, BenchError> {
         cts.iter()
             .map(|c| ck.decrypt_decode(&sk, c).map_err(e))
             .collect()
@@ -299,7 +308,11 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, String> {
     let secs = t.elapsed().as_secs_f64();
     let c4 = ex.counts();
     if y.len() != k_min(m * d, slots) {
-        return Err("output projection not in minimal packing".into());
+        return Err(BenchError::Mismatch {
+            what: "output projection ciphertexts (minimal packing)",
+            expected: k_min(m * d, slots) as u64,
+            found: y.len() as u64,
+        });
     }
     record(
         "projection out",

@@ -5,6 +5,7 @@
 
 use crate::progress::Progress;
 use crate::timing::{time, time_with, Timing};
+use crate::BenchError;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -124,11 +125,15 @@ fn rot(v: &[C64], k: i64) -> Vec<C64> {
 }
 
 /// Runs the benchmark.
-pub fn run(opts: &BenchCkksOptions) -> Result<BenchCkksReport, String> {
+pub fn run(opts: &BenchCkksOptions) -> Result<BenchCkksReport, BenchError> {
     let lit = params_for(opts.logn, opts.levels, opts.dnum);
-    let p = lit.validate().map_err(|e| e.to_string())?;
-    let cpu = |p: &veil_core::CkksParams| -> Result<BenchCkksReport, String> {
-        let be = CpuBackend::fast(p, opts.threads).map_err(|e| e.to_string())?;
+    let p = lit
+        .validate()
+        .map_err(crate::error::core("validate the parameter set"))?;
+    let cpu = |p: &veil_core::CkksParams| -> Result<BenchCkksReport, BenchError> {
+        let be = CpuBackend::fast(p, opts.threads).map_err(|e| BenchError::Backend {
+            reason: e.to_string(),
+        })?;
         run_on(opts, Arc::new(be))
     };
     match opts.backend {
@@ -169,7 +174,7 @@ pub fn run(opts: &BenchCkksOptions) -> Result<BenchCkksReport, String> {
 fn run_on_device<R: veil_kernels_cube::cubecl::Runtime>(
     opts: &BenchCkksOptions,
     backend: veil_kernels_cube::CubeBackend<R>,
-) -> Result<BenchCkksReport, String> {
+) -> Result<BenchCkksReport, BenchError> {
     let backend = Arc::new(backend);
     let b = backend.clone();
     crate::timing::set_device_sync(Some(Arc::new(move || {
@@ -186,13 +191,16 @@ fn run_on_device<R: veil_kernels_cube::cubecl::Runtime>(
 pub fn run_on<B: PolyBackend>(
     opts: &BenchCkksOptions,
     backend: Arc<B>,
-) -> Result<BenchCkksReport, String> {
-    let e = |x: veil_core::Error| x.to_string();
+) -> Result<BenchCkksReport, BenchError> {
+    let e = |source: veil_core::Error| BenchError::Core {
+        step: "bench ckks",
+        source,
+    };
     let ck = Ckks::new(backend);
     let p = ck.params().clone();
     let reps = opts.reps.max(1);
     let kreps = reps.clamp(1, 3);
-    let mut rng = crate::os_rng();
+    let mut rng = veil_host::os_rng();
     let mut results = BTreeMap::new();
     let mut put = |name: &str, t: Timing, prec: Option<PrecisionStats>| {
         results.insert(

@@ -1,7 +1,10 @@
-//! `veil bench mpc` arguments (clap derive), kept apart from `main.rs` so the
-//! CLI merges with other subcommands by adding one enum variant.
+//! `veil bench mpc` arguments (clap derive), kept apart from the `veil` binary so the CLI merges
+//! with other subcommands by adding one enum variant.
 
-use super::bench::{bench_mpc, BenchMpcOptions, TransportKind};
+use super::{bench_mpc, BenchMpcOptions, TransportKind};
+use crate::peers::PeerFigures;
+use crate::BenchError;
+use std::path::PathBuf;
 
 /// Arguments of `veil bench mpc`.
 #[derive(clap::Args, Debug, Clone)]
@@ -28,21 +31,38 @@ pub struct BenchMpcArgs {
     /// Comma-separated primitives (default: all).
     #[arg(long)]
     pub ops: Option<String>,
+    /// Also run SecretFlow SPU (Cheetah) on the same primitives in this run, with the peer
+    /// scripts of `--peers-dir` and the Python of `VEIL_SPU_PYTHON` (default
+    /// /tmp/veil-peers/spu/bin/python). Without it, or when SPU cannot run, the SPU columns are
+    /// the labelled reference figures.
+    #[arg(long)]
+    pub peers: bool,
+    /// The shared peer benchmarks (holds mpc/bench_spu.py).
+    #[arg(long, default_value = "../shared/peers")]
+    pub peers_dir: PathBuf,
+}
+
+fn invalid(option: &'static str, value: &str, expected: &'static str) -> BenchError {
+    BenchError::InvalidOption {
+        option,
+        value: value.into(),
+        expected,
+    }
 }
 
 /// Runs the benchmark and prints the report.
-pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
+pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
     let transports = match args.transport.as_str() {
         "mem" => vec![TransportKind::Memory],
         "tcp" => vec![TransportKind::Tcp],
         "both" => vec![TransportKind::Memory, TransportKind::Tcp],
-        _ => return Err("--transport must be mem, tcp or both".into()),
+        v => return Err(invalid("--transport", v, "mem, tcp or both")),
     };
     let pool_modes = match args.ot.as_str() {
         "iknp" => vec![false],
         "pool" => vec![true],
         "both" => vec![false, true],
-        _ => return Err("--ot must be iknp, pool or both".into()),
+        v => return Err(invalid("--ot", v, "iknp, pool or both")),
     };
     let mut opts = BenchMpcOptions {
         n: args.n,
@@ -55,15 +75,26 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), Box<dyn std::error::Error>> {
         "known-msb" => veil_core::mpc::TruncMode::KnownMsb,
         "full-range" => veil_core::mpc::TruncMode::FullRange,
         "exact" => veil_core::mpc::TruncMode::Exact,
-        _ => return Err("--trunc must be known-msb, full-range or exact".into()),
+        v => return Err(invalid("--trunc", v, "known-msb, full-range or exact")),
     };
-    opts.cfg.validate()?;
+    opts.cfg
+        .validate()
+        .map_err(crate::error::mpc("the MPC configuration"))?;
     if let Some(o) = &args.ops {
         opts.ops = o.split(',').map(|s| s.trim().to_string()).collect();
     }
+    if args.peers {
+        let ops: Vec<&str> = opts.ops.iter().map(String::as_str).collect();
+        match PeerFigures::spu_live(&args.peers_dir, args.n, &ops) {
+            Ok(f) => opts.spu = f,
+            Err(e) => {
+                eprintln!("veil: SPU not measured in this run ({e}); its columns are the reference")
+            }
+        }
+    }
     let rep = bench_mpc(&opts)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
+        println!("{}", crate::to_json("the bench mpc report", &rep)?);
     } else {
         print!("{}", rep.to_table());
     }

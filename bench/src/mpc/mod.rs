@@ -4,17 +4,27 @@
 //! Each party seeds ChaCha20 from OS entropy. Times are the slower party's;
 //! bytes count both directions, offline (OT extension, triples) + online;
 //! the one-time base-OT setup is reported separately, as SPU does.
+//!
+//! Both parties run through [`veil_host::harness::run_pair`]. The SPU columns are what
+//! [`crate::peers`] gives: measured in this run (`--peers`, with `../shared/peers` present), or
+//! the labelled reference; the report says which in `spu_source`.
 
-use super::driver::{drive, DriverError};
-use crate::transport::{mem_pair, TcpTransport, Transport, TransportConfig};
+pub mod cli;
+
+use crate::error::{mpc, protocol};
+use crate::peers::PeerFigures;
+use crate::BenchError;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, RngCore, SeedableRng};
 use serde::Serialize;
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use veil_core::mpc::{
     BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats,
 };
+use veil_host::harness::{run_pair, Link};
+use veil_host::mpc::{drive, DriverError};
+use veil_host::transport::{Transport, TransportConfig};
 
 /// Transport used by a benchmark run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -41,6 +51,8 @@ pub struct BenchMpcOptions {
     /// OT modes to run: `false` = IKNP on demand, `true` = random-COT pools
     /// filled offline (`Party::preprocess_ot`) and derandomized online.
     pub pool_modes: Vec<bool>,
+    /// The SPU figures printed beside ours (live or the labelled reference).
+    pub spu: PeerFigures,
 }
 
 impl Default for BenchMpcOptions {
@@ -52,6 +64,7 @@ impl Default for BenchMpcOptions {
             ops: ALL_OPS.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(120),
             pool_modes: vec![false, true],
+            spu: PeerFigures::spu_reference(),
         }
     }
 }
@@ -67,19 +80,6 @@ pub const ALL_OPS: [&str; 8] = [
     "ring2field",
     "field2ring",
 ];
-
-/// SecretFlow SPU 0.9.5 Cheetah on this machine, n = 2^16
-/// (/work/shared/peers/mpc/README.md): (seconds, bytes/element, rounds).
-fn spu_reference(op: &str) -> Option<(f64, f64, u32)> {
-    match op {
-        "mul" => Some((1.11, 220.0, 10)),
-        "trunc" => Some((0.13, 2.1, 2)),
-        "less" => Some((1.76, 82.0, 19)),
-        "relu" => Some((2.27, 98.5, 22)),
-        "select" => Some((0.83, 218.0, 8)),
-        _ => None,
-    }
-}
 
 /// One benchmark row.
 #[derive(Clone, Debug, Serialize)]
@@ -137,6 +137,9 @@ pub struct BenchMpcReport {
     pub setup_s: Vec<(TransportKind, f64)>,
     /// One-time setup bytes (both directions).
     pub setup_bytes: u64,
+    /// Where the SPU columns come from: measured in this run, or a labelled reference with
+    /// its source and date.
+    pub spu_source: String,
     /// Rows.
     pub rows: Vec<BenchRow>,
 }
@@ -156,6 +159,7 @@ impl BenchMpcReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        s += &format!("SPU columns: {}\n", self.spu_source);
         s += &format!(
             "{:<8} {:<5} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
             "transp", "OT", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
@@ -292,9 +296,24 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
     }
 }
 
-/// Per op: (wall s, stats, COTs consumed, cpu s, preprocessing wall s,
-/// (session depth of the preprocessing, session depth of the op)).
-type PartyResult = Result<(f64, Stats, Vec<(f64, Stats, u64, f64, f64, (u32, u32))>), String>;
+/// One op as one party measured it.
+struct OpOut {
+    /// Wall time, offline + online, s.
+    wall_s: f64,
+    /// Channel statistics of the op (preprocessing included).
+    stats: Stats,
+    /// Correlated OTs consumed.
+    cots: u64,
+    /// Thread CPU time, s.
+    cpu_s: f64,
+    /// Preprocessing wall time (pool mode), s.
+    pre_s: f64,
+    /// Session depths of the preprocessing and of the op.
+    depths: (u32, u32),
+}
+
+/// One party's run: setup wall time, setup statistics, one [`OpOut`] per op.
+type PartyOut = (f64, Stats, Vec<OpOut>);
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`), so that
 /// numbers stay meaningful on a loaded machine; 0 where unavailable.
@@ -312,26 +331,26 @@ fn thread_cpu_s() -> f64 {
 fn party_main(
     id: PartyId,
     cfg: MpcConfig,
-    mut t: Box<dyn Transport>,
-    inp: Inputs,
-    ops: Vec<String>,
-    bar: Arc<Barrier>,
+    t: &mut dyn Transport,
+    inp: &Inputs,
+    ops: &[String],
+    bar: &Barrier,
     pool: bool,
-) -> PartyResult {
-    let rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| e.to_string())?;
-    let mut p = Party::new(id, cfg, rng).map_err(|e| e.to_string())?;
+) -> Result<PartyOut, BenchError> {
+    let rng = ChaCha20Rng::from_rng(OsRng)?;
+    let mut p = Party::new(id, cfg, rng).map_err(mpc("build a party"))?;
     bar.wait();
     let t0 = Instant::now();
-    drive(p.channel(), p.setup(), t.as_mut()).map_err(|e| e.to_string())?;
+    drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
     let setup_t = t0.elapsed().as_secs_f64();
     let setup_stats = p.channel().stats();
     let mut out = Vec::new();
-    for op in &ops {
+    for op in ops {
         let demand = if pool {
             // Warm-up run (not measured) to learn this party's OT demand.
             bar.wait();
             let c0 = p.ot_counts();
-            run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
+            run_op(&mut p, t, op, inp).map_err(protocol(op.as_str()))?;
             let c1 = p.ot_counts();
             Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
         } else {
@@ -344,35 +363,39 @@ fn party_main(
         let t0 = Instant::now();
         let mut pre = 0.0;
         if let Some((ns, nr)) = demand {
-            drive(p.channel(), p.preprocess_ot(ns, nr), t.as_mut())
-                .map_err(|e| format!("{op}: {e}"))?;
+            drive(p.channel(), p.preprocess_ot(ns, nr), t)
+                .map_err(protocol(format!("{op} (OT preprocessing)")))?;
             pre = t0.elapsed().as_secs_f64();
             d0 = p.channel().depth();
         }
         let ot0 = p.ot_counts();
-        run_op(&mut p, t.as_mut(), op, &inp).map_err(|e| format!("{op}: {e}"))?;
+        run_op(&mut p, t, op, inp).map_err(protocol(op.as_str()))?;
         let el = t0.elapsed().as_secs_f64();
         let cpu = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
         let d1 = p.channel().depth();
-        out.push((
-            el,
-            p.channel().stats().since(&before),
+        out.push(OpOut {
+            wall_s: el,
+            stats: p.channel().stats().since(&before),
             cots,
-            cpu,
-            pre,
-            (d0, d1),
-        ));
+            cpu_s: cpu,
+            pre_s: pre,
+            depths: (d0, d1),
+        });
     }
     Ok((setup_t, setup_stats, out))
 }
 
 /// Runs the benchmark.
-pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::error::Error>> {
+pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
     for op in &opts.ops {
         if !ALL_OPS.contains(&op.as_str()) {
-            return Err(format!("unknown primitive {op}; known: {}", ALL_OPS.join(",")).into());
+            return Err(BenchError::InvalidOption {
+                option: "--ops",
+                value: op.clone(),
+                expected: "mul, trunc, less, relu, select, b2a, ring2field, field2ring",
+            });
         }
     }
     let tcfg = TransportConfig {
@@ -387,27 +410,19 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
         .iter()
         .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
     {
-        let (ta, tb): (Box<dyn Transport>, Box<dyn Transport>) = match kind {
-            TransportKind::Memory => {
-                let (a, b) = mem_pair(tcfg);
-                (Box::new(a), Box::new(b))
-            }
-            TransportKind::Tcp => {
-                let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-                let addr = l.local_addr()?;
-                let h = std::thread::spawn(move || TcpTransport::connect(addr, tcfg));
-                let a = TcpTransport::accept(&l, tcfg)?;
-                let b = h.join().map_err(|_| "connect thread panicked")??;
-                (Box::new(a), Box::new(b))
-            }
+        let link = match kind {
+            TransportKind::Memory => Link::Memory,
+            TransportKind::Tcp => Link::Tcp,
         };
-        let (i0, i1) = make_inputs(&opts.cfg, opts.n).map_err(|e| e.to_string())?;
-        let bar = Arc::new(Barrier::new(2));
-        let (cfg, ops) = (opts.cfg, opts.ops.clone());
-        let (b2, ops2) = (bar.clone(), ops.clone());
-        let h1 = std::thread::spawn(move || party_main(PartyId::P1, cfg, tb, i1, ops2, b2, pool));
-        let r0 = party_main(PartyId::P0, cfg, ta, i0, ops.clone(), bar, pool);
-        let r1 = h1.join().map_err(|_| "party thread panicked")?;
+        let (i0, i1) = make_inputs(&opts.cfg, opts.n)?;
+        let bar = Barrier::new(2);
+        let (cfg, ops) = (opts.cfg, &opts.ops);
+        let (r0, r1) = run_pair(
+            link,
+            tcfg,
+            |t| party_main(PartyId::P0, cfg, t, &i0, ops, &bar, pool),
+            |t| party_main(PartyId::P1, cfg, t, &i1, ops, &bar, pool),
+        )?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
         if !pool {
@@ -417,33 +432,33 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
         let n = opts.n as f64;
         for (k, op) in ops.iter().enumerate() {
             let (a, b) = (&o0[k], &o1[k]);
-            let off = (a.1.offline.bytes_sent + b.1.offline.bytes_sent) as f64 / n;
-            let on = (a.1.online.bytes_sent + b.1.online.bytes_sent) as f64 / n;
+            let off = (a.stats.offline.bytes_sent + b.stats.offline.bytes_sent) as f64 / n;
+            let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
             // Exact rounds: session depths (preprocessing, then the op).
-            let rounds = a.5 .0.max(b.5 .0) + a.5 .1.max(b.5 .1);
-            let spu = spu_reference(op);
+            let rounds = a.depths.0.max(b.depths.0) + a.depths.1.max(b.depths.1);
+            let spu = opts.spu.get(op);
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.
-            let cots = a.2 as f64 / n;
+            let cots = a.cots as f64 / n;
             let est = off + on - 16.0 * cots + cots / 8.0;
             rows.push(BenchRow {
                 transport: kind,
                 ot_pool: pool,
                 primitive: op.clone(),
                 n: opts.n,
-                time_s: a.0.max(b.0),
-                pre_s: a.4.max(b.4),
-                cpu_s: a.3.max(b.3),
+                time_s: a.wall_s.max(b.wall_s),
+                pre_s: a.pre_s.max(b.pre_s),
+                cpu_s: a.cpu_s.max(b.cpu_s),
                 bytes_per_elem: off + on,
                 offline_bytes_per_elem: off,
                 online_bytes_per_elem: on,
                 rounds,
-                online_rounds: a.1.online.rounds.max(b.1.online.rounds),
+                online_rounds: a.stats.online.rounds.max(b.stats.online.rounds),
                 cots_per_elem: cots,
                 est_silent_bytes_per_elem: est,
-                spu_time_s: spu.map(|s| s.0),
-                spu_bytes_per_elem: spu.map(|s| s.1),
-                spu_rounds: spu.map(|s| s.2),
+                spu_time_s: spu.and_then(|s| s.time_s),
+                spu_bytes_per_elem: spu.and_then(|s| s.bytes_per_elem),
+                spu_rounds: spu.and_then(|s| s.rounds),
             });
         }
     }
@@ -453,6 +468,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, Box<dyn std::
         n: opts.n,
         setup_s,
         setup_bytes,
+        spu_source: opts.spu.source.clone(),
         rows,
     })
 }

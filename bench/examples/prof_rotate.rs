@@ -18,7 +18,7 @@ fn main() {
         15 => 10,
         _ => 16,
     };
-    let p = veil_host::bench_ckks::params_for(logn, levels, dnum)
+    let p = veil_bench::ckks::params_for(logn, levels, dnum)
         .validate()
         .expect("valid set");
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 1).expect("backend")));

@@ -1,0 +1,42 @@
+//! Veil's benchmarks: what `veil bench ckks|mpc|scp|convert` runs, plus the per-module criterion
+//! benches in `benches/`.
+//!
+//! - [`ckks`]: per-primitive latency and precision of RNS-CKKS (result names shared with the peer
+//!   scripts);
+//! - [`mpc`]: two-party MPC primitives over the in-memory and TCP links;
+//! - [`scp`]: operation counts of the Transformer attention kernels (EncFormer Table II) and a
+//!   timed, checked real run;
+//! - [`convert`]: CKKS↔MPC conversion (EncFormer Table VII), with a two-process run over an
+//!   emulated link ([`netem`]) in which the client sends its keys to the server
+//!   ([`veil_host::party`]).
+//!
+//! Every two-party run goes through [`veil_host::harness`]. Peer figures ([`peers`]) are printed
+//! only when measured in the same run or labelled as a reference with their source and date.
+//! Failures are [`BenchError`]s.
+
+pub mod ckks;
+pub mod convert;
+mod error;
+pub mod mpc;
+pub mod netem;
+pub mod peers;
+pub mod progress;
+pub mod scp;
+pub mod timing;
+
+pub use error::{to_json, BenchError};
+
+use veil_backend_cpu::CpuBackend;
+use veil_core::params::CkksParams;
+
+/// The optimized CPU backend with `threads` workers (0: one per core).
+pub fn cpu_backend(p: &CkksParams, threads: usize) -> Result<CpuBackend, BenchError> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads
+    };
+    CpuBackend::fast(p, threads).map_err(|e| BenchError::Backend {
+        reason: e.to_string(),
+    })
+}

@@ -1,0 +1,195 @@
+//! Peer figures printed beside ours, and where they come from.
+//!
+//! A peer's number appears in a report only in one of two ways:
+//! - **measured in this run**: [`PeerFigures::spu_live`] runs the shared peer script
+//!   (`../shared/peers/mpc/bench_spu.py`, SecretFlow SPU, 2 processes over brpc on loopback) on
+//!   the same primitives and element count, and the source says "measured in this run";
+//! - **reference**: [`PeerFigures::spu_reference`], fixed figures labelled with the peer's
+//!   version, the date and the machine they were measured on, and where they are written down.
+//!
+//! The source string travels into every report (`spu_source` in `veil bench mpc --json`) and
+//! heads the table.
+
+use crate::error::io;
+use crate::BenchError;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// One peer's figures for one primitive (`None`: not measured in that run).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeerFigure {
+    /// Wall time of the slower party, s.
+    pub time_s: Option<f64>,
+    /// Bytes per element, both directions.
+    pub bytes_per_elem: Option<f64>,
+    /// Rounds.
+    pub rounds: Option<u32>,
+}
+
+/// A peer's figures per primitive, with their source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeerFigures {
+    /// Where the figures come from: "measured in this run ..." or "reference, ...".
+    pub source: String,
+    /// Whether they were measured in this run.
+    pub live: bool,
+    figures: BTreeMap<String, PeerFigure>,
+}
+
+/// The primitives both `veil bench mpc` and `bench_spu.py` run, by the same names.
+pub const SPU_OPS: [&str; 5] = ["mul", "trunc", "less", "relu", "select"];
+
+/// The label of [`PeerFigures::spu_reference`].
+pub const SPU_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, measured 2026-11-30 on the \
+     project machine (not this run; ../shared/peers/mpc: times of the quiet re-run, bytes and \
+     rounds from its README table)";
+
+impl PeerFigures {
+    /// SecretFlow SPU 0.9.5 Cheetah at `n = 2^16`, FM64, measured 2026-11-30 on the project's
+    /// 2-core machine with `../shared/peers/mpc/bench_spu.py` (2 processes, brpc, loopback).
+    /// Times: a quiet re-run (mul 0.29, less 0.61, ReLU 0.64, select 0.26 s; trunc 0.13 s from
+    /// the README table). Bytes per element and rounds (from a 200 ms added delay): the
+    /// README table.
+    pub fn spu_reference() -> Self {
+        let rows: [(&str, f64, f64, u32); 5] = [
+            ("mul", 0.29, 220.0, 10),
+            ("trunc", 0.13, 2.1, 2),
+            ("less", 0.61, 82.0, 19),
+            ("relu", 0.64, 98.5, 22),
+            ("select", 0.26, 218.0, 8),
+        ];
+        PeerFigures {
+            source: SPU_REFERENCE_SOURCE.into(),
+            live: false,
+            figures: rows
+                .iter()
+                .map(|&(op, t, b, r)| {
+                    (
+                        op.to_string(),
+                        PeerFigure {
+                            time_s: Some(t),
+                            bytes_per_elem: Some(b),
+                            rounds: Some(r),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The figures of primitive `op`, if the peer has them.
+    pub fn get(&self, op: &str) -> Option<PeerFigure> {
+        self.figures.get(op).copied()
+    }
+
+    /// Runs SPU Cheetah now on the primitives of `ops` it shares with us, at `n` elements, with
+    /// `peers_dir/mpc/bench_spu.py` and the Python of `VEIL_SPU_PYTHON` (default
+    /// `/tmp/veil-peers/spu/bin/python`, where the peer README installs it). Rounds are not
+    /// measured by a plain run (they need a second run with an added delay), so they are `None`.
+    pub fn spu_live(peers_dir: &Path, n: usize, ops: &[&str]) -> Result<Self, BenchError> {
+        let peer = "SPU";
+        let script = peers_dir.join("mpc").join("bench_spu.py");
+        if !script.is_file() {
+            return Err(BenchError::Peer {
+                peer,
+                reason: format!("{} not found", script.display()),
+            });
+        }
+        let python = std::env::var("VEIL_SPU_PYTHON")
+            .unwrap_or_else(|_| "/tmp/veil-peers/spu/bin/python".into());
+        if !Path::new(&python).is_file() {
+            return Err(BenchError::Peer {
+                peer,
+                reason: format!(
+                    "no SPU Python at {python} (see {}/mpc/README.md, or set VEIL_SPU_PYTHON)",
+                    peers_dir.display()
+                ),
+            });
+        }
+        let shared: Vec<&str> = ops
+            .iter()
+            .copied()
+            .filter(|o| SPU_OPS.contains(o))
+            .collect();
+        if shared.is_empty() {
+            return Ok(PeerFigures {
+                source: "measured in this run: none of the primitives asked for".into(),
+                live: true,
+                figures: BTreeMap::new(),
+            });
+        }
+        let out = std::env::temp_dir().join(format!("veil-spu-{}.json", std::process::id()));
+        eprintln!(
+            "veil: running SPU Cheetah on {} (n = {n})",
+            shared.join(",")
+        );
+        let st = Command::new(&python)
+            .arg(&script)
+            .args(["--protocols", "CHEETAH", "--ops", &shared.join(",")])
+            .args(["--n", &n.to_string()])
+            .arg("--out")
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .map_err(io(format!("running {}", script.display())))?;
+        if !st.success() {
+            return Err(BenchError::Peer {
+                peer,
+                reason: format!("bench_spu.py failed ({st})"),
+            });
+        }
+        let text =
+            std::fs::read_to_string(&out).map_err(io(format!("reading {}", out.display())))?;
+        let _ = std::fs::remove_file(&out);
+        let doc: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| BenchError::Report {
+                from: "bench_spu.py".into(),
+                line: text.chars().take(80).collect(),
+                source,
+            })?;
+        let version = doc["spu_version"].as_str().unwrap_or("?").to_string();
+        let mut figures = BTreeMap::new();
+        for r in doc["rows"].as_array().into_iter().flatten() {
+            let (Some(name), Some(wall)) = (r["name"].as_str(), r["wall_s"].as_f64()) else {
+                continue;
+            };
+            let e = figures.entry(name.to_string()).or_insert(PeerFigure {
+                time_s: None,
+                bytes_per_elem: r["bytes_per_elem"].as_f64(),
+                rounds: None,
+            });
+            // With --repeat, the minimum.
+            e.time_s = Some(e.time_s.map_or(wall, |t: f64| t.min(wall)));
+        }
+        Ok(PeerFigures {
+            source: format!(
+                "measured in this run: SPU {version} Cheetah, 2 processes over brpc on loopback, \
+                 n = {n} (rounds not measured)"
+            ),
+            live: true,
+            figures,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_figures_are_labelled_with_source_and_date() {
+        let r = PeerFigures::spu_reference();
+        assert!(!r.live);
+        assert!(r.source.starts_with("reference") && r.source.contains("2026-11-30"));
+        assert_eq!(r.get("mul").unwrap().time_s, Some(0.29));
+        assert!(r.get("b2a").is_none());
+    }
+
+    #[test]
+    fn a_missing_peer_folder_is_a_typed_error() {
+        let e = PeerFigures::spu_live(Path::new("/nonexistent/peers"), 16, &["mul"]).unwrap_err();
+        assert!(matches!(e, BenchError::Peer { peer: "SPU", .. }), "{e}");
+    }
+}

@@ -1,0 +1,129 @@
+//! The server: evaluates on ciphertexts with public keys only.
+
+use super::messages::{expect, frame, recv_ciphertexts, refuse, send_ciphertexts};
+use super::{
+    KeyExchangeStats, PartyError, Payload, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS, TAG_PUBLIC_KEY,
+};
+use crate::transport::Transport;
+use std::time::Instant;
+use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey};
+use veil_core::PolyBackend;
+
+/// The evaluating party. It holds the client's public key and evaluation keys and nothing
+/// secret: every constructor and method takes public types only ([`PublicKey`],
+/// [`EvaluationKeys`], ciphertexts, bytes), so it cannot hold a
+/// [`SecretKey`](veil_core::ckks::SecretKey).
+pub struct Server<'a, B: PolyBackend> {
+    ck: &'a Ckks<B>,
+    pk: PublicKey<B>,
+    keys: EvaluationKeys<B>,
+}
+
+impl<B: PolyBackend> std::fmt::Debug for Server<'_, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("params", &self.ck.params().name())
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, B: PolyBackend> Server<'a, B> {
+    /// A server over keys already decoded.
+    pub fn from_keys(ck: &'a Ckks<B>, pk: PublicKey<B>, keys: EvaluationKeys<B>) -> Self {
+        Server { ck, pk, keys }
+    }
+
+    /// Receives the client's parameter set, public key and evaluation keys (see
+    /// [`super::Client::send_keys`]), checks the parameter set is `ck`'s, decodes the keys and
+    /// acknowledges. Bad bytes are refused with a typed error, and the client is told why.
+    pub fn receive_keys(
+        ck: &'a Ckks<B>,
+        t: &mut dyn Transport,
+    ) -> Result<(Self, KeyExchangeStats), PartyError> {
+        let params = expect(t, TAG_PARAMS)?;
+        let t0 = Instant::now();
+        let expected = ck.params().id();
+        match veil_core::serial::params_literal_from_bytes(&params) {
+            Ok((_, found)) if found != expected => {
+                return refuse(t, PartyError::ParamsMismatch { expected, found })
+            }
+            Ok(_) => {}
+            Err(source) => {
+                return refuse(
+                    t,
+                    PartyError::Decode {
+                        what: Payload::Params,
+                        source,
+                    },
+                )
+            }
+        }
+        let pk_bytes = expect(t, TAG_PUBLIC_KEY)?;
+        let pk = match ck.deserialize_public_key(&pk_bytes) {
+            Ok(pk) => pk,
+            Err(source) => {
+                return refuse(
+                    t,
+                    PartyError::Decode {
+                        what: Payload::PublicKey,
+                        source,
+                    },
+                )
+            }
+        };
+        let evk_bytes = expect(t, TAG_EVAL_KEYS)?;
+        let keys = match ck.deserialize_evaluation_keys(&evk_bytes) {
+            Ok(k) => k,
+            Err(source) => {
+                return refuse(
+                    t,
+                    PartyError::Decode {
+                        what: Payload::EvaluationKeys,
+                        source,
+                    },
+                )
+            }
+        };
+        t.send(vec![frame(TAG_KEYS_ACK, 2, Vec::new())])?;
+        let stats = KeyExchangeStats {
+            public_key_bytes: pk_bytes.len() as u64,
+            evaluation_key_bytes: evk_bytes.len() as u64,
+            galois_keys: keys.galois.len(),
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        Ok((Server { ck, pk, keys }, stats))
+    }
+
+    /// The CKKS context.
+    pub fn ckks(&self) -> &'a Ckks<B> {
+        self.ck
+    }
+
+    /// The client's public key.
+    pub fn public_key(&self) -> &PublicKey<B> {
+        &self.pk
+    }
+
+    /// The client's evaluation keys.
+    pub fn evaluation_keys(&self) -> &EvaluationKeys<B> {
+        &self.keys
+    }
+
+    /// Receives ciphertexts from the client.
+    pub fn recv_ciphertexts(
+        &self,
+        t: &mut dyn Transport,
+    ) -> Result<Vec<Ciphertext<B>>, PartyError> {
+        recv_ciphertexts(self.ck, t)
+    }
+
+    /// Sends ciphertexts (results) to the client.
+    pub fn send_ciphertexts(
+        &self,
+        t: &mut dyn Transport,
+        cts: &[Ciphertext<B>],
+    ) -> Result<u64, PartyError> {
+        send_ciphertexts(self.ck, t, cts)
+    }
+}
