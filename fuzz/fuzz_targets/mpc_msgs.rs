@@ -1,4 +1,6 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| veil_fuzz::fuzz_mpc_msgs(data));
+fuzz_target!(|data: &[u8]| {
+    veil_fuzz::fuzz_mpc_msgs(data);
+});

@@ -153,24 +153,29 @@ impl Header {
     }
 }
 
-fn check<M: Message>(payload: &[u8], shape: &M::Shape) {
-    if let Ok(m) = M::decode(payload, shape) {
-        assert_eq!(
-            m.encode(),
-            payload,
-            "{:?}: a decoded message must re-encode to the same bytes",
-            M::KIND
-        );
+fn check<M: Message>(payload: &[u8], shape: &M::Shape) -> bool {
+    match M::decode(payload, shape) {
+        Ok(m) => {
+            assert_eq!(
+                m.encode(),
+                payload,
+                "{:?}: a decoded message must re-encode to the same bytes",
+                M::KIND
+            );
+            true
+        }
+        Err(_) => false,
     }
 }
 
 /// Target `mpc_msgs`: every MPC message decoder. Byte 0 selects the decoder ([`MPC_DECODERS`]),
 /// bytes 1..5 the shape the receiver expects (count, width, an auxiliary byte: radix, low width
 /// or modulus), the rest is the payload. Decoders must return `Ok` or a typed `Err`; a
-/// successful decode must re-encode to the same bytes (the encodings are canonical).
-pub fn fuzz_mpc_msgs(data: &[u8]) {
+/// successful decode must re-encode to the same bytes (the encodings are canonical). Returns
+/// whether the payload decoded.
+pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
     let Some((&sel, rest)) = data.split_first() else {
-        return;
+        return false;
     };
     let (h, payload) = rest.split_at(rest.len().min(4));
     let Header { count, bits, aux } = Header::parse(h);

@@ -45,8 +45,7 @@
 
 use crate::mpc::error::{Defect, MpcError, Result};
 use crate::mpc::pack::{
-    pack_bits, pack_u128, pack_u64, packed_len, unpack_bits, unpack_u128, unpack_u64, BitReader,
-    BitWriter,
+    pack_bits, pack_u128, pack_u64, unpack_bits, unpack_u128, unpack_u64, BitReader, BitWriter,
 };
 use crate::mpc::zq::Modulus;
 use alloc::vec::Vec;
@@ -970,9 +969,3 @@ items_msg!(
     M2cCiphertexts,
     M2cCiphertexts
 );
-
-/// Bytes of a packed vector of `n` words of `bits` bits (re-exported for the
-/// size formulas of the table above).
-pub fn words_len(n: usize, bits: u32) -> usize {
-    packed_len(n, bits)
-}

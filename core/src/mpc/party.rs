@@ -207,8 +207,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// OTs in each direction to seed IKNP both ways (behind random-COT pools),
     /// plus the common seed `H(s_0 ‖ s_1)` for share re-randomization in
     /// [`Party::field_to_ring`]; 2 rounds, the seed shares ride in the first
-    /// message ([`SetupHello`]). Party with an injected OT
-    /// ([`Party::with_ot`]): only [`Party::setup_common_seed`] (1 round).
+    /// message ([`SetupHello`]). Party that already has an OT (injected with
+    /// [`Party::with_ot`], or from an earlier setup): only
+    /// [`Party::setup_common_seed`] (1 round).
     pub async fn setup(&mut self) -> Result<()> {
         if self.ot.is_some() {
             return self.setup_common_seed().await;
