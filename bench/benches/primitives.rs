@@ -23,8 +23,9 @@ use veil_core::ckks::{Ckks, C64};
 use veil_core::convert::{BoundaryCfg, C2mPlan, CommonMasks, M2cPlan, K_BITS};
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingShares};
 use veil_core::{params, Basis, PolyBackend};
+use veil_host::harness::{connect_pair, Link};
 use veil_host::mpc::drive;
-use veil_host::transport::{mem_pair, Transport, TransportConfig};
+use veil_host::transport::{Transport, TransportConfig};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -128,8 +129,9 @@ impl MpcPair {
             timeout: Duration::from_secs(120),
             ..TransportConfig::default()
         };
-        let (a, b) = mem_pair(cfg);
-        let (mut t0, mut t1): (Box<dyn Transport>, Box<dyn Transport>) = (Box::new(a), Box::new(b));
+        // The harness's link; the parties persist across criterion's batches, so they run on a
+        // thread of their own instead of one `run_pair` call.
+        let (mut t0, mut t1) = connect_pair(Link::Memory, cfg).expect("in-memory link");
         let shares = move |rng: &mut rand_chacha::ChaCha20Rng| {
             let m = MpcConfig::ENCFORMER.ring.mask();
             RingShares::new((0..n).map(|_| rng.next_u64() & (m >> 30)).collect())
