@@ -80,10 +80,7 @@ pub enum BenchError {
         source: std::io::Error,
     },
     /// The emulated network link could not be built or run.
-    Netem {
-        /// Why.
-        reason: String,
-    },
+    Netem(crate::netem::NetemError),
     /// A party process or a peer benchmark printed something that does not parse.
     Report {
         /// Whose output.
@@ -137,7 +134,7 @@ impl std::fmt::Display for BenchError {
             }
             BenchError::Rng(e) => write!(f, "OS randomness: {e}"),
             BenchError::Io { what, source } => write!(f, "{what}: {source}"),
-            BenchError::Netem { reason } => write!(f, "emulated link: {reason}"),
+            BenchError::Netem(e) => write!(f, "emulated link: {e}"),
             BenchError::Report { from, line, source } => {
                 write!(f, "{from} printed {line:?}: {source}")
             }
@@ -155,6 +152,7 @@ impl std::error::Error for BenchError {
             BenchError::Party(e) => Some(e),
             BenchError::Harness(e) => Some(e),
             BenchError::Io { source, .. } => Some(source),
+            BenchError::Netem(e) => Some(e),
             BenchError::Report { source, .. } => Some(source),
             BenchError::Encode { source, .. } => Some(source),
             _ => None,

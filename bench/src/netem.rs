@@ -34,6 +34,66 @@ pub enum Shaping {
     TbfRateUserDelay,
 }
 
+/// Why building or running the emulated link failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NetemError {
+    /// A missing prerequisite (not root, no iproute2, not Linux).
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+    /// A command could not be started.
+    Spawn {
+        /// The command line.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A command exited with a failure status.
+    Command {
+        /// The command line.
+        command: String,
+        /// Its standard error, trimmed.
+        stderr: String,
+    },
+    /// A socket call of the delay line failed.
+    Relay {
+        /// The step (`"bind"`, `"accept"`, `"connect"`, `"read"`, `"write"`, ...).
+        step: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No connection reached the delay line within the idle timeout.
+    RelayIdle {
+        /// The timeout.
+        waited: Duration,
+    },
+    /// A delay-line thread stopped abnormally.
+    RelayThread,
+}
+
+impl std::fmt::Display for NetemError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NetemError::Unavailable { reason } => write!(f, "{reason}"),
+            NetemError::Spawn { command, source } => write!(f, "`{command}`: {source}"),
+            NetemError::Command { command, stderr } => write!(f, "`{command}` failed: {stderr}"),
+            NetemError::Relay { step, source } => write!(f, "delay line {step}: {source}"),
+            NetemError::RelayIdle { waited } => {
+                write!(f, "delay line: no connection within {waited:?}")
+            }
+            NetemError::RelayThread => write!(f, "a delay-line thread stopped abnormally"),
+        }
+    }
+}
+
+impl std::error::Error for NetemError {}
+
+fn relay(step: &'static str) -> impl FnOnce(std::io::Error) -> NetemError {
+    move |source| NetemError::Relay { step, source }
+}
+
 /// A live emulated link. Dropping it tears it down.
 #[derive(Debug)]
 pub struct NetemLink {
@@ -42,20 +102,22 @@ pub struct NetemLink {
     shaping: Shaping,
 }
 
-fn run(args: &[&str]) -> Result<String, String> {
+fn run(args: &[&str]) -> Result<String, NetemError> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("`{}`: {e}", args.join(" ")))?;
+        .map_err(|source| NetemError::Spawn {
+            command: args.join(" "),
+            source,
+        })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(NetemError::Command {
+            command: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -93,9 +155,9 @@ impl NetemLink {
     /// Builds the link: namespaces `veil<pid>n0`/`veil<pid>n1`, veth `vl<pid>a`/`vl<pid>b`,
     /// addresses `10.77.0.1/30` and `10.77.0.2/30`, and on both ends `netem delay <one_way>
     /// rate <bits_per_s>` (or `tbf rate <bits_per_s>` when the kernel lacks `sch_netem`).
-    pub fn new(one_way: Duration, bits_per_s: f64) -> Result<Self, String> {
-        if let Some(why) = unavailable_reason() {
-            return Err(why);
+    pub fn new(one_way: Duration, bits_per_s: f64) -> Result<Self, NetemError> {
+        if let Some(reason) = unavailable_reason() {
+            return Err(NetemError::Unavailable { reason });
         }
         let pid = std::process::id();
         let ns = [format!("veil{pid}n0"), format!("veil{pid}n1")];
@@ -134,7 +196,7 @@ impl NetemLink {
             ]);
             match netem {
                 Ok(_) => {}
-                Err(e) if e.contains("unknown") => {
+                Err(NetemError::Command { stderr, .. }) if stderr.contains("unknown") => {
                     link.shaping = Shaping::TbfRateOnly;
                     // Bucket of 10 ms at the rate (≥ 64 KB so GSO segments pass), 1 s queue.
                     let burst = format!("{}", ((bits_per_s / 8.0 / 100.0) as u64).max(1 << 16));
@@ -215,40 +277,42 @@ pub fn run_delay_relay(
     upstream: &str,
     one_way: Duration,
     idle: Duration,
-) -> Result<(), String> {
-    let l = TcpListener::bind(listen).map_err(|e| format!("relay bind {listen}: {e}"))?;
-    l.set_nonblocking(true).map_err(|e| e.to_string())?;
+) -> Result<(), NetemError> {
+    let l = TcpListener::bind(listen).map_err(relay("bind"))?;
+    l.set_nonblocking(true).map_err(relay("set_nonblocking"))?;
     let start = Instant::now();
     let down = loop {
         match l.accept() {
             Ok((s, _)) => break s,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 if start.elapsed() > idle {
-                    return Err("relay: no connection within the timeout".into());
+                    return Err(NetemError::RelayIdle { waited: idle });
                 }
                 thread::sleep(Duration::from_millis(5));
             }
-            Err(e) => return Err(format!("relay accept: {e}")),
+            Err(e) => return Err(relay("accept")(e)),
         }
     };
-    down.set_nonblocking(false).map_err(|e| e.to_string())?;
+    down.set_nonblocking(false)
+        .map_err(relay("set_nonblocking"))?;
     let start = Instant::now();
     let up = loop {
         match TcpStream::connect(upstream) {
             Ok(s) => break s,
-            Err(e) if start.elapsed() > idle => return Err(format!("relay connect: {e}")),
+            Err(e) if start.elapsed() > idle => return Err(relay("connect")(e)),
             Err(_) => thread::sleep(Duration::from_millis(20)),
         }
     };
     for s in [&down, &up] {
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(idle)).map_err(|e| e.to_string())?;
+        s.set_nodelay(true).map_err(relay("set_nodelay"))?;
+        s.set_read_timeout(Some(idle))
+            .map_err(relay("set_read_timeout"))?;
     }
-    let clone = |s: &TcpStream| s.try_clone().map_err(|e| e.to_string());
+    let clone = |s: &TcpStream| s.try_clone().map_err(relay("clone a socket"));
     let a = pump(clone(&down)?, clone(&up)?, one_way);
     let b = pump(up, down, one_way);
-    let ra = a.join().map_err(|_| "relay thread panicked".to_string())?;
-    let rb = b.join().map_err(|_| "relay thread panicked".to_string())?;
+    let ra = a.join().map_err(|_| NetemError::RelayThread)?;
+    let rb = b.join().map_err(|_| NetemError::RelayThread)?;
     ra.and(rb)
 }
 
@@ -257,21 +321,20 @@ fn pump(
     mut from: TcpStream,
     mut to: TcpStream,
     delay: Duration,
-) -> thread::JoinHandle<Result<(), String>> {
+) -> thread::JoinHandle<Result<(), NetemError>> {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let writer = thread::spawn(move || -> Result<(), String> {
+    let writer = thread::spawn(move || -> Result<(), NetemError> {
         for (due, chunk) in rx {
             let now = Instant::now();
             if due > now {
                 thread::sleep(due - now);
             }
-            to.write_all(&chunk)
-                .map_err(|e| format!("relay write: {e}"))?;
+            to.write_all(&chunk).map_err(relay("write"))?;
         }
         let _ = to.shutdown(Shutdown::Write);
         Ok(())
     });
-    thread::spawn(move || -> Result<(), String> {
+    thread::spawn(move || -> Result<(), NetemError> {
         let mut buf = vec![0u8; 1 << 16];
         let read = loop {
             match from.read(&mut buf) {
@@ -281,16 +344,14 @@ fn pump(
                         .send((Instant::now() + delay, buf[..n].to_vec()))
                         .is_err()
                     {
-                        break Err("relay writer stopped".to_string());
+                        break Err(NetemError::RelayThread);
                     }
                 }
-                Err(e) => break Err(format!("relay read: {e}")),
+                Err(e) => break Err(relay("read")(e)),
             }
         };
         drop(tx);
-        let wrote = writer
-            .join()
-            .map_err(|_| "relay writer panicked".to_string())?;
+        let wrote = writer.join().map_err(|_| NetemError::RelayThread)?;
         read.and(wrote)
     })
 }

@@ -34,6 +34,8 @@ pub struct PeerFigures {
     pub source: String,
     /// Whether they were measured in this run.
     pub live: bool,
+    /// Elements per primitive the figures were measured at (times only compare at this `n`).
+    pub n: usize,
     figures: BTreeMap<String, PeerFigure>,
 }
 
@@ -42,7 +44,7 @@ pub const SPU_OPS: [&str; 5] = ["mul", "trunc", "less", "relu", "select"];
 
 /// The label of [`PeerFigures::spu_reference`].
 pub const SPU_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, measured 2026-11-30 on the \
-     project machine (not this run; ../shared/peers/mpc: times of the quiet re-run, bytes and \
+     project machine at n = 65536 (not this run; ../shared/peers/mpc: times of the quiet re-run, bytes and \
      rounds from its README table)";
 
 impl PeerFigures {
@@ -62,6 +64,7 @@ impl PeerFigures {
         PeerFigures {
             source: SPU_REFERENCE_SOURCE.into(),
             live: false,
+            n: 1 << 16,
             figures: rows
                 .iter()
                 .map(|&(op, t, b, r)| {
@@ -81,6 +84,15 @@ impl PeerFigures {
     /// The figures of primitive `op`, if the peer has them.
     pub fn get(&self, op: &str) -> Option<PeerFigure> {
         self.figures.get(op).copied()
+    }
+
+    /// The figures of `op` as they compare with a run at `n` elements: the time only when `n` is
+    /// the peer's (bytes per element and rounds do not depend on `n` for these primitives).
+    pub fn at(&self, op: &str, n: usize) -> Option<PeerFigure> {
+        self.get(op).map(|f| PeerFigure {
+            time_s: f.time_s.filter(|_| n == self.n),
+            ..f
+        })
     }
 
     /// Runs SPU Cheetah now on the primitives of `ops` it shares with us, at `n` elements, with
@@ -116,6 +128,7 @@ impl PeerFigures {
             return Ok(PeerFigures {
                 source: "measured in this run: none of the primitives asked for".into(),
                 live: true,
+                n,
                 figures: BTreeMap::new(),
             });
         }
@@ -169,6 +182,7 @@ impl PeerFigures {
                  n = {n} (rounds not measured)"
             ),
             live: true,
+            n,
             figures,
         })
     }
@@ -185,6 +199,8 @@ mod tests {
         assert!(r.source.starts_with("reference") && r.source.contains("2026-11-30"));
         assert_eq!(r.get("mul").unwrap().time_s, Some(0.29));
         assert!(r.get("b2a").is_none());
+        assert_eq!(r.at("mul", 4096).unwrap().time_s, None);
+        assert_eq!(r.at("mul", 4096).unwrap().rounds, Some(10));
     }
 
     #[test]

@@ -113,11 +113,11 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
     move |source| HarnessError::Io { what, source }
 }
 
-/// A connected pair of transports over `link`: (P0's end, P1's end).
-pub fn connect_pair(
-    link: Link,
-    cfg: TransportConfig,
-) -> Result<(Box<dyn Transport>, Box<dyn Transport>), HarnessError> {
+/// The two ends of a link: (P0's end, P1's end).
+pub type TransportPair = (Box<dyn Transport>, Box<dyn Transport>);
+
+/// A connected pair of transports over `link`.
+pub fn connect_pair(link: Link, cfg: TransportConfig) -> Result<TransportPair, HarnessError> {
     Ok(match link {
         Link::Memory => {
             let (a, b) = mem_pair(cfg);

@@ -48,7 +48,7 @@ pub(super) fn run_netem(
     }
     let link = match NetemLink::new(Duration::from_secs_f64(lat), bw) {
         Ok(l) => l,
-        Err(why) => return Ok(Err(why)),
+        Err(why) => return Ok(Err(why.to_string())),
     };
     let exe = std::env::current_exe().map_err(crate::error::io("locating this executable"))?;
     let exe = exe.to_string_lossy().into_owned();
@@ -142,7 +142,7 @@ pub fn run_relay(opts: &BenchConvertOptions) -> Result<(), BenchError> {
         Duration::from_micros(opts.relay_delay_us),
         Duration::from_secs(600),
     )
-    .map_err(|reason| BenchError::Netem { reason })
+    .map_err(BenchError::Netem)
 }
 
 /// One party process (`--party 0|1 --addr ip:port`): P0 (the client) listens on `addr`, P1 (the

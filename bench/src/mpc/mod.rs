@@ -436,7 +436,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
             // Exact rounds: session depths (preprocessing, then the op).
             let rounds = a.depths.0.max(b.depths.0) + a.depths.1.max(b.depths.1);
-            let spu = opts.spu.get(op);
+            let spu = opts.spu.at(op, opts.n);
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.
             let cots = a.cots as f64 / n;
