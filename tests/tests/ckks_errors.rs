@@ -479,3 +479,22 @@ fn even_galois_elements_are_refused() {
         Error::InvalidParameters(_)
     ));
 }
+
+/// Operands with different slot counts are `SlotMismatch { expected, found }` (before the `rlwe`
+/// split they were `InvalidParameters("slot counts differ")`).
+#[test]
+fn slot_count_mismatch_is_typed() {
+    let f = small();
+    let (slots, top, scale) = (f.p.max_slots(), f.p.max_level(), f.p.default_scale());
+    let pt = f.ck.encode_real(&[0.5], slots / 4, top, scale).unwrap();
+    let ct = f.ck.encrypt_pk(&f.pk, &pt, &mut test_rng(8)).unwrap();
+    let want = Error::SlotMismatch {
+        expected: slots,
+        found: slots / 4,
+    };
+    assert_eq!(f.ck.add(&f.ct, &ct).err_of(), want);
+    assert_eq!(f.ck.mul_relin(&f.ct, &ct, &f.keys).err_of(), want);
+    let mut c = f.ck.clone_ct(&f.ct);
+    assert_eq!(f.ck.sub_assign(&mut c, &ct).err_of(), want);
+    assert_eq!(f.ck.mul_plain_assign(&mut c, &pt).err_of(), want);
+}

@@ -37,6 +37,8 @@ enum Fault {
     KeyInnerProduct,
     ModDown,
     Rescale,
+    /// Not a wrong word but a device fault: every download and sync fails.
+    Device,
 }
 
 /// The scalar CPU backend with one operation's output perturbed by one in a single word (the
@@ -89,7 +91,16 @@ impl PolyBackend for Faulty {
         self.inner.upload(data)
     }
     fn download(&self, buf: &Vec<u64>, out: &mut [u64]) -> veil_core::Result<()> {
+        if self.fault == Fault::Device {
+            return Err(veil_core::Error::Device { what: "download" });
+        }
         self.inner.download(buf, out)
+    }
+    fn sync(&self) -> veil_core::Result<()> {
+        if self.fault == Fault::Device {
+            return Err(veil_core::Error::Device { what: "sync" });
+        }
+        self.inner.sync()
     }
     fn copy_rows(&self, src: &Vec<u64>, sb: Basis, dst: &mut Vec<u64>, db: Basis) {
         self.inner.copy_rows(src, sb, dst, db);
@@ -253,4 +264,37 @@ fn perturbed_backend_is_detected_by_the_flow_and_the_model() {
         conformance::check_reference_model(&CpuBackend::scalar(&p), &mut rng),
         Ok(())
     );
+}
+
+/// A device fault after construction reaches the caller as `Error::Device`, never a panic:
+/// decoding, decrypt-and-decode and serialization all read back through `download`.
+#[test]
+fn device_faults_reach_the_caller_as_errors() {
+    use veil_core::ckks::Ckks;
+    use veil_core::Error;
+    let p = params::insecure_logn10().validate().unwrap();
+    let ck = Ckks::new(Arc::new(Faulty::new(&p, Fault::Device)));
+    let mut rng = test_rng(5);
+    // Key generation and encryption stay on the host and the device: no read-back.
+    let sk = ck.gen_secret_key(&mut rng);
+    let pt = ck
+        .encode_real(
+            &[0.25, -0.5],
+            p.max_slots(),
+            p.max_level(),
+            p.default_scale(),
+        )
+        .unwrap();
+    let ct = ck.encrypt_sk(&sk, &pt, &mut rng).unwrap();
+    let fault = Error::Device { what: "download" };
+    assert_eq!(ck.decode(&pt).unwrap_err(), fault);
+    assert_eq!(ck.decrypt_decode(&sk, &ct).unwrap_err(), fault);
+    assert_eq!(ck.serialize_ciphertext(&ct, true).unwrap_err(), fault);
+    assert_eq!(ck.serialize_plaintext(&pt).unwrap_err(), fault);
+    assert_eq!(
+        ck.backend().sync().unwrap_err(),
+        Error::Device { what: "sync" }
+    );
+    // The healthy backend's sync is the default `Ok`.
+    assert_eq!(CpuBackend::scalar(&p).sync(), Ok(()));
 }
