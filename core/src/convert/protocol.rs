@@ -347,9 +347,7 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
         let mut poly = pt.poly;
         ckks.backend().intt(&mut poly, basis);
         let mut host = Zeroizing::new(vec![0u64; basis.rows() * n]);
-        ckks.backend()
-            .download(&poly, &mut host)
-            .map_err(|_| bad("device fault reading the decryption back"))?;
+        ckks.backend().download(&poly, &mut host)?;
         ckks.backend().zeroize(&mut poly);
         shares.push(subring_coeffs(plan, &host)?);
     }

@@ -21,9 +21,10 @@ use zeroize::Zeroizing;
 impl<B: PolyBackend> Rlwe<B> {
     /// Samples a secret key from the parameter set's distribution.
     ///
-    /// The canonical NTT of `s` over `Q ∪ P` is computed on the host with the parameter set's
-    /// tables (the transform every backend reproduces bit for bit), so the secret never crosses to
-    /// the device here and key generation cannot meet a device fault.
+    /// The canonical NTT of `s` over `Q ∪ P` is computed by the backend and read back. Should
+    /// the device fail to read it back, the same words are computed on the host with the
+    /// parameter set's tables (the transform every backend reproduces bit for bit), so key
+    /// generation never meets a device fault and never panics.
     pub fn gen_secret_key(&self, rng: &mut (impl RngCore + CryptoRng)) -> SecretKey {
         let n = self.n();
         let coeffs = Zeroizing::new(match self.params.secret_distribution() {
@@ -31,16 +32,22 @@ impl<B: PolyBackend> Rlwe<B> {
             SecretDistribution::SparseTernary { h } => sampling::sparse_ternary(rng, n, h as usize),
         });
         let full = self.full_basis();
-        let q_total = self.params.q().len();
         let mut ntt = Zeroizing::new(vec![0u64; full.rows() * n]);
-        for r in 0..full.rows() {
-            let g = full.global_index(r, q_total);
-            let m = &self.moduli[g];
-            let row = &mut ntt[r * n..(r + 1) * n];
-            for (o, &c) in row.iter_mut().zip(coeffs.iter()) {
-                *o = m.from_i64(c as i64);
+        let wide: Zeroizing<Vec<i64>> = Zeroizing::new(coeffs.iter().map(|&c| c as i64).collect());
+        let mut buf = self.small_to_ntt(&wide, full);
+        let read = self.backend.download(&buf, &mut ntt);
+        self.backend.zeroize(&mut buf);
+        if read.is_err() {
+            let q_total = self.params.q().len();
+            for r in 0..full.rows() {
+                let g = full.global_index(r, q_total);
+                let m = &self.moduli[g];
+                let row = &mut ntt[r * n..(r + 1) * n];
+                for (o, &c) in row.iter_mut().zip(coeffs.iter()) {
+                    *o = m.from_i64(c as i64);
+                }
+                self.params.ntt_table(g).forward(row);
             }
-            self.params.ntt_table(g).forward(row);
         }
         SecretKey {
             coeffs,
