@@ -424,3 +424,84 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
     out[18].push(input(18, 3, 1, 0, M2cCiphertexts { items }.encode()));
     out
 }
+
+// ------------------------------------------------------------------ transport frames
+
+use veil_host::transport::{encode_frames, FrameDecoder, HEADER_LEN};
+
+/// Target `frames`: the transport's frame reader. Byte 0 picks the frame limit (`2^(b mod 24)`
+/// bytes) and the size of the pieces the rest arrives in (`1 + b/8`), so headers and payloads are
+/// split at every kind of boundary. Invariants checked on every input:
+/// * a frame is returned only when all its bytes have arrived, never above the limit;
+/// * the frames returned re-encode to exactly the bytes they were read from;
+/// * the decoder holds at most about twice the bytes pushed, whatever the headers declare.
+///
+/// Returns the number of frames decoded.
+pub fn fuzz_frames(data: &[u8]) -> usize {
+    let Some((&sel, rest)) = data.split_first() else {
+        return 0;
+    };
+    let max = 1usize << (sel % 24);
+    let piece = 1 + (sel as usize >> 3);
+    let mut dec = FrameDecoder::new();
+    let (mut pushed, mut consumed) = (0usize, 0usize);
+    let mut frames = Vec::new();
+    'feed: for chunk in rest.chunks(piece) {
+        dec.push(chunk);
+        pushed += chunk.len();
+        loop {
+            match dec.next_frame(max) {
+                Ok(Some(f)) => {
+                    assert!(f.payload.len() <= max, "frame above the limit");
+                    consumed += HEADER_LEN + f.payload.len();
+                    assert!(consumed <= pushed, "a frame before its bytes arrived");
+                    frames.push(f);
+                }
+                Ok(None) => break,
+                Err(_) => break 'feed,
+            }
+        }
+        assert_eq!(dec.buffered(), pushed - consumed, "bytes lost or invented");
+        assert!(
+            dec.capacity() <= 2 * pushed + 64,
+            "decoder holds {} bytes after {pushed} arrived",
+            dec.capacity()
+        );
+    }
+    assert_eq!(
+        encode_frames(&frames),
+        &rest[..consumed],
+        "decoded frames do not re-encode to their bytes"
+    );
+    frames.len()
+}
+
+/// Valid frame streams (and one lying header) for the seed corpus and the mutation loop of
+/// [`fuzz_frames`].
+pub fn frame_seed_inputs() -> Vec<Vec<u8>> {
+    use veil_core::mpc::Frame;
+    let f = |tag: u16, depth: u32, n: usize| Frame {
+        tag,
+        depth,
+        payload: (0..n).map(|i| (i * 31 + tag as usize) as u8).collect(),
+    };
+    let streams = [
+        vec![f(0x0201, 1, 5)],
+        vec![f(0x0101, 3, 300), f(0x0301, 4, 0), f(0x0402, 9, 17)],
+        vec![f(0xFFFF, 0, 6)],
+        vec![f(0x0A06, 2, 1000), f(0x0A05, 2, 4)],
+    ];
+    let mut out = Vec::new();
+    for (i, s) in streams.iter().enumerate() {
+        for sel in [11u8 + 8 * i as u8, 0x5F, 0xF7] {
+            let mut v = vec![sel];
+            v.extend(encode_frames(s));
+            out.push(v);
+        }
+    }
+    let mut liar = vec![30u8, 0x56, 1, 1, 2, 0, 0, 0, 0];
+    liar.extend_from_slice(&(1u32 << 30).to_le_bytes());
+    liar.extend_from_slice(&[0xAA; 64]);
+    out.push(liar);
+    out
+}

@@ -9,7 +9,7 @@
 //!   Galois keys and holds nothing else.
 //!
 //! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
-//! (`host/cli`).
+//! (`cli/`).
 
 pub mod harness;
 pub mod mpc;

@@ -98,10 +98,10 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
     fn upload(&self, data: &[u64]) -> Self::Buffer {
         self.inner.upload(data)
     }
-    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) -> crate::Result<()> {
+    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) -> crate::error::Result<()> {
         self.inner.download(buf, out)
     }
-    fn sync(&self) -> crate::Result<()> {
+    fn sync(&self) -> crate::error::Result<()> {
         self.inner.sync()
     }
     fn copy_rows(

@@ -105,12 +105,12 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     fn upload(&self, data: &[u64]) -> Self::Buffer;
     /// Copies a buffer's first `out.len() / N` rows to the host. A host crossing.
     ///
-    /// Fails with [`crate::Error::Device`] when the device faults (the read-back, or a launch
+    /// Fails with [`crate::error::Error::Device`] when the device faults (the read-back, or a launch
     /// queued before it, failed); `out` is then unspecified. The CPU backend never fails.
-    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) -> crate::Result<()>;
+    fn download(&self, buf: &Self::Buffer, out: &mut [u64]) -> crate::error::Result<()>;
     /// Waits until every queued operation has finished, reporting a device fault as
-    /// [`crate::Error::Device`]. Synchronous backends keep the default, which returns `Ok(())`.
-    fn sync(&self) -> crate::Result<()> {
+    /// [`crate::error::Error::Device`]. Synchronous backends keep the default, which returns `Ok(())`.
+    fn sync(&self) -> crate::error::Result<()> {
         Ok(())
     }
     /// Copies rows `src_basis ⊇ dst_basis` into `dst` (drops rows: level drop, extraction).

@@ -2,52 +2,19 @@
 //! OT-generated triples (Gilboa), truncation, B2A, multiplexer, public
 //! scaling, row sums / broadcasts and polynomial evaluation.
 
-use crate::mpc::channel::{Channel, Phase};
+use crate::mpc::channel::Phase;
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::msgs::{
     B2aCorr, BeaverOpen, CorrWidths, InputShare, MuxCorr, Reveal, RoundCorr, TripleCorr, TruncCorr,
     WordShape,
 };
-use crate::mpc::ot::BoxFuture;
 use crate::mpc::party::{Party, TruncMode};
-use crate::mpc::ring::{mask, RingCfg};
+use crate::mpc::ring::mask;
 use crate::mpc::shares::{BoolShares, RingShares};
+pub use crate::mpc::triples::{TripleSource, Triples};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 use zeroize::{Zeroize, Zeroizing};
-
-/// Beaver triples `c = a·b` over `Z_{2^ℓ}` (one party's shares).
-pub struct Triples {
-    /// Shares of `a`.
-    pub a: RingShares,
-    /// Shares of `b`.
-    pub b: RingShares,
-    /// Shares of `c = a·b`.
-    pub c: RingShares,
-}
-
-impl core::fmt::Debug for Triples {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Triples(<{} redacted>)", self.a.len())
-    }
-}
-
-/// A source of Beaver triples (this party's shares of `c = a·b` over
-/// `Z_{2^ℓ}`), used by [`Party::mul`] and [`Party::poly_eval`] through
-/// [`Party::triples`]. The default (no source injected) is Gilboa's OT
-/// multiplication over the party's own OT; another source (a dealer-free
-/// silent generator, or the ideal source of the tests) is injected with
-/// [`Party::with_triple_source`] and must be paired with the peer's.
-pub trait TripleSource {
-    /// `n` triples over `ring`; may exchange messages over `ch` (phase
-    /// [`Phase::Offline`]).
-    fn triples<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        ring: RingCfg,
-        n: usize,
-    ) -> BoxFuture<'a, Result<Triples>>;
-}
 
 /// `Π_rowsum`: for a `rows × cols` row-major matrix of shares, the share of
 /// each row sum (local, no communication).

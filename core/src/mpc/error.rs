@@ -1,7 +1,7 @@
 //! Typed errors of the MPC engine. Nothing the peer sends can make this crate
 //! panic: every decoding step returns one of these errors instead.
 
-use crate::mpc::msgs::MsgKind;
+use crate::mpc::kind::MsgKind;
 use core::fmt;
 
 /// What is wrong with a message that arrived with the expected tag.

@@ -10,13 +10,13 @@
 //! fails if a non-test build of the workspace, the `veil` binary included,
 //! has it). Every item is named `Insecure*` / `insecure_*`.
 
-use crate::mpc::arith::{TripleSource, Triples};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
 use crate::mpc::ot::{AesPrg, BoxFuture, CotReceiver, CotSender};
 use crate::mpc::party::{MpcConfig, Party, PartyId};
 use crate::mpc::ring::RingCfg;
 use crate::mpc::shares::RingShares;
+use crate::mpc::triples::{TripleSource, Triples};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};

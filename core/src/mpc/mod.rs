@@ -80,15 +80,16 @@ pub mod error;
 pub mod ext;
 #[cfg(any(test, feature = "insecure-test-support"))]
 pub mod insecure;
+pub mod kind;
 pub mod msgs;
 pub mod ot;
 pub mod pack;
 pub mod party;
 pub mod ring;
 pub mod shares;
+pub mod triples;
 pub mod zq;
 
-pub use arith::{TripleSource, Triples};
 pub use channel::{Channel, Frame, Phase, PhaseStats, Session, Stats};
 pub use error::{Defect, MpcError};
 pub use msgs::{Message, MsgKind};
@@ -96,6 +97,7 @@ pub use ot::{CotReceiver, CotSender};
 pub use party::{MpcConfig, Party, PartyId, TruncMode};
 pub use ring::RingCfg;
 pub use shares::{BoolShares, FieldShares, RingShares};
+pub use triples::{TripleSource, Triples};
 pub use zq::{Modulus, RnsBasis};
 #[cfg(test)]
 mod tests;

@@ -44,101 +44,16 @@
 //! H(q_j ⊕ Δ) mod 2^{w_j}` at the widths `w_j` of [`CorrWidths`].
 
 use crate::mpc::error::{Defect, MpcError, Result};
+pub use crate::mpc::kind::MsgKind;
 use crate::mpc::pack::{
-    pack_bits, pack_u128, pack_u64, unpack_bits, unpack_u128, unpack_u64, BitReader, BitWriter,
+    check_len, malformed, pack_bits, pack_u128, pack_u64, unpack_bits, unpack_u128, unpack_u64,
+    BitReader, BitWriter,
 };
 use crate::mpc::zq::Modulus;
 use alloc::vec::Vec;
 use core::fmt;
 use curve25519_dalek::ristretto::{CompressedRistretto, RistrettoPoint};
 use zeroize::Zeroize;
-
-/// Kind of a protocol message; its discriminant is the frame tag. This is the
-/// one table of tags of the engine (and of the conversion protocols above it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-#[repr(u16)]
-pub enum MsgKind {
-    /// Setup round 1 ([`SetupHello`]): Chou–Orlandi `S` and the seed share.
-    SetupHello = 0x0001,
-    /// Setup round 2 ([`BaseOtReply`]): the 128 base-OT receiver points.
-    BaseOtReply = 0x0002,
-    /// Common-seed share alone ([`SeedShare`]), for parties with an injected OT.
-    SeedShare = 0x0003,
-    /// IKNP `u` matrix ([`IknpU`]).
-    IknpU = 0x0101,
-    /// Pool derandomization bits `r ⊕ r'` ([`Derand`]).
-    Derand = 0x0103,
-    /// Beaver opening `(x − a, y − b)` ([`BeaverOpen`]).
-    BeaverOpen = 0x0201,
-    /// Gilboa triple COT corrections ([`TripleCorr`]).
-    TripleCorr = 0x0202,
-    /// `KnownMsb` truncation COT corrections ([`TruncCorr`]).
-    TruncCorr = 0x0203,
-    /// Exact-rounding COT corrections ([`RoundCorr`]).
-    RoundCorr = 0x0204,
-    /// B2A COT corrections ([`B2aCorr`]).
-    B2aCorr = 0x0205,
-    /// Multiplexer COT corrections ([`MuxCorr`]).
-    MuxCorr = 0x0206,
-    /// Millionaires' leaf tables ([`CmpLeaf`]).
-    CmpLeaf = 0x0301,
-    /// Millionaires' AND-tree openings ([`CmpAnd`]).
-    CmpAnd = 0x0302,
-    /// Input sharing: the peer's share ([`InputShare`]).
-    Input = 0x0401,
-    /// Opening: the sender's shares ([`Reveal`]).
-    Reveal = 0x0402,
-    /// C2M masked ciphertexts ([`C2mCiphertexts`]).
-    C2mCiphertexts = 0x0501,
-    /// M2C encrypted plaintext shares ([`M2cCiphertexts`]).
-    M2cCiphertexts = 0x0502,
-    /// Ring2Field B2A corrections over `Z_q` ([`ExtB2aCorr`]).
-    ExtB2aCorr = 0x0601,
-    /// Known-MSB Ring2Field corrections over `Z_q` ([`ExtMsbCorr`]).
-    ExtMsbCorr = 0x0602,
-}
-
-impl MsgKind {
-    /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 19] = [
-        MsgKind::SetupHello,
-        MsgKind::BaseOtReply,
-        MsgKind::SeedShare,
-        MsgKind::IknpU,
-        MsgKind::Derand,
-        MsgKind::BeaverOpen,
-        MsgKind::TripleCorr,
-        MsgKind::TruncCorr,
-        MsgKind::RoundCorr,
-        MsgKind::B2aCorr,
-        MsgKind::MuxCorr,
-        MsgKind::CmpLeaf,
-        MsgKind::CmpAnd,
-        MsgKind::Input,
-        MsgKind::Reveal,
-        MsgKind::C2mCiphertexts,
-        MsgKind::M2cCiphertexts,
-        MsgKind::ExtB2aCorr,
-        MsgKind::ExtMsbCorr,
-    ];
-
-    /// The frame tag.
-    pub const fn tag(self) -> u16 {
-        self as u16
-    }
-
-    /// The kind with this tag, if any.
-    pub fn from_tag(tag: u16) -> Option<MsgKind> {
-        MsgKind::ALL.iter().copied().find(|k| k.tag() == tag)
-    }
-}
-
-impl fmt::Display for MsgKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?} (tag {:#06x})", self.tag())
-    }
-}
 
 /// A typed protocol message.
 pub trait Message: Sized {
@@ -152,38 +67,6 @@ pub trait Message: Sized {
     fn decode(bytes: &[u8], shape: &Self::Shape) -> Result<Self>;
     /// The shape of this message (`decode(encode(m), &m.shape()) == m`).
     fn shape(&self) -> Self::Shape;
-}
-
-fn malformed(msg: MsgKind, defect: Defect) -> MpcError {
-    MpcError::Malformed { msg, defect }
-}
-
-/// `Err(Malformed{Length})` unless the payload has `expected` bytes.
-pub(crate) fn check_len(msg: MsgKind, bytes: &[u8], expected: usize) -> Result<()> {
-    if bytes.len() != expected {
-        return Err(malformed(
-            msg,
-            Defect::Length {
-                expected,
-                found: bytes.len(),
-            },
-        ));
-    }
-    Ok(())
-}
-
-/// Length and zero padding of a payload of `total_bits` packed bits.
-pub(crate) fn check_packed(msg: MsgKind, bytes: &[u8], total_bits: usize) -> Result<()> {
-    check_len(msg, bytes, total_bits.div_ceil(8))?;
-    let r = total_bits % 8;
-    if r != 0 {
-        if let Some(&last) = bytes.last() {
-            if last >> r != 0 {
-                return Err(malformed(msg, Defect::Padding));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn check_width(bits: u32, max: u32) -> Result<()> {

@@ -5,9 +5,42 @@
 //! width encoding. Decoders check the exact length and that the padding bits
 //! of the last byte are zero, and return [`MpcError::Malformed`] otherwise.
 
-use crate::mpc::error::Result;
-use crate::mpc::msgs::{check_len, check_packed, MsgKind};
+use crate::mpc::error::{Defect, MpcError, Result};
+use crate::mpc::kind::MsgKind;
 use alloc::vec::Vec;
+
+/// The `Malformed` error of message `msg`.
+pub(crate) fn malformed(msg: MsgKind, defect: Defect) -> MpcError {
+    MpcError::Malformed { msg, defect }
+}
+
+/// `Err(Malformed{Length})` unless the payload has `expected` bytes.
+pub(crate) fn check_len(msg: MsgKind, bytes: &[u8], expected: usize) -> Result<()> {
+    if bytes.len() != expected {
+        return Err(malformed(
+            msg,
+            Defect::Length {
+                expected,
+                found: bytes.len(),
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Length and zero padding of a payload of `total_bits` packed bits.
+pub(crate) fn check_packed(msg: MsgKind, bytes: &[u8], total_bits: usize) -> Result<()> {
+    check_len(msg, bytes, total_bits.div_ceil(8))?;
+    let r = total_bits % 8;
+    if r != 0 {
+        if let Some(&last) = bytes.last() {
+            if last >> r != 0 {
+                return Err(malformed(msg, Defect::Padding));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Bytes needed for `n` words of `bits` bits.
 #[inline]

@@ -2,7 +2,6 @@
 //! default (IKNP) or an injected OT, setup (common seed, base OTs) and the
 //! correlated-OT helpers shared by all protocols.
 
-use crate::mpc::arith::TripleSource;
 use crate::mpc::channel::{Channel, Phase};
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::msgs::{
@@ -13,6 +12,7 @@ use crate::mpc::ot::iknp::{IknpReceiver, IknpSender};
 use crate::mpc::ot::pool::{PooledReceiver, PooledSender};
 use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, CotReceiver, CotSender, OtEngine};
 use crate::mpc::ring::{mask, RingCfg};
+use crate::mpc::triples::TripleSource;
 use crate::mpc::zq::Modulus;
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -146,6 +146,26 @@ pub trait Exec {
     fn counts(&self) -> OpCounts;
 }
 
+/// `Err(SlotMismatch)` unless the executor's slot count is the plan's.
+pub fn check_slots(found: usize, expected: usize) -> Result<()> {
+    if found != expected {
+        return Err(Error::SlotMismatch { expected, found });
+    }
+    Ok(())
+}
+
+/// `Err(Shape)` unless a kernel got the number of ciphertexts (or the size) its plan fixes.
+pub fn check_count(what: &'static str, expected: usize, found: usize) -> Result<()> {
+    if found != expected {
+        return Err(Error::Shape {
+            what,
+            expected,
+            found,
+        });
+    }
+    Ok(())
+}
+
 /// Accumulates `term` into `acc` (`acc = term` when empty).
 pub fn accumulate<E: Exec>(ex: &E, acc: &mut Option<E::Ct>, term: E::Ct) -> Result<()> {
     match acc {

@@ -23,7 +23,7 @@
 //! rotations of an accumulator are lazy (`rotate_hoisted_lazy`): their key-switch outputs are
 //! summed over `Q ∪ P` and brought down by one `mod_down_ext`.
 
-use super::exec::Exec;
+use super::exec::{check_count, Exec};
 pub use super::plan::ProjConfig;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
@@ -72,7 +72,9 @@ pub fn project<E: Exec>(
 ) -> Result<Vec<Vec<E::Ct>>> {
     let (m, c, n) = (cfg.m, cfg.c, ex.slots());
     let n_seg = n / m;
-    if c > n_seg || in_map.segs > c || in_map.m != m || inputs.len() != in_map.cts {
+    check_count("projection: input ciphertexts", in_map.cts, inputs.len())?;
+    check_count("projection: input segment length", m, in_map.m)?;
+    if c > n_seg || in_map.segs > c {
         return Err(Error::InvalidParameters("projection: bad input layout"));
     }
     if groups.iter().any(|g| g.out.segs > c || g.out.m != m) {

@@ -24,7 +24,7 @@
 //! `export = 2·#{t : s ≠ 0} + #{t : s = 0, t·H·m ≢ 0 mod n}` (BERT-base: `210 + 256 + 118 = 584`).
 //! Depth: 4 levels (bank masks ×2, product, export masks).
 
-use super::exec::{accumulate, align_levels, pt_key, Exec};
+use super::exec::{accumulate, align_levels, check_count, check_slots, pt_key, Exec};
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, psi_bank, rotate_sum, seg_of};
 use crate::ckks::C64;
@@ -37,9 +37,9 @@ use alloc::vec::Vec;
 pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Result<Vec<E::Ct>> {
     let (m, heads, n) = (plan.shape.m, plan.shape.heads, plan.shape.slots);
     let (beta, g, c) = (plan.beta, plan.g, plan.c_s);
-    if q.len() != plan.b_s || k.len() != plan.b_s || ex.slots() != n {
-        return Err(Error::InvalidParameters("score kernel: input count"));
-    }
+    check_slots(ex.slots(), n)?;
+    check_count("score kernel: Q blocks", plan.b_s, q.len())?;
+    check_count("score kernel: K blocks", plan.b_s, k.len())?;
     let half = m / 2;
     // Banks.
     let q_taus: Vec<i64> = (0..beta).map(|s| -(s as i64)).collect();

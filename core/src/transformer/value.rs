@@ -30,11 +30,11 @@
 //! `|D| = 127` and `#rot = 6·(126 + 2 + 126) = 1524`, `#ctmul = 6·64 = 384` (Table II: 1524 / 384).
 //! Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
 
-use super::exec::{accumulate, align_levels, pt_key, Exec};
+use super::exec::{accumulate, align_levels, check_count, check_slots, pt_key, Exec};
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, phi_bank, psi_bank};
 use crate::ckks::C64;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -135,9 +135,9 @@ fn block_products<E: Exec>(
 /// ciphertexts) and `V` head-major (`B_V` ciphertexts) → `O` head-major with blocks paired as
 /// real/imaginary parts ([`AttnPlan::o_map`], `⌈B_V/2⌉` ciphertexts).
 pub fn value<E: Exec>(ex: &E, plan: &AttnPlan, p: &[E::Ct], v: &[E::Ct]) -> Result<Vec<E::Ct>> {
-    if p.len() != plan.p_cts || v.len() != plan.b_v || ex.slots() != plan.shape.slots {
-        return Err(Error::InvalidParameters("value kernel: input count"));
-    }
+    check_slots(ex.slots(), plan.shape.slots)?;
+    check_count("value kernel: P ciphertexts", plan.p_cts, p.len())?;
+    check_count("value kernel: V ciphertexts", plan.b_v, v.len())?;
     let blocks = block_products(ex, plan, p, v)?;
     let mut it = blocks.into_iter();
     let mut out = Vec::new();

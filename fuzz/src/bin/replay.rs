@@ -5,6 +5,8 @@
 //! * `replay --seeds DIR` writes valid encodings to `DIR/ciphertext/` and `DIR/keys/` (a seed
 //!   corpus for `cargo fuzz run`).
 //! * `replay --mutate N` runs `N` random mutations of the seed inputs through both targets.
+//! * `replay --mutate-frames N` runs `N` random mutations of frame streams through the frame
+//!   reader (target `frames`).
 //! * `replay --mutate-msgs N` runs `N` random mutations per MPC message decoder (target
 //!   `mpc_msgs`; the selector byte is kept, so each decoder sees exactly `N` inputs) and prints
 //!   the count and wall time of each.
@@ -14,6 +16,7 @@ use std::io::Read;
 use std::path::Path;
 
 fn run(data: &[u8]) {
+    veil_fuzz::fuzz_frames(data);
     veil_fuzz::fuzz_ciphertext(data);
     veil_fuzz::fuzz_keys(data);
     let _ = veil_fuzz::fuzz_mpc_msgs(data);
@@ -73,6 +76,11 @@ fn main() -> std::io::Result<()> {
                 std::fs::create_dir_all(&d)?;
                 std::fs::write(d.join(format!("seed-{i}")), bytes)?;
             }
+            let d = dir.join("frames");
+            std::fs::create_dir_all(&d)?;
+            for (i, bytes) in veil_fuzz::frame_seed_inputs().into_iter().enumerate() {
+                std::fs::write(d.join(format!("seed-{i}")), bytes)?;
+            }
             let d = dir.join("mpc_msgs");
             std::fs::create_dir_all(&d)?;
             for (k, seeds) in veil_fuzz::mpc_seed_inputs().into_iter().enumerate() {
@@ -93,6 +101,26 @@ fn main() -> std::io::Result<()> {
                 run(&b);
             }
             eprintln!("{n} mutated inputs: no panic");
+        }
+        Some("--mutate-frames") => {
+            let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
+            let seeds = veil_fuzz::frame_seed_inputs();
+            for sd in &seeds {
+                veil_fuzz::fuzz_frames(sd);
+            }
+            let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(n as u64 ^ 0xF4A3);
+            let t = std::time::Instant::now();
+            let mut frames = 0usize;
+            for i in 0..n {
+                let mut b = seeds[i % seeds.len()].clone();
+                mutate(&mut rng, &mut b);
+                frames += veil_fuzz::fuzz_frames(&b);
+            }
+            eprintln!(
+                "frames: {n} mutated inputs ({} seeds), no panic, {frames} frames decoded, {:.1} s",
+                seeds.len(),
+                t.elapsed().as_secs_f64()
+            );
         }
         Some("--mutate-msgs") => {
             let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);

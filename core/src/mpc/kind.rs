@@ -1,0 +1,92 @@
+//! The one table of frame tags of the engine and of the conversion protocols above it: a
+//! [`MsgKind`] per protocol step, whose discriminant is the tag. The message structs that carry
+//! each kind, and the table of payload sizes, are in [`super::msgs`].
+
+use core::fmt;
+
+/// Kind of a protocol message; its discriminant is the frame tag. This is the
+/// one table of tags of the engine (and of the conversion protocols above it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+#[repr(u16)]
+pub enum MsgKind {
+    /// Setup round 1 (`SetupHello`): Chou–Orlandi `S` and the seed share.
+    SetupHello = 0x0001,
+    /// Setup round 2 (`BaseOtReply`): the 128 base-OT receiver points.
+    BaseOtReply = 0x0002,
+    /// Common-seed share alone (`SeedShare`), for parties with an injected OT.
+    SeedShare = 0x0003,
+    /// IKNP `u` matrix (`IknpU`).
+    IknpU = 0x0101,
+    /// Pool derandomization bits `r ⊕ r'` (`Derand`).
+    Derand = 0x0103,
+    /// Beaver opening `(x − a, y − b)` (`BeaverOpen`).
+    BeaverOpen = 0x0201,
+    /// Gilboa triple COT corrections (`TripleCorr`).
+    TripleCorr = 0x0202,
+    /// `KnownMsb` truncation COT corrections (`TruncCorr`).
+    TruncCorr = 0x0203,
+    /// Exact-rounding COT corrections (`RoundCorr`).
+    RoundCorr = 0x0204,
+    /// B2A COT corrections (`B2aCorr`).
+    B2aCorr = 0x0205,
+    /// Multiplexer COT corrections (`MuxCorr`).
+    MuxCorr = 0x0206,
+    /// Millionaires' leaf tables (`CmpLeaf`).
+    CmpLeaf = 0x0301,
+    /// Millionaires' AND-tree openings (`CmpAnd`).
+    CmpAnd = 0x0302,
+    /// Input sharing: the peer's share (`InputShare`).
+    Input = 0x0401,
+    /// Opening: the sender's shares (`Reveal`).
+    Reveal = 0x0402,
+    /// C2M masked ciphertexts (`C2mCiphertexts`).
+    C2mCiphertexts = 0x0501,
+    /// M2C encrypted plaintext shares (`M2cCiphertexts`).
+    M2cCiphertexts = 0x0502,
+    /// Ring2Field B2A corrections over `Z_q` (`ExtB2aCorr`).
+    ExtB2aCorr = 0x0601,
+    /// Known-MSB Ring2Field corrections over `Z_q` (`ExtMsbCorr`).
+    ExtMsbCorr = 0x0602,
+}
+
+impl MsgKind {
+    /// Every kind, in tag order.
+    pub const ALL: [MsgKind; 19] = [
+        MsgKind::SetupHello,
+        MsgKind::BaseOtReply,
+        MsgKind::SeedShare,
+        MsgKind::IknpU,
+        MsgKind::Derand,
+        MsgKind::BeaverOpen,
+        MsgKind::TripleCorr,
+        MsgKind::TruncCorr,
+        MsgKind::RoundCorr,
+        MsgKind::B2aCorr,
+        MsgKind::MuxCorr,
+        MsgKind::CmpLeaf,
+        MsgKind::CmpAnd,
+        MsgKind::Input,
+        MsgKind::Reveal,
+        MsgKind::C2mCiphertexts,
+        MsgKind::M2cCiphertexts,
+        MsgKind::ExtB2aCorr,
+        MsgKind::ExtMsbCorr,
+    ];
+
+    /// The frame tag.
+    pub const fn tag(self) -> u16 {
+        self as u16
+    }
+
+    /// The kind with this tag, if any.
+    pub fn from_tag(tag: u16) -> Option<MsgKind> {
+        MsgKind::ALL.iter().copied().find(|k| k.tag() == tag)
+    }
+}
+
+impl fmt::Display for MsgKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?} (tag {:#06x})", self.tag())
+    }
+}
