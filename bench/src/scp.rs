@@ -154,21 +154,6 @@ fn stats(want: &Mat, got: &Mat) -> PrecisionStats {
     PrecisionStats::compute(&c(want), &c(got))
 }
 
-fn softmax_rows(s: &Mat, scale: f64) -> Mat {
-    let mut p = Mat::zeros(s.rows, s.cols);
-    for r in 0..s.rows {
-        let mx = (0..s.cols).map(|c| s.get(r, c)).fold(f64::MIN, f64::max);
-        let e: Vec<f64> = (0..s.cols)
-            .map(|c| ((s.get(r, c) - mx) * scale).exp())
-            .collect();
-        let z: f64 = e.iter().sum();
-        for c in 0..s.cols {
-            p.set(r, c, e[c] / z);
-        }
-    }
-    p
-}
-
 /// The timed, checked real run of projection → score → softmax (plaintext stand-in for MPC) →
 /// value → output projection.
 pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, BenchError> {
@@ -280,7 +265,7 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, BenchError> {
     record("score QK^T", secs, c1, c2, stats(&sw_all, &sg_all));
     let pm: Vec<Mat> = s_got
         .iter()
-        .map(|sh| softmax_rows(sh, 1.0 / (dh as f64).sqrt()))
+        .map(|sh| sh.softmax_rows(1.0 / (dh as f64).sqrt()))
         .collect();
     let pc = enc(&plan.p_layout().pack(&pm), &mut rng)?;
     let t = Instant::now();

@@ -49,21 +49,6 @@ fn head(m: &Mat, h: usize, dh: usize) -> Mat {
     m.cols_range(h * dh, dh)
 }
 
-fn softmax_rows(s: &Mat, scale: f64) -> Mat {
-    let mut p = Mat::zeros(s.rows, s.cols);
-    for r in 0..s.rows {
-        let mx = (0..s.cols).map(|c| s.get(r, c)).fold(f64::MIN, f64::max);
-        let e: Vec<f64> = (0..s.cols)
-            .map(|c| ((s.get(r, c) - mx) * scale).exp())
-            .collect();
-        let z: f64 = e.iter().sum();
-        for c in 0..s.cols {
-            p.set(r, c, e[c] / z);
-        }
-    }
-    p
-}
-
 struct Env {
     ck: Ckks<Be>,
     sk: SecretKey,
@@ -215,7 +200,7 @@ fn run_chain(e: &Env, shape: AttnShape, seed: u64) {
     // MPC stand-in: softmax on the decrypted scores, re-encrypted in minimal packing.
     let p_mats: Vec<Mat> = s_got
         .iter()
-        .map(|sh| softmax_rows(sh, 1.0 / (dh as f64).sqrt()))
+        .map(|sh| sh.softmax_rows(1.0 / (dh as f64).sqrt()))
         .collect();
     let pl = plan.p_layout();
     let pc = encrypt(e, &pl.pack(&p_mats), slots, &mut rng);

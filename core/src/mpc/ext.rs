@@ -71,20 +71,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .map(|(&b, &t)| q.sub(b, q.add(t, t)))
                 .collect()
         };
-        let two_l = q.reduce(1u128 << ell);
-        let half_q = q.reduce(half as u128);
-        let out = xp
-            .iter()
-            .zip(wq.iter())
-            .map(|(&v, &w)| {
-                let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
-                if p0 {
-                    y = q.sub(y, half_q);
-                }
-                y
-            })
-            .collect();
-        Ok(FieldShares::new(out))
+        Ok(lift_shares(q, ell, p0, half, xp.iter().copied(), &wq))
     }
 
     /// Ring2Field for values with a known MSB: shares mod `2^ℓ` of signed `x` with
@@ -148,20 +135,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                     .collect(),
             )
         };
-        let two_l = q.reduce(1u128 << ell);
-        let off_q = q.reduce(off as u128);
-        let out = xp
-            .iter()
-            .zip(wq.iter())
-            .map(|(&v, &w)| {
-                let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
-                if p0 {
-                    y = q.sub(y, off_q);
-                }
-                y
-            })
-            .collect();
-        Ok(FieldShares::new(out))
+        Ok(lift_shares(q, ell, p0, off, xp.iter().copied(), &wq))
     }
 
     /// Field2Ring: shares mod `q` of signed `|x| < 2^{ℓ-1}` → shares mod
@@ -194,4 +168,30 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         Ok(RingShares::new(out))
     }
+}
+
+/// The last, local step of both Ring2Field variants: from shares `v` mod `2^ℓ` of `x + off`
+/// and shares `w` mod `q` of the wrap bit of `v_0 + v_1 ≥ 2^ℓ`, the shares mod `q` of
+/// `x = v_0 + v_1 − 2^ℓ·w − off` (P0 subtracts the public offset).
+fn lift_shares(
+    q: &Modulus,
+    ell: u32,
+    p0: bool,
+    off: u64,
+    v: impl Iterator<Item = u64>,
+    w: &[u128],
+) -> FieldShares {
+    let two_l = q.reduce(1u128 << ell);
+    let off_q = q.reduce(off as u128);
+    let out = v
+        .zip(w.iter())
+        .map(|(v, &w)| {
+            let mut y = q.sub(q.reduce(v as u128), q.mul(two_l, w));
+            if p0 {
+                y = q.sub(y, off_q);
+            }
+            y
+        })
+        .collect();
+    FieldShares::new(out)
 }

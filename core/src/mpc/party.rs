@@ -458,19 +458,6 @@ impl<R: RngCore + CryptoRng> Party<R> {
             return Err(MpcError::Poisoned);
         }
         let prg = self.common.as_mut().ok_or(MpcError::NotSetUp)?;
-        let bits = q.bits();
-        let m = if bits >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << bits) - 1
-        };
-        loop {
-            let mut b = [0u8; 16];
-            prg.fill(&mut b);
-            let v = u128::from_le_bytes(b) & m;
-            if v < q.value() {
-                return Ok(v);
-            }
-        }
+        Ok(q.sample_from(|b| prg.fill(b)))
     }
 }

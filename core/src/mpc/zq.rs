@@ -134,6 +134,12 @@ impl Modulus {
 
     /// Exactly uniform element by rejection sampling.
     pub fn sample<R: RngCore + ?Sized>(&self, rng: &mut R) -> u128 {
+        self.sample_from(|b| rng.fill_bytes(b))
+    }
+
+    /// Exactly uniform element by rejection sampling from a byte stream `fill` (16 bytes per
+    /// draw, masked to `⌈log2 q⌉` bits; on average fewer than two draws).
+    pub fn sample_from(&self, mut fill: impl FnMut(&mut [u8])) -> u128 {
         let bits = self.bits();
         let m = if bits >= 128 {
             u128::MAX
@@ -142,7 +148,7 @@ impl Modulus {
         };
         loop {
             let mut b = [0u8; 16];
-            rng.fill_bytes(&mut b);
+            fill(&mut b);
             let v = u128::from_le_bytes(b) & m;
             if v < self.q {
                 return v;

@@ -90,6 +90,24 @@ impl Mat {
     pub fn transpose(&self) -> Mat {
         Mat::from_fn(self.cols, self.rows, |r, c| self.get(c, r))
     }
+    /// The plaintext reference of the attention softmax: row-wise `softmax(scale·s)`, computed
+    /// stably (the row maximum is subtracted first).
+    pub fn softmax_rows(&self, scale: f64) -> Mat {
+        let mut p = Mat::zeros(self.rows, self.cols);
+        for r in 0..self.rows {
+            let mx = (0..self.cols)
+                .map(|c| self.get(r, c))
+                .fold(f64::MIN, f64::max);
+            let e: Vec<f64> = (0..self.cols)
+                .map(|c| libm::exp((self.get(r, c) - mx) * scale))
+                .collect();
+            let z: f64 = e.iter().sum();
+            for c in 0..self.cols {
+                p.set(r, c, e[c] / z);
+            }
+        }
+        p
+    }
     /// Columns `[c0, c0 + w)`.
     pub fn cols_range(&self, c0: usize, w: usize) -> Mat {
         Mat::from_fn(self.rows, w, |r, c| self.get(r, c0 + c))

@@ -2,7 +2,7 @@
 //! and small helpers shared by key generation, encryption and key switching.
 
 use super::keys::{SecretKey, SwitchingKey};
-use super::types::Ciphertext;
+use super::types::{expand_uniform, Ciphertext};
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling::{self, GaussianCdt};
@@ -162,6 +162,31 @@ impl<B: PolyBackend> Rlwe<B> {
                     .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
             })
             .collect()
+    }
+
+    /// A fresh RLWE sample `(−a·s + e, a)` over `basis`, `a` expanded from a fresh public seed
+    /// (so the sample serializes at half size), `e` from the error distribution. Returns
+    /// `(seed, −a·s + e, a)`; the secret-bearing temporaries are zeroized.
+    pub(crate) fn seeded_sample(
+        &self,
+        sk: &SecretKey,
+        basis: Basis,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> ([u8; 32], B::Buffer, B::Buffer) {
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let a = self
+            .backend
+            .upload(&expand_uniform(&self.params, &seed, 0, basis));
+        let e = self.sample_error(rng);
+        let mut b = self.small_to_ntt(&e, basis);
+        let mut s = self.upload_secret(sk, basis);
+        let mut t = self.backend.alloc(basis.rows());
+        self.backend.mul(&a, &s, &mut t, basis);
+        self.backend.sub_assign(&mut b, &t, basis);
+        self.backend.zeroize(&mut s);
+        self.backend.zeroize(&mut t);
+        (seed, b, a)
     }
 
     /// Residues of small signed integers over `basis`, uploaded and transformed to the NTT domain.

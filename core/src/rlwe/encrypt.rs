@@ -2,7 +2,7 @@
 
 use super::context::Rlwe;
 use super::keys::{PublicKey, SecretKey};
-use super::types::{expand_uniform, Ciphertext, Plaintext};
+use super::types::{Ciphertext, Plaintext};
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling;
@@ -57,20 +57,8 @@ impl<B: PolyBackend> Rlwe<B> {
         self.check_sk(sk)?;
         self.own(pt.params_id, pt.level)?;
         let basis = Basis::q(pt.level + 1);
-        let mut seed = [0u8; 32];
-        rng.fill_bytes(&mut seed);
-        let a = self
-            .backend
-            .upload(&expand_uniform(&self.params, &seed, 0, basis));
-        let e = self.sample_error(rng);
-        let mut c0 = self.small_to_ntt(&e, basis);
-        let mut s = self.upload_secret(sk, basis);
-        let mut t = self.backend.alloc(basis.rows());
-        self.backend.mul(&a, &s, &mut t, basis);
-        self.backend.sub_assign(&mut c0, &t, basis);
+        let (seed, mut c0, a) = self.seeded_sample(sk, basis, rng);
         self.backend.add_assign(&mut c0, &pt.poly, basis);
-        self.backend.zeroize(&mut s);
-        self.backend.zeroize(&mut t);
         Ok(Ciphertext {
             params_id: self.params.id(),
             polys: vec![c0, a],

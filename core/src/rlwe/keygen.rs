@@ -64,19 +64,7 @@ impl<B: PolyBackend> Rlwe<B> {
     ) -> Result<PublicKey<B>> {
         self.check_sk(sk)?;
         let basis = Basis::q(self.top() + 1);
-        let mut seed = [0u8; 32];
-        rng.fill_bytes(&mut seed);
-        let a = self
-            .backend
-            .upload(&expand_uniform(&self.params, &seed, 0, basis));
-        let e = self.sample_error(rng);
-        let mut b = self.small_to_ntt(&e, basis);
-        let mut s = self.upload_secret(sk, basis);
-        let mut t = self.backend.alloc(basis.rows());
-        self.backend.mul(&a, &s, &mut t, basis);
-        self.backend.sub_assign(&mut b, &t, basis);
-        self.backend.zeroize(&mut s);
-        self.backend.zeroize(&mut t);
+        let (seed, b, a) = self.seeded_sample(sk, basis, rng);
         Ok(PublicKey {
             b,
             a,
