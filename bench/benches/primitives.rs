@@ -2,8 +2,9 @@
 //!
 //! - `ntt`: forward and inverse canonical NTT of one full-level polynomial (optimized CPU backend,
 //!   one thread) at `N = 2^14` and `2^16`;
-//! - `key_switching`: relinearization, a rotation, and 8 hoisted rotations (per rotation), at
-//!   `N = 2^14`, `L = 6` (`CKKS_128_LOGN14`), one thread;
+//! - `key_switching`: relinearization, a rotation, 8 hoisted rotations, and the public
+//!   key-switching steps of `veil_core::rlwe` alone (decompose with ModUp, gadget product with
+//!   and without ModDown), at `N = 2^14`, `L = 6` (`CKKS_128_LOGN14`), one thread;
 //! - `mpc`: Beaver multiplication with truncation and the millionaires' comparison
 //!   (`less_than`), `n = 4096` elements, both parties in this process over the in-memory link,
 //!   after one base-OT setup (IKNP on demand);
@@ -82,6 +83,27 @@ fn key_switching(c: &mut Criterion) {
     });
     g.bench_function("rotate by 1 N=2^14 L=6", |b| {
         b.iter(|| ck.rotate(black_box(&ct), 1, &keys).expect("rotate"))
+    });
+    // The public key-switching steps of veil_core::rlwe, one at a time.
+    let rl = ck.rlwe();
+    let level = ct.level();
+    let c1 = &ct.polys()[1];
+    let relin = keys.relin.as_ref().expect("relinearization key");
+    let hoisted = rl.decompose(c1, level).expect("decompose");
+    g.bench_function("step: decompose (ModUp) N=2^14 L=6", |b| {
+        b.iter(|| rl.decompose(black_box(c1), level).expect("decompose"))
+    });
+    g.bench_function("step: gadget product + ModDown N=2^14 L=6", |b| {
+        b.iter(|| {
+            rl.gadget_product(black_box(&hoisted), None, relin)
+                .expect("gadget product")
+        })
+    });
+    g.bench_function("step: lazy gadget product N=2^14 L=6", |b| {
+        b.iter(|| {
+            rl.gadget_product_lazy(black_box(&hoisted), None, relin)
+                .expect("gadget product")
+        })
     });
     g.bench_function("8 hoisted rotations N=2^14 L=6", |b| {
         b.iter(|| {

@@ -133,8 +133,10 @@ impl Encoder {
         let n = vals.len();
         let m = 2 * self.n();
         special_fft::for_each_butterfly(n, true, |b| {
-            let lenq = b.len << 2;
-            let idx = (lenq - (self.rot_group[b.j] as usize % lenq)) * (m / lenq);
+            // lenq = 4·len and m = 2N are powers of two: mask and shift, no division.
+            let lq = b.len.trailing_zeros() + 2;
+            let lenq = 1usize << lq;
+            let idx = (lenq - (self.rot_group[b.j] as usize & (lenq - 1))) * (m >> lq);
             let u = vals[b.lo] + vals[b.hi];
             let v = (vals[b.lo] - vals[b.hi]) * self.ksi[idx];
             vals[b.lo] = u;
@@ -153,8 +155,8 @@ impl Encoder {
         let m = 2 * self.n();
         special_fft::bit_reverse(vals);
         special_fft::for_each_butterfly(n, false, |b| {
-            let lenq = b.len << 2;
-            let idx = (self.rot_group[b.j] as usize % lenq) * (m / lenq);
+            let lq = b.len.trailing_zeros() + 2;
+            let idx = (self.rot_group[b.j] as usize & ((1usize << lq) - 1)) * (m >> lq);
             let u = vals[b.lo];
             let v = vals[b.hi] * self.ksi[idx];
             vals[b.lo] = u + v;

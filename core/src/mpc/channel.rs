@@ -208,11 +208,17 @@ impl Channel {
         self.send(M::KIND, m.encode());
     }
 
+    /// [`Channel::send_msg`] of a message given up to the channel: its payload moves into the
+    /// frame without a copy where the message holds it ([`Message::into_payload`]).
+    pub fn send_owned<M: Message>(&self, m: M) {
+        self.send(M::KIND, m.into_payload());
+    }
+
     /// Waits for the next frame, which must be a message `M` of the given
     /// shape ([`MpcError::UnexpectedMessage`] or a decoding error otherwise).
     pub async fn recv_msg<M: Message>(&self, shape: &M::Shape) -> Result<M> {
         let payload = self.recv(M::KIND).await?;
-        M::decode(&payload, shape)
+        M::decode_payload(payload, shape)
     }
 
     fn send(&self, kind: MsgKind, payload: Vec<u8>) {

@@ -67,6 +67,16 @@ pub trait Message: Sized {
     fn decode(bytes: &[u8], shape: &Self::Shape) -> Result<Self>;
     /// The shape of this message (`decode(encode(m), &m.shape()) == m`).
     fn shape(&self) -> Self::Shape;
+    /// The payload, consuming the message: the same bytes as [`Message::encode`], without a copy
+    /// where the message already holds its payload (the large IKNP matrix).
+    fn into_payload(self) -> Vec<u8> {
+        self.encode()
+    }
+    /// [`Message::decode`] of an owned payload: the same checks, without a copy where the
+    /// message keeps the bytes as they are.
+    fn decode_payload(bytes: Vec<u8>, shape: &Self::Shape) -> Result<Self> {
+        Self::decode(&bytes, shape)
+    }
 }
 
 fn check_width(bits: u32, max: u32) -> Result<()> {
@@ -271,6 +281,13 @@ impl Message for IknpU {
     }
     fn shape(&self) -> usize {
         self.matrix.len() / 16
+    }
+    fn into_payload(self) -> Vec<u8> {
+        self.matrix
+    }
+    fn decode_payload(bytes: Vec<u8>, &m: &usize) -> Result<Self> {
+        check_len(Self::KIND, &bytes, IknpU::len_for(m))?;
+        Ok(IknpU { matrix: bytes })
     }
 }
 

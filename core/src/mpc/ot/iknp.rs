@@ -176,7 +176,7 @@ impl IknpReceiver {
         }
         t.truncate(m);
         g.zeroize();
-        ch.send_msg(&IknpU { matrix: u });
+        ch.send_owned(IknpU { matrix: u });
         cols.zeroize();
         r.zeroize();
         Ok(t)
