@@ -275,8 +275,20 @@ fn device_faults_reach_the_caller_as_errors() {
     let p = params::insecure_logn10().validate().unwrap();
     let ck = Ckks::new(Arc::new(Faulty::new(&p, Fault::Device)));
     let mut rng = test_rng(5);
-    // Key generation and encryption stay on the host and the device: no read-back.
+    // Secret-key generation reads the key's NTT back; on a fault it computes the same words on
+    // the host instead. Encryption needs no read-back.
     let sk = ck.gen_secret_key(&mut rng);
+    {
+        // The fallback key is the healthy backend's key: from the same RNG stream, both give the
+        // same public key word for word.
+        let healthy = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+        let sk_ok = healthy.gen_secret_key(&mut test_rng(5));
+        let pk = |k: &veil_core::ckks::SecretKey| {
+            let pk = healthy.gen_public_key(k, &mut test_rng(6)).unwrap();
+            healthy.serialize_public_key(&pk, true).unwrap()
+        };
+        assert_eq!(pk(&sk), pk(&sk_ok));
+    }
     let pt = ck
         .encode_real(
             &[0.25, -0.5],
