@@ -7,6 +7,7 @@
 //!   (encoder, evaluator with scales, precision statistics);
 //! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
 //! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
+//! * [`nn`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;
 //! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion) and [`transformer`] above.
 #![no_std]
 extern crate alloc;
@@ -19,6 +20,7 @@ pub mod convert;
 pub mod error;
 pub mod math;
 pub mod mpc;
+pub mod nn;
 pub mod packing;
 pub mod params;
 pub mod rlwe;

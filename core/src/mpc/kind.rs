@@ -32,6 +32,10 @@ pub enum MsgKind {
     B2aCorr = 0x0205,
     /// Multiplexer COT corrections (`MuxCorr`).
     MuxCorr = 0x0206,
+    /// Squaring cross-term COT corrections (`SquareCorr`).
+    SquareCorr = 0x0207,
+    /// Broadcast-product COT corrections, several per COT (`WideCorr`).
+    WideCorr = 0x0208,
     /// Millionaires' leaf tables (`CmpLeaf`).
     CmpLeaf = 0x0301,
     /// Millionaires' AND-tree openings (`CmpAnd`).
@@ -52,7 +56,7 @@ pub enum MsgKind {
 
 impl MsgKind {
     /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 19] = [
+    pub const ALL: [MsgKind; 21] = [
         MsgKind::SetupHello,
         MsgKind::BaseOtReply,
         MsgKind::SeedShare,
@@ -64,6 +68,8 @@ impl MsgKind {
         MsgKind::RoundCorr,
         MsgKind::B2aCorr,
         MsgKind::MuxCorr,
+        MsgKind::SquareCorr,
+        MsgKind::WideCorr,
         MsgKind::CmpLeaf,
         MsgKind::CmpAnd,
         MsgKind::Input,

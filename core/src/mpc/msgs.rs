@@ -30,6 +30,8 @@
 //! | [`MsgKind::RoundCorr`] | `0x0204` | `⌈n(k+ℓ)/8⌉` | P0 (exact rounding) |
 //! | [`MsgKind::B2aCorr`] | `0x0205` | `⌈n·k/8⌉` | P0 (B2A into `Z_{2^k}`) |
 //! | [`MsgKind::MuxCorr`] | `0x0206` | `⌈nℓ/8⌉` | both (mux) |
+//! | [`MsgKind::SquareCorr`] | `0x0207` | `⌈n·ℓ(ℓ+1)/2 / 8⌉` | P0 (squaring) |
+//! | [`MsgKind::WideCorr`] | `0x0208` | `⌈m·g·ℓ(ℓ+1)/2 / 8⌉` for `m` choosers, `g` per COT | both (broadcast products) |
 //! | [`MsgKind::CmpLeaf`] | `0x0301` | `⌈n·Σ_j 2^{m_j+1} / 8⌉` | P0 (millionaires) |
 //! | [`MsgKind::CmpAnd`] | `0x0302` | `⌈3·merges/8⌉` per tree level | both |
 //! | [`MsgKind::Input`] | `0x0401` | `⌈nℓ/8⌉` | input owner |
@@ -592,6 +594,17 @@ corr_msg!(
     /// Multiplexer: correlation `(1 − 2b_i)·x_i` at width `ℓ`.
     MuxCorr,
     MuxCorr
+);
+corr_msg!(
+    /// Squaring (one Gilboa cross term, [`CorrWidths::Gilboa`]): correlation `x_0 mod 2^{ℓ-i}`.
+    SquareCorr,
+    SquareCorr
+);
+corr_msg!(
+    /// Broadcast products: `g` corrections per COT (pads expanded from one COT by the
+    /// hash's domain), [`CorrWidths::Gilboa`] over the `m·g` corrections of each bit.
+    WideCorr,
+    WideCorr
 );
 
 // ---------------------------------------------------------------- millionaires

@@ -23,6 +23,10 @@ use zeroize::{Zeroize, Zeroizing};
 /// Blocks hashed per chunk (keeps hash outputs in L1/L2).
 const HASH_CHUNK: usize = 2048;
 
+/// First hash domain of the pads of [`Party::cot_send_wide`] (domains 0–2 are the
+/// single-pad COTs and the `Z_q` pads).
+const WIDE_DOMAIN: u64 = 0x100;
+
 /// Party index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PartyId {
@@ -399,6 +403,89 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         t.zeroize();
         Ok(Zeroizing::new(out))
+    }
+
+    /// COT as sender with `g` correlations per COT: correlation `corr[c·g + t]`
+    /// (width `widths.width(c·g + t)`) rides on COT `c`, padded with the hash of
+    /// `q_c` (or `q_c ⊕ Δ`) in domain `WIDE_DOMAIN + ⌊t/2⌋`, half `t mod 2`.
+    /// One COT so carries a whole row of a broadcast product (the pads of
+    /// distinct `(c, t)` are independent outputs of the correlation-robust
+    /// hash). Sends message `M` and returns the pads `p_{c,t}`; the receiver
+    /// obtains `p_{c,t} + r_c·corr[c·g + t]`.
+    pub(crate) fn cot_send_wide<M: CorrMessage>(
+        &mut self,
+        b: &CotBatchS,
+        corr: &[u64],
+        g: usize,
+        widths: CorrWidths,
+    ) -> Result<Zeroizing<Vec<u64>>> {
+        let ch = self.ch.clone();
+        let ot = self.ot()?;
+        let m = b.q.len();
+        expect_len("wide COT correlations (COTs·g)", m * g, corr.len())?;
+        let mut d = alloc::vec![0u64; m * g];
+        let mut p = Zeroizing::new(alloc::vec![0u64; m * g]);
+        let mut k0 = Zeroizing::new(alloc::vec![0u128; m]);
+        let mut k1 = Zeroizing::new(alloc::vec![0u128; m]);
+        for u in 0..g.div_ceil(2) {
+            let dom = WIDE_DOMAIN + u as u64;
+            ot.hash.hash_into(&b.q, 0, b.tweak, dom, &mut k0);
+            ot.hash.hash_into(&b.q, b.delta, b.tweak, dom, &mut k1);
+            for c in 0..m {
+                for h in 0..2 {
+                    let t = 2 * u + h;
+                    if t >= g {
+                        break;
+                    }
+                    let j = c * g + t;
+                    let w = mask(widths.width(j));
+                    let p0 = ((k0[c] >> (64 * h)) as u64) & w;
+                    let p1 = ((k1[c] >> (64 * h)) as u64) & w;
+                    d[j] = p0.wrapping_add(corr[j]).wrapping_sub(p1) & w;
+                    p[j] = p0;
+                }
+            }
+        }
+        ch.send_msg(&M::from_parts(widths, d));
+        Ok(p)
+    }
+
+    /// Receiver side of [`Party::cot_send_wide`]: `p_{c,t} + r_c·corr[c·g + t]`.
+    pub(crate) async fn cot_recv_wide<M: CorrMessage>(
+        &mut self,
+        b: &CotBatchR,
+        g: usize,
+        widths: CorrWidths,
+    ) -> Result<Zeroizing<Vec<u64>>> {
+        let ch = self.ch.clone();
+        let m = b.r.len();
+        let msg = ch
+            .recv_msg::<M>(&CorrShape {
+                count: m * g,
+                widths,
+            })
+            .await?;
+        let d = msg.corrections();
+        let ot = self.ot()?;
+        let mut out = Zeroizing::new(alloc::vec![0u64; m * g]);
+        let mut k = Zeroizing::new(alloc::vec![0u128; m]);
+        for u in 0..g.div_ceil(2) {
+            ot.hash
+                .hash_into(&b.t, 0, b.tweak, WIDE_DOMAIN + u as u64, &mut k);
+            for c in 0..m {
+                for h in 0..2 {
+                    let t = 2 * u + h;
+                    if t >= g {
+                        break;
+                    }
+                    let j = c * g + t;
+                    let w = mask(widths.width(j));
+                    let pad = (k[c] >> (64 * h)) as u64;
+                    out[j] = pad.wrapping_add(d[j].wrapping_mul(b.r[c] as u64)) & w;
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).

@@ -303,7 +303,9 @@ proptest! {
         let count = n * ell as usize;
         if v.len() >= count {
             let d: Vec<u64> = (0..count).map(|j| v[j] & super::ring::mask(g.width(j))).collect();
-            rt(&TripleCorr::from_parts(g, d));
+            rt(&TripleCorr::from_parts(g, d.clone()));
+            rt(&SquareCorr::from_parts(g, d.clone()));
+            rt(&WideCorr::from_parts(g, d));
         }
         let c = v.len().min(40);
         let u = CorrWidths::Uniform(lo);
@@ -390,6 +392,8 @@ proptest! {
         total::<B2aCorr>(b, &cs);
         total::<MuxCorr>(b, &cs);
         total::<TripleCorr>(b, &CorrShape { count: (count % 5) * bits as usize, widths: CorrWidths::Gilboa { n: count % 5, ell: bits } });
+        total::<SquareCorr>(b, &CorrShape { count: (count % 5) * bits as usize, widths: CorrWidths::Gilboa { n: count % 5, ell: bits } });
+        total::<WideCorr>(b, &CorrShape { count: (count % 7) * bits as usize, widths: CorrWidths::Gilboa { n: count % 7, ell: bits } });
         total::<RoundCorr>(b, &CorrShape { count, widths: CorrWidths::Split { n: count / 2, lo: radix, hi: bits } });
         total::<CmpLeaf>(b, &LeafShape { n: count % 4, bits, radix });
         total::<ExtB2aCorr>(b, &zs);

@@ -1,0 +1,26 @@
+//! Nonlinear neural-network blocks in two-party MPC (EncFormer §IV-B, Appendix B):
+//! the layers between the CKKS kernels, on additive shares over `Z_{2^ℓ}`.
+//!
+//! Each block is a batched sans-IO protocol over [`crate::mpc::Party`] (a whole tensor
+//! per message and round), has a plain-integer reference computing the same function on
+//! the same integers ([`fixed`]), states its valid input range and what it does outside
+//! it (saturate, never wrap), and is checked against an `f64` reference with an asserted
+//! error bound. The blocks import nothing from the CKKS layers.
+//!
+//! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
+//!   row-broadcast products, maxima, clamping).
+//! * [`cost`]: per-block byte and round counters, offline and online.
+//!
+//! # Fixed point
+//!
+//! Blocks take and return values at the party's ring, `ℓ = 43`, `F = 13` (EncFormer). A
+//! block may compute internally with more fractional bits where its values are small
+//! (e.g. an exponential in `[0, 1]` at 20 bits: products `< 2^{40} < 2^{ℓ−2}`), and says
+//! so; truncations are faithful ([`crate::mpc::TruncMode::KnownMsb`]), so each block's
+//! error argument counts one ulp per truncation on the path.
+
+pub mod cost;
+pub mod fixed;
+pub mod ops;
+#[cfg(test)]
+pub(crate) mod testkit;
