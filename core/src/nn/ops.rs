@@ -223,7 +223,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
             expect_len("mul_owned_fx matrix", 0, x.len())?;
             return Ok(RingShares::new(Vec::new()));
         }
-        if x.len() % cols != 0 {
+        if !x.len().is_multiple_of(cols) {
             return Err(crate::mpc::MpcError::LengthMismatch {
                 what: "mul_owned_fx matrix (a multiple of cols)",
                 expected: x.len().div_ceil(cols) * cols,
@@ -290,7 +290,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         if cols == 0 {
             return Err(crate::mpc::MpcError::InvalidInput("max over empty rows"));
         }
-        if x.len() % cols != 0 {
+        if !x.len().is_multiple_of(cols) {
             return Err(crate::mpc::MpcError::LengthMismatch {
                 what: "max_rows matrix (a multiple of cols)",
                 expected: x.len().div_ceil(cols) * cols,
