@@ -10,6 +10,8 @@
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
 //! * [`cost`]: per-block byte and round counters, offline and online.
+//! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
+//!   with EncFormer's CKKS-evaluated candidates.
 //!
 //! # Fixed point
 //!
@@ -21,6 +23,7 @@
 
 pub mod cost;
 pub mod fixed;
+pub mod gelu;
 pub mod ops;
 #[cfg(test)]
 pub(crate) mod testkit;
