@@ -9,6 +9,8 @@
 //!
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
+//! * [`rsqrt`]: reciprocal square root by normalization (comparisons against powers of
+//!   two) and Newton's iteration, one value per row.
 //! * [`cost`]: per-block byte and round counters, offline and online.
 //! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
 //!   with EncFormer's CKKS-evaluated candidates.
@@ -25,5 +27,6 @@ pub mod cost;
 pub mod fixed;
 pub mod gelu;
 pub mod ops;
+pub mod rsqrt;
 #[cfg(test)]
 pub(crate) mod testkit;
