@@ -9,6 +9,8 @@
 //!
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
+//! * [`layernorm`]: LayerNorm over rows (accurate, by an exact centred sum and
+//!   [`rsqrt`]; EncFormer's MBLN, local up to the owner's `γ`).
 //! * [`rsqrt`]: reciprocal square root by normalization (comparisons against powers of
 //!   two) and Newton's iteration, one value per row.
 //! * [`cost`]: per-block byte and round counters, offline and online.
@@ -26,6 +28,7 @@
 pub mod cost;
 pub mod fixed;
 pub mod gelu;
+pub mod layernorm;
 pub mod ops;
 pub mod rsqrt;
 #[cfg(test)]

@@ -251,7 +251,7 @@ impl Rsqrt {
                 for _ in 0..NEWTON {
                     let yy = fixed::round_shift(y * y, FY) as i128;
                     let vy = fixed::round_shift(vp * y, FY) as i128;
-                    y = fixed::round_shift((3 * y << FY) - yy * vy, FY + 1) as i128;
+                    y = fixed::round_shift(((3 * y) << FY) - yy * vy, FY + 1) as i128;
                 }
                 let (f, k) = cs[(e - self.lo) as usize];
                 fixed::round_shift(y * f as i128, G_SHIFT) << k
