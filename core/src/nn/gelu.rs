@@ -607,6 +607,7 @@ mod tests {
             let xs = inputs(&mut g, &gl, r.frac);
             let (x0, x1) = share(r, &xs, &mut g);
             let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+            let c0 = p0.ot_counts();
             let (o0, o1) = both!(
                 p0,
                 p1,
@@ -614,6 +615,8 @@ mod tests {
                 gl.run(&mut p1, &x1).await
             );
             let (s0, s1) = (m0.read(), m1.read());
+            let c1 = p0.ot_counts();
+            let cots = ((c1.0 - c0.0) + (c1.1 - c0.1)) as f64 / xs.len() as f64;
             let got = open(r, &o0, &o1);
             assert_within(&got, &gl.reference(r, &xs), ulps(kind), "gelu vs reference");
             let xf: Vec<f64> = xs.iter().map(|&v| fixed::decode(v, r.frac)).collect();
@@ -622,7 +625,7 @@ mod tests {
             let (a, b) = (s0.offline_online(), s1.offline_online());
             let bytes = (a.bytes_sent + b.bytes_sent) as f64 / xs.len() as f64;
             eprintln!(
-                "GELU {kind:?} all-MPC: max err {:.3e} mean {:.3e}; {:.0} B/elem, rounds offline {} online {}",
+                "GELU {kind:?} all-MPC: max err {:.3e} mean {:.3e}; {:.0} B/elem, {cots:.0} COT/elem, rounds offline {} online {}",
                 e.max_abs, e.mean_abs, bytes, s0.offline.rounds, s0.online.rounds
             );
             assert!(e.max_abs <= gl.max_error(), "{kind:?}: {e:?}");
@@ -655,6 +658,7 @@ mod tests {
             let (a0, a1) = share(r, &f0, &mut g);
             let (b0, b1) = share(r, &f1, &mut g);
             let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+            let c0 = p0.ot_counts();
             let (o0, o1) = both!(
                 p0,
                 p1,
@@ -662,6 +666,8 @@ mod tests {
                 gl.run_split(&mut p1, &x1, &a1, &b1).await
             );
             let (s0, s1) = (m0.read(), m1.read());
+            let c1 = p0.ot_counts();
+            let cots = ((c1.0 - c0.0) + (c1.1 - c0.1)) as f64 / xs.len() as f64;
             let got = open(r, &o0, &o1);
             assert_eq!(got, gl.reference_split(&xs, &f0, &f1), "{kind:?} split");
             let gf: Vec<f64> = got.iter().map(|&v| fixed::decode(v, r.frac)).collect();
@@ -669,7 +675,7 @@ mod tests {
             let (a, b) = (s0.offline_online(), s1.offline_online());
             let bytes = (a.bytes_sent + b.bytes_sent) as f64 / xs.len() as f64;
             eprintln!(
-                "GELU {kind:?} split: max err {:.3e} mean {:.3e}; {:.0} B/elem, rounds offline {} online {}",
+                "GELU {kind:?} split: max err {:.3e} mean {:.3e}; {:.0} B/elem, {cots:.0} COT/elem, rounds offline {} online {}",
                 e.max_abs, e.mean_abs, bytes, s0.offline.rounds, s0.online.rounds
             );
             assert!(e.max_abs <= gl.max_error(), "{kind:?} split: {e:?}");
