@@ -756,6 +756,10 @@ mod tests {
         assert!(gl.validate(RingCfg::new(43, 12).unwrap()).is_err());
         assert!(gl.validate(RingCfg::new(40, 13).unwrap()).is_err());
         assert!(gl.validate(RingCfg::ENCFORMER).is_ok());
+        for kind in KINDS {
+            let w = Gelu { kind }.reference(RingCfg::ENCFORMER, &[i64::MIN, i64::MAX]);
+            assert_eq!(w, [0, i64::MAX]);
+        }
         let (_p0, mut p1, r) = pair();
         let mut g = rng(3);
         let xs = uniform(&mut g, 8, 3.0, r.frac);

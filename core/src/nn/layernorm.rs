@@ -190,7 +190,7 @@ impl Scales {
 
 impl LayerNorm {
     /// Checks the shape and parameters: `F = 13`, `ℓ ≥ 43`, `1 ≤ cols ≤ 2^{12}`,
-    /// `rows·cols` representable, `ε ∈ [0, 1]`, MBLN's `l·R_d > 0` finite.
+    /// `rows·cols` representable, `ε ∈ [0, 1]`, MBLN's `l·R_d ≥ 2^{−16}` finite.
     pub fn validate(&self, ring: RingCfg) -> Result<()> {
         if ring.frac != 13 {
             return Err(MpcError::InvalidConfig("LayerNorm needs F = 13"));
@@ -209,8 +209,8 @@ impl LayerNorm {
         }
         if let LnKind::Mbln { l, rd } = self.kind {
             let s = l * rd;
-            if !(s.is_finite() && s > 0.0) {
-                return Err(MpcError::InvalidConfig("MBLN needs l·R_d > 0"));
+            if !(s.is_finite() && s >= libm::exp2(-16.0)) {
+                return Err(MpcError::InvalidConfig("MBLN needs l·R_d >= 2^-16"));
             }
         }
         Ok(())
@@ -397,8 +397,12 @@ impl LayerNorm {
         let cols = self.cols as i64;
         let mut out = Vec::with_capacity(x.len());
         for row in x.chunks(self.cols) {
-            let sum: i64 = row.iter().sum();
-            let d: Vec<i128> = row.iter().map(|&v| (cols * v - sum) as i128).collect();
+            // i128 and wrapping: any input, no overflow (the ring's values are far smaller).
+            let sum: i128 = row.iter().map(|&v| v as i128).sum();
+            let d: Vec<i128> = row
+                .iter()
+                .map(|&v| (cols as i128).wrapping_mul(v as i128).wrapping_sub(sum))
+                .collect();
             match self.kind {
                 LnKind::Mbln { .. } => {
                     for (c, &dv) in d.iter().enumerate() {
@@ -414,8 +418,8 @@ impl LayerNorm {
                             let h = fixed::round_shift(dv, sh) as i128;
                             fixed::round_shift(h * h, sc.s_sq)
                         })
-                        .sum::<i64>()
-                        + self.s_offset(&sc, false);
+                        .fold(0i64, i64::wrapping_add)
+                        .wrapping_add(self.s_offset(&sc, false));
                     let g = rs.reference(&[s])[0] as i128;
                     for (c, &dv) in d.iter().enumerate() {
                         let dz = fixed::round_shift(dv << (FZ - FH), sh) as i128;
@@ -915,6 +919,23 @@ mod tests {
         drop(s);
         let _ = &mut q1;
         assert!(ok.reference(r, &[0; 7], None).is_empty());
+        // the references never panic, whatever the integers
+        let wild = [
+            i64::MAX,
+            i64::MIN,
+            0,
+            -1,
+            i64::MAX,
+            i64::MIN,
+            1 << 50,
+            -(1 << 50),
+        ];
+        assert_eq!(ok.reference(r, &wild, None).len(), 8);
+        let mb = LayerNorm {
+            kind: LnKind::Mbln { l: 1.0, rd: 1.0 },
+            ..ok
+        };
+        assert_eq!(mb.reference(r, &wild, None).len(), 8);
         assert!(ok.mbln_local(r, &x).is_err());
     }
 }

@@ -237,8 +237,12 @@ impl Rsqrt {
         ))
     }
 
-    /// Plain-integer reference of [`Rsqrt::run`] with exact rounding.
+    /// Plain-integer reference of [`Rsqrt::run`] with exact rounding (empty if the
+    /// parameters are invalid).
     pub fn reference(&self, v: &[i64]) -> Vec<i64> {
+        if self.validate().is_err() {
+            return Vec::new();
+        }
         let cs = self.consts();
         let ya = fixed::encode(Y0_A, FY + Y0_FB) as i128;
         let yb = fixed::encode(Y0_B, Y0_FB) as i128;
