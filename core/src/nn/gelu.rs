@@ -581,6 +581,7 @@ mod tests {
     use crate::nn::cost::Meter;
     use crate::nn::fixed::ErrStats;
     use crate::nn::testkit::*;
+    use rand_core::RngCore;
     use std::eprintln;
 
     const KINDS: [GeluKind; 3] = [GeluKind::Bolt, GeluKind::Tanh, GeluKind::Erf];
@@ -746,6 +747,148 @@ mod tests {
                 .max_error(),
             "{worst}"
         );
+    }
+
+    /// One run of both parties; returns the payload bytes the observer received.
+    fn view_of_run(
+        gl: &Gelu,
+        p0: &mut P,
+        p1: &mut P,
+        x: (&RingShares, &RingShares),
+        split: bool,
+        observer_p1: bool,
+    ) -> Vec<u8> {
+        let (c0, c1) = (p0.channel(), p1.channel());
+        let (x0, x1) = x;
+        let mut s0 = crate::mpc::Session::new(c0, async move {
+            if split {
+                gl.run_split(p0, x0, x0, x0).await
+            } else {
+                gl.run(p0, x0).await
+            }
+        });
+        let mut s1 = crate::mpc::Session::new(c1, async move {
+            if split {
+                gl.run_split(p1, x1, x1, x1).await
+            } else {
+                gl.run(p1, x1).await
+            }
+        });
+        let (mut d0, mut d1, mut view) = (false, false, Vec::new());
+        while !(d0 && d1) {
+            if !d0 {
+                d0 = s0.poll().is_ready();
+            }
+            if !d1 {
+                d1 = s1.poll().is_ready();
+            }
+            for f in s0.take_outgoing() {
+                if observer_p1 {
+                    view.extend_from_slice(&f.payload);
+                }
+                s1.deliver(f);
+            }
+            for f in s1.take_outgoing() {
+                if !observer_p1 {
+                    view.extend_from_slice(&f.payload);
+                }
+                s0.deliver(f);
+            }
+        }
+        view
+    }
+
+    /// Two-proportion z statistics per bit (and per XOR of bits 1 and 8 apart) of two
+    /// samples of views: `(Σ z², k, max |z|)`.
+    fn view_stat(a: &[Vec<u8>], b: &[Vec<u8>]) -> (f64, usize, f64) {
+        let len = a[0].len() * 8;
+        assert!(
+            a.iter().chain(b).all(|v| v.len() * 8 == len),
+            "view lengths differ"
+        );
+        let bit = |v: &[u8], i: usize| (v[i / 8] >> (i % 8)) & 1;
+        let (mut stat, mut k, mut zmax) = (0.0, 0usize, 0.0f64);
+        for d in [0usize, 1, 8] {
+            for i in 0..len - d {
+                let cnt = |s: &[Vec<u8>]| {
+                    s.iter()
+                        .map(|v| (bit(v, i) ^ if d > 0 { bit(v, i + d) } else { 0 }) as f64)
+                        .sum::<f64>()
+                };
+                let (ca, cb) = (cnt(a), cnt(b));
+                let (ra, rb) = (a.len() as f64, b.len() as f64);
+                let p = (ca + cb) / (ra + rb);
+                if p == 0.0 || p == 1.0 {
+                    continue;
+                }
+                let z = (ca / ra - cb / rb) / libm::sqrt(p * (1.0 - p) * (1.0 / ra + 1.0 / rb));
+                stat += z * z;
+                k += 1;
+                zmax = zmax.max(z.abs());
+            }
+        }
+        (stat, k, zmax)
+    }
+
+    #[test]
+    fn gelu_views_do_not_depend_on_the_other_input() {
+        // Change one party's input (its share, the other share fixed): the messages the
+        // other party receives keep their distribution (χ² over bit positions), and a
+        // planted one-bit leak is detected.
+        const RUNS: usize = 200;
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(31);
+        let gl = Gelu {
+            kind: GeluKind::Bolt,
+        };
+        let fixed_share = RingShares::new((0..2).map(|_| g.next_u64() & r.mask()).collect());
+        let inputs = [[0.5, -1.0], [30.0, -2.9]];
+        for split in [false, true] {
+            for observer_p1 in [true, false] {
+                let (mut va, mut vb) = (Vec::new(), Vec::new());
+                for i in 0..2 * RUNS {
+                    let xs = &inputs[i % 2];
+                    let varying = RingShares::new(
+                        xs.iter()
+                            .zip(fixed_share.as_slice())
+                            .map(|(&v, &o)| r.sub(r.encode(v), o))
+                            .collect(),
+                    );
+                    let x = if observer_p1 {
+                        (&varying, &fixed_share)
+                    } else {
+                        (&fixed_share, &varying)
+                    };
+                    let v = view_of_run(&gl, &mut p0, &mut p1, x, split, observer_p1);
+                    if i % 2 == 0 {
+                        va.push(v)
+                    } else {
+                        vb.push(v)
+                    }
+                }
+                let (stat, k, zmax) = view_stat(&va, &vb);
+                let kf = k as f64;
+                eprintln!("GELU view (split {split}, observer P1 {observer_p1}): Σz² {stat:.0} over {k}, max |z| {zmax:.2}");
+                assert!(k > 1000);
+                assert!(
+                    stat <= kf + 6.0 * libm::sqrt(2.0 * kf) && zmax <= 6.5,
+                    "views differ"
+                );
+                let pos = va[0].len() * 4 + 3;
+                for v in va.iter_mut() {
+                    v[pos / 8] &= !(1 << (pos % 8));
+                }
+                for v in vb.iter_mut() {
+                    v[pos / 8] |= 1 << (pos % 8);
+                }
+                let (stat, k, zmax) = view_stat(&va, &vb);
+                let kf = k as f64;
+                assert!(
+                    stat > kf + 6.0 * libm::sqrt(2.0 * kf) || zmax > 6.5,
+                    "control not detected"
+                );
+            }
+        }
     }
 
     #[test]
