@@ -1,0 +1,301 @@
+//! The exponential of non-positive shared values, saturated below at [`EXP_SAT`], by
+//! range reduction and repeated squaring: `e^d ≈ P(d/2^k)^{2^k}` with a quadratic base
+//! `P` and `k =` [`EXP_HALVINGS`] squarings, at [`EXP_FRAC`] internal fractional bits.
+//!
+//! # Protocol
+//!
+//! For shared `d ≤ 0` at `frac` fractional bits:
+//!
+//! 1. `d' = max(d, T)` with `T =` [`EXP_SAT`] `= −16` ([`Party::clamp`], one ReLU).
+//! 2. `u = d'/2^k` at `F' =` [`EXP_FRAC`] `= 20` bits: a local multiplication by
+//!    `2^{F'−frac−k}` (exact) when `F' − frac ≥ k` (so for the ring's `F = 13`), else a
+//!    truncation.
+//! 3. The base `P(u) = c_0 + c_1·u + u²/2` as `(u + c_1)²/2 + g` with
+//!    `g = c_0 − c_1²/2`: one squaring of `w = u + c_1 ∈ [0.5, 1.001]`
+//!    ([`Party::square_fx`], `ℓ` COTs) and local additions. Writing the quadratic around
+//!    `−c_1` makes both `c_0` and `c_1` free parameters at the price of one squaring.
+//! 4. `k` squarings `b ← b²` at `F'` (each `< 2^{41} ≤ 2^{ℓ−2}` because `b ≤ 1.0002`).
+//!
+//! All truncations are *faithful and unbiased*: `⌊x/2^s⌋` or `⌈x/2^s⌉` (P0 offsets the
+//! faithful truncation by `2^s` instead of `2^{s−1}`; see [`Party::trunc_near`]), so a
+//! non-negative value never truncates below zero and rounding errors do not add up to
+//! a bias through the squarings.
+//!
+//! # Error
+//!
+//! `c_0 = 1.0000048`, `c_1 = 1.000704` minimize `max_{d∈[T,0]} |P(d/32)^{32} − e^d|`
+//! (a grid search, with `c_2 = 1/2` fixed); the Taylor base `1 + u + u²/2` gives
+//! `2.4·10^{-4}` there, the tuned one `1.6·10^{-4}`. With relative base error
+//! `r(u) = P(u)e^{−u} − 1`, the approximation error is `≈ e^d·2^k·r(d/2^k)`, largest near
+//! `d ≈ −3` (where `e^d|d|³` peaks). Fixed point: each of the `k + 1` truncations adds
+//! `< 1` ulp (`2^{−F'}`) and every later squaring doubles an earlier error (times a
+//! factor `b ≤ 1`), so the rounding part is `< (2^{k+1} − 1)·2^{−F'} < 6.1·10^{-5}`. Total:
+//! `|exp_neg(d) − e^{max(d,T)}| ≤` [`EXP_ERR`] `= 2.2·10^{-4}` on `[T, 0]`; below `T`
+//! the output is `e^T`-ish (`≤ 3·10^{-7}`, i.e. `0` or `1` ulp at `F'`) against the
+//! true `e^d < e^T`. The saturation error `e^T = 1.1·10^{-7}` is below half an output
+//! ulp `2^{−14}` of the ring's `F = 13` for any row of up to 540 entries.
+//!
+//! Against the integer reference [`exp_neg_reference`] (the same steps with
+//! round-half-up), the protocol differs by at most [`EXP_REF_ULPS`] ulps at `F'`
+//! (each truncation is within one ulp of the reference's rounding and the squarings
+//! double earlier differences: `< 2^{k+1}`).
+//!
+//! # Cost per element
+//!
+//! One ReLU (clamp), `k + 1 = 6` squarings (`ℓ` COTs each) and their truncations.
+
+use crate::mpc::error::{MpcError, Result};
+use crate::mpc::{Party, RingCfg, RingShares, TruncMode};
+use crate::nn::fixed::round_shift;
+use crate::nn::ops::{add_const, mul_int};
+use rand_core::{CryptoRng, RngCore};
+
+/// Internal fractional bits `F'` of the exponential (values in `[0, 1.0002]`, squares
+/// below `2^{2F'+1} = 2^{41}`).
+pub const EXP_FRAC: u32 = 20;
+
+/// Number of squarings `k` (the input is divided by `2^k`).
+pub const EXP_HALVINGS: u32 = 5;
+
+/// Saturation threshold `T`: inputs below it are raised to it (real value).
+pub const EXP_SAT: f64 = -16.0;
+
+/// Maximum absolute error of [`exp_neg`] against `e^{max(d, T)}` (real units).
+pub const EXP_ERR: f64 = 2.2e-4;
+
+/// Maximum difference between [`exp_neg`] and [`exp_neg_reference`], in ulps at
+/// [`EXP_FRAC`].
+pub const EXP_REF_ULPS: i64 = 64;
+
+/// `c_1 = 1.000704` at `F' = 20` bits (the linear coefficient and the shift of the
+/// squared binomial).
+const EXP_C1: i64 = 1_049_314;
+
+/// `g = c_0 − c_1²/2 = 0.499296…` at `F' = 20` bits (`c_0 = 1.0000048`).
+const EXP_G: i64 = 523_555;
+
+/// Coefficients of the base polynomial `(u + c1)²/2^{half} + g` at [`EXP_FRAC`] bits
+/// (`half = 1` is the block's; the tests pass wrong ones).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExpCoeffs {
+    /// `c_1` at `F'` bits.
+    pub c1: i64,
+    /// `g` at `F'` bits.
+    pub g: i64,
+    /// Extra shift of the square (`1` for `u²/2`).
+    pub half: u32,
+}
+
+impl ExpCoeffs {
+    /// The block's coefficients.
+    pub(crate) const BLOCK: ExpCoeffs = ExpCoeffs {
+        c1: EXP_C1,
+        g: EXP_G,
+        half: 1,
+    };
+}
+
+/// Checks that the ring holds the squares at [`EXP_FRAC`] bits (`2F' + 1 ≤ ℓ − 2`) and
+/// that `frac` is a usable input scale.
+pub fn exp_check(ring: RingCfg, frac: u32) -> Result<()> {
+    if 2 * EXP_FRAC + 1 > ring.ell.saturating_sub(2) {
+        return Err(MpcError::InvalidConfig(
+            "exp_neg needs ell >= 2*EXP_FRAC + 3 (43)",
+        ));
+    }
+    if frac + EXP_HALVINGS > ring.ell - 3 {
+        return Err(MpcError::InvalidConfig(
+            "exp_neg input scale too large for the ring",
+        ));
+    }
+    Ok(())
+}
+
+/// `T` as a signed integer at `frac` bits.
+fn sat_at(frac: u32) -> i64 {
+    crate::nn::fixed::encode(EXP_SAT, frac)
+}
+
+impl<R: RngCore + CryptoRng> Party<R> {
+    /// Faithful, unbiased truncation: shares of `⌊x/2^s⌋` or `⌊x/2^s⌋ + 1` (the
+    /// floor or the ceiling of `x/2^s` when it is not an integer; `x/2^s` or one more,
+    /// with probability `2^{−s}`, when it is), for `|x| + 2^s < 2^{ℓ−2}`. P0 adds `2^s`
+    /// before the faithful truncation ([`Party::trunc`], which returns `⌊·⌋` or one
+    /// less). With uniform shares the carry it drops is `1` with probability
+    /// `1 − (f+1)/2^s` (`f = x mod 2^s`), so the mean error is `2^{−s}` ulp. Under
+    /// [`TruncMode::Exact`] it adds `2^{s−1}` instead (exact round half up). A
+    /// non-negative `x` never truncates below `0`. Consumes `x`. (Private step of the
+    /// softmax blocks.)
+    pub(crate) async fn trunc_near(&mut self, mut x: RingShares, s: u32) -> Result<RingShares> {
+        if s == 0 {
+            return Ok(x);
+        }
+        let r = self.config().ring;
+        let off = match self.config().trunc {
+            TruncMode::Exact => 1u64 << (s - 1),
+            TruncMode::KnownMsb | TruncMode::FullRange => 1u64 << s,
+        };
+        if self.is_p0() {
+            for v in x.as_mut_slice() {
+                *v = r.add(*v, off);
+            }
+        }
+        self.trunc(&x, s).await
+    }
+}
+
+/// Shares of `exp(max(d, T))` at [`EXP_FRAC`] fractional bits for shared `d ≤ 0` at
+/// `frac` fractional bits (`|d| < 2^{ℓ−2}`), elementwise over the whole vector in one
+/// batch per round. Error ≤ [`EXP_ERR`] against `e^{max(d,T)}`, see the module doc.
+/// A positive `d` is outside the contract (the result is then meaningless).
+pub async fn exp_neg<R: RngCore + CryptoRng>(
+    p: &mut Party<R>,
+    d: &RingShares,
+    frac: u32,
+) -> Result<RingShares> {
+    exp_neg_with(p, d, frac, ExpCoeffs::BLOCK).await
+}
+
+/// [`exp_neg`] with the given base coefficients.
+pub(crate) async fn exp_neg_with<R: RngCore + CryptoRng>(
+    p: &mut Party<R>,
+    d: &RingShares,
+    frac: u32,
+    co: ExpCoeffs,
+) -> Result<RingShares> {
+    let r = p.config().ring;
+    exp_check(r, frac)?;
+    let p0 = p.is_p0();
+    let dc = p.clamp(d, Some(sat_at(frac)), None).await?;
+    let u = if EXP_FRAC >= frac + EXP_HALVINGS {
+        mul_int(r, &dc, 1i64 << (EXP_FRAC - frac - EXP_HALVINGS))
+    } else {
+        p.trunc_near(dc, frac + EXP_HALVINGS - EXP_FRAC).await?
+    };
+    let w = add_const(r, p0, &u, co.c1);
+    let sq = p.square_fx(&w, 0).await?;
+    let sq = p.trunc_near(sq, EXP_FRAC + co.half).await?;
+    let mut b = add_const(r, p0, &sq, co.g);
+    for _ in 0..EXP_HALVINGS {
+        let z = p.square_fx(&b, 0).await?;
+        b = p.trunc_near(z, EXP_FRAC).await?;
+    }
+    Ok(b)
+}
+
+/// Plain-integer reference of [`exp_neg`]: the same steps on the same integers with
+/// round-half-up ([`round_shift`]); `d` at `frac` bits, result at [`EXP_FRAC`] bits.
+pub fn exp_neg_reference(d: i64, frac: u32) -> i64 {
+    exp_neg_reference_with(d, frac, ExpCoeffs::BLOCK)
+}
+
+/// [`exp_neg_reference`] with the given coefficients.
+pub(crate) fn exp_neg_reference_with(d: i64, frac: u32, co: ExpCoeffs) -> i64 {
+    let dc = d.max(sat_at(frac));
+    let u = if EXP_FRAC >= frac + EXP_HALVINGS {
+        dc << (EXP_FRAC - frac - EXP_HALVINGS)
+    } else {
+        round_shift(dc as i128, frac + EXP_HALVINGS - EXP_FRAC)
+    };
+    let w = (u + co.c1) as i128;
+    let mut b = round_shift(w * w, EXP_FRAC + co.half) + co.g;
+    for _ in 0..EXP_HALVINGS {
+        b = round_shift(b as i128 * b as i128, EXP_FRAC);
+    }
+    b
+}
+
+/// The real function [`exp_neg`] approximates: `e^{max(d, T)}`.
+pub fn exp_neg_f64(d: f64) -> f64 {
+    libm::exp(d.max(EXP_SAT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::fixed::{decode, encode, ErrStats};
+    use crate::nn::testkit::*;
+    use alloc::vec::Vec;
+    use std::eprintln;
+
+    /// Runs the protocol on `ds` (at `F = 13`) and returns the opened outputs.
+    fn run(ds: &[i64], co: ExpCoeffs) -> Vec<i64> {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(7);
+        let (x0, x1) = share(r, ds, &mut g);
+        let f = r.frac;
+        let (y0, y1) = both!(
+            p0,
+            p1,
+            exp_neg_with(&mut p0, &x0, f, co).await,
+            exp_neg_with(&mut p1, &x1, f, co).await
+        );
+        open(r, &y0, &y1)
+    }
+
+    fn inputs() -> Vec<i64> {
+        let f = RingCfg::ENCFORMER.frac;
+        let mut g = rng(3);
+        let mut ds: Vec<i64> = uniform(&mut g, 600, 8.0, f)
+            .into_iter()
+            .map(|v| -v.abs())
+            .collect();
+        ds.extend((0..200).map(|i| encode(-16.0 * i as f64 / 200.0, f)));
+        ds.extend([0, -1, encode(-3.0, f), sat_at(f), sat_at(f) - 1]);
+        // Beyond the threshold: saturates.
+        ds.extend([encode(-17.0, f), encode(-100.0, f), encode(-1.0e6, f)]);
+        ds
+    }
+
+    fn errors(ds: &[i64], got: &[i64]) -> ErrStats {
+        let f = RingCfg::ENCFORMER.frac;
+        let g: Vec<f64> = got.iter().map(|&v| decode(v, EXP_FRAC)).collect();
+        let w: Vec<f64> = ds.iter().map(|&d| exp_neg_f64(decode(d, f))).collect();
+        ErrStats::of(&g, &w)
+    }
+
+    #[test]
+    fn exp_neg_is_within_its_bound_and_its_reference() {
+        let ds = inputs();
+        let got = run(&ds, ExpCoeffs::BLOCK);
+        let e = errors(&ds, &got);
+        eprintln!(
+            "exp_neg vs e^max(d,T): max {:.3e}, mean {:.3e} over {}",
+            e.max_abs, e.mean_abs, e.count
+        );
+        assert!(e.max_abs <= EXP_ERR, "{e:?}");
+        let f = RingCfg::ENCFORMER.frac;
+        let want: Vec<i64> = ds.iter().map(|&d| exp_neg_reference(d, f)).collect();
+        let ulps = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).max();
+        eprintln!("exp_neg vs reference: max {ulps:?} ulp at F'");
+        assert_within(&got, &want, EXP_REF_ULPS, "exp_neg");
+        // The reference itself meets the bound on a fine grid.
+        let grid: Vec<i64> = (0..=16 * 8192).map(|i| -i).collect();
+        let rf: Vec<i64> = grid.iter().map(|&d| exp_neg_reference(d, f)).collect();
+        let er = errors(&grid, &rf);
+        eprintln!("exp_neg reference on the grid: max {:.3e}", er.max_abs);
+        assert!(er.max_abs <= EXP_ERR);
+        // Saturated inputs give the value at T, which is below 2^-21.
+        for (&d, &v) in ds.iter().zip(&got) {
+            if d <= sat_at(f) {
+                assert!((0..=1).contains(&v), "saturated {d} -> {v}");
+            }
+            assert!(v >= 0);
+        }
+        assert!((got[ds.len() - 8] - (1 << EXP_FRAC)).abs() <= 200);
+    }
+
+    #[test]
+    fn a_wrong_base_coefficient_violates_the_bound() {
+        let ds = inputs();
+        // The constant term of the base off by 2^-13 (relative 1.2e-4 in the base,
+        // 32 times that after the squarings).
+        let bad = ExpCoeffs {
+            g: EXP_G + (1 << (EXP_FRAC - 13)),
+            ..ExpCoeffs::BLOCK
+        };
+        let e = errors(&ds, &run(&ds, bad));
+        eprintln!("exp_neg with a wrong constant term: max {:.3e}", e.max_abs);
+        assert!(e.max_abs > EXP_ERR);
+    }
+}
