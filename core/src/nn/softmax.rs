@@ -819,14 +819,15 @@ mod tests {
     #[test]
     fn cost_per_element() {
         let f = RingCfg::ENCFORMER.frac;
-        let (h, c) = (12, 16);
         let mut g = rng(30);
-        let xs = uniform(&mut g, h * c * c, 46.0, f);
-        for (name, kind, mask) in [
-            ("accurate", SoftmaxKind::Accurate, Mask::None),
-            ("accurate causal", SoftmaxKind::Accurate, Mask::Causal),
-            ("MBMax", SoftmaxKind::MbMax { c: 3.0, rd: 40.0 }, Mask::None),
+        for (name, kind, mask, h, c) in [
+            ("accurate", SoftmaxKind::Accurate, Mask::None, 12, 16),
+            ("accurate causal", SoftmaxKind::Accurate, Mask::Causal, 12, 16),
+            ("MBMax", SoftmaxKind::MbMax { c: 3.0, rd: 40.0 }, Mask::None, 12, 16),
+            ("accurate", SoftmaxKind::Accurate, Mask::None, 1, 128),
+            ("MBMax", SoftmaxKind::MbMax { c: 3.0, rd: 40.0 }, Mask::None, 1, 128),
         ] {
+            let xs = uniform(&mut g, h * c * c, 46.0, f);
             let sm = Softmax {
                 rows: h * c,
                 cols: c,
@@ -864,5 +865,69 @@ mod tests {
                 s1.online.rounds,
             );
         }
+    }
+
+    #[test]
+    fn cost_breakdown() {
+        // Bytes (both directions) per input of each step, at 128-entry rows.
+        let f = RingCfg::ENCFORMER.frac;
+        let mut g = rng(31);
+        let n = 32 * 128;
+        let xs = uniform(&mut g, n, 46.0, f);
+        let ds: Vec<i64> = xs.iter().map(|v| -v.abs()).collect();
+        let (mut p0, mut p1, r) = pair();
+        let (x0, x1) = share(r, &xs, &mut g);
+        let (d0, d1) = share(r, &ds, &mut g);
+        let lens = vec![128; 32];
+        let bytes = |m0: &Meter, m1: &Meter| {
+            let (a, b) = (m0.read(), m1.read());
+            let t = a.offline_online().bytes_sent + b.offline_online().bytes_sent;
+            (t, a.offline_online().rounds)
+        };
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let _ = both!(
+            p0,
+            p1,
+            max_ragged(&mut p0, &x0, &lens).await,
+            max_ragged(&mut p1, &x1, &lens).await
+        );
+        let (b, rd) = bytes(&m0, &m1);
+        eprintln!("step row max (128): {:.0} B/elem, {rd} rounds", b as f64 / n as f64);
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let _ = both!(
+            p0,
+            p1,
+            p0.clamp(&d0, Some(-16 << 13), None).await,
+            p1.clamp(&d1, Some(-16 << 13), None).await
+        );
+        let (b, rd) = bytes(&m0, &m1);
+        eprintln!("step clamp (one ReLU): {:.0} B/elem, {rd} rounds", b as f64 / n as f64);
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let _ = both!(
+            p0,
+            p1,
+            crate::nn::exp::exp_neg(&mut p0, &d0, f).await,
+            crate::nn::exp::exp_neg(&mut p1, &d1, f).await
+        );
+        let (b, rd) = bytes(&m0, &m1);
+        eprintln!(
+            "step exp_neg (clamp + 6 squarings): {:.0} B/elem, {rd} rounds",
+            b as f64 / n as f64
+        );
+        let ss: Vec<i64> = (0..32).map(|i| encode(1.0 + 3.7 * i as f64, EXP_FRAC)).collect();
+        let (s0, s1) = share(r, &ss, &mut g);
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let _ = both!(
+            p0,
+            p1,
+            crate::nn::recip::recip(&mut p0, &s0, EXP_FRAC, 7).await,
+            crate::nn::recip::recip(&mut p1, &s1, EXP_FRAC, 7).await
+        );
+        let (b, rd) = bytes(&m0, &m1);
+        eprintln!(
+            "step recip (J = 7): {:.0} B/row = {:.0} B/elem at 128 cols, {rd} rounds",
+            b as f64 / 32.0,
+            b as f64 / n as f64
+        );
     }
 }
