@@ -79,9 +79,7 @@
 
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::{Party, RingCfg, RingShares};
-use crate::nn::exp::{
-    exp_check, exp_neg_reference_with, exp_neg_with, ExpCoeffs, EXP_FRAC, EXP_HALVINGS,
-};
+use crate::nn::exp::{exp_check, exp_neg_reference_with, exp_neg_with, ExpCoeffs, EXP_FRAC};
 use crate::nn::fixed::round_shift;
 use crate::nn::ops::{add_const, mul_int, sub};
 use crate::nn::recip::{recip_check, recip_reference_with, recip_with, RECIP_Y0};
@@ -194,11 +192,6 @@ impl Softmax {
         match self.kind {
             SoftmaxKind::Accurate => {
                 exp_check(ring, ring.frac)?;
-                if ring.frac + EXP_HALVINGS > EXP_FRAC {
-                    return Err(MpcError::InvalidConfig(
-                        "accurate softmax needs F <= 15 (ring F = 13)",
-                    ));
-                }
                 recip_check(ring, EXP_FRAC, ceil_log2(self.cols))?;
             }
             SoftmaxKind::MbMax { .. } => {
@@ -645,6 +638,29 @@ mod tests {
     }
 
     #[test]
+    fn accurate_adversarial_rows() {
+        // One entry at the max and all others at the same depth d: the sum's error is
+        // the exponential's *relative* error at d, largest for d ≈ −ln(n − 1).
+        let f = RingCfg::ENCFORMER.frac;
+        let c = 128;
+        let depths = [-0.5, -1.5, -2.2, -3.0, -4.0, -4.85, -5.5, -7.0, -9.5, -12.0];
+        let mut xs = Vec::new();
+        for &d in &depths {
+            let mut row = vec![encode(d + 5.0, f); c];
+            row[c / 3] = encode(5.0, f);
+            xs.extend(row);
+        }
+        let sm = acc(depths.len(), c, Mask::None);
+        check(
+            "softmax two-level rows",
+            &sm,
+            &xs,
+            SOFTMAX_ERR,
+            SOFTMAX_REF_ULPS,
+        );
+    }
+
+    #[test]
     fn accurate_masks() {
         let f = RingCfg::ENCFORMER.frac;
         let mut g = rng(8);
@@ -683,14 +699,11 @@ mod tests {
         let mut g = rng(9);
         xs.extend(uniform(&mut g, 2 * 64, 0.5, f));
         let sm8 = Softmax { rows: 8, ..sm };
-        // The linear coefficient of the base 2 % too large (c_0 kept): e^{1.02·d}, a
-        // softmax at temperature 1/1.02.
-        let c1 = ExpCoeffs::BLOCK.c1;
-        let c1b = c1 + c1 / 50;
+        // The linear coefficient of the base 2 % too large: e^{1.02·d}, a softmax at
+        // temperature 1/1.02.
         let bad = ExpCoeffs {
-            c1: c1b,
-            g: ExpCoeffs::BLOCK.g - ((c1b * c1b - c1 * c1) >> (EXP_FRAC + 1)),
-            half: 1,
+            c1: ExpCoeffs::BLOCK.c1 * 1.02,
+            ..ExpCoeffs::BLOCK
         };
         let e = errors(&sm8, &xs, &run(&sm8, &xs, bad, RECIP_Y0));
         eprintln!("softmax with c_1 2 % off: max {:.3e}", e.max_abs);
@@ -822,10 +835,28 @@ mod tests {
         let mut g = rng(30);
         for (name, kind, mask, h, c) in [
             ("accurate", SoftmaxKind::Accurate, Mask::None, 12, 16),
-            ("accurate causal", SoftmaxKind::Accurate, Mask::Causal, 12, 16),
-            ("MBMax", SoftmaxKind::MbMax { c: 3.0, rd: 40.0 }, Mask::None, 12, 16),
+            (
+                "accurate causal",
+                SoftmaxKind::Accurate,
+                Mask::Causal,
+                12,
+                16,
+            ),
+            (
+                "MBMax",
+                SoftmaxKind::MbMax { c: 3.0, rd: 40.0 },
+                Mask::None,
+                12,
+                16,
+            ),
             ("accurate", SoftmaxKind::Accurate, Mask::None, 1, 128),
-            ("MBMax", SoftmaxKind::MbMax { c: 3.0, rd: 40.0 }, Mask::None, 1, 128),
+            (
+                "MBMax",
+                SoftmaxKind::MbMax { c: 3.0, rd: 40.0 },
+                Mask::None,
+                1,
+                128,
+            ),
         ] {
             let xs = uniform(&mut g, h * c * c, 46.0, f);
             let sm = Softmax {
@@ -892,7 +923,10 @@ mod tests {
             max_ragged(&mut p1, &x1, &lens).await
         );
         let (b, rd) = bytes(&m0, &m1);
-        eprintln!("step row max (128): {:.0} B/elem, {rd} rounds", b as f64 / n as f64);
+        eprintln!(
+            "step row max (128): {:.0} B/elem, {rd} rounds",
+            b as f64 / n as f64
+        );
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
         let _ = both!(
             p0,
@@ -901,7 +935,10 @@ mod tests {
             p1.clamp(&d1, Some(-16 << 13), None).await
         );
         let (b, rd) = bytes(&m0, &m1);
-        eprintln!("step clamp (one ReLU): {:.0} B/elem, {rd} rounds", b as f64 / n as f64);
+        eprintln!(
+            "step clamp (one ReLU): {:.0} B/elem, {rd} rounds",
+            b as f64 / n as f64
+        );
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
         let _ = both!(
             p0,
@@ -914,7 +951,9 @@ mod tests {
             "step exp_neg (clamp + 6 squarings): {:.0} B/elem, {rd} rounds",
             b as f64 / n as f64
         );
-        let ss: Vec<i64> = (0..32).map(|i| encode(1.0 + 3.7 * i as f64, EXP_FRAC)).collect();
+        let ss: Vec<i64> = (0..32)
+            .map(|i| encode(1.0 + 3.7 * i as f64, EXP_FRAC))
+            .collect();
         let (s0, s1) = share(r, &ss, &mut g);
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
         let _ = both!(
