@@ -18,7 +18,7 @@
 //! 4. `k` squarings `b ← b²` at `F'` (each `< 2^{41} ≤ 2^{ℓ−2}` because `b ≤ 1.0001`).
 //!
 //! All truncations are *faithful and unbiased*: `⌊x/2^s⌋` or `⌈x/2^s⌉` (P0 offsets the
-//! faithful truncation by `2^s` instead of `2^{s−1}`; see [`Party::trunc_near`]), so a
+//! faithful truncation by `2^s` instead of `2^{s−1}`; see `Party::trunc_near`), so a
 //! non-negative value never truncates below zero and rounding errors do not add up to
 //! a bias through the squarings.
 //!
