@@ -535,6 +535,7 @@ mod tests {
     use crate::nn::cost::Meter;
     use crate::nn::fixed::{decode, encode, ErrStats};
     use crate::nn::testkit::*;
+    use rand_core::RngCore;
     use std::eprintln;
 
     /// Opens the protocol's output on `xs` (signed at `F`).
@@ -989,5 +990,158 @@ mod tests {
             b as f64 / 32.0,
             b as f64 / n as f64
         );
+    }
+
+    /// Runs both sessions in memory and returns the payload bytes the observer
+    /// receives (as `channel::run_pair`, plus the recording).
+    fn recorded<A, B>(
+        mut s0: crate::mpc::Session<'_, A>,
+        mut s1: crate::mpc::Session<'_, B>,
+        observer_p1: bool,
+    ) -> Vec<u8> {
+        use core::task::Poll;
+        let (mut d0, mut d1) = (false, false);
+        let mut view = Vec::new();
+        while !(d0 && d1) {
+            let mut moved = false;
+            if !d0 && matches!(s0.poll(), Poll::Ready(_)) {
+                d0 = true;
+                moved = true;
+            }
+            if !d1 && matches!(s1.poll(), Poll::Ready(_)) {
+                d1 = true;
+                moved = true;
+            }
+            for f in s0.take_outgoing() {
+                if observer_p1 {
+                    view.extend_from_slice(&f.payload);
+                }
+                s1.deliver(f);
+                moved = true;
+            }
+            for f in s1.take_outgoing() {
+                if !observer_p1 {
+                    view.extend_from_slice(&f.payload);
+                }
+                s0.deliver(f);
+                moved = true;
+            }
+            assert!(moved, "deadlock");
+        }
+        view
+    }
+
+    /// Per-bit two-proportion z test of two samples of views: `(Σ z², k, max |z|,
+    /// constant positions that differ)`.
+    fn compare_views(a: &[Vec<u8>], b: &[Vec<u8>]) -> (f64, usize, f64, bool) {
+        let len = a[0].len();
+        assert!(
+            a.iter().chain(b).all(|v| v.len() == len),
+            "view lengths differ"
+        );
+        let count = |s: &[Vec<u8>]| {
+            let mut c = vec![0u32; len * 8];
+            for v in s {
+                for (i, x) in c.iter_mut().enumerate() {
+                    *x += ((v[i / 8] >> (i % 8)) & 1) as u32;
+                }
+            }
+            c
+        };
+        let (ca, cb) = (count(a), count(b));
+        let (ra, rb) = (a.len() as f64, b.len() as f64);
+        let (mut stat, mut k, mut max_z, mut mismatch) = (0.0, 0, 0.0f64, false);
+        for (&x, &y) in ca.iter().zip(&cb) {
+            let (x, y) = (x as f64, y as f64);
+            let p = (x + y) / (ra + rb);
+            if p == 0.0 || p == 1.0 {
+                continue;
+            }
+            if (x == 0.0 || x == ra) && (y == 0.0 || y == rb) {
+                mismatch = true;
+            }
+            let z = (x / ra - y / rb) / libm::sqrt(p * (1.0 - p) * (1.0 / ra + 1.0 / rb));
+            stat += z * z;
+            k += 1;
+            max_z = max_z.max(z.abs());
+        }
+        (stat, k, max_z, mismatch)
+    }
+
+    fn indistinguishable(v: (f64, usize, f64, bool)) -> bool {
+        let k = v.1 as f64;
+        !v.3 && v.0 <= k + 6.0 * libm::sqrt(2.0 * k) && v.2 <= 6.0
+    }
+
+    #[test]
+    fn views_do_not_depend_on_the_other_input() {
+        // Changing one party's input (two valid score rows) keeps the distribution
+        // of the messages the other party receives; a planted input bit is caught.
+        const RUNS: usize = 120;
+        let f = RingCfg::ENCFORMER.frac;
+        let xa: Vec<i64> = vec![0; 4];
+        let xb: Vec<i64> = [46.0, -46.0, 3.0, 10.0]
+            .iter()
+            .map(|&v| encode(v, f))
+            .collect();
+        for kind in [
+            SoftmaxKind::Accurate,
+            SoftmaxKind::MbMax { c: 3.0, rd: 40.0 },
+        ] {
+            let sm = Softmax {
+                rows: 1,
+                cols: 4,
+                mask: Mask::None,
+                kind,
+            };
+            for observer_p1 in [true, false] {
+                let (mut p0, mut p1, r) = pair();
+                let mut g = rng(40);
+                let other: Vec<u64> = (0..4).map(|_| g.next_u64() & r.mask()).collect();
+                let (mut va, mut vb) = (Vec::new(), Vec::new());
+                for run in 0..2 * RUNS {
+                    let x = if run % 2 == 0 { &xa } else { &xb };
+                    let vary = RingShares::new(
+                        x.iter()
+                            .zip(&other)
+                            .map(|(&v, &o)| r.sub(r.from_signed(v), o))
+                            .collect(),
+                    );
+                    let obs = RingShares::new(other.clone());
+                    let (x0, x1) = if observer_p1 {
+                        (vary, obs)
+                    } else {
+                        (obs, vary)
+                    };
+                    let s0 = crate::mpc::Session::new(p0.channel(), sm.run(&mut p0, &x0));
+                    let s1 = crate::mpc::Session::new(p1.channel(), sm.run(&mut p1, &x1));
+                    let v = recorded(s0, s1, observer_p1);
+                    if run % 2 == 0 {
+                        va.push(v)
+                    } else {
+                        vb.push(v)
+                    }
+                }
+                let v = compare_views(&va, &vb);
+                eprintln!(
+                    "views {kind:?}, observer P{}: {} bytes, stat {:.0} over k {} (max |z| {:.2})",
+                    observer_p1 as u8,
+                    va[0].len(),
+                    v.0,
+                    v.1,
+                    v.2
+                );
+                assert!(v.1 > 1000 && indistinguishable(v), "{kind:?}: views differ");
+                // Negative control: one bit of the view set to the input.
+                let pos = va[0].len() * 4 + 3;
+                for x in va.iter_mut() {
+                    x[pos / 8] &= !(1 << (pos % 8));
+                }
+                for x in vb.iter_mut() {
+                    x[pos / 8] |= 1 << (pos % 8);
+                }
+                assert!(!indistinguishable(compare_views(&va, &vb)));
+            }
+        }
     }
 }
