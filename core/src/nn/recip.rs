@@ -20,7 +20,9 @@
 //!    computed alongside, two products per round: `q_3 = (1 − ε^8)/s`.
 //!
 //! That is 5 product rounds (`s·P`, then 4) after the comparisons; every product is
-//! per value (per row of a softmax), so its cost per matrix entry is small.
+//! per value (per row of a softmax), so its cost per matrix entry is small: measured
+//! 21 kB (both directions) and 29 rounds per value at `J = 7`, i.e. 0.17 kB per entry
+//! of a 128-entry row.
 //!
 //! # Error
 //!
