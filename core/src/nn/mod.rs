@@ -14,6 +14,11 @@
 //! * [`rsqrt`]: reciprocal square root by normalization (comparisons against powers of
 //!   two) and Newton's iteration, one value per row.
 //! * [`cost`]: per-block byte and round counters, offline and online.
+//! * [`exp`]: the exponential of non-positive values, saturated, by a quadratic base
+//!   and repeated squaring at 20 fractional bits.
+//! * [`recip`]: reciprocals in `[1, 2^{J+1})` by public-threshold normalization and a
+//!   product series.
+//! * [`softmax`]: masked softmax over rows, accurate and MBMax.
 //! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
 //!   with EncFormer's CKKS-evaluated candidates.
 //!
@@ -26,10 +31,13 @@
 //! error argument counts one ulp per truncation on the path.
 
 pub mod cost;
+pub mod exp;
 pub mod fixed;
 pub mod gelu;
 pub mod layernorm;
 pub mod ops;
+pub mod recip;
 pub mod rsqrt;
+pub mod softmax;
 #[cfg(test)]
 pub(crate) mod testkit;
