@@ -942,6 +942,21 @@ mod tests {
     }
 
     #[test]
+    fn gelu_references_are_total() {
+        let r = RingCfg::ENCFORMER;
+        let wild = [i64::MIN, i64::MIN + 1, -1, 0, 1, 1 << 50, i64::MAX];
+        for kind in KINDS {
+            let gl = Gelu { kind };
+            assert_eq!(gl.reference(r, &wild).len(), wild.len());
+            assert_eq!(gl.reference_split(&wild, &wild, &wild).len(), wild.len());
+            assert_eq!(
+                gl.f64_reference(&[f64::NAN, f64::INFINITY, -1e300]).len(),
+                3
+            );
+        }
+    }
+
+    #[test]
     fn gelu_rejects_bad_rings_and_lengths() {
         let gl = Gelu {
             kind: GeluKind::Bolt,

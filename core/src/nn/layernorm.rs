@@ -124,12 +124,24 @@ pub struct LayerNorm {
 }
 
 /// The checkpoint's affine parameters, held by the server = Party P0 (P1 passes None).
-#[derive(Clone, Copy, Debug)]
+/// They are the server's secret: `Debug` shows only their lengths.
+#[derive(Clone, Copy)]
 pub struct LnAffine<'a> {
     /// `γ`, one per column.
     pub gamma: &'a [f64],
     /// `β`, one per column.
     pub beta: &'a [f64],
+}
+
+impl core::fmt::Debug for LnAffine<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "LnAffine {{ gamma: <{} redacted>, beta: <{} redacted> }}",
+            self.gamma.len(),
+            self.beta.len()
+        )
+    }
 }
 
 /// Largest valid `|x|` (reals): `2^9`.
@@ -407,7 +419,9 @@ impl LayerNorm {
                 LnKind::Mbln { .. } => {
                     for (c, &dv) in d.iter().enumerate() {
                         let d1 = fixed::round_shift(dv, sc.t) as i128;
-                        out.push(fixed::round_shift(d1 * gam[c] as i128, FMB) + beta[c]);
+                        out.push(
+                            fixed::round_shift(d1 * gam[c] as i128, FMB).wrapping_add(beta[c]),
+                        );
                     }
                 }
                 LnKind::Accurate => {
@@ -424,7 +438,10 @@ impl LayerNorm {
                     for (c, &dv) in d.iter().enumerate() {
                         let dz = fixed::round_shift(dv << (FZ - FH), sh) as i128;
                         let z = fixed::round_shift(dz * g, FZ + sc.fg - FZO) as i128;
-                        out.push(fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13) + beta[c]);
+                        out.push(
+                            fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13)
+                                .wrapping_add(beta[c]),
+                        );
                     }
                 }
             }
@@ -860,6 +877,52 @@ mod tests {
             }
             eprintln!("MBLN 0-round form (mbln_local): 0 B, 0 rounds");
         }
+    }
+
+    #[test]
+    fn references_with_beta_never_panic_and_debug_hides_the_affine() {
+        let r = RingCfg::ENCFORMER;
+        // Row [a, b, b, b]: D = 3(a − b), ⌊D/4⌉ = i64::MAX; with γ = 1 (MBLN, l·R_d = 1)
+        // the output before β is i64::MAX, and + β used to overflow.
+        let (a, b) = (7_686_143_364_045_646_505i64, -(1i64 << 62));
+        let gamma = [1.0; 4];
+        let beta = [1.0; 4];
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        for kind in [LnKind::Mbln { l: 1.0, rd: 1.0 }, LnKind::Accurate] {
+            let ln = LayerNorm {
+                rows: 3,
+                cols: 4,
+                eps: 1e-5,
+                kind,
+            };
+            let x = [
+                a,
+                b,
+                b,
+                b,
+                i64::MAX,
+                i64::MIN,
+                0,
+                -1,
+                i64::MIN,
+                i64::MIN,
+                5,
+                7,
+            ];
+            assert_eq!(ln.reference(r, &x, Some(&aff)).len(), 12);
+        }
+        let secret = [0.123_456_789; 4];
+        let s = alloc::format!(
+            "{:?}",
+            LnAffine {
+                gamma: &secret,
+                beta: &secret
+            }
+        );
+        assert!(!s.contains("0.123"), "{s}");
     }
 
     #[test]

@@ -106,6 +106,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
             return Ok(x);
         }
         let r = self.config().ring;
+        // Checked here, before the offset `1 << (s − 1)` (a shift by ≥ 64 would panic).
+        if s >= r.ell - 1 {
+            return Err(crate::mpc::MpcError::InvalidInput(
+                "shift must be < ell - 1",
+            ));
+        }
         if self.is_p0() {
             for v in x.as_mut_slice() {
                 *v = r.add(*v, 1u64 << (s - 1));
@@ -177,7 +183,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
     ) -> Result<RingShares> {
         let r = self.config().ring;
         let rows = y.len();
-        expect_len("mul_rows_fx matrix (rows·cols)", rows * cols, x.len())?;
+        let n = rows
+            .checked_mul(cols)
+            .ok_or(crate::mpc::MpcError::InvalidInput(
+                "mul_rows_fx shape overflows",
+            ))?;
+        expect_len("mul_rows_fx matrix (rows·cols)", n, x.len())?;
         let e = r.ell as usize;
         let ch = self.channel();
         let width = CorrWidths::Gilboa {
@@ -243,7 +254,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 "the owner of w must provide it",
             ))?;
             expect_len("mul_owned_fx vector w", cols, w.len())?;
-            let w: Vec<u64> = w.iter().map(|&v| v & r.mask()).collect();
+            let w: Zeroizing<Vec<u64>> = Zeroizing::new(w.iter().map(|&v| v & r.mask()).collect());
             let rb = self.ot()?.recv(&ch, bit_major(&w, r.ell)).await?;
             let t = self.cot_recv_wide::<WideCorr>(&rb, rows, width).await?;
             // t is indexed (i·cols + c)·rows + row: column-major within each bit.
@@ -440,6 +451,47 @@ mod tests {
                 .collect();
             assert_within(&open(r, &o0, &o1), &want, 1, "mul_owned_fx");
         }
+    }
+
+    /// Polls one party's step once: it must fail at once with a typed error.
+    fn fails_at_once<T: core::fmt::Debug>(
+        ch: crate::mpc::Channel,
+        fut: impl core::future::Future<Output = Result<T>>,
+    ) -> crate::mpc::MpcError {
+        let mut s = crate::mpc::Session::new(ch, fut);
+        match s.poll() {
+            core::task::Poll::Ready(Err(e)) => e,
+            other => panic!("expected an immediate error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_shifts_and_shapes_are_typed_errors() {
+        // A failed step poisons its channel: a fresh (not set up) party per case; the
+        // checks come before any OT.
+        let fresh = |id| Party::new(id, crate::mpc::MpcConfig::ENCFORMER, rng(9)).unwrap();
+        let r = RingCfg::ENCFORMER;
+        let x = RingShares::new(alloc::vec![0; 4]);
+        // Shifts the truncation rejects, including ones at or beyond 64 bits (the
+        // rounding offset 1 << (s − 1) used to panic before the check).
+        for s in [r.ell - 1, 64, 65, 200] {
+            for id in [PartyId::P0, PartyId::P1] {
+                let mut p = fresh(id);
+                let e = fails_at_once(p.channel(), p.trunc_round(x.clone(), s));
+                assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+            }
+        }
+        // rows·cols overflowing usize, and a plain mismatch.
+        let y = RingShares::new(alloc::vec![0; 2]);
+        let mut p = fresh(PartyId::P0);
+        let e = fails_at_once(p.channel(), p.mul_rows_fx(&x, &y, usize::MAX, 13));
+        assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+        let mut p = fresh(PartyId::P1);
+        let e = fails_at_once(p.channel(), p.mul_rows_fx(&x, &y, 3, 13));
+        assert!(
+            matches!(e, crate::mpc::MpcError::LengthMismatch { .. }),
+            "{e:?}"
+        );
     }
 
     #[test]
