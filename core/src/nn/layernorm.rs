@@ -926,6 +926,29 @@ mod tests {
     }
 
     #[test]
+    fn no_rows_and_single_columns() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(77);
+        for kind in [LnKind::Accurate, LnKind::Mbln { l: 1.0, rd: 2.0 }] {
+            for (rows, cols) in [(0usize, 4usize), (3, 1)] {
+                let ln = LayerNorm {
+                    rows,
+                    cols,
+                    eps: 1e-5,
+                    kind,
+                };
+                let xs = enc(&alloc::vec![1.5; rows * cols]);
+                let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g);
+                let want = ln.reference(r, &xs, None);
+                assert_eq!(got.len(), rows * cols);
+                // One column: x − μ = 0, so y = β = 0 (up to the faithful truncations).
+                assert_within(&got, &want, 2, "LayerNorm edge shape");
+                assert!(got.iter().all(|&v| v.abs() <= 2), "{got:?}");
+            }
+        }
+    }
+
+    #[test]
     fn typed_errors_on_bad_shapes() {
         let r = RingCfg::ENCFORMER;
         let ok = LayerNorm {

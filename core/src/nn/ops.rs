@@ -340,7 +340,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// `min(max(x, lo), hi)` for public signed ring integers (either bound optional,
-    /// `lo ≤ hi`): `x + ReLU(lo − x) − ReLU(x − hi)`, both ReLUs in one batch. Exact for
+    /// `lo ≤ hi`, both in `[−2^{ℓ−1}, 2^{ℓ−1})`, else `InvalidInput`): `x + ReLU(lo − x) − ReLU(x − hi)`, both ReLUs in one batch. Exact for
     /// `|x − lo|, |x − hi| < 2^{ℓ−1}`.
     pub async fn clamp(
         &mut self,
@@ -353,6 +353,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
             if l > h {
                 return Err(crate::mpc::MpcError::InvalidInput("clamp needs lo <= hi"));
             }
+        }
+        // Bounds beyond the ring's signed range would wrap (and `−i64::MIN` overflow).
+        let half = 1i128 << (r.ell - 1);
+        if [lo, hi]
+            .into_iter()
+            .flatten()
+            .any(|b| !(-half..half).contains(&(b as i128)))
+        {
+            return Err(crate::mpc::MpcError::InvalidInput(
+                "clamp bounds must lie in the ring's signed range",
+            ));
         }
         let p0 = self.is_p0();
         let n = x.len();
@@ -492,6 +503,73 @@ mod tests {
             matches!(e, crate::mpc::MpcError::LengthMismatch { .. }),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn clamp_rejects_bounds_outside_the_ring() {
+        let fresh = |id| Party::new(id, crate::mpc::MpcConfig::ENCFORMER, rng(9)).unwrap();
+        let x = RingShares::new(alloc::vec![0; 4]);
+        let big = 1i64 << (RingCfg::ENCFORMER.ell - 1);
+        for (lo, hi) in [
+            (None, Some(i64::MIN)),
+            (Some(i64::MIN), None),
+            (Some(-big - 1), Some(0)),
+            (Some(0), Some(big)),
+        ] {
+            let mut p = fresh(PartyId::P0);
+            let e = fails_at_once(p.channel(), p.clamp(&x, lo, hi));
+            assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn empty_inputs_and_single_columns() {
+        let (mut p0, mut p1, r) = pair();
+        let e = RingShares::new(Vec::new());
+        let (a, b) = both!(p0, p1, p0.square_fx(&e, 13).await, p1.square_fx(&e, 13).await);
+        assert!(a.is_empty() && b.is_empty());
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.mul_rows_fx(&e, &e, 5, 13).await,
+            p1.mul_rows_fx(&e, &e, 5, 13).await
+        );
+        assert!(a.is_empty());
+        let w = [r.from_signed(8192); 3];
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.mul_owned_fx(&e, Some(&w), PartyId::P0, 3, 13).await,
+            p1.mul_owned_fx(&e, None, PartyId::P0, 3, 13).await
+        );
+        assert!(a.is_empty());
+        let (a, _) = both!(p0, p1, p0.max_rows(&e, 4).await, p1.max_rows(&e, 4).await);
+        assert!(a.is_empty());
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.clamp(&e, Some(-1), Some(1)).await,
+            p1.clamp(&e, Some(-1), Some(1)).await
+        );
+        assert!(a.is_empty());
+        // cols = 1: a column vector times its row values.
+        let mut g = rng(4);
+        let xs = uniform(&mut g, 6, 4.0, r.frac);
+        let ys = uniform(&mut g, 6, 4.0, r.frac);
+        let (x0, x1) = share(r, &xs, &mut g);
+        let (y0, y1) = share(r, &ys, &mut g);
+        let (m0, m1) = both!(
+            p0,
+            p1,
+            p0.mul_rows_fx(&x0, &y0, 1, r.frac).await,
+            p1.mul_rows_fx(&x1, &y1, 1, r.frac).await
+        );
+        let want: Vec<i64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(&a, &b)| fixed::mul(a, b, r.frac))
+            .collect();
+        assert_within(&open(r, &m0, &m1), &want, 1, "mul_rows_fx cols = 1");
     }
 
     #[test]
