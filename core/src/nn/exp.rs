@@ -10,7 +10,7 @@
 //! 2. `v = √c_2·(d'/2^k + h)` at `F' =` [`EXP_FRAC`] `= 20` bits, `h = c_1/(2c_2)`: a
 //!    local product `d'·M` with the public `M = round(√c_2·2^{F'−frac−k+20})`, one
 //!    truncation by 20 bits, plus the public `H = round(√c_2·h·2^{F'})`. Then
-//!    `v ∈ [0.58, 0.73]`.
+//!    `v ∈ [0.55, 0.73]`.
 //! 3. The base `P(u) = c_0 + c_1·u + c_2·u² = v² + g`, `g = c_0 − c_1²/(4c_2)`: one
 //!    squaring ([`Party::square_fx`], `ℓ` COTs, half a product) and a local addition.
 //!    Completing the square makes all three coefficients free at the price of one

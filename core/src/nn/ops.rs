@@ -526,7 +526,12 @@ mod tests {
     fn empty_inputs_and_single_columns() {
         let (mut p0, mut p1, r) = pair();
         let e = RingShares::new(Vec::new());
-        let (a, b) = both!(p0, p1, p0.square_fx(&e, 13).await, p1.square_fx(&e, 13).await);
+        let (a, b) = both!(
+            p0,
+            p1,
+            p0.square_fx(&e, 13).await,
+            p1.square_fx(&e, 13).await
+        );
         assert!(a.is_empty() && b.is_empty());
         let (a, _) = both!(
             p0,

@@ -116,6 +116,7 @@ impl Rsqrt {
     }
 
     /// `mult/√v` of shared `v` (one value per element; see the module documentation).
+    /// Needs a ring of `ℓ ≥ 43` (else `InvalidConfig`).
     pub async fn run<R: RngCore + CryptoRng>(
         &self,
         p: &mut Party<R>,
@@ -123,6 +124,10 @@ impl Rsqrt {
     ) -> Result<RingShares> {
         self.validate()?;
         let r = p.ring();
+        // The normalization product reaches 2^{40} and the comparisons 2^{41}.
+        if r.ell < NORM + 4 {
+            return Err(MpcError::InvalidConfig("rsqrt needs ell >= 43"));
+        }
         let p0 = p.is_p0();
         let n = v.len();
         let (lo, hi) = (self.lo, self.hi);
@@ -400,6 +405,28 @@ mod tests {
         let wild = [i64::MIN, -1, 0, 1, i64::MAX];
         assert_eq!(ok.reference(&wild).len(), 5);
         assert_eq!(ok.f64_reference(&wild).len(), 5);
+    }
+
+    #[test]
+    fn rsqrt_rejects_a_small_ring() {
+        let cfg = crate::mpc::MpcConfig {
+            ring: crate::mpc::RingCfg::new(40, 13).unwrap(),
+            ..crate::mpc::MpcConfig::ENCFORMER
+        };
+        let mut p = crate::mpc::Party::new(crate::mpc::PartyId::P0, cfg, rng(1)).unwrap();
+        let rs = Rsqrt {
+            frac_in: 16,
+            lo: 11,
+            hi: 38,
+            mult: 1.0,
+            frac_out: 20,
+        };
+        let v = RingShares::new(alloc::vec![1 << 20; 2]);
+        let mut s = crate::mpc::Session::new(p.channel(), rs.run(&mut p, &v));
+        assert!(matches!(
+            s.poll(),
+            core::task::Poll::Ready(Err(MpcError::InvalidConfig(_)))
+        ));
     }
 
     #[test]
