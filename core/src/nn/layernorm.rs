@@ -449,9 +449,15 @@ impl LayerNorm {
         out
     }
 
-    /// The exact function (population variance, as in PyTorch's `LayerNorm`).
+    /// The exact function (population variance, as in PyTorch's `LayerNorm`); empty
+    /// when `x` is not `rows × cols` or the affine lengths are not `cols`.
     pub fn f64_reference(&self, x: &[f64], affine: Option<&LnAffine<'_>>) -> Vec<f64> {
-        let cols = self.cols.max(1);
+        let bad_affine =
+            affine.is_some_and(|a| a.gamma.len() != self.cols || a.beta.len() != self.cols);
+        if self.cols == 0 || self.rows.checked_mul(self.cols) != Some(x.len()) || bad_affine {
+            return Vec::new();
+        }
+        let cols = self.cols;
         let mut out = Vec::with_capacity(x.len());
         for row in x.chunks(cols) {
             let mu = row.iter().sum::<f64>() / cols as f64;
@@ -1005,6 +1011,14 @@ mod tests {
         drop(s);
         let _ = &mut q1;
         assert!(ok.reference(r, &[0; 7], None).is_empty());
+        assert!(ok.f64_reference(&[0.0; 7], None).is_empty());
+        assert!(ok.f64_reference(&[0.0; 8], Some(&bad)).is_empty());
+        assert_eq!(ok.f64_reference(&[0.0; 8], None).len(), 8);
+        let huge = LayerNorm {
+            rows: usize::MAX,
+            ..ok
+        };
+        assert!(huge.f64_reference(&[0.0; 8], None).is_empty());
         // the references never panic, whatever the integers
         let wild = [
             i64::MAX,

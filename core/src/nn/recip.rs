@@ -37,7 +37,10 @@
 //! # Range
 //!
 //! Valid for `s ∈ [15/16, 2^{J+1})` (below `1` the normalization gives `s' = s` and
-//! `|ε| ≤ 0.105`, still convergent to `< 1.5·10^{-8}`). Requires `J ≤ frac`,
+//! `|ε| ≤ 0.105`, still convergent to `< 1.5·10^{-8}`). Outside that range the result
+//! is meaningless (nothing saturates: `s ≥ 2^{J+1}` gives `s' ≥ 2` and a divergent
+//! series); callers guarantee the range (the softmax's row sums lie in
+//! `[1 − 2^{−13}, 1.0002·cols]`). Requires `J ≤ frac`,
 //! `2·frac + 1 ≤ ℓ − 2` and `J + frac + 2 ≤ ℓ − 2` ([`recip_check`]: the truncation
 //! of `2z < 2^{J+2+frac}` must stay within the `KnownMsb` bound `2^{ℓ−2}`).
 

@@ -439,7 +439,7 @@ impl Softmax {
     /// `(clamp(x + c, ±A) )^5 / R_d` (the formula with the block's saturation, `A`
     /// from the ring [`RingCfg::ENCFORMER`]'s constants); empty on invalid input.
     pub fn f64_reference(&self, x: &[f64]) -> Vec<f64> {
-        if x.len() != self.rows * self.cols || self.rows == 0 || self.cols == 0 {
+        if self.rows.checked_mul(self.cols) != Some(x.len()) || self.rows == 0 || self.cols == 0 {
             return Vec::new();
         }
         let lens = if self.validate(RingCfg::ENCFORMER).is_ok() {
@@ -576,6 +576,13 @@ mod tests {
         assert!(big(1 << 19).validate(r).is_ok());
         assert!(big((1 << 19) + 1).validate(r).is_err());
         assert!(big(1 << 20).validate(r).is_err());
+        // A shape whose size overflows: empty, no panic.
+        let huge = Softmax {
+            rows: usize::MAX,
+            ..big(2)
+        };
+        assert!(huge.f64_reference(&[0.0; 2]).is_empty());
+        assert!(huge.reference(r, &[0; 2]).is_empty());
     }
 
     /// Opens the protocol's output on `xs` (signed at `F`).
