@@ -95,6 +95,7 @@ use crate::nn::ops::{add, mul_int, sub};
 use crate::nn::rsqrt::Rsqrt;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
 
 /// Which LayerNorm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -338,22 +339,32 @@ impl LayerNorm {
         self.validate(r)?;
         let sc = Scales::of(self.cols);
         let p0 = p.is_p0();
+        // P0's γ and β are the checkpoint's (the server's secret): zeroized on drop.
         let (gam, beta) = if p0 {
             let (g, b) = self.affine_ints(&sc, affine)?;
+            let (g, b) = (Zeroizing::new(g), Zeroizing::new(b));
             (
-                Some(g.iter().map(|&v| r.from_signed(v)).collect::<Vec<u64>>()),
+                Some(Zeroizing::new(
+                    g.iter().map(|&v| r.from_signed(v)).collect::<Vec<u64>>(),
+                )),
                 b,
             )
         } else {
-            (None, Vec::new())
+            (None, Zeroizing::new(Vec::new()))
         };
         let d = self.centered(r, x)?;
         let n = d.len();
         let y = match self.kind {
             LnKind::Mbln { .. } => {
                 let d1 = p.trunc_round(d, sc.t).await?;
-                p.mul_owned_fx(&d1, gam.as_deref(), PartyId::P0, self.cols, FMB)
-                    .await?
+                p.mul_owned_fx(
+                    &d1,
+                    gam.as_ref().map(|g| g.as_slice()),
+                    PartyId::P0,
+                    self.cols,
+                    FMB,
+                )
+                .await?
             }
             LnKind::Accurate => {
                 let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
@@ -371,8 +382,14 @@ impl LayerNorm {
                 }
                 let g = self.rsqrt(&sc).run(p, &s).await?;
                 let z = p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - FZO).await?;
-                p.mul_owned_fx(&z, gam.as_deref(), PartyId::P0, self.cols, FZO + FGAM - 13)
-                    .await?
+                p.mul_owned_fx(
+                    &z,
+                    gam.as_ref().map(|g| g.as_slice()),
+                    PartyId::P0,
+                    self.cols,
+                    FZO + FGAM - 13,
+                )
+                .await?
             }
         };
         if !p0 || beta.iter().all(|&b| b == 0) {

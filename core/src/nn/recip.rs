@@ -116,7 +116,7 @@ pub(crate) async fn recip_with<R: RngCore + CryptoRng>(
     let z = p.mul_fx(s, &pw, 0).await?;
     let mut zz = mul_int(r, &z, 2).into_vec();
     zz.extend_from_slice(z.as_slice());
-    let zz = p.trunc_near(RingShares::new(zz), j + 1).await?.into_vec();
+    let zz = zeroize::Zeroizing::new(p.trunc_near(RingShares::new(zz), j + 1).await?.into_vec());
     let (s1, half) = zz.split_at(n);
     let (s1, half) = (RingShares::new(s1.to_vec()), RingShares::new(half.to_vec()));
     // 3. y0 = a − s'/2.
