@@ -83,7 +83,8 @@
 //! The accurate form's bytes are the square (`ℓ` COTs and `ℓ(ℓ+1)/2` correction bits
 //! per element), the row-broadcast product (`ℓ(ℓ+1)` bits per element), the owner
 //! product (`ℓ(ℓ+1)/2` bits per element) and three 1-COT truncations; the reciprocal
-//! square root is per row (30 comparisons per row, `≈ 40` B/elem at 768 columns).
+//! square root is per row (28 comparisons per row, `S` against `2^{11..=38}`; `≈ 40`
+//! B/elem at 768 columns).
 //! Its 35 online rounds: truncation 2, square 4, [`Rsqrt`] 28, row product 4, owner
 //! product 4, less the overlaps of the phases (the Meter counts causal depth).
 
