@@ -148,6 +148,8 @@ impl core::fmt::Debug for LnAffine<'_> {
 
 /// Largest valid `|x|` (reals): `2^9`.
 pub const X_MAX: f64 = 512.0;
+/// Largest input shift of any row length (one column); see [`LayerNorm::max_shift`].
+pub const SHIFT_MAX: u32 = 17;
 /// Largest row length.
 pub const COLS_MAX: usize = 1 << 12;
 /// Largest `|γ|` of the accurate form.
@@ -178,10 +180,21 @@ struct Scales {
     s_sq: u32,
     /// Fractional bits of `g`.
     fg: u32,
+    /// The public input shift `k` (the block normalizes `x·2^{−k}`).
+    k: u32,
 }
 
 impl Scales {
-    fn of(cols: usize) -> Scales {
+    /// `(a, s)` with `d_z = ⌊D·2^a / 2^s⌉ = ⌊32·D / 2^{t+k+3}⌉`, `a = 0` unless
+    /// `t + k < 2`.
+    fn dz_shift(&self) -> (u32, u32) {
+        let s = self.t + self.k + 13 - FH;
+        let a = FZ - FH;
+        let m = a.min(s);
+        (a - m, s - m)
+    }
+
+    fn of(cols: usize, k: u32) -> Scales {
         let t = if cols <= 1 {
             0
         } else {
@@ -198,6 +211,7 @@ impl Scales {
             fs,
             s_sq,
             fg,
+            k,
         }
     }
 }
@@ -230,6 +244,39 @@ impl LayerNorm {
         Ok(())
     }
 
+    /// [`LayerNorm::validate`] for the input shift `k` of [`LayerNorm::run_scaled`]:
+    /// also `k ≤` [`LayerNorm::max_shift`] `= 17 − ⌈log2 cols⌉` (so that
+    /// `|D| = cols·|x − μ|·2^{13} < 2^{41}` for every `|x| ≤ 2^{9+k}`, the bound of the
+    /// faithful truncation). `validate_scaled(ring, 0)` is `validate(ring)`.
+    pub fn validate_scaled(&self, ring: RingCfg, shift: u32) -> Result<()> {
+        self.validate(ring)?;
+        if shift > self.max_shift() {
+            return Err(MpcError::InvalidConfig(
+                "LayerNorm input shift must be <= 17 - ceil(log2 cols)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The largest input shift this row length admits: `17 − ⌈log2 cols⌉` (7 at 768
+    /// columns, `|x| ≤ 2^{16}`; 5 at 4096, `|x| ≤ 2^{14}`); 0 for a bad `cols`.
+    pub fn max_shift(&self) -> u32 {
+        if self.cols == 0 || self.cols > COLS_MAX {
+            return 0;
+        }
+        17 - Scales::of(self.cols, 0).t
+    }
+
+    /// The smallest input shift `k` whose valid range `|x| ≤ 2^{9+k}` covers a
+    /// calibrated `max |x|` (the model's public parameter): 0 up to 512, 1 up to 1024,
+    /// 3 for GPT-2's outliers of `≈ 3000`. Saturates at [`SHIFT_MAX`] (also for NaN or
+    /// ∞); [`LayerNorm::validate_scaled`] says whether the row length admits it.
+    pub fn shift_for(max_abs: f64) -> u32 {
+        (0..SHIFT_MAX)
+            .find(|&k| libm::fabs(max_abs) <= X_MAX * libm::exp2(k as f64))
+            .unwrap_or(SHIFT_MAX)
+    }
+
     fn rsqrt(&self, sc: &Scales) -> Rsqrt {
         Rsqrt {
             frac_in: sc.fs,
@@ -243,7 +290,9 @@ impl LayerNorm {
     /// `ρ²·cols·ε` at `F_S` bits, plus (protocol only) the mean bias of the squares'
     /// faithful truncations.
     fn s_offset(&self, sc: &Scales, bias: bool) -> i64 {
-        let e = fixed::encode(sc.rho * sc.rho * self.cols as f64 * self.eps, sc.fs);
+        // ε' = ε·4^{−k}: the scaled problem's ε.
+        let eps = self.eps * libm::exp2(-2.0 * sc.k as f64);
+        let e = fixed::encode(sc.rho * sc.rho * self.cols as f64 * eps, sc.fs);
         let b = if bias && sc.s_sq > 0 {
             (self.cols / 2) as i64
         } else {
@@ -252,10 +301,10 @@ impl LayerNorm {
         e.min(1 << 37) + b
     }
 
-    /// MBLN's folded factor `1/(ρ·l·R_d)` (P0 multiplies `γ` by it, at 19 bits).
+    /// MBLN's folded factor `2^k/(ρ·l·R_d)` (P0 multiplies `γ` by it, at 19 bits).
     fn mbln_fold(&self, sc: &Scales) -> f64 {
         match self.kind {
-            LnKind::Mbln { l, rd } => 1.0 / (sc.rho * l * rd),
+            LnKind::Mbln { l, rd } => libm::exp2(sc.k as f64) / (sc.rho * l * rd),
             LnKind::Accurate => 1.0,
         }
     }
@@ -329,16 +378,31 @@ impl LayerNorm {
         sub(r, &mul_int(r, x, self.cols as i64), &bcast(&s, self.cols))
     }
 
-    /// Runs the block (see the module documentation); `affine` is P0's.
+    /// Runs the block (see the module documentation); `affine` is P0's. Valid for
+    /// `|x| ≤ 2^9`; [`LayerNorm::run_scaled`] with shift 0.
     pub async fn run<R: RngCore + CryptoRng>(
         &self,
         p: &mut Party<R>,
         x: &RingShares,
         affine: Option<&LnAffine<'_>>,
     ) -> Result<RingShares> {
+        self.run_scaled(p, x, affine, 0).await
+    }
+
+    /// Runs the block on `x·2^{−shift}` with `ε·4^{−shift}` (the same function: LayerNorm
+    /// is scale invariant), valid for `|x| ≤ 2^{9+shift}`; `shift` is public, the same
+    /// at both parties (e.g. [`LayerNorm::shift_for`] of a calibrated `max |x|`). See
+    /// the module documentation ("Large inputs") for the precision it costs.
+    pub async fn run_scaled<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        x: &RingShares,
+        affine: Option<&LnAffine<'_>>,
+        shift: u32,
+    ) -> Result<RingShares> {
         let r = p.ring();
-        self.validate(r)?;
-        let sc = Scales::of(self.cols);
+        self.validate_scaled(r, shift)?;
+        let sc = Scales::of(self.cols, shift);
         let p0 = p.is_p0();
         // P0's γ and β are the checkpoint's (the server's secret): zeroized on drop.
         let (gam, beta) = if p0 {
@@ -357,7 +421,7 @@ impl LayerNorm {
         let n = d.len();
         let y = match self.kind {
             LnKind::Mbln { .. } => {
-                let d1 = p.trunc_round(d, sc.t).await?;
+                let d1 = p.trunc_round(d, sc.t + sc.k).await?;
                 p.mul_owned_fx(
                     &d1,
                     gam.as_ref().map(|g| g.as_slice()),
@@ -368,11 +432,20 @@ impl LayerNorm {
                 .await?
             }
             LnKind::Accurate => {
-                let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
-                both.extend_from_slice(d.as_slice());
-                let both = p.trunc_round(RingShares::new(both), sc.t + 13 - FH).await?;
-                let (dz, dh) = both.as_slice().split_at(n);
-                let (dz, dh) = (RingShares::new(dz.to_vec()), RingShares::new(dh.to_vec()));
+                let (dz, dh) = if sc.k == 0 {
+                    // one batched truncation of [32·D, D] (|32·D| < 2^{41})
+                    let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
+                    both.extend_from_slice(d.as_slice());
+                    let both = p.trunc_round(RingShares::new(both), sc.t + 13 - FH).await?;
+                    let (dz, dh) = both.as_slice().split_at(n);
+                    (RingShares::new(dz.to_vec()), RingShares::new(dh.to_vec()))
+                } else {
+                    // 32·D may exceed 2^{41}: two truncations of D itself
+                    let (a, s) = sc.dz_shift();
+                    let dz = p.trunc_round(mul_int(r, &d, 1 << a), s).await?;
+                    let dh = p.trunc_round(d, sc.t + sc.k + 13 - FH).await?;
+                    (dz, dh)
+                };
                 let sq = p.square_fx(&dh, sc.s_sq).await?;
                 let mut s = rowsum(&sq, self.rows, self.cols, r.ell)?;
                 if p0 {
@@ -403,7 +476,19 @@ impl LayerNorm {
     /// Plain-integer reference of [`LayerNorm::run`]: the same steps with exact rounding.
     /// Returns an empty vector on a bad shape or affine.
     pub fn reference(&self, ring: RingCfg, x: &[i64], affine: Option<&LnAffine<'_>>) -> Vec<i64> {
-        self.reference_with(ring, x, affine, 1.0)
+        self.reference_with(ring, x, affine, 1.0, 0)
+    }
+
+    /// Plain-integer reference of [`LayerNorm::run_scaled`] with the input shift
+    /// `shift`; empty on a bad shape, affine or shift.
+    pub fn reference_scaled(
+        &self,
+        ring: RingCfg,
+        x: &[i64],
+        affine: Option<&LnAffine<'_>>,
+        shift: u32,
+    ) -> Vec<i64> {
+        self.reference_with(ring, x, affine, 1.0, shift)
     }
 
     /// [`LayerNorm::reference`] with the normalizer's multiplier scaled by `fudge`
@@ -414,11 +499,12 @@ impl LayerNorm {
         x: &[i64],
         affine: Option<&LnAffine<'_>>,
         fudge: f64,
+        shift: u32,
     ) -> Vec<i64> {
-        if self.validate(ring).is_err() || x.len() != self.rows * self.cols {
+        if self.validate_scaled(ring, shift).is_err() || x.len() != self.rows * self.cols {
             return Vec::new();
         }
-        let sc = Scales::of(self.cols);
+        let sc = Scales::of(self.cols, shift);
         let Ok((gam, beta)) = self.affine_ints(&sc, affine) else {
             return Vec::new();
         };
@@ -436,14 +522,15 @@ impl LayerNorm {
             match self.kind {
                 LnKind::Mbln { .. } => {
                     for (c, &dv) in d.iter().enumerate() {
-                        let d1 = fixed::round_shift(dv, sc.t) as i128;
+                        let d1 = fixed::round_shift(dv, sc.t + sc.k) as i128;
                         out.push(
                             fixed::round_shift(d1 * gam[c] as i128, FMB).wrapping_add(beta[c]),
                         );
                     }
                 }
                 LnKind::Accurate => {
-                    let sh = sc.t + 13 - FH;
+                    let sh = sc.t + sc.k + 13 - FH;
+                    let (za, zs) = sc.dz_shift();
                     let s: i64 = d
                         .iter()
                         .map(|&dv| {
@@ -454,7 +541,7 @@ impl LayerNorm {
                         .wrapping_add(self.s_offset(&sc, false));
                     let g = rs.reference(&[s])[0] as i128;
                     for (c, &dv) in d.iter().enumerate() {
-                        let dz = fixed::round_shift(dv << (FZ - FH), sh) as i128;
+                        let dz = fixed::round_shift(dv.wrapping_shl(za), zs) as i128;
                         let z = fixed::round_shift(dz * g, FZ + sc.fg - FZO) as i128;
                         out.push(
                             fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13)
@@ -546,6 +633,19 @@ mod tests {
         aff: Option<&LnAffine<'_>>,
         g: &mut ChaCha20Rng,
     ) -> (Vec<i64>, (f64, u32, u32, f64)) {
+        run_ln_k(p0, p1, ln, xs, aff, g, 0)
+    }
+
+    /// [`run_ln`] with the input shift `k`.
+    fn run_ln_k(
+        p0: &mut P,
+        p1: &mut P,
+        ln: &LayerNorm,
+        xs: &[i64],
+        aff: Option<&LnAffine<'_>>,
+        g: &mut ChaCha20Rng,
+        k: u32,
+    ) -> (Vec<i64>, (f64, u32, u32, f64)) {
         let r = p0.ring();
         let (x0, x1) = share(r, xs, g);
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
@@ -553,8 +653,8 @@ mod tests {
         let (o0, o1) = both!(
             p0,
             p1,
-            ln.run(p0, &x0, aff).await,
-            ln.run(p1, &x1, None).await
+            ln.run_scaled(p0, &x0, aff, k).await,
+            ln.run_scaled(p1, &x1, None, k).await
         );
         let c1 = p0.ot_counts();
         let (s0, s1) = (m0.read(), m1.read());
@@ -579,9 +679,29 @@ mod tests {
     }
 
     /// The accuracy bound of the module documentation, elementwise.
-    fn bound(y: f64, beta: f64, gamma: f64, sigma: f64) -> f64 {
+    fn bound(y: f64, beta: f64, gamma: f64, sigma: f64, cols: usize, k: u32) -> f64 {
         let z = (y - beta) / gamma;
-        libm::exp2(-12.0) + gamma.abs() * libm::exp2(-13.0) * (1.0 + z.abs() + 1.0 / sigma)
+        let sc = Scales::of(cols, k);
+        let sp = sigma * libm::exp2(-(k as f64)); // σ' = σ·2^{−k}
+        let rs = sc.rho * sp;
+        let sq = libm::sqrt(cols as f64);
+        let g_abs = z.abs() * libm::exp2(14.0 - sc.fg as f64) * rs;
+        libm::exp2(-12.0)
+            + gamma.abs()
+                * libm::exp2(-13.0)
+                * (1.0 + z.abs() + 1.0 / sp + 16.0 * z.abs() / (sq * rs) + g_abs)
+    }
+
+    /// The module's ulp bound of protocol vs reference, with `σ' = σ·2^{−k}`.
+    fn ulp_bound(gamma: f64, z: f64, sigma: f64, cols: usize, k: u32) -> f64 {
+        let sc = Scales::of(cols, k);
+        let rs = sc.rho * sigma * libm::exp2(-(k as f64));
+        let sq = libm::sqrt(cols as f64);
+        let g_abs = z.abs() * libm::exp2(15.0 - sc.fg as f64) * rs;
+        libm::ceil(
+            2.0 + gamma.abs()
+                * (1.0 + z.abs() / 8.0 + 1.0 / (4.0 * rs) + 16.0 * z.abs() / (sq * rs) + g_abs),
+        )
     }
 
     #[test]
@@ -624,7 +744,7 @@ mod tests {
                 for c in 0..cols {
                     let i = k * cols + c;
                     let (ga, be) = aff.map_or((1.0, 0.0), |a| (a.gamma[c], a.beta[c]));
-                    let b = bound(exact[i], be, ga, sigma);
+                    let b = bound(exact[i], be, ga, sigma, cols, 0);
                     assert!(
                         (gf[i] - exact[i]).abs() <= b,
                         "row {k} col {c}: {} vs {} (bound {b})",
@@ -632,13 +752,10 @@ mod tests {
                         exact[i]
                     );
                     let z = (exact[i] - be) / ga;
-                    let ulps = 2.0 + ga * (1.0 + z.abs() / 8.0 + 1.0 / (4.0 * sigma)); // ρ = 1
+                    let ulps = ulp_bound(ga, z, sigma, cols, 0);
                     let d = (got[i] - want[i]).abs();
                     worst_ulp = worst_ulp.max(d);
-                    assert!(
-                        d as f64 <= libm::ceil(ulps),
-                        "row {k} col {c}: {d} ulp vs reference"
-                    );
+                    assert!(d as f64 <= ulps, "row {k} col {c}: {d} ulp vs reference");
                 }
             }
             eprintln!("LN accurate: max |protocol − reference| = {worst_ulp} ulp");
@@ -679,10 +796,9 @@ mod tests {
                 let mu = row.iter().sum::<f64>() / cols as f64;
                 let sigma =
                     libm::sqrt(row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64);
-                let rho = Scales::of(cols).rho;
                 for c in 0..cols {
                     let i = k * cols + c;
-                    let b = bound(exact[i], beta[c], gamma[c], sigma);
+                    let b = bound(exact[i], beta[c], gamma[c], sigma, cols, 0);
                     assert!(
                         (gf[i] - exact[i]).abs() <= b,
                         "{cols}: row {k} col {c}: {} vs {}",
@@ -690,9 +806,9 @@ mod tests {
                         exact[i]
                     );
                     let z = (exact[i] - beta[c]) / gamma[c];
-                    let ulps = 2.0 + gamma[c] * (1.0 + z.abs() / 8.0 + 1.0 / (4.0 * rho * sigma));
+                    let ulps = ulp_bound(gamma[c], z, sigma, cols, 0);
                     assert!(
-                        ((got[i] - want[i]).abs() as f64) <= libm::ceil(ulps),
+                        ((got[i] - want[i]).abs() as f64) <= ulps,
                         "{cols}: row {k} col {c} vs reference"
                     );
                 }
@@ -797,10 +913,10 @@ mod tests {
         let xq = dec(&xs);
         let exact = ln.f64_reference(&xq, None);
         let check = |fudge: f64| {
-            let got = dec(&ln.reference_with(r, &xs, None, fudge));
+            let got = dec(&ln.reference_with(r, &xs, None, fudge, 0));
             got.iter()
                 .zip(&exact)
-                .all(|(&a, &b)| (a - b).abs() <= bound(b, 0.0, 1.0, 1.0))
+                .all(|(&a, &b)| (a - b).abs() <= bound(b, 0.0, 1.0, 1.0, 64, 0))
         };
         assert!(check(1.0));
         assert!(
@@ -826,7 +942,11 @@ mod tests {
     }
 
     fn mbln_bound(ln: LayerNorm, gamma: f64, y: f64) -> f64 {
-        let sc = Scales::of(ln.cols);
+        mbln_bound_k(ln, gamma, y, 0)
+    }
+
+    fn mbln_bound_k(ln: LayerNorm, gamma: f64, y: f64, k: u32) -> f64 {
+        let sc = Scales::of(ln.cols, k);
         let w = (gamma * ln.mbln_fold(&sc)).abs();
         (2.0 + 1.5 * w) * libm::exp2(-13.0) + y.abs() * libm::exp2(-20.0) / w
     }
@@ -861,7 +981,7 @@ mod tests {
                 "MBLN l={l} rd={rd} {rows_n}x{cols}: max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
                 e.max_abs, e.mean_abs
             );
-            let sc = Scales::of(cols);
+            let sc = Scales::of(cols, 0);
             for i in 0..got.len() {
                 let c = i % cols;
                 let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
@@ -1055,5 +1175,201 @@ mod tests {
         };
         assert_eq!(mb.reference(r, &wild, None).len(), 8);
         assert!(ok.mbln_local(r, &x).is_err());
+    }
+
+    /// GPT-2-like rows up to ±3000: wide, one outlier in small entries, a large mean,
+    /// moderate, and constant rows (variance 0).
+    fn big_rows(g: &mut ChaCha20Rng, cols: usize) -> (Vec<f64>, usize) {
+        let mut x = Vec::new();
+        for r in 0..4 {
+            for c in 0..cols {
+                x.push(match r {
+                    0 => unif(g, -3000.0, 3000.0),
+                    1 if c == 5 => 3000.0,
+                    1 => unif(g, -10.0, 10.0),
+                    2 => unif(g, -8.0, 8.0) + 2500.0,
+                    _ => unif(g, -20.0, 20.0),
+                });
+            }
+        }
+        for v in [3000.0, -2999.5, 0.0] {
+            x.extend(core::iter::repeat_n(v, cols));
+        }
+        (x, 4)
+    }
+
+    #[test]
+    fn large_inputs_with_an_input_shift() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(31);
+        let k = LayerNorm::shift_for(3000.0);
+        assert_eq!(k, 3);
+        for cols in [64, 384] {
+            let (xf, varied) = big_rows(&mut g, cols);
+            let rows_n = xf.len() / cols;
+            let ln = LayerNorm {
+                rows: rows_n,
+                cols,
+                eps: 1e-5,
+                kind: LnKind::Accurate,
+            };
+            let xs = enc(&xf);
+            let xq = dec(&xs);
+            let (gamma, beta) = affine_params(&mut g, cols);
+            let aff = LnAffine {
+                gamma: &gamma,
+                beta: &beta,
+            };
+            let (got, (bytes, off, on, cots)) =
+                run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
+            let want = ln.reference_scaled(r, &xs, Some(&aff), k);
+            let exact = ln.f64_reference(&xq, Some(&aff));
+            let gf = dec(&got);
+            let n = varied * cols;
+            let e = ErrStats::of(&gf[..n], &exact[..n]);
+            let (mut worst_ulp, mut worst_rel, mut worst_ulp_rel) = (0i64, 0.0f64, 0.0f64);
+            for (row, xr) in xq.chunks(cols).enumerate() {
+                let mu = xr.iter().sum::<f64>() / cols as f64;
+                let var = xr.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64;
+                let sigma = libm::sqrt(var);
+                for c in 0..cols {
+                    let i = row * cols + c;
+                    let err = (gf[i] - exact[i]).abs();
+                    if row >= varied {
+                        // constant rows: β, up to the ≤ 1 ulp of d_z times g ≤ 2^{5.5}
+                        assert_eq!(var, 0.0);
+                        let b = libm::exp2(-9.0) * gamma[c] + libm::exp2(-12.0);
+                        assert!(err <= b, "constant row {row} col {c}: {err}");
+                        continue;
+                    }
+                    assert!(var >= libm::exp2(2.0 * k as f64 - 2.0));
+                    // the module's bound with σ' = σ·2^{−k}
+                    let z = (exact[i] - beta[c]) / gamma[c];
+                    let b = bound(exact[i], beta[c], gamma[c], sigma, cols, k);
+                    worst_rel = worst_rel.max(err / b);
+                    assert!(
+                        err <= b,
+                        "{cols}: row {row} col {c}: {} vs {} (bound {b})",
+                        gf[i],
+                        exact[i]
+                    );
+                    let ulps = ulp_bound(gamma[c], z, sigma, cols, k);
+                    worst_ulp_rel = worst_ulp_rel.max((got[i] - want[i]).abs() as f64 / ulps);
+                    let d = (got[i] - want[i]).abs();
+                    worst_ulp = worst_ulp.max(d);
+                    assert!(
+                        d as f64 <= ulps,
+                        "{cols}: row {row} col {c}: {d} ulp vs reference_scaled"
+                    );
+                }
+            }
+            eprintln!(
+                "LN accurate, shift {k}, |x| <= 3000, {rows_n}x{cols}: max err {:.3e} mean {:.3e} (worst err/bound {worst_rel:.2}); max |protocol − reference_scaled| = {worst_ulp} ulp (worst ulp/bound {worst_ulp_rel:.2}); {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                e.max_abs, e.mean_abs
+            );
+        }
+    }
+
+    #[test]
+    fn shift_for_covers_the_calibrated_range_and_k0_is_out_of_it() {
+        assert_eq!(LayerNorm::shift_for(0.0), 0);
+        assert_eq!(LayerNorm::shift_for(512.0), 0);
+        assert_eq!(LayerNorm::shift_for(-512.5), 1);
+        assert_eq!(LayerNorm::shift_for(1024.0), 1);
+        assert_eq!(LayerNorm::shift_for(4096.0), 3);
+        assert_eq!(LayerNorm::shift_for(4096.1), 4);
+        assert!(LayerNorm::shift_for(3000.0) >= 3);
+        assert_eq!(LayerNorm::shift_for(f64::NAN), SHIFT_MAX);
+        assert_eq!(LayerNorm::shift_for(f64::INFINITY), SHIFT_MAX);
+        assert_eq!(LayerNorm::shift_for(1e30), SHIFT_MAX);
+        let r = RingCfg::ENCFORMER;
+        let mut ln = LayerNorm {
+            rows: 7,
+            cols: 64,
+            eps: 1e-5,
+            kind: LnKind::Accurate,
+        };
+        for (cols, m) in [(1, 17), (768, 7), (1024, 7), (1600, 6), (4096, 5)] {
+            ln.cols = cols;
+            assert_eq!(ln.max_shift(), m, "{cols}");
+            assert!(ln.validate_scaled(r, m).is_ok());
+            assert!(ln.validate_scaled(r, m + 1).is_err());
+        }
+        ln.cols = 64;
+        let (mut p0, _p1, _) = pair();
+        let mut g = rng(32);
+        let (xf, varied) = big_rows(&mut g, 64);
+        let xs = enc(&xf);
+        // a shift the row length does not admit: a typed error, and an empty reference
+        assert!(ln.reference_scaled(r, &xs, None, 12).is_empty());
+        let x = RingShares::new(alloc::vec![0; xs.len()]);
+        let mut s = crate::mpc::Session::new(p0.channel(), ln.run_scaled(&mut p0, &x, None, 12));
+        assert!(matches!(
+            s.poll(),
+            core::task::Poll::Ready(Err(MpcError::InvalidConfig(_)))
+        ));
+        drop(s);
+        let (mut p0, mut p1, _) = pair();
+        // k = 0 on |x| up to 3000 is outside the block's domain (|x| ≤ 2^9): the shares
+        // cannot show it, the square wraps and the output is wrong; the caller must use
+        // shift_for of its calibrated maximum.
+        let (got, _) = run_ln_k(&mut p0, &mut p1, &ln, &xs, None, &mut g, 0);
+        let exact = ln.f64_reference(&dec(&xs), None);
+        let n = varied * 64;
+        let e = ErrStats::of(&dec(&got)[..n], &exact[..n]);
+        eprintln!(
+            "LN accurate, shift 0 (out of range), |x| <= 3000: max err {:.3e}",
+            e.max_abs
+        );
+        assert!(e.max_abs > 0.1, "k = 0 was expected to fail at |x| = 3000");
+        let (got, _) = run_ln_k(&mut p0, &mut p1, &ln, &xs, None, &mut g, 3);
+        let e = ErrStats::of(&dec(&got)[..n], &exact[..n]);
+        assert!(e.max_abs < 0.01, "{}", e.max_abs);
+    }
+
+    #[test]
+    fn mbln_with_an_input_shift() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(33);
+        let cols = 64;
+        let (xf, _) = big_rows(&mut g, cols);
+        let rows_n = xf.len() / cols;
+        let xs = enc(&xf);
+        let xq = dec(&xs);
+        let (gamma, beta) = affine_params(&mut g, cols);
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        // |x − μ| ≤ 6000 needs 2^{10+k} > 6000, k = 3; |y − β| ≤ 2.5·6000/100 < 2^8
+        let k = 3;
+        let ln = LayerNorm {
+            rows: rows_n,
+            cols,
+            eps: 0.0,
+            kind: LnKind::Mbln { l: 1.0, rd: 100.0 },
+        };
+        let (got, _) = run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
+        let want = ln.reference_scaled(r, &xs, Some(&aff), k);
+        let exact = ln.f64_reference(&xq, Some(&aff));
+        let gf = dec(&got);
+        let e = ErrStats::of(&gf, &exact);
+        eprintln!(
+            "MBLN shift {k}, |x| <= 3000, {rows_n}x{cols}: max err {:.3e} mean {:.3e}",
+            e.max_abs, e.mean_abs
+        );
+        let sc = Scales::of(cols, k);
+        for i in 0..got.len() {
+            let c = i % cols;
+            let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
+            assert!((got[i] - want[i]).abs() <= 1 + libm::ceil(w) as i64, "{i}");
+            let b = mbln_bound_k(ln, gamma[c], exact[i] - beta[c], k);
+            assert!(
+                (gf[i] - exact[i]).abs() <= b,
+                "{i}: {} vs {}",
+                gf[i],
+                exact[i]
+            );
+        }
     }
 }
