@@ -13,7 +13,7 @@ use core::f64::consts::SQRT_2;
 
 /// Bit width `K` of the intermediate power-of-two ring `Z_{2^K}`: M2C's Ring2Field target and
 /// output ring (the fast maps themselves run in the wide ring `Z_{2^W}`), and the ring of the
-/// direct reference maps. `K = 123` keeps `2^K` a valid [`ZqModulus`] (`< 2^124`), so
+/// direct reference maps. `K = 123` keeps `2^K` a valid [`Modulus`](crate::mpc::zq::Modulus) (`< 2^124`), so
 /// Ring2Field can target it directly.
 pub const K_BITS: u32 = 123;
 
@@ -27,10 +27,10 @@ pub const MAX_TWIDDLE_BITS: f64 = 50.0;
 /// error at `2^{-16}` ulp.
 pub const ROUND_BITS: u32 = 16;
 
-/// Smallest admissible `k` (see [`C2mPlan::round_bits`]): below it the plan is refused.
+/// Smallest admissible `k` (see [`C2mPlan::round_bits`](crate::convert::plan::C2mPlan::round_bits)): below it the plan is refused.
 pub const MIN_ROUND_BITS: u32 = 4;
 
-/// Most extra bits of stage-1 precision [`C2mPlan::new`] tries (see there).
+/// Most extra bits of stage-1 precision [`C2mPlan::new`](crate::convert::plan::C2mPlan::new) tries (see there).
 pub const S1_EXTRA_BITS: u32 = 6;
 
 /// What the MPC side promises about boundary values and how much failure it accepts.

@@ -281,15 +281,15 @@ impl C2mPlan {
 /// reversal; the halving in every stage supplies the `1/n`. In integers:
 ///
 /// 1. *Lift.* Ring2Field gives shares of `X = x·2^F` mod `2^K`; a common mask makes P0's share
-///    uniform and [`local_trunc`] with shift 0 turns them into *integer* shares of `X` (exact
+///    uniform and [`local_trunc`](crate::convert::budget::local_trunc) with shift 0 turns them into *integer* shares of `X` (exact
 ///    unless the wrap fails: probability `≤ 2^{h_0+1−K}`, `h_0 = b + F + 1`), sign-extended
 ///    into `Z_{2^W}`, `W = 192`; each party multiplies by `M_0 ≈ Δ·2^{g−F}` (exact when
 ///    `Δ·2^{g−F}` is an integer, e.g. `Δ = 2^40`): the working scale is `S = Δ·2^g`.
 /// 2. *Stages.* `u = a + b` and `v = (a − b)·w̃` with `w̃ = round(2^t·w)` (componentwise) are
 ///    wrapping `Z_{2^W}` operations; after re-randomizing by fresh common masks, each party
-///    truncates locally ([`local_trunc_wide`]) `u` by `2^1` and `v` by `2^{t+1}`.
+///    truncates locally ([`local_trunc_wide`](crate::convert::wide::local_trunc_wide)) `u` by `2^1` and `v` by `2^{t+1}`.
 /// 3. *Output.* After the bit reversal, the shares are reduced mod `2^K` (a ring homomorphism),
-///    re-randomized, and truncated locally by `2^g` ([`local_trunc`]): integer shares of
+///    re-randomized, and truncated locally by `2^g` ([`local_trunc`](crate::convert::budget::local_trunc)): integer shares of
 ///    `c_k ≈ Δ·σ^{-1}(z)_k`, which each party reduces modulo every prime of `Q_level`.
 ///
 /// # Error (proved, ulps of `2^{-F}`, per real and imaginary part of every slot)

@@ -1,7 +1,7 @@
 //! Sans-IO message channel, sessions and communication accounting.
 //!
 //! A protocol runs as an `async` state machine that calls
-//! [`Channel::send`] and awaits [`Channel::recv`]. `recv` never blocks: when
+//! [`Channel::send_msg`] and awaits [`Channel::recv_msg`]. `recv` never blocks: when
 //! the peer's frame has not been delivered yet it returns `Pending`, and the
 //! [`Session`] reports `Poll::Pending` to its driver, which then flushes
 //! [`Session::take_outgoing`] to the transport (all frames of the round in one

@@ -25,11 +25,11 @@ impl core::fmt::Debug for Triples {
 }
 
 /// A source of Beaver triples (this party's shares of `c = a·b` over
-/// `Z_{2^ℓ}`), used by [`Party::mul`] and [`Party::poly_eval`] through
-/// [`Party::triples`]. The default (no source injected) is Gilboa's OT
+/// `Z_{2^ℓ}`), used by [`Party::mul`](crate::mpc::Party::mul) and [`Party::poly_eval`](crate::mpc::Party::poly_eval) through
+/// [`Party::triples`](crate::mpc::Party::triples). The default (no source injected) is Gilboa's OT
 /// multiplication over the party's own OT; another source (a dealer-free
 /// silent generator, or the ideal source of the tests) is injected with
-/// [`Party::with_triple_source`] and must be paired with the peer's.
+/// [`Party::with_triple_source`](crate::mpc::Party::with_triple_source) and must be paired with the peer's.
 pub trait TripleSource {
     /// `n` triples over `ring`; may exchange messages over `ch` (phase
     /// [`crate::mpc::Phase::Offline`]).

@@ -171,7 +171,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// Row-broadcast product `⌊x[r,c]·y[r] / 2^s⌉` (faithful) of a shared
     /// `rows × cols` matrix `x` (row-major) and a shared per-row vector `y`. Both cross
     /// terms are Gilboa products whose chooser is the row value, so one COT per bit and
-    /// row carries the corrections of the whole row ([`Party::cot_send_wide`]): `2ℓ`
+    /// row carries the corrections of the whole row (the wide COTs of `Party::cot_send_wide`): `2ℓ`
     /// COTs per row and `ℓ(ℓ+1)` correction bits per element. Requires
     /// `|x·y| < 2^{ℓ−2}` as integers.
     pub async fn mul_rows_fx(
