@@ -10,6 +10,7 @@
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
 //! * [`cost`]: per-block byte and round counters, offline and online.
+//! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
 //!
 //! # Fixed point
 //!
@@ -22,5 +23,7 @@
 pub mod cost;
 pub mod fixed;
 pub mod ops;
+pub mod pool;
+pub mod quad;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -393,10 +393,24 @@ mod tests {
         let (y0, y1) = share(r, &ys, &mut g);
         let (r0, r1) = share(r, &yr, &mut g);
         let f = r.frac;
-        let (a0, a1) = both!(p0, p1, p0.mul_fx(&x0, &y0, f).await, p1.mul_fx(&x1, &y1, f).await);
-        let want: Vec<i64> = xs.iter().zip(&ys).map(|(&a, &b)| fixed::mul(a, b, f)).collect();
+        let (a0, a1) = both!(
+            p0,
+            p1,
+            p0.mul_fx(&x0, &y0, f).await,
+            p1.mul_fx(&x1, &y1, f).await
+        );
+        let want: Vec<i64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(&a, &b)| fixed::mul(a, b, f))
+            .collect();
         assert_within(&open(r, &a0, &a1), &want, 1, "mul_fx");
-        let (s0, s1) = both!(p0, p1, p0.square_fx(&x0, f).await, p1.square_fx(&x1, f).await);
+        let (s0, s1) = both!(
+            p0,
+            p1,
+            p0.square_fx(&x0, f).await,
+            p1.square_fx(&x1, f).await
+        );
         let want: Vec<i64> = xs.iter().map(|&a| fixed::mul(a, a, f)).collect();
         assert_within(&open(r, &s0, &s1), &want, 1, "square_fx");
         let (m0, m1) = both!(
@@ -442,22 +456,14 @@ mod tests {
                 p0.max_rows(&x0, cols).await,
                 p1.max_rows(&x1, cols).await
             );
-            let want: Vec<i64> = xs
-                .chunks(cols)
-                .map(|c| *c.iter().max().unwrap())
-                .collect();
+            let want: Vec<i64> = xs.chunks(cols).map(|c| *c.iter().max().unwrap()).collect();
             assert_eq!(open(r, &m0, &m1), want, "max_rows cols {cols}");
         }
         let xs = uniform(&mut g, 64, 20.0, r.frac);
         let (x0, x1) = share(r, &xs, &mut g);
         let (lo, hi) = (fixed::encode(-3.0, r.frac), fixed::encode(4.5, r.frac));
         for (l, h) in [(Some(lo), Some(hi)), (Some(lo), None), (None, Some(hi))] {
-            let (c0, c1) = both!(
-                p0,
-                p1,
-                p0.clamp(&x0, l, h).await,
-                p1.clamp(&x1, l, h).await
-            );
+            let (c0, c1) = both!(p0, p1, p0.clamp(&x0, l, h).await, p1.clamp(&x1, l, h).await);
             let want: Vec<i64> = xs
                 .iter()
                 .map(|&v| v.max(l.unwrap_or(i64::MIN)).min(h.unwrap_or(i64::MAX)))
