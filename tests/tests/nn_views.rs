@@ -1,0 +1,72 @@
+//! View tests of the nonlinear blocks (`veil_core::nn`): the secret input changes (through the
+//! varying party's share, the observer's share fixed) and the messages the other party
+//! receives keep their distribution. Statistics and negative controls: `mpc_common::views`.
+//!
+//! Shapes are small (a few rows) and the run counts as small as keeps the biased-bit control
+//! detectable (`|z| ≈ 0.33 / √(0.5/R)` > 6 needs `R ≳ 170`), so the file stays near a minute.
+
+mod mpc_common;
+use mpc_common::views::{check_with, views};
+use mpc_common::*;
+use rand_core::RngCore;
+use veil_core::mpc::{MpcConfig, RingShares};
+use veil_core::nn::fixed;
+use veil_core::nn::pool::MaxPool;
+use veil_host::mpc::drive;
+
+/// Runs per input: the biased-bit control needs about 170.
+const RUNS: usize = 200;
+
+/// Features for long views: every bit and its XOR with the next bit and the next byte's.
+const SHIFTS: [usize; 3] = [0, 1, 8];
+
+/// The observer's fixed share and the varying party's shares of the secrets `a` and `b`.
+fn shares_of(cfg: &MpcConfig, a: &[f64], b: &[f64], seed: u64) -> (RingShares, [RingShares; 2]) {
+    let r = cfg.ring;
+    let mut g = seeded(seed);
+    let o: Vec<u64> = a.iter().map(|_| g.next_u64() & r.mask()).collect();
+    let mine = |xs: &[f64]| {
+        RingShares::new(
+            xs.iter()
+                .zip(&o)
+                .map(|(&x, &o)| r.sub(r.from_signed(fixed::encode(x, r.frac)), o))
+                .collect(),
+        )
+    };
+    let (sa, sb) = (mine(a), mine(b));
+    (RingShares::new(o), [sa, sb])
+}
+
+/// Views of both observers for a block run `f(p, x)` on secrets `a` vs `b`, checked.
+fn check_block<F>(name: &str, a: &[f64], b: &[f64], f: F)
+where
+    F: Fn(&mut P, &mut dyn veil_host::transport::Transport, &RingShares) + Send + Sync,
+{
+    let cfg = MpcConfig::ENCFORMER;
+    let (o, [sa, sb]) = shares_of(&cfg, a, b, 5);
+    for observer_is_p1 in [true, false] {
+        let (va, vb) = views(
+            cfg,
+            observer_is_p1,
+            RUNS,
+            |p, t, alt| f(p, t, if alt { &sb } else { &sa }),
+            |p, t| f(p, t, &o),
+        );
+        let who = if observer_is_p1 { "P1" } else { "P0" };
+        check_with(&format!("{name}, {who} view"), &va, &vb, &SHIFTS);
+    }
+}
+
+#[test]
+fn max_pool_views() {
+    let mp = MaxPool {
+        channels: 1,
+        height: 4,
+        width: 4,
+    };
+    let a = vec![0.0; 16];
+    let b: Vec<f64> = (0..16).map(|k| (k as f64 - 7.5) * 3.0).collect();
+    check_block("max pool 1x4x4", &a, &b, |p, t, x| {
+        drive(p.channel(), mp.run(p, x), t).unwrap();
+    });
+}
