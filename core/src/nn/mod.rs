@@ -10,6 +10,11 @@
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
 //! * [`cost`]: per-block byte and round counters, offline and online.
+//! * [`exp`]: the exponential of non-positive values, saturated, by a quadratic base
+//!   and repeated squaring at 20 fractional bits.
+//! * [`recip`]: reciprocals in `[1, 2^{J+1})` by public-threshold normalization and a
+//!   product series.
+//! * [`softmax`]: masked softmax over rows, accurate and MBMax.
 //! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
 //!
 //! # Fixed point
@@ -21,9 +26,12 @@
 //! error argument counts one ulp per truncation on the path.
 
 pub mod cost;
+pub mod exp;
 pub mod fixed;
 pub mod ops;
 pub mod pool;
 pub mod quad;
+pub mod recip;
+pub mod softmax;
 #[cfg(test)]
 pub(crate) mod testkit;
