@@ -30,6 +30,7 @@ use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
 use veil_core::nn::fixed::{self, ErrStats};
 use veil_core::nn::pool::MaxPool;
 use veil_core::nn::quad::{Quad, QuadKind};
+use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
 use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{Transport, TransportConfig};
@@ -102,6 +103,10 @@ impl Block {
 /// The variants benchmarked, by block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Variant {
+    /// Softmax: row max, saturated exponential, sum, reciprocal, product.
+    SoftmaxAccurate,
+    /// EncFormer's MBMax surrogate `(X + c)^5 / R_d` ([`MBMAX_PARAMS`]).
+    SoftmaxMbMax,
     /// Max pooling by a two-level tree of `max_pair`.
     MaxPool,
     /// Max pooling, then ReLU on the pooled tensor (ReLU + pool fused).
@@ -113,7 +118,9 @@ pub enum Variant {
 }
 
 /// Every variant, in report order.
-pub const ALL_VARIANTS: [Variant; 4] = [
+pub const ALL_VARIANTS: [Variant; 6] = [
+    Variant::SoftmaxAccurate,
+    Variant::SoftmaxMbMax,
     Variant::MaxPool,
     Variant::MaxPoolRelu,
     Variant::QuadSquare,
@@ -123,6 +130,12 @@ pub const ALL_VARIANTS: [Variant; 4] = [
 /// The blocks `--blocks` accepts.
 pub const ALL_BLOCKS: [&str; 5] = ["softmax", "gelu", "layernorm", "maxpool", "quad"];
 
+/// MBMax's `(c, R_d)` in the benchmark: scores are `2·N(0, 1)` with large ones up to 40, so
+/// `c = 8` keeps `X + c ≥ 0` for all but the far left tail, and `R_d = 9200` puts the
+/// saturation bound `A = 7.75·R_d^{1/5} ≈ 48` (the block's `|X + c|·R_d^{−1/5} ≤ 7.75`) just
+/// above the largest score plus `c`.
+pub const MBMAX_PARAMS: (f64, f64) = (8.0, 9200.0);
+
 /// FEnc2's coefficients used by the benchmark: `x²/8 + x/2 + 1/4`.
 pub const QUAD_COEFFS: (f64, f64, f64) = (0.125, 0.5, 0.25);
 
@@ -130,6 +143,7 @@ impl Variant {
     /// Its block.
     pub fn block(self) -> Block {
         match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => Block::Softmax,
             Variant::MaxPool | Variant::MaxPoolRelu => Block::MaxPool,
             Variant::QuadSquare | Variant::QuadBeaver => Block::Quad,
         }
@@ -138,6 +152,8 @@ impl Variant {
     /// The variant's name (what `--variants` takes).
     pub fn name(self) -> &'static str {
         match self {
+            Variant::SoftmaxAccurate => "accurate",
+            Variant::SoftmaxMbMax => "mbmax",
             Variant::MaxPool => "maxpool",
             Variant::MaxPoolRelu => "maxpool-relu",
             Variant::QuadSquare => "square",
@@ -185,6 +201,22 @@ impl Variant {
         }
     }
 
+    fn softmax(self, s: &Shapes) -> Softmax {
+        Softmax {
+            rows: s.softmax.0 * s.softmax.1,
+            cols: s.softmax.2,
+            mask: Mask::None,
+            kind: if self == Variant::SoftmaxMbMax {
+                SoftmaxKind::MbMax {
+                    c: MBMAX_PARAMS.0,
+                    rd: MBMAX_PARAMS.1,
+                }
+            } else {
+                SoftmaxKind::Accurate
+            },
+        }
+    }
+
     fn quad(self) -> Quad {
         Quad {
             a: QUAD_COEFFS.0,
@@ -203,6 +235,7 @@ impl Variant {
         let r = match self.block() {
             Block::MaxPool => Self::pool(s).validate(ring),
             Block::Quad => self.quad().validate(ring),
+            Block::Softmax => self.softmax(s).validate(ring),
             _ => Ok(()),
         };
         r.map_err(mpc("the block's parameters"))
@@ -256,6 +289,7 @@ impl Variant {
     /// The block's real function.
     fn f64_reference(self, s: &Shapes, x: &[f64]) -> Vec<f64> {
         match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => self.softmax(s).f64_reference(x),
             Variant::MaxPool => Self::pool(s).f64_reference(x),
             Variant::MaxPoolRelu => Self::pool(s)
                 .f64_reference(x)
@@ -276,6 +310,9 @@ impl Variant {
     ) -> Result<RingShares, DriverError> {
         let ch = p.channel();
         match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => {
+                drive(ch, self.softmax(s).run(p, &inp.x), t)
+            }
             Variant::MaxPool => drive(ch, Self::pool(s).run(p, &inp.x), t),
             Variant::MaxPoolRelu => drive(ch, Self::pool(s).run_relu(p, &inp.x), t),
             Variant::QuadSquare | Variant::QuadBeaver => drive(ch, self.quad().run(p, &inp.x), t),
@@ -648,6 +685,13 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         "rounds: exact (session depth, larger of the two parties); off/on: per phase.".into(),
         "err: max and mean abs error of the reconstructed output against the f64 reference.".into(),
         format!(
+            "softmax: no mask; mbmax (c, R_d) = {MBMAX_PARAMS:?}, |X + c| saturated at {:.1}.",
+            Variant::SoftmaxMbMax
+                .softmax(&opts.shapes)
+                .mbmax_bound(ring)
+                .unwrap_or(f64::NAN)
+        ),
+        format!(
             "quad: FEnc2's a·x²+b·x+c with (a, b, c) = {QUAD_COEFFS:?}, x clamped to ±{:.1}.",
             Variant::QuadSquare.quad().range(ring)
         ),
@@ -942,12 +986,21 @@ mod tests {
             assert!(r.bytes_per_elem > 0.0 && r.rounds > 0, "{r:?}");
             assert!(r.online_rounds + r.offline_rounds >= 1);
         }
-        assert_eq!(rep.rows[0].max_abs_err, 0.0, "max pool is exact");
-        assert!(
-            rep.rows[2].max_abs_err < 1e-3,
-            "quad: {}",
-            rep.rows[2].max_abs_err
+        let row = |b: Block, v: &str| {
+            rep.rows
+                .iter()
+                .find(|r| r.block == b && r.variant == v)
+                .unwrap()
+        };
+        assert_eq!(
+            row(Block::MaxPool, "maxpool").max_abs_err,
+            0.0,
+            "max pool is exact"
         );
+        let q = row(Block::Quad, "square").max_abs_err;
+        assert!(q < 1e-3, "quad: {q}");
+        let sm = row(Block::Softmax, "accurate").max_abs_err;
+        assert!(sm < veil_core::nn::softmax::SOFTMAX_ERR, "softmax: {sm}");
         assert!(rep.to_table().contains("EncFormer: 3 + 4 + 0 = 7"));
     }
 }
