@@ -9,12 +9,18 @@
 //!
 //! * [`ops`]: shared steps (fixed-point products with a chosen truncation, squaring,
 //!   row-broadcast products, maxima, clamping).
+//! * [`layernorm`]: LayerNorm over rows (accurate, by an exact centred sum and
+//!   [`rsqrt`]; EncFormer's MBLN, local up to the owner's `γ`).
+//! * [`rsqrt`]: reciprocal square root by normalization (comparisons against powers of
+//!   two) and Newton's iteration, one value per row.
 //! * [`cost`]: per-block byte and round counters, offline and online.
 //! * [`exp`]: the exponential of non-positive values, saturated, by a quadratic base
 //!   and repeated squaring at 20 fractional bits.
 //! * [`recip`]: reciprocals in `[1, 2^{J+1})` by public-threshold normalization and a
 //!   product series.
 //! * [`softmax`]: masked softmax over rows, accurate and MBMax.
+//! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
+//!   with EncFormer's CKKS-evaluated candidates.
 //! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
 //!
 //! # Fixed point
@@ -28,10 +34,13 @@
 pub mod cost;
 pub mod exp;
 pub mod fixed;
+pub mod gelu;
+pub mod layernorm;
 pub mod ops;
 pub mod pool;
 pub mod quad;
 pub mod recip;
+pub mod rsqrt;
 pub mod softmax;
 #[cfg(test)]
 pub(crate) mod testkit;

@@ -1,0 +1,941 @@
+//! LayerNorm over rows in two-party MPC: the accurate form
+//! `y = γ ⊙ (x − μ)/√(var + ε) + β` and EncFormer's surrogate MBLN
+//! `y = γ ⊙ (x − μ)/(l·R_d) + β` (§IV-B2). `γ` and `β` are the checkpoint's, held by
+//! the server, Party P0 ([`LnAffine`]); P1 passes `None` (its argument is ignored). If
+//! P0 passes `None` too, the block applies no affine map (`γ = 1`, `β = 0`): the protocol
+//! is the same either way, so P1 cannot tell.
+//!
+//! # The exact mean, without a division
+//!
+//! With `Σ = Σ_c x_c` (local), `D = cols·x − Σ = cols·(x − μ)` is exact and local. Let
+//! `t = ⌈log2 cols⌉` and `ρ = cols/2^t ∈ (1/2, 1]`: one faithful truncation of `D` by
+//! `t` (plus the wanted extra bits) gives `ρ·(x − μ)` with no rounded constant at all.
+//! The scale `ρ` is common to every entry, and LayerNorm is invariant under a common
+//! scale of `x − μ`, so it cancels exactly (it only rescales `ε`, which is added as
+//! `ρ²·cols·ε`).
+//!
+//! # Accurate ([`LnKind::Accurate`])
+//!
+//! 1. `[d_z, d_h] = ⌊[32·D, D] / 2^{t+3}⌉` (one batched truncation): `d_z = ρ(x − μ)` at
+//!    15 fractional bits (for the output), `d_h` the same at 10 bits (for the square).
+//! 2. `S = Σ_c ⌊d_h² / 2^{t−2}⌉` ([`Party::square_fx`], `ℓ` COTs per element, then the
+//!    local row sum): `S = ρ²·cols·var` at `F_S = 22 − t` bits, plus the mean bias of the
+//!    faithful truncations (`cols/2` ulps, added back) and `ρ²·cols·ε`.
+//! 3. `g = √cols/√S` by [`Rsqrt`] (comparisons against powers of two, Newton; one value
+//!    per row) with `S` clamped to `[2^{11}, 2^{38}]` (integers at `F_S`): `g = 1/(ρ√(var+ε))`
+//!    at `F_g = 25 − ⌈log2(√cols + 1)⌉` bits.
+//! 4. `z = d_z·g` ([`Party::mul_rows_fx`], `2ℓ` COTs per row) at 14 bits; `|z| ≤ √cols`.
+//! 5. `y = z·γ` ([`Party::mul_owned_fx`], `ℓ` COTs per column, `γ` at 14 bits) at 13
+//!    bits, then `+ β` at P0 (local).
+//!
+//! **Range.** Valid input `|x| ≤ 2^9` (2.3× MiniLM's 224), `cols ≤ 2^{12}`,
+//! `|γ| ≤ 2^6`. Then no value on the path wraps: `|32·D| ≤ 2^{40}`, `d_h² ≤ 2^{40}`,
+//! `S ≤ 2^{40}`. The variance is accurate on `[var_lo, var_hi]` with
+//! `var_lo = 2^{−11}/ρ³ ≤ 2^{−8}` and `var_hi = 2^{16}/ρ³ ≥ 2^{16}`; outside it
+//! saturates (the normalizer is clamped, never wraps): a row with `var < var_lo`
+//! (e.g. constant rows, variance `≤ ε`) gives `β + γ(x − μ)/√var_lo` — `β` up to the
+//! `≤ 1` ulp of `d_z` times `g ≤ 2^{5.5}`, i.e. `≤ 2^{−9.5}` — and a row with
+//! `var > var_hi` gives `β + γ(x − μ)/√var_hi`. Inputs beyond `2^9` are outside the
+//! block's domain (`d_h²` of an entry with `|x − μ| ≥ 2^{10.5}` wraps).
+//!
+//! **Error.** `ρ(x − μ)` at 15 bits (`2^{−16}`, relative to the row scale
+//! `2^{−16}/σ`); `S` relative `≈ √cols/(2·S) + 2^{−16}` (the squares' rounding is
+//! random and unbiased after the correction), so `g` relative `≲ 2^{−15}` for
+//! `var ≥ 2^{−2}` (from [`Rsqrt`]: `2^{−15}` and 2 ulps at `F_g`); `z` rounded at 14
+//! bits; `γ` rounded at 14 bits; 2 faithful truncations. In all:
+//! `|y − y_exact| ≤ 2^{−12} + |γ|·2^{−13}·(1 + |z| + 1/σ)` for `var ≥ 2^{−2}`, with
+//! the stated `var` range; the test asserts it.
+//!
+//! Against [`LayerNorm::reference`] (exact rounding of every step; the protocol's
+//! truncations are faithful) the protocol is within `2 + |γ|·(1 + |z|/8 + 1/(4ρσ))`
+//! ulps for `var ≥ 2^{−2}`: `d_z`'s one ulp times `g = 1/(ρσ)`, `g`'s relative
+//! `2^{−16}` times `z`, the last two truncations (the bias of the squares' truncations
+//! is corrected in the protocol only, so `S` differs by `≈ √cols` ulps, negligible for
+//! that variance range).
+//!
+//! # MBLN ([`LnKind::Mbln`])
+//!
+//! `(x − μ)/(l·R_d) = D/(cols·l·R_d)` is linear in the shares:
+//!
+//! * [`LayerNorm::mbln_local`] is EncFormer's **0-round** form: it returns `D` (exact,
+//!   at 13 bits, `cols` times `x − μ`) and the public factor `κ = 1/(cols·l·R_d)`, so
+//!   that `y = γ ⊙ κ·D + β`: the next linear layer (CKKS) folds `κ`, `γ` and `β` into
+//!   its weights and bias. 0 rounds, 0 bytes.
+//! * [`LayerNorm::run`] with P0's private `γ`: `d = ⌊D/2^t⌉ = ρ(x − μ)` (one truncation,
+//!   1 COT per element, 2 rounds), then `y = d·(γ/(ρ·l·R_d))` with P0's folded vector at
+//!   19 bits ([`Party::mul_owned_fx`]: `ℓ` COTs per column, `ℓ(ℓ+1)/2` correction bits
+//!   per element, then 1 COT per element for its truncation) and `+ β` at P0: 4 rounds
+//!   in all. Valid while `|γ ⊙ (x − μ)/(l·R_d)| < 2^8` ([`MBLN_OUT_MAX`]) and
+//!   `|x − μ| < 2^{10}` (the product stays below `2^{40}`); beyond that it would wrap, so
+//!   the caller keeps it in range (a checkpoint trained with MBLN has `|y| ≪ 2^8`).
+//!   With `w = |γ|/(ρ·l·R_d)`: within `1 + ⌈w⌉` ulps of [`LayerNorm::reference`] (two
+//!   faithful truncations), and within `(2 + 1.5w)·2^{−13} + |y − β|·2^{−20}/w` of the
+//!   formula (`d`'s and the output's rounding, `β` at 13 bits, `w` at 19 bits).
+
+//! # Costs (measured, both parties, IKNP at 16 B per COT, `ℓ = 43`)
+//!
+//! | form | shape | bytes/elem | COTs/elem | rounds (offline + online) |
+//! |---|---|---|---|---|
+//! | accurate | 128 × 768 | 1314 | 51.7 | 11 + 35 |
+//! | MBLN ([`LayerNorm::run`], private `γ`) | 128 × 768 | 159 | 2.3 | 0 + 4 |
+//! | MBLN ([`LayerNorm::mbln_local`], `γ`, `κ` folded into the next layer) | any | 0 | 0 | 0 |
+//!
+//! The accurate form's bytes are the square (`ℓ` COTs and `ℓ(ℓ+1)/2` correction bits
+//! per element), the row-broadcast product (`ℓ(ℓ+1)` bits per element), the owner
+//! product (`ℓ(ℓ+1)/2` bits per element) and three 1-COT truncations; the reciprocal
+//! square root is per row (30 comparisons per row, `≈ 40` B/elem at 768 columns).
+//! Its 35 online rounds: truncation 2, square 4, [`Rsqrt`] 28, row product 4, owner
+//! product 4, less the overlaps of the phases (the Meter counts causal depth).
+
+use crate::mpc::arith::{bcast, rowsum};
+use crate::mpc::error::{expect_len, MpcError, Result};
+use crate::mpc::{Party, PartyId, RingCfg, RingShares};
+use crate::nn::fixed;
+use crate::nn::ops::{add, mul_int, sub};
+use crate::nn::rsqrt::Rsqrt;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+
+/// Which LayerNorm.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LnKind {
+    /// `γ ⊙ (x − μ)/√(var + ε) + β`.
+    Accurate,
+    /// MBLN: `γ ⊙ (x − μ)/(l·R_d) + β` (EncFormer §IV-B2), public `l`, `R_d`.
+    Mbln {
+        /// The model's scale `l`.
+        l: f64,
+        /// The model's constant `R_d`.
+        rd: f64,
+    },
+}
+
+/// The LayerNorm block over a `rows × cols` row-major matrix.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerNorm {
+    /// Number of rows (tokens).
+    pub rows: usize,
+    /// Row length (hidden size).
+    pub cols: usize,
+    /// `ε` of the checkpoint (accurate form).
+    pub eps: f64,
+    /// Accurate or MBLN.
+    pub kind: LnKind,
+}
+
+/// The checkpoint's affine parameters, held by the server = Party P0 (P1 passes None).
+#[derive(Clone, Copy, Debug)]
+pub struct LnAffine<'a> {
+    /// `γ`, one per column.
+    pub gamma: &'a [f64],
+    /// `β`, one per column.
+    pub beta: &'a [f64],
+}
+
+/// Largest valid `|x|` (reals): `2^9`.
+pub const X_MAX: f64 = 512.0;
+/// Largest row length.
+pub const COLS_MAX: usize = 1 << 12;
+/// Largest `|γ|` of the accurate form.
+pub const GAMMA_MAX: f64 = 64.0;
+/// Largest `|y − β|` of MBLN's [`LayerNorm::run`].
+pub const MBLN_OUT_MAX: f64 = 256.0;
+
+/// Fractional bits of `d_z`, `d_h`, `z`, `γ` (accurate) and MBLN's folded `γ`.
+const FZ: u32 = 15;
+const FH: u32 = 10;
+const FZO: u32 = 14;
+const FGAM: u32 = 14;
+const FMB: u32 = 19;
+/// Clamp of `S` (integers at `F_S`).
+const RS_LO: u32 = 11;
+const RS_HI: u32 = 38;
+
+/// The derived scales of one row length.
+#[derive(Clone, Copy, Debug)]
+struct Scales {
+    /// `⌈log2 cols⌉`.
+    t: u32,
+    /// `cols / 2^t`.
+    rho: f64,
+    /// Fractional bits of `S`.
+    fs: u32,
+    /// Truncation of the squares.
+    s_sq: u32,
+    /// Fractional bits of `g`.
+    fg: u32,
+}
+
+impl Scales {
+    fn of(cols: usize) -> Scales {
+        let t = if cols <= 1 {
+            0
+        } else {
+            usize::BITS - (cols - 1).leading_zeros()
+        };
+        let rho = cols as f64 / libm::exp2(t as f64);
+        let s_sq = t.saturating_sub(2);
+        let fs = 2 * FH - s_sq;
+        let zmax = libm::sqrt(cols as f64) + 1.0;
+        let fg = 25 - libm::ceil(libm::log2(zmax)) as u32;
+        Scales {
+            t,
+            rho,
+            fs,
+            s_sq,
+            fg,
+        }
+    }
+}
+
+impl LayerNorm {
+    /// Checks the shape and parameters: `F = 13`, `ℓ ≥ 43`, `1 ≤ cols ≤ 2^{12}`,
+    /// `rows·cols` representable, `ε ∈ [0, 1]`, MBLN's `l·R_d ≥ 2^{−16}` finite.
+    pub fn validate(&self, ring: RingCfg) -> Result<()> {
+        if ring.frac != 13 {
+            return Err(MpcError::InvalidConfig("LayerNorm needs F = 13"));
+        }
+        if ring.ell < 43 {
+            return Err(MpcError::InvalidConfig("LayerNorm needs ell >= 43"));
+        }
+        if self.cols == 0 || self.cols > COLS_MAX {
+            return Err(MpcError::InvalidConfig("LayerNorm needs 1 <= cols <= 4096"));
+        }
+        if self.rows.checked_mul(self.cols).is_none() {
+            return Err(MpcError::InvalidConfig("LayerNorm shape overflows"));
+        }
+        if !(self.eps.is_finite() && (0.0..=1.0).contains(&self.eps)) {
+            return Err(MpcError::InvalidConfig("LayerNorm eps must be in [0, 1]"));
+        }
+        if let LnKind::Mbln { l, rd } = self.kind {
+            let s = l * rd;
+            if !(s.is_finite() && s >= libm::exp2(-16.0)) {
+                return Err(MpcError::InvalidConfig("MBLN needs l·R_d >= 2^-16"));
+            }
+        }
+        Ok(())
+    }
+
+    fn rsqrt(&self, sc: &Scales) -> Rsqrt {
+        Rsqrt {
+            frac_in: sc.fs,
+            lo: RS_LO,
+            hi: RS_HI,
+            mult: libm::sqrt(self.cols as f64),
+            frac_out: sc.fg,
+        }
+    }
+
+    /// `ρ²·cols·ε` at `F_S` bits, plus (protocol only) the mean bias of the squares'
+    /// faithful truncations.
+    fn s_offset(&self, sc: &Scales, bias: bool) -> i64 {
+        let e = fixed::encode(sc.rho * sc.rho * self.cols as f64 * self.eps, sc.fs);
+        let b = if bias && sc.s_sq > 0 {
+            (self.cols / 2) as i64
+        } else {
+            0
+        };
+        e.min(1 << 37) + b
+    }
+
+    /// MBLN's folded factor `1/(ρ·l·R_d)` (P0 multiplies `γ` by it, at 19 bits).
+    fn mbln_fold(&self, sc: &Scales) -> f64 {
+        match self.kind {
+            LnKind::Mbln { l, rd } => 1.0 / (sc.rho * l * rd),
+            LnKind::Accurate => 1.0,
+        }
+    }
+
+    /// The per-column multiplier (integers) and `β` (at 13 bits) of the affine map:
+    /// `γ` at 14 bits (accurate) or `γ/(ρ·l·R_d)` at 19 bits (MBLN); identity if absent.
+    fn affine_ints(
+        &self,
+        sc: &Scales,
+        affine: Option<&LnAffine<'_>>,
+    ) -> Result<(Vec<i64>, Vec<i64>)> {
+        let cols = self.cols;
+        let (fm, fold) = match self.kind {
+            LnKind::Accurate => (FGAM, 1.0),
+            LnKind::Mbln { .. } => (FMB, self.mbln_fold(sc)),
+        };
+        let Some(a) = affine else {
+            return Ok((
+                alloc::vec![fixed::encode(fold, fm); cols],
+                alloc::vec![0; cols],
+            ));
+        };
+        expect_len("LayerNorm gamma", cols, a.gamma.len())?;
+        expect_len("LayerNorm beta", cols, a.beta.len())?;
+        let mut g = Vec::with_capacity(cols);
+        for &v in a.gamma {
+            let w = v * fold;
+            if !w.is_finite() {
+                return Err(MpcError::InvalidInput("LayerNorm gamma must be finite"));
+            }
+            if self.kind == LnKind::Accurate && libm::fabs(v) > GAMMA_MAX {
+                return Err(MpcError::InvalidInput("LayerNorm |gamma| must be <= 64"));
+            }
+            if libm::fabs(w) * libm::exp2(fm as f64) >= libm::exp2(40.0) {
+                return Err(MpcError::InvalidInput("MBLN gamma/(l·R_d) too large"));
+            }
+            g.push(fixed::encode(w, fm));
+        }
+        let mut b = Vec::with_capacity(cols);
+        for &v in a.beta {
+            if !(v.is_finite() && libm::fabs(v) < 1e6) {
+                return Err(MpcError::InvalidInput(
+                    "LayerNorm beta must be finite, < 1e6",
+                ));
+            }
+            b.push(fixed::encode(v, 13));
+        }
+        Ok((g, b))
+    }
+
+    /// EncFormer's 0-round MBLN: shares of `D = cols·(x − μ)` (exact, 13 fractional bits)
+    /// and the public factor `κ = 1/(cols·l·R_d)` with `(x − μ)/(l·R_d) = κ·D`; the
+    /// consumer folds `κ`, `γ`, `β` into the next linear layer. Local, for either party.
+    pub fn mbln_local(&self, ring: RingCfg, x: &RingShares) -> Result<(RingShares, f64)> {
+        self.validate(ring)?;
+        let LnKind::Mbln { l, rd } = self.kind else {
+            return Err(MpcError::InvalidConfig("mbln_local needs LnKind::Mbln"));
+        };
+        let d = self.centered(ring, x)?;
+        Ok((d, 1.0 / (self.cols as f64 * l * rd)))
+    }
+
+    /// `D = cols·x − Σ_row x` (local).
+    fn centered(&self, r: RingCfg, x: &RingShares) -> Result<RingShares> {
+        expect_len(
+            "LayerNorm input (rows·cols)",
+            self.rows * self.cols,
+            x.len(),
+        )?;
+        let s = rowsum(x, self.rows, self.cols, r.ell)?;
+        sub(r, &mul_int(r, x, self.cols as i64), &bcast(&s, self.cols))
+    }
+
+    /// Runs the block (see the module documentation); `affine` is P0's.
+    pub async fn run<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        x: &RingShares,
+        affine: Option<&LnAffine<'_>>,
+    ) -> Result<RingShares> {
+        let r = p.ring();
+        self.validate(r)?;
+        let sc = Scales::of(self.cols);
+        let p0 = p.is_p0();
+        let (gam, beta) = if p0 {
+            let (g, b) = self.affine_ints(&sc, affine)?;
+            (
+                Some(g.iter().map(|&v| r.from_signed(v)).collect::<Vec<u64>>()),
+                b,
+            )
+        } else {
+            (None, Vec::new())
+        };
+        let d = self.centered(r, x)?;
+        let n = d.len();
+        let y = match self.kind {
+            LnKind::Mbln { .. } => {
+                let d1 = p.trunc_round(d, sc.t).await?;
+                p.mul_owned_fx(&d1, gam.as_deref(), PartyId::P0, self.cols, FMB)
+                    .await?
+            }
+            LnKind::Accurate => {
+                let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
+                both.extend_from_slice(d.as_slice());
+                let both = p.trunc_round(RingShares::new(both), sc.t + 13 - FH).await?;
+                let (dz, dh) = both.as_slice().split_at(n);
+                let (dz, dh) = (RingShares::new(dz.to_vec()), RingShares::new(dh.to_vec()));
+                let sq = p.square_fx(&dh, sc.s_sq).await?;
+                let mut s = rowsum(&sq, self.rows, self.cols, r.ell)?;
+                if p0 {
+                    let off = r.from_signed(self.s_offset(&sc, true));
+                    for v in s.as_mut_slice() {
+                        *v = r.add(*v, off);
+                    }
+                }
+                let g = self.rsqrt(&sc).run(p, &s).await?;
+                let z = p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - FZO).await?;
+                p.mul_owned_fx(&z, gam.as_deref(), PartyId::P0, self.cols, FZO + FGAM - 13)
+                    .await?
+            }
+        };
+        if !p0 || beta.iter().all(|&b| b == 0) {
+            return Ok(y);
+        }
+        let bb = RingShares::new((0..n).map(|k| r.from_signed(beta[k % self.cols])).collect());
+        add(r, &y, &bb)
+    }
+
+    /// Plain-integer reference of [`LayerNorm::run`]: the same steps with exact rounding.
+    /// Returns an empty vector on a bad shape or affine.
+    pub fn reference(&self, ring: RingCfg, x: &[i64], affine: Option<&LnAffine<'_>>) -> Vec<i64> {
+        self.reference_with(ring, x, affine, 1.0)
+    }
+
+    /// [`LayerNorm::reference`] with the normalizer's multiplier scaled by `fudge`
+    /// (tests: a wrong coefficient).
+    fn reference_with(
+        &self,
+        ring: RingCfg,
+        x: &[i64],
+        affine: Option<&LnAffine<'_>>,
+        fudge: f64,
+    ) -> Vec<i64> {
+        if self.validate(ring).is_err() || x.len() != self.rows * self.cols {
+            return Vec::new();
+        }
+        let sc = Scales::of(self.cols);
+        let Ok((gam, beta)) = self.affine_ints(&sc, affine) else {
+            return Vec::new();
+        };
+        let mut rs = self.rsqrt(&sc);
+        rs.mult *= fudge;
+        let cols = self.cols as i64;
+        let mut out = Vec::with_capacity(x.len());
+        for row in x.chunks(self.cols) {
+            // i128 and wrapping: any input, no overflow (the ring's values are far smaller).
+            let sum: i128 = row.iter().map(|&v| v as i128).sum();
+            let d: Vec<i128> = row
+                .iter()
+                .map(|&v| (cols as i128).wrapping_mul(v as i128).wrapping_sub(sum))
+                .collect();
+            match self.kind {
+                LnKind::Mbln { .. } => {
+                    for (c, &dv) in d.iter().enumerate() {
+                        let d1 = fixed::round_shift(dv, sc.t) as i128;
+                        out.push(fixed::round_shift(d1 * gam[c] as i128, FMB) + beta[c]);
+                    }
+                }
+                LnKind::Accurate => {
+                    let sh = sc.t + 13 - FH;
+                    let s: i64 = d
+                        .iter()
+                        .map(|&dv| {
+                            let h = fixed::round_shift(dv, sh) as i128;
+                            fixed::round_shift(h * h, sc.s_sq)
+                        })
+                        .fold(0i64, i64::wrapping_add)
+                        .wrapping_add(self.s_offset(&sc, false));
+                    let g = rs.reference(&[s])[0] as i128;
+                    for (c, &dv) in d.iter().enumerate() {
+                        let dz = fixed::round_shift(dv << (FZ - FH), sh) as i128;
+                        let z = fixed::round_shift(dz * g, FZ + sc.fg - FZO) as i128;
+                        out.push(fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13) + beta[c]);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The exact function (population variance, as in PyTorch's `LayerNorm`).
+    pub fn f64_reference(&self, x: &[f64], affine: Option<&LnAffine<'_>>) -> Vec<f64> {
+        let cols = self.cols.max(1);
+        let mut out = Vec::with_capacity(x.len());
+        for row in x.chunks(cols) {
+            let mu = row.iter().sum::<f64>() / cols as f64;
+            let var = row.iter().map(|&v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64;
+            let scale = match self.kind {
+                LnKind::Accurate => 1.0 / libm::sqrt(var + self.eps),
+                LnKind::Mbln { l, rd } => 1.0 / (l * rd),
+            };
+            for (c, &v) in row.iter().enumerate() {
+                let (g, b) = affine
+                    .and_then(|a| Some((*a.gamma.get(c)?, *a.beta.get(c)?)))
+                    .unwrap_or((1.0, 0.0));
+                out.push(g * (v - mu) * scale + b);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::cost::Meter;
+    use crate::nn::fixed::ErrStats;
+    use crate::nn::testkit::*;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::RngCore;
+    use std::eprintln;
+
+    fn unif(g: &mut ChaCha20Rng, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * ((g.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Rows: wide (±224), unit, small (σ ≈ 0.6), one dominant entry, shifted mean.
+    fn rows(g: &mut ChaCha20Rng, rows: usize, cols: usize) -> Vec<f64> {
+        let mut x = Vec::with_capacity(rows * cols);
+        for r in 0..rows {
+            for c in 0..cols {
+                let v = match r % 5 {
+                    0 => unif(g, -224.0, 224.0),
+                    1 => unif(g, -1.5, 1.5),
+                    2 => unif(g, -1.0, 1.0) + 40.0,
+                    3 if c == 3 => 224.0,
+                    3 => unif(g, -2.0, 2.0),
+                    _ => unif(g, -5.0, 5.0) - 3.0,
+                };
+                x.push(v);
+            }
+        }
+        x
+    }
+
+    fn enc(x: &[f64]) -> Vec<i64> {
+        x.iter().map(|&v| fixed::encode(v, 13)).collect()
+    }
+
+    fn dec(x: &[i64]) -> Vec<f64> {
+        x.iter().map(|&v| fixed::decode(v, 13)).collect()
+    }
+
+    /// Runs both parties (P0 with `aff`), returns the opened output and both meters'
+    /// totals (bytes both ways per element, offline/online rounds, COTs per element).
+    fn run_ln(
+        p0: &mut P,
+        p1: &mut P,
+        ln: &LayerNorm,
+        xs: &[i64],
+        aff: Option<&LnAffine<'_>>,
+        g: &mut ChaCha20Rng,
+    ) -> (Vec<i64>, (f64, u32, u32, f64)) {
+        let r = p0.ring();
+        let (x0, x1) = share(r, xs, g);
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let c0 = p0.ot_counts();
+        let (o0, o1) = both!(
+            p0,
+            p1,
+            ln.run(p0, &x0, aff).await,
+            ln.run(p1, &x1, None).await
+        );
+        let c1 = p0.ot_counts();
+        let (s0, s1) = (m0.read(), m1.read());
+        let (a, b) = (s0.offline_online(), s1.offline_online());
+        let n = xs.len() as f64;
+        let cots = ((c1.0 - c0.0) + (c1.1 - c0.1)) as f64 / n;
+        (
+            open(r, &o0, &o1),
+            (
+                (a.bytes_sent + b.bytes_sent) as f64 / n,
+                s0.offline.rounds,
+                s0.online.rounds,
+                cots,
+            ),
+        )
+    }
+
+    fn affine_params(g: &mut ChaCha20Rng, cols: usize) -> (Vec<f64>, Vec<f64>) {
+        let gamma = (0..cols).map(|_| unif(g, 0.3, 2.5)).collect();
+        let beta = (0..cols).map(|_| unif(g, -1.0, 1.0)).collect();
+        (gamma, beta)
+    }
+
+    /// The accuracy bound of the module documentation, elementwise.
+    fn bound(y: f64, beta: f64, gamma: f64, sigma: f64) -> f64 {
+        let z = (y - beta) / gamma;
+        libm::exp2(-12.0) + gamma.abs() * libm::exp2(-13.0) * (1.0 + z.abs() + 1.0 / sigma)
+    }
+
+    #[test]
+    fn accurate_layernorm_is_within_bounds() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(21);
+        let (rows_n, cols) = (10, 64);
+        let ln = LayerNorm {
+            rows: rows_n,
+            cols,
+            eps: 1e-12,
+            kind: LnKind::Accurate,
+        };
+        let xf = rows(&mut g, rows_n, cols);
+        let xs = enc(&xf);
+        let xq = dec(&xs);
+        let (gamma, beta) = affine_params(&mut g, cols);
+        for aff in [
+            None,
+            Some(LnAffine {
+                gamma: &gamma,
+                beta: &beta,
+            }),
+        ] {
+            let (got, (bytes, off, on, cots)) =
+                run_ln(&mut p0, &mut p1, &ln, &xs, aff.as_ref(), &mut g);
+            let want = ln.reference(r, &xs, aff.as_ref());
+            let exact = ln.f64_reference(&xq, aff.as_ref());
+            let gf = dec(&got);
+            let e = ErrStats::of(&gf, &exact);
+            eprintln!(
+                "LN accurate {rows_n}x{cols} (affine {}): max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                aff.is_some(), e.max_abs, e.mean_abs
+            );
+            let mut worst_ulp = 0;
+            for (k, row) in xq.chunks(cols).enumerate() {
+                let mu = row.iter().sum::<f64>() / cols as f64;
+                let sigma =
+                    libm::sqrt(row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64);
+                for c in 0..cols {
+                    let i = k * cols + c;
+                    let (ga, be) = aff.map_or((1.0, 0.0), |a| (a.gamma[c], a.beta[c]));
+                    let b = bound(exact[i], be, ga, sigma);
+                    assert!(
+                        (gf[i] - exact[i]).abs() <= b,
+                        "row {k} col {c}: {} vs {} (bound {b})",
+                        gf[i],
+                        exact[i]
+                    );
+                    let z = (exact[i] - be) / ga;
+                    let ulps = 2.0 + ga * (1.0 + z.abs() / 8.0 + 1.0 / (4.0 * sigma)); // ρ = 1
+                    let d = (got[i] - want[i]).abs();
+                    worst_ulp = worst_ulp.max(d);
+                    assert!(
+                        d as f64 <= libm::ceil(ulps),
+                        "row {k} col {c}: {d} ulp vs reference"
+                    );
+                }
+            }
+            eprintln!("LN accurate: max |protocol − reference| = {worst_ulp} ulp");
+        }
+    }
+
+    #[test]
+    fn accurate_layernorm_at_bert_widths() {
+        // ρ = cols/2^t ≠ 1 (384 = 0.75·2^9, 768 = 0.75·2^10, 96): the scale must cancel.
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(25);
+        for (rows_n, cols) in [(5, 96), (5, 384), (2, 768)] {
+            let ln = LayerNorm {
+                rows: rows_n,
+                cols,
+                eps: 1e-12,
+                kind: LnKind::Accurate,
+            };
+            let xf = rows(&mut g, rows_n, cols);
+            let xs = enc(&xf);
+            let xq = dec(&xs);
+            let (gamma, beta) = affine_params(&mut g, cols);
+            let aff = LnAffine {
+                gamma: &gamma,
+                beta: &beta,
+            };
+            let (got, (bytes, off, on, cots)) =
+                run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
+            let exact = ln.f64_reference(&xq, Some(&aff));
+            let want = ln.reference(r, &xs, Some(&aff));
+            let gf = dec(&got);
+            let e = ErrStats::of(&gf, &exact);
+            eprintln!(
+                "LN accurate {rows_n}x{cols}: max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                e.max_abs, e.mean_abs
+            );
+            for (k, row) in xq.chunks(cols).enumerate() {
+                let mu = row.iter().sum::<f64>() / cols as f64;
+                let sigma =
+                    libm::sqrt(row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64);
+                let rho = Scales::of(cols).rho;
+                for c in 0..cols {
+                    let i = k * cols + c;
+                    let b = bound(exact[i], beta[c], gamma[c], sigma);
+                    assert!(
+                        (gf[i] - exact[i]).abs() <= b,
+                        "{cols}: row {k} col {c}: {} vs {}",
+                        gf[i],
+                        exact[i]
+                    );
+                    let z = (exact[i] - beta[c]) / gamma[c];
+                    let ulps = 2.0 + gamma[c] * (1.0 + z.abs() / 8.0 + 1.0 / (4.0 * rho * sigma));
+                    assert!(
+                        ((got[i] - want[i]).abs() as f64) <= libm::ceil(ulps),
+                        "{cols}: row {k} col {c} vs reference"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Costs at BERT-base's LayerNorm shape (run with `--ignored`).
+    #[test]
+    #[ignore]
+    fn bert_shape_costs() {
+        let (mut p0, mut p1, _) = pair();
+        let mut g = rng(26);
+        let (rows_n, cols) = (128, 768);
+        let xf = rows(&mut g, rows_n, cols);
+        let xs = enc(&xf);
+        let (gamma, beta) = affine_params(&mut g, cols);
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        for kind in [LnKind::Accurate, LnKind::Mbln { l: 1.0, rd: 24.0 }] {
+            let ln = LayerNorm {
+                rows: rows_n,
+                cols,
+                eps: 1e-12,
+                kind,
+            };
+            let (_, (bytes, off, on, cots)) =
+                run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
+            eprintln!("LN {kind:?} {rows_n}x{cols}: {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}");
+        }
+    }
+
+    #[test]
+    fn zero_variance_and_saturation() {
+        let (mut p0, mut p1, _) = pair();
+        let mut g = rng(22);
+        let cols = 64;
+        let (gamma, beta) = affine_params(&mut g, cols);
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        for eps in [1e-12, 1e-5] {
+            // constant rows (variance 0 ≤ ε), then rows of variance 2^18 > var_hi (|x| = 512)
+            let mut xf = Vec::new();
+            for v in [0.0, 224.0, -100.5, 3.25] {
+                xf.extend(core::iter::repeat_n(v, cols));
+            }
+            for s in [1.0, -1.0] {
+                xf.extend((0..cols).map(|c| if c % 2 == 0 { 512.0 * s } else { -512.0 * s }));
+            }
+            let rows_n = xf.len() / cols;
+            let ln = LayerNorm {
+                rows: rows_n,
+                cols,
+                eps,
+                kind: LnKind::Accurate,
+            };
+            let xs = enc(&xf);
+            let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
+            let gf = dec(&got);
+            assert!(gf.iter().all(|v| v.is_finite()));
+            for k in 0..4 {
+                for c in 0..cols {
+                    let e = (gf[k * cols + c] - beta[c]).abs();
+                    assert!(
+                        e <= libm::exp2(-9.0) * gamma[c] + libm::exp2(-12.0),
+                        "constant row {k}: {e}"
+                    );
+                }
+            }
+            // saturated: z = ±512/√var_hi with var_hi = 2^16/ρ³ (ρ = 1 here): ±2
+            for k in 4..6 {
+                for c in 0..cols {
+                    let z = (xf[k * cols + c]) / 256.0;
+                    let want = gamma[c] * z + beta[c];
+                    let e = (gf[k * cols + c] - want).abs();
+                    assert!(
+                        e <= 2e-3 * gamma[c] + 2e-4,
+                        "saturated row {k}: {} vs {want}",
+                        gf[k * cols + c]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_coefficient_breaks_the_bound() {
+        let r = RingCfg::ENCFORMER;
+        let mut g = rng(23);
+        let (rows_n, cols) = (5, 64);
+        let ln = LayerNorm {
+            rows: rows_n,
+            cols,
+            eps: 1e-12,
+            kind: LnKind::Accurate,
+        };
+        let xs = enc(&rows(&mut g, rows_n, cols));
+        let xq = dec(&xs);
+        let exact = ln.f64_reference(&xq, None);
+        let check = |fudge: f64| {
+            let got = dec(&ln.reference_with(r, &xs, None, fudge));
+            got.iter()
+                .zip(&exact)
+                .all(|(&a, &b)| (a - b).abs() <= bound(b, 0.0, 1.0, 1.0))
+        };
+        assert!(check(1.0));
+        assert!(
+            !check(1.003),
+            "a 0.3% error of the normalizer must fail the bound"
+        );
+        let mb = LayerNorm {
+            kind: LnKind::Mbln { l: 2.0, rd: 3.0 },
+            ..ln
+        };
+        let ex = mb.f64_reference(&xq, None);
+        let wrong = LayerNorm {
+            kind: LnKind::Mbln { l: 2.0, rd: 3.01 },
+            ..ln
+        };
+        let got = dec(&wrong.reference(r, &xs, None));
+        let worst = got
+            .iter()
+            .zip(&ex)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(worst > mbln_bound(mb, 1.0, 100.0), "{worst}");
+    }
+
+    fn mbln_bound(ln: LayerNorm, gamma: f64, y: f64) -> f64 {
+        let sc = Scales::of(ln.cols);
+        let w = (gamma * ln.mbln_fold(&sc)).abs();
+        (2.0 + 1.5 * w) * libm::exp2(-13.0) + y.abs() * libm::exp2(-20.0) / w
+    }
+
+    #[test]
+    fn mbln_matches_its_formula_and_counts_rounds() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(24);
+        let (rows_n, cols) = (8, 64);
+        let xf = rows(&mut g, rows_n, cols);
+        let xs = enc(&xf);
+        let xq = dec(&xs);
+        let (gamma, beta) = affine_params(&mut g, cols);
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        for (l, rd) in [(1.0, 24.0), (0.5, 6.0)] {
+            let ln = LayerNorm {
+                rows: rows_n,
+                cols,
+                eps: 0.0,
+                kind: LnKind::Mbln { l, rd },
+            };
+            let (got, (bytes, off, on, cots)) =
+                run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
+            let want = ln.reference(r, &xs, Some(&aff));
+            let exact = ln.f64_reference(&xq, Some(&aff));
+            let gf = dec(&got);
+            let e = ErrStats::of(&gf, &exact);
+            eprintln!(
+                "MBLN l={l} rd={rd} {rows_n}x{cols}: max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                e.max_abs, e.mean_abs
+            );
+            let sc = Scales::of(cols);
+            for i in 0..got.len() {
+                let c = i % cols;
+                let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
+                let ulps = 1 + libm::ceil(w) as i64;
+                assert!(
+                    (got[i] - want[i]).abs() <= ulps,
+                    "{i}: {} vs {}",
+                    got[i],
+                    want[i]
+                );
+                let b = mbln_bound(ln, gamma[c], exact[i] - beta[c]);
+                assert!(
+                    (gf[i] - exact[i]).abs() <= b,
+                    "{i}: {} vs {} (bound {b})",
+                    gf[i],
+                    exact[i]
+                );
+            }
+            // the 0-round form: exact D, no communication
+            let (x0, x1) = share(r, &xs, &mut g);
+            let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+            let (d0, k0) = ln.mbln_local(r, &x0).unwrap();
+            let (d1, _) = ln.mbln_local(r, &x1).unwrap();
+            let (s0, s1) = (m0.read().offline_online(), m1.read().offline_online());
+            assert_eq!(
+                (s0.bytes_sent, s1.bytes_sent, s0.rounds, s1.rounds),
+                (0, 0, 0, 0)
+            );
+            let d = open(r, &d0, &d1);
+            for (k, row) in xs.chunks(cols).enumerate() {
+                let s: i64 = row.iter().sum();
+                for c in 0..cols {
+                    assert_eq!(d[k * cols + c], cols as i64 * row[c] - s);
+                    let y = gamma[c] * k0 * fixed::decode(d[k * cols + c], 13) + beta[c];
+                    assert!((y - exact[k * cols + c]).abs() < 1e-9);
+                }
+            }
+            eprintln!("MBLN 0-round form (mbln_local): 0 B, 0 rounds");
+        }
+    }
+
+    #[test]
+    fn typed_errors_on_bad_shapes() {
+        let r = RingCfg::ENCFORMER;
+        let ok = LayerNorm {
+            rows: 2,
+            cols: 4,
+            eps: 1e-5,
+            kind: LnKind::Accurate,
+        };
+        assert!(ok.validate(r).is_ok());
+        assert!(LayerNorm { cols: 0, ..ok }.validate(r).is_err());
+        assert!(LayerNorm { cols: 5000, ..ok }.validate(r).is_err());
+        assert!(LayerNorm {
+            eps: f64::NAN,
+            ..ok
+        }
+        .validate(r)
+        .is_err());
+        assert!(LayerNorm { eps: -1.0, ..ok }.validate(r).is_err());
+        assert!(LayerNorm {
+            kind: LnKind::Mbln { l: 0.0, rd: 1.0 },
+            ..ok
+        }
+        .validate(r)
+        .is_err());
+        assert!(ok.validate(RingCfg::new(43, 12).unwrap()).is_err());
+        let (mut p0, mut p1, _) = pair();
+        let x = RingShares::new(alloc::vec![0; 8]);
+        let short = RingShares::new(alloc::vec![0; 7]);
+        let gamma = [1.0; 3];
+        let beta = [0.0; 4];
+        let bad = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        let poll = |s: &mut crate::mpc::Session<'_, RingShares>| match s.poll() {
+            core::task::Poll::Ready(Err(e)) => e,
+            other => panic!("expected an immediate error, got {other:?}"),
+        };
+        let mut s = crate::mpc::Session::new(p0.channel(), ok.run(&mut p0, &x, Some(&bad)));
+        assert!(matches!(poll(&mut s), MpcError::LengthMismatch { .. }));
+        drop(s);
+        let mut s = crate::mpc::Session::new(p1.channel(), ok.run(&mut p1, &short, None));
+        assert!(matches!(poll(&mut s), MpcError::LengthMismatch { .. }));
+        drop(s);
+        let (_q0, mut q1, _) = pair();
+        let big = [100.0; 4];
+        let badg = LnAffine {
+            gamma: &big,
+            beta: &beta,
+        };
+        let (mut q0, _q1b, _) = pair();
+        let mut s = crate::mpc::Session::new(q0.channel(), ok.run(&mut q0, &x, Some(&badg)));
+        assert!(matches!(poll(&mut s), MpcError::InvalidInput(_)));
+        drop(s);
+        let _ = &mut q1;
+        assert!(ok.reference(r, &[0; 7], None).is_empty());
+        // the references never panic, whatever the integers
+        let wild = [
+            i64::MAX,
+            i64::MIN,
+            0,
+            -1,
+            i64::MAX,
+            i64::MIN,
+            1 << 50,
+            -(1 << 50),
+        ];
+        assert_eq!(ok.reference(r, &wild, None).len(), 8);
+        let mb = LayerNorm {
+            kind: LnKind::Mbln { l: 1.0, rd: 1.0 },
+            ..ok
+        };
+        assert_eq!(mb.reference(r, &wild, None).len(), 8);
+        assert!(ok.mbln_local(r, &x).is_err());
+    }
+}
