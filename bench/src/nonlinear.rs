@@ -28,6 +28,8 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
 use veil_core::nn::fixed::{self, ErrStats};
+use veil_core::nn::gelu::{Gelu, GeluKind};
+use veil_core::nn::layernorm::{LayerNorm, LnKind};
 use veil_core::nn::pool::MaxPool;
 use veil_core::nn::quad::{Quad, QuadKind};
 use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
@@ -107,6 +109,24 @@ pub enum Variant {
     SoftmaxAccurate,
     /// EncFormer's MBMax surrogate `(X + c)^5 / R_d` ([`MBMAX_PARAMS`]).
     SoftmaxMbMax,
+    /// GELU, BOLT's piecewise quartic, everything in MPC.
+    GeluBolt,
+    /// GELU, BOLT's form with EncFormer's split: CKKS evaluates the candidates (here they
+    /// are shared in plaintext as the CKKS side would hand them over), MPC compares and
+    /// multiplexes.
+    GeluBoltSplit,
+    /// GELU, GPT-2's tanh form (degree-7 fit), everything in MPC.
+    GeluTanh,
+    /// GELU, exact-erf form (degree-7 fit), everything in MPC.
+    GeluErf,
+    /// LayerNorm: mean, variance, reciprocal square root, products.
+    LnAccurate,
+    /// MBLN `(x − μ)/(l·R_d)` by `LayerNorm::run` (truncation + the owner product: γ private
+    /// to the server; here without affine, the same protocol).
+    LnMbln,
+    /// MBLN in EncFormer's 0-round form (`LayerNorm::mbln_local`: `D` and the public `κ`
+    /// folded into the next CKKS layer; the error is of `κ·D`).
+    LnMblnLocal,
     /// Max pooling by a two-level tree of `max_pair`.
     MaxPool,
     /// Max pooling, then ReLU on the pooled tensor (ReLU + pool fused).
@@ -118,9 +138,16 @@ pub enum Variant {
 }
 
 /// Every variant, in report order.
-pub const ALL_VARIANTS: [Variant; 6] = [
+pub const ALL_VARIANTS: [Variant; 13] = [
     Variant::SoftmaxAccurate,
     Variant::SoftmaxMbMax,
+    Variant::GeluBolt,
+    Variant::GeluBoltSplit,
+    Variant::GeluTanh,
+    Variant::GeluErf,
+    Variant::LnAccurate,
+    Variant::LnMbln,
+    Variant::LnMblnLocal,
     Variant::MaxPool,
     Variant::MaxPoolRelu,
     Variant::QuadSquare,
@@ -136,6 +163,13 @@ pub const ALL_BLOCKS: [&str; 5] = ["softmax", "gelu", "layernorm", "maxpool", "q
 /// above the largest score plus `c`.
 pub const MBMAX_PARAMS: (f64, f64) = (8.0, 9200.0);
 
+/// MBLN's `(l, R_d)` in the benchmark: `l·R_d = 1`, the standard deviation of the unscaled
+/// rows (so `|y| ≤ ~140` on the ×30 rows, below the block's `2^8`).
+pub const MBLN_PARAMS: (f64, f64) = (1.0, 1.0);
+
+/// LayerNorm's `ε` in the benchmark (SPU's script uses the same).
+pub const LN_EPS: f64 = 1e-5;
+
 /// FEnc2's coefficients used by the benchmark: `x²/8 + x/2 + 1/4`.
 pub const QUAD_COEFFS: (f64, f64, f64) = (0.125, 0.5, 0.25);
 
@@ -144,6 +178,10 @@ impl Variant {
     pub fn block(self) -> Block {
         match self {
             Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => Block::Softmax,
+            Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
+                Block::Gelu
+            }
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => Block::LayerNorm,
             Variant::MaxPool | Variant::MaxPoolRelu => Block::MaxPool,
             Variant::QuadSquare | Variant::QuadBeaver => Block::Quad,
         }
@@ -154,6 +192,13 @@ impl Variant {
         match self {
             Variant::SoftmaxAccurate => "accurate",
             Variant::SoftmaxMbMax => "mbmax",
+            Variant::GeluBolt => "bolt",
+            Variant::GeluBoltSplit => "bolt-split",
+            Variant::GeluTanh => "tanh",
+            Variant::GeluErf => "erf",
+            Variant::LnAccurate => "accurate",
+            Variant::LnMbln => "mbln",
+            Variant::LnMblnLocal => "mbln-local",
             Variant::MaxPool => "maxpool",
             Variant::MaxPoolRelu => "maxpool-relu",
             Variant::QuadSquare => "square",
@@ -217,6 +262,32 @@ impl Variant {
         }
     }
 
+    fn gelu(self) -> Gelu {
+        Gelu {
+            kind: match self {
+                Variant::GeluTanh => GeluKind::Tanh,
+                Variant::GeluErf => GeluKind::Erf,
+                _ => GeluKind::Bolt,
+            },
+        }
+    }
+
+    fn layernorm(self, s: &Shapes) -> LayerNorm {
+        LayerNorm {
+            rows: s.layernorm.0,
+            cols: s.layernorm.1,
+            eps: LN_EPS,
+            kind: if self == Variant::LnAccurate {
+                LnKind::Accurate
+            } else {
+                LnKind::Mbln {
+                    l: MBLN_PARAMS.0,
+                    rd: MBLN_PARAMS.1,
+                }
+            },
+        }
+    }
+
     fn quad(self) -> Quad {
         Quad {
             a: QUAD_COEFFS.0,
@@ -236,7 +307,8 @@ impl Variant {
             Block::MaxPool => Self::pool(s).validate(ring),
             Block::Quad => self.quad().validate(ring),
             Block::Softmax => self.softmax(s).validate(ring),
-            _ => Ok(()),
+            Block::Gelu => self.gelu().validate(ring),
+            Block::LayerNorm => self.layernorm(s).validate(ring),
         };
         r.map_err(mpc("the block's parameters"))
     }
@@ -290,6 +362,12 @@ impl Variant {
     fn f64_reference(self, s: &Shapes, x: &[f64]) -> Vec<f64> {
         match self {
             Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => self.softmax(s).f64_reference(x),
+            Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
+                self.gelu().f64_reference(x)
+            }
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => {
+                self.layernorm(s).f64_reference(x, None)
+            }
             Variant::MaxPool => Self::pool(s).f64_reference(x),
             Variant::MaxPoolRelu => Self::pool(s)
                 .f64_reference(x)
@@ -307,16 +385,37 @@ impl Variant {
         p: &mut Party<R>,
         t: &mut dyn Transport,
         inp: &PartyInput,
-    ) -> Result<RingShares, DriverError> {
+    ) -> Result<(RingShares, f64), DriverError> {
         let ch = p.channel();
-        match self {
+        let y = match self {
             Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => {
                 drive(ch, self.softmax(s).run(p, &inp.x), t)
+            }
+            Variant::GeluBolt | Variant::GeluTanh | Variant::GeluErf => {
+                drive(ch, self.gelu().run(p, &inp.x), t)
+            }
+            Variant::GeluBoltSplit => match inp.extra.as_slice() {
+                [f0, f1] => drive(ch, self.gelu().run_split(p, &inp.x, f0, f1), t),
+                _ => Err(DriverError::Protocol(
+                    veil_core::mpc::MpcError::InvalidInput("GELU split needs F0 and F1"),
+                )),
+            },
+            Variant::LnAccurate | Variant::LnMbln => {
+                drive(ch, self.layernorm(s).run(p, &inp.x, None), t)
+            }
+            // Local: wrapped in a session so that its counters and depth are accounted
+            // like the others (0 bytes, 0 rounds). The output is `D` with the public `κ`
+            // (the consumer folds κ into its weights); the error is of `κ·D`.
+            Variant::LnMblnLocal => {
+                let ring = p.config().ring;
+                let ln = self.layernorm(s);
+                return drive(ch, async { ln.mbln_local(ring, &inp.x) }, t);
             }
             Variant::MaxPool => drive(ch, Self::pool(s).run(p, &inp.x), t),
             Variant::MaxPoolRelu => drive(ch, Self::pool(s).run_relu(p, &inp.x), t),
             Variant::QuadSquare | Variant::QuadBeaver => drive(ch, self.quad().run(p, &inp.x), t),
-        }
+        }?;
+        Ok((y, 1.0))
     }
 }
 
@@ -336,6 +435,8 @@ fn unit(g: &mut ChaCha20Rng) -> f64 {
 struct PartyInput {
     /// Its share of the block's input.
     x: RingShares,
+    /// Its shares of further inputs (GELU split: the candidates `F0(x)`, `F1(x)`).
+    extra: Vec<RingShares>,
 }
 
 /// Both parties' inputs of one variant and the plaintext the f64 reference takes.
@@ -351,21 +452,38 @@ fn draw_inputs(v: Variant, s: &Shapes, ring: RingCfg) -> Result<Drawn, BenchErro
     let mut g = ChaCha20Rng::from_rng(OsRng)?;
     let real = v.inputs(s, &mut g);
     let ints: Vec<i64> = real.iter().map(|&x| fixed::encode(x, ring.frac)).collect();
-    let a: Vec<u64> = ints.iter().map(|_| g.next_u64() & ring.mask()).collect();
-    let b: Vec<u64> = ints
-        .iter()
-        .zip(&a)
-        .map(|(&x, &a)| ring.sub(ring.from_signed(x), a))
-        .collect();
+    let x: Vec<f64> = ints.iter().map(|&x| fixed::decode(x, ring.frac)).collect();
+    let mut share = |vals: &[i64]| {
+        let a: Vec<u64> = vals.iter().map(|_| g.next_u64() & ring.mask()).collect();
+        let b: Vec<u64> = vals
+            .iter()
+            .zip(&a)
+            .map(|(&x, &a)| ring.sub(ring.from_signed(x), a))
+            .collect();
+        (RingShares::new(a), RingShares::new(b))
+    };
+    let (x0, x1) = share(&ints);
+    let (mut e0, mut e1) = (Vec::new(), Vec::new());
+    if v == Variant::GeluBoltSplit {
+        // What the CKKS side hands over: F0(x), F1(x) at F bits (clamped into the ring's
+        // signed range; beyond the cutoff they are never selected).
+        let (f0, f1) = v.gelu().candidate_values(&x);
+        let lim = (1i64 << (ring.ell - 2)) - 1;
+        for f in [f0, f1] {
+            let fi: Vec<i64> = f
+                .iter()
+                .map(|&y| fixed::encode(y.clamp(-1e12, 1e12), ring.frac).clamp(-lim, lim))
+                .collect();
+            let (a, b) = share(&fi);
+            e0.push(a);
+            e1.push(b);
+        }
+    }
     Ok(Drawn {
-        x: ints.iter().map(|&x| fixed::decode(x, ring.frac)).collect(),
+        x,
         parts: (
-            PartyInput {
-                x: RingShares::new(a),
-            },
-            PartyInput {
-                x: RingShares::new(b),
-            },
+            PartyInput { x: x0, extra: e0 },
+            PartyInput { x: x1, extra: e1 },
         ),
     })
 }
@@ -378,6 +496,8 @@ struct Measured {
     cots: u64,
     depth: u32,
     out: RingShares,
+    /// Public factor of the output (MBLN's 0-round form: `κ`; else 1).
+    scale: f64,
 }
 
 /// One party's run: setup wall time and statistics, then one [`Measured`] per variant.
@@ -408,7 +528,7 @@ fn party_main(
         let ot0 = p.ot_counts();
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
-        let y = v.run(shapes, &mut p, t, inp).map_err(protocol(format!(
+        let (y, scale) = v.run(shapes, &mut p, t, inp).map_err(protocol(format!(
             "{}/{}",
             v.block().name(),
             v.name()
@@ -435,6 +555,7 @@ fn party_main(
             cots: (ot1.0 - ot0.0) + (ot1.1 - ot0.1),
             depth: p.channel().depth(),
             out: y,
+            scale,
         });
     }
     Ok((setup_s, setup, out))
@@ -538,6 +659,10 @@ pub struct LayerRounds {
     pub mbln: Option<u32>,
     /// `mbmax + gelu_split + 2·mbln`, when all three ran.
     pub total: Option<u32>,
+    /// Rounds of MBLN in EncFormer's 0-round form (`mbln_local`), if it ran.
+    pub mbln_local: Option<u32>,
+    /// `mbmax + gelu_split + 2·mbln_local` (EncFormer's accounting, γ folded into CKKS).
+    pub total_local: Option<u32>,
     /// EncFormer's count: 3 (MBMax) + 4 (GELU) + 0 (MBLN) = 7.
     pub encformer: u32,
 }
@@ -627,7 +752,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 .as_slice()
                 .iter()
                 .zip(b.out.as_slice())
-                .map(|(&u, &w)| fixed::decode(ring.to_signed(ring.add(u, w)), ring.frac))
+                .map(|(&u, &w)| fixed::decode(ring.to_signed(ring.add(u, w)), ring.frac) * a.scale)
                 .collect();
             let want = v.f64_reference(&opts.shapes, &d.x);
             let err = if got.len() == want.len() {
@@ -692,6 +817,13 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 .unwrap_or(f64::NAN)
         ),
         format!(
+            "layernorm: eps {LN_EPS:e}, no affine; mbln (l, R_d) = {MBLN_PARAMS:?}; mbln-local = \
+             EncFormer's 0-round form (D and kappa folded into the next layer)."
+        ),
+        "gelu: bolt-split = EncFormer's split, the candidates F0(x), F1(x) handed over as \
+         shares (CKKS's cost not included)."
+            .into(),
+        format!(
             "quad: FEnc2's a·x²+b·x+c with (a, b, c) = {QUAD_COEFFS:?}, x clamped to ±{:.1}.",
             Variant::QuadSquare.quad().range(ring)
         ),
@@ -719,19 +851,23 @@ fn layer_rounds(rows: &[NonlinearRow], transport: Option<TransportKind>) -> Laye
             .find(|r| Some(r.transport) == transport && r.block == block && r.variant == variant)
             .map(|r| r.rounds)
     };
-    let (mbmax, gelu_split, mbln) = (
+    let (mbmax, gelu_split, mbln, mbln_local) = (
         find(Block::Softmax, "mbmax"),
         find(Block::Gelu, "bolt-split"),
         find(Block::LayerNorm, "mbln"),
+        find(Block::LayerNorm, "mbln-local"),
     );
+    let sum = |c: Option<u32>| match (mbmax, gelu_split, c) {
+        (Some(a), Some(b), Some(c)) => Some(a + b + 2 * c),
+        _ => None,
+    };
     LayerRounds {
         mbmax,
         gelu_split,
         mbln,
-        total: match (mbmax, gelu_split, mbln) {
-            (Some(a), Some(b), Some(c)) => Some(a + b + 2 * c),
-            _ => None,
-        },
+        total: sum(mbln),
+        mbln_local,
+        total_local: sum(mbln_local),
         encformer: 7,
     }
 }
@@ -797,6 +933,13 @@ impl BenchNonlinearReport {
             o(l.mbln),
             o(l.total),
             l.encformer
+        );
+        s += &format!(
+            "  with MBLN's 0-round form (gamma, kappa folded into the next CKKS layer): {} + {} + 2 x {} = {}\n",
+            o(l.mbmax),
+            o(l.gelu_split),
+            o(l.mbln_local),
+            o(l.total_local)
         );
         for n in &self.notes {
             s += n;
@@ -982,10 +1125,16 @@ mod tests {
         };
         let rep = bench_nonlinear(&opts).unwrap();
         assert_eq!(rep.rows.len(), ALL_VARIANTS.len());
+        eprintln!("{}", rep.to_table());
         for r in &rep.rows {
-            assert!(r.bytes_per_elem > 0.0 && r.rounds > 0, "{r:?}");
-            assert!(r.online_rounds + r.offline_rounds >= 1);
+            if r.variant == "mbln-local" {
+                assert!(r.bytes_per_elem == 0.0 && r.rounds == 0, "{r:?}");
+            } else {
+                assert!(r.bytes_per_elem > 0.0 && r.rounds > 0, "{r:?}");
+                assert!(r.online_rounds + r.offline_rounds >= 1);
+            }
         }
+        assert_eq!(rep.layer_rounds.total_local.map(|_| ()), Some(()));
         let row = |b: Block, v: &str| {
             rep.rows
                 .iter()
