@@ -1,4 +1,5 @@
-//! View tests of the nonlinear blocks (`veil_core::nn`): the secret input changes (through the
+//! View tests of the nonlinear blocks (`veil_core::nn`: max pool, softmax accurate and MBMax,
+//! GELU all-MPC and split): the secret input changes (through the
 //! varying party's share, the observer's share fixed) and the messages the other party
 //! receives keep their distribution. Statistics and negative controls: `mpc_common::views`.
 //!
@@ -100,5 +101,61 @@ fn softmax_views() {
         check_block(&name, &a, &b, |p, t, x| {
             drive(p.channel(), sm.run(p, x), t).unwrap();
         });
+    }
+}
+
+#[test]
+fn gelu_views() {
+    use veil_core::nn::gelu::{Gelu, GeluKind};
+    // Secrets on every branch: below −T, in [−T, 0), in [0, T], above T (A) versus their
+    // mirror images and large values (B).
+    let a: Vec<f64> = (0..16).map(|k| (k as f64 - 8.0) * 0.7).collect();
+    let b: Vec<f64> = (0..16)
+        .map(|k| {
+            if k % 2 == 0 {
+                25.0 - k as f64
+            } else {
+                -(k as f64) * 0.3
+            }
+        })
+        .collect();
+    let g = Gelu {
+        kind: GeluKind::Bolt,
+    };
+    check_block("GELU bolt 16", &a, &b, |p, t, x| {
+        drive(p.channel(), g.run(p, x), t).unwrap();
+    });
+    // EncFormer's split: the candidates are further inputs of the varying party; the
+    // observer's shares of them are fixed, like its share of x.
+    let (f0a, f1a) = g.candidate_values(&a);
+    let (f0b, f1b) = g.candidate_values(&b);
+    let cfg = MpcConfig::ENCFORMER;
+    let (o0, [f0_sa, f0_sb]) = shares_of(&cfg, &f0a, &f0b, 6);
+    let (o1, [f1_sa, f1_sb]) = shares_of(&cfg, &f1a, &f1b, 7);
+    let (ox, [xa, xb]) = shares_of(&cfg, &a, &b, 5);
+    for observer_is_p1 in [true, false] {
+        let (va, vb) = views(
+            cfg,
+            observer_is_p1,
+            RUNS,
+            |p, t, alt| {
+                let (x, f0, f1) = if alt {
+                    (&xb, &f0_sb, &f1_sb)
+                } else {
+                    (&xa, &f0_sa, &f1_sa)
+                };
+                drive(p.channel(), g.run_split(p, x, f0, f1), t).unwrap();
+            },
+            |p, t| {
+                drive(p.channel(), g.run_split(p, &ox, &o0, &o1), t).unwrap();
+            },
+        );
+        let who = if observer_is_p1 { "P1" } else { "P0" };
+        check_with(
+            &format!("GELU bolt split 16, {who} view"),
+            &va,
+            &vb,
+            &SHIFTS,
+        );
     }
 }
