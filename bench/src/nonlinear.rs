@@ -522,6 +522,8 @@ fn party_main(
     let setup_s = t0.elapsed().as_secs_f64();
     let setup = p.channel().stats();
     let mut out = Vec::with_capacity(variants.len());
+    let mut bar_progress = progress
+        .map(|(transport, quiet)| Progress::new(&format!("bench nonlinear {transport}"), quiet));
     for (k, (&v, inp)) in variants.iter().zip(inputs).enumerate() {
         bar.wait();
         let before = p.channel().stats();
@@ -537,16 +539,17 @@ fn party_main(
         let cpu_s = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
         if let Some((transport, quiet)) = progress {
-            Progress::new(
-                &format!(
-                    "bench nonlinear {transport} {}/{} {} ({wall_s:.2} s)",
+            if !quiet {
+                eprintln!(
+                    "bench nonlinear {transport}: {}/{} {} done in {wall_s:.2} s",
                     v.block().name(),
                     v.name(),
                     v.shape(shapes)
-                ),
-                quiet,
-            )
-            .update(k + 1, variants.len());
+                );
+            }
+        }
+        if let Some(pr) = bar_progress.as_mut() {
+            pr.update(k + 1, variants.len());
         }
         out.push(Measured {
             wall_s,
