@@ -10,7 +10,7 @@
 //! 2. `v = √c_2·(d'/2^k + h)` at `F' =` [`EXP_FRAC`] `= 20` bits, `h = c_1/(2c_2)`: a
 //!    local product `d'·M` with the public `M = round(√c_2·2^{F'−frac−k+20})`, one
 //!    truncation by 20 bits, plus the public `H = round(√c_2·h·2^{F'})`. Then
-//!    `v ∈ [0.58, 0.73]`.
+//!    `v ∈ [0.55, 0.73]`.
 //! 3. The base `P(u) = c_0 + c_1·u + c_2·u² = v² + g`, `g = c_0 − c_1²/(4c_2)`: one
 //!    squaring ([`Party::square_fx`], `ℓ` COTs, half a product) and a local addition.
 //!    Completing the square makes all three coefficients free at the price of one
@@ -123,7 +123,7 @@ pub fn exp_check(ring: RingCfg, frac: u32) -> Result<()> {
             "exp_neg needs ell >= 2*EXP_FRAC + 3 (43)",
         ));
     }
-    if frac + EXP_HALVINGS > EXP_FRAC + EXP_MBITS {
+    if frac > EXP_FRAC + EXP_MBITS - EXP_HALVINGS {
         return Err(MpcError::InvalidConfig("exp_neg input scale too large"));
     }
     Ok(())
@@ -149,6 +149,10 @@ impl<R: RngCore + CryptoRng> Party<R> {
             return Ok(x);
         }
         let r = self.config().ring;
+        // Checked before the offset `1 << s` (a shift by ≥ 64 would panic).
+        if s >= r.ell - 1 {
+            return Err(MpcError::InvalidInput("shift must be < ell - 1"));
+        }
         let off = match self.config().trunc {
             TruncMode::Exact => 1u64 << (s - 1),
             TruncMode::KnownMsb | TruncMode::FullRange => 1u64 << s,
@@ -200,16 +204,21 @@ pub(crate) async fn exp_neg_with<R: RngCore + CryptoRng>(
 
 /// Plain-integer reference of [`exp_neg`]: the same steps on the same integers with
 /// round-half-up ([`round_shift`]); `d` at `frac` bits, result at [`EXP_FRAC`] bits.
+/// Total: any `d` (far outside the contract its additions wrap in `i64` instead of
+/// panicking), and `0` for an input scale [`exp_check`] rejects (`frac + k > F' + 20`).
 pub fn exp_neg_reference(d: i64, frac: u32) -> i64 {
     exp_neg_reference_with(d, frac, ExpCoeffs::BLOCK)
 }
 
 /// [`exp_neg_reference`] with the given coefficients.
 pub(crate) fn exp_neg_reference_with(d: i64, frac: u32, co: ExpCoeffs) -> i64 {
+    if frac > EXP_FRAC + EXP_MBITS - EXP_HALVINGS {
+        return 0;
+    }
     let (m, h, g) = co.ints(frac);
     let dc = d.max(sat_at(frac));
-    let v = (round_shift(dc as i128 * m as i128, EXP_MBITS) + h) as i128;
-    let mut b = round_shift(v * v, EXP_FRAC) + g;
+    let v = round_shift(dc as i128 * m as i128, EXP_MBITS).wrapping_add(h) as i128;
+    let mut b = round_shift(v * v, EXP_FRAC).wrapping_add(g);
     for _ in 0..EXP_HALVINGS {
         b = round_shift(b as i128 * b as i128, EXP_FRAC);
     }
@@ -294,6 +303,40 @@ mod tests {
             assert!(v >= 0);
         }
         assert!((got[ds.len() - 8] - (1 << EXP_FRAC)).abs() <= 200);
+    }
+
+    #[test]
+    fn exp_reference_is_total_and_trunc_near_rejects_wide_shifts() {
+        let wild = [
+            i64::MIN,
+            -(1 << 50),
+            -1,
+            0,
+            1,
+            1 << 50,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        for frac in [0, 13, 34, 35, 63, 64, 1 << 31, u32::MAX] {
+            for &d in &wild {
+                let _ = exp_neg_reference(d, frac);
+            }
+        }
+        assert!(exp_check(RingCfg::ENCFORMER, u32::MAX).is_err());
+        for s in [RingCfg::ENCFORMER.ell - 1, 64, 65, 200] {
+            let mut p = crate::mpc::Party::new(
+                crate::mpc::PartyId::P0,
+                crate::mpc::MpcConfig::ENCFORMER,
+                rng(1),
+            )
+            .unwrap();
+            let x = RingShares::new(alloc::vec![0; 3]);
+            let mut sess = crate::mpc::Session::new(p.channel(), p.trunc_near(x, s));
+            assert!(matches!(
+                sess.poll(),
+                core::task::Poll::Ready(Err(MpcError::InvalidInput(_)))
+            ));
+        }
     }
 
     #[test]

@@ -448,8 +448,12 @@ impl Gelu {
             .collect()
     }
 
-    /// Plain-integer reference of [`Gelu::run_split`]: exact selection.
+    /// Plain-integer reference of [`Gelu::run_split`]: exact selection (empty if the
+    /// three lengths differ, where [`Gelu::run_split`] fails).
     pub fn reference_split(&self, x: &[i64], f0: &[i64], f1: &[i64]) -> Vec<i64> {
+        if f0.len() != x.len() || f1.len() != x.len() {
+            return Vec::new();
+        }
         let t = self.t_int();
         x.iter()
             .zip(f0.iter().zip(f1))
@@ -938,6 +942,22 @@ mod tests {
                     "control not detected"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn gelu_references_are_total() {
+        let r = RingCfg::ENCFORMER;
+        let wild = [i64::MIN, i64::MIN + 1, -1, 0, 1, 1 << 50, i64::MAX];
+        for kind in KINDS {
+            let gl = Gelu { kind };
+            assert_eq!(gl.reference(r, &wild).len(), wild.len());
+            assert_eq!(gl.reference_split(&wild, &wild, &wild).len(), wild.len());
+            assert!(gl.reference_split(&wild, &wild[1..], &wild).is_empty());
+            assert_eq!(
+                gl.f64_reference(&[f64::NAN, f64::INFINITY, -1e300]).len(),
+                3
+            );
         }
     }
 

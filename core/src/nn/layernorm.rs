@@ -83,7 +83,8 @@
 //! The accurate form's bytes are the square (`ℓ` COTs and `ℓ(ℓ+1)/2` correction bits
 //! per element), the row-broadcast product (`ℓ(ℓ+1)` bits per element), the owner
 //! product (`ℓ(ℓ+1)/2` bits per element) and three 1-COT truncations; the reciprocal
-//! square root is per row (30 comparisons per row, `≈ 40` B/elem at 768 columns).
+//! square root is per row (28 comparisons per row, `S` against `2^{11..=38}`; `≈ 40`
+//! B/elem at 768 columns).
 //! Its 35 online rounds: truncation 2, square 4, [`Rsqrt`] 28, row product 4, owner
 //! product 4, less the overlaps of the phases (the Meter counts causal depth).
 
@@ -95,6 +96,7 @@ use crate::nn::ops::{add, mul_int, sub};
 use crate::nn::rsqrt::Rsqrt;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
+use zeroize::Zeroizing;
 
 /// Which LayerNorm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -124,12 +126,24 @@ pub struct LayerNorm {
 }
 
 /// The checkpoint's affine parameters, held by the server = Party P0 (P1 passes None).
-#[derive(Clone, Copy, Debug)]
+/// They are the server's secret: `Debug` shows only their lengths.
+#[derive(Clone, Copy)]
 pub struct LnAffine<'a> {
     /// `γ`, one per column.
     pub gamma: &'a [f64],
     /// `β`, one per column.
     pub beta: &'a [f64],
+}
+
+impl core::fmt::Debug for LnAffine<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "LnAffine {{ gamma: <{} redacted>, beta: <{} redacted> }}",
+            self.gamma.len(),
+            self.beta.len()
+        )
+    }
 }
 
 /// Largest valid `|x|` (reals): `2^9`.
@@ -326,22 +340,32 @@ impl LayerNorm {
         self.validate(r)?;
         let sc = Scales::of(self.cols);
         let p0 = p.is_p0();
+        // P0's γ and β are the checkpoint's (the server's secret): zeroized on drop.
         let (gam, beta) = if p0 {
             let (g, b) = self.affine_ints(&sc, affine)?;
+            let (g, b) = (Zeroizing::new(g), Zeroizing::new(b));
             (
-                Some(g.iter().map(|&v| r.from_signed(v)).collect::<Vec<u64>>()),
+                Some(Zeroizing::new(
+                    g.iter().map(|&v| r.from_signed(v)).collect::<Vec<u64>>(),
+                )),
                 b,
             )
         } else {
-            (None, Vec::new())
+            (None, Zeroizing::new(Vec::new()))
         };
         let d = self.centered(r, x)?;
         let n = d.len();
         let y = match self.kind {
             LnKind::Mbln { .. } => {
                 let d1 = p.trunc_round(d, sc.t).await?;
-                p.mul_owned_fx(&d1, gam.as_deref(), PartyId::P0, self.cols, FMB)
-                    .await?
+                p.mul_owned_fx(
+                    &d1,
+                    gam.as_ref().map(|g| g.as_slice()),
+                    PartyId::P0,
+                    self.cols,
+                    FMB,
+                )
+                .await?
             }
             LnKind::Accurate => {
                 let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
@@ -359,8 +383,14 @@ impl LayerNorm {
                 }
                 let g = self.rsqrt(&sc).run(p, &s).await?;
                 let z = p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - FZO).await?;
-                p.mul_owned_fx(&z, gam.as_deref(), PartyId::P0, self.cols, FZO + FGAM - 13)
-                    .await?
+                p.mul_owned_fx(
+                    &z,
+                    gam.as_ref().map(|g| g.as_slice()),
+                    PartyId::P0,
+                    self.cols,
+                    FZO + FGAM - 13,
+                )
+                .await?
             }
         };
         if !p0 || beta.iter().all(|&b| b == 0) {
@@ -407,7 +437,9 @@ impl LayerNorm {
                 LnKind::Mbln { .. } => {
                     for (c, &dv) in d.iter().enumerate() {
                         let d1 = fixed::round_shift(dv, sc.t) as i128;
-                        out.push(fixed::round_shift(d1 * gam[c] as i128, FMB) + beta[c]);
+                        out.push(
+                            fixed::round_shift(d1 * gam[c] as i128, FMB).wrapping_add(beta[c]),
+                        );
                     }
                 }
                 LnKind::Accurate => {
@@ -424,7 +456,10 @@ impl LayerNorm {
                     for (c, &dv) in d.iter().enumerate() {
                         let dz = fixed::round_shift(dv << (FZ - FH), sh) as i128;
                         let z = fixed::round_shift(dz * g, FZ + sc.fg - FZO) as i128;
-                        out.push(fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13) + beta[c]);
+                        out.push(
+                            fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13)
+                                .wrapping_add(beta[c]),
+                        );
                     }
                 }
             }
@@ -432,9 +467,15 @@ impl LayerNorm {
         out
     }
 
-    /// The exact function (population variance, as in PyTorch's `LayerNorm`).
+    /// The exact function (population variance, as in PyTorch's `LayerNorm`); empty
+    /// when `x` is not `rows × cols` or the affine lengths are not `cols`.
     pub fn f64_reference(&self, x: &[f64], affine: Option<&LnAffine<'_>>) -> Vec<f64> {
-        let cols = self.cols.max(1);
+        let bad_affine =
+            affine.is_some_and(|a| a.gamma.len() != self.cols || a.beta.len() != self.cols);
+        if self.cols == 0 || self.rows.checked_mul(self.cols) != Some(x.len()) || bad_affine {
+            return Vec::new();
+        }
+        let cols = self.cols;
         let mut out = Vec::with_capacity(x.len());
         for row in x.chunks(cols) {
             let mu = row.iter().sum::<f64>() / cols as f64;
@@ -863,6 +904,75 @@ mod tests {
     }
 
     #[test]
+    fn references_with_beta_never_panic_and_debug_hides_the_affine() {
+        let r = RingCfg::ENCFORMER;
+        // Row [a, b, b, b]: D = 3(a − b), ⌊D/4⌉ = i64::MAX; with γ = 1 (MBLN, l·R_d = 1)
+        // the output before β is i64::MAX, and + β used to overflow.
+        let (a, b) = (7_686_143_364_045_646_505i64, -(1i64 << 62));
+        let gamma = [1.0; 4];
+        let beta = [1.0; 4];
+        let aff = LnAffine {
+            gamma: &gamma,
+            beta: &beta,
+        };
+        for kind in [LnKind::Mbln { l: 1.0, rd: 1.0 }, LnKind::Accurate] {
+            let ln = LayerNorm {
+                rows: 3,
+                cols: 4,
+                eps: 1e-5,
+                kind,
+            };
+            let x = [
+                a,
+                b,
+                b,
+                b,
+                i64::MAX,
+                i64::MIN,
+                0,
+                -1,
+                i64::MIN,
+                i64::MIN,
+                5,
+                7,
+            ];
+            assert_eq!(ln.reference(r, &x, Some(&aff)).len(), 12);
+        }
+        let secret = [0.123_456_789; 4];
+        let s = alloc::format!(
+            "{:?}",
+            LnAffine {
+                gamma: &secret,
+                beta: &secret
+            }
+        );
+        assert!(!s.contains("0.123"), "{s}");
+    }
+
+    #[test]
+    fn no_rows_and_single_columns() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(77);
+        for kind in [LnKind::Accurate, LnKind::Mbln { l: 1.0, rd: 2.0 }] {
+            for (rows, cols) in [(0usize, 4usize), (3, 1)] {
+                let ln = LayerNorm {
+                    rows,
+                    cols,
+                    eps: 1e-5,
+                    kind,
+                };
+                let xs = enc(&alloc::vec![1.5; rows * cols]);
+                let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g);
+                let want = ln.reference(r, &xs, None);
+                assert_eq!(got.len(), rows * cols);
+                // One column: x − μ = 0, so y = β = 0 (up to the faithful truncations).
+                assert_within(&got, &want, 2, "LayerNorm edge shape");
+                assert!(got.iter().all(|&v| v.abs() <= 2), "{got:?}");
+            }
+        }
+    }
+
+    #[test]
     fn typed_errors_on_bad_shapes() {
         let r = RingCfg::ENCFORMER;
         let ok = LayerNorm {
@@ -919,6 +1029,14 @@ mod tests {
         drop(s);
         let _ = &mut q1;
         assert!(ok.reference(r, &[0; 7], None).is_empty());
+        assert!(ok.f64_reference(&[0.0; 7], None).is_empty());
+        assert!(ok.f64_reference(&[0.0; 8], Some(&bad)).is_empty());
+        assert_eq!(ok.f64_reference(&[0.0; 8], None).len(), 8);
+        let huge = LayerNorm {
+            rows: usize::MAX,
+            ..ok
+        };
+        assert!(huge.f64_reference(&[0.0; 8], None).is_empty());
         // the references never panic, whatever the integers
         let wild = [
             i64::MAX,

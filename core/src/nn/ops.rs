@@ -106,6 +106,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
             return Ok(x);
         }
         let r = self.config().ring;
+        // Checked here, before the offset `1 << (s − 1)` (a shift by ≥ 64 would panic).
+        if s >= r.ell - 1 {
+            return Err(crate::mpc::MpcError::InvalidInput(
+                "shift must be < ell - 1",
+            ));
+        }
         if self.is_p0() {
             for v in x.as_mut_slice() {
                 *v = r.add(*v, 1u64 << (s - 1));
@@ -177,7 +183,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
     ) -> Result<RingShares> {
         let r = self.config().ring;
         let rows = y.len();
-        expect_len("mul_rows_fx matrix (rows·cols)", rows * cols, x.len())?;
+        let n = rows
+            .checked_mul(cols)
+            .ok_or(crate::mpc::MpcError::InvalidInput(
+                "mul_rows_fx shape overflows",
+            ))?;
+        expect_len("mul_rows_fx matrix (rows·cols)", n, x.len())?;
         let e = r.ell as usize;
         let ch = self.channel();
         let width = CorrWidths::Gilboa {
@@ -243,7 +254,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 "the owner of w must provide it",
             ))?;
             expect_len("mul_owned_fx vector w", cols, w.len())?;
-            let w: Vec<u64> = w.iter().map(|&v| v & r.mask()).collect();
+            let w: Zeroizing<Vec<u64>> = Zeroizing::new(w.iter().map(|&v| v & r.mask()).collect());
             let rb = self.ot()?.recv(&ch, bit_major(&w, r.ell)).await?;
             let t = self.cot_recv_wide::<WideCorr>(&rb, rows, width).await?;
             // t is indexed (i·cols + c)·rows + row: column-major within each bit.
@@ -329,7 +340,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
     }
 
     /// `min(max(x, lo), hi)` for public signed ring integers (either bound optional,
-    /// `lo ≤ hi`): `x + ReLU(lo − x) − ReLU(x − hi)`, both ReLUs in one batch. Exact for
+    /// `lo ≤ hi`, both in `[−2^{ℓ−1}, 2^{ℓ−1})`, else `InvalidInput`): `x + ReLU(lo − x) − ReLU(x − hi)`, both ReLUs in one batch. Exact for
     /// `|x − lo|, |x − hi| < 2^{ℓ−1}`.
     pub async fn clamp(
         &mut self,
@@ -342,6 +353,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
             if l > h {
                 return Err(crate::mpc::MpcError::InvalidInput("clamp needs lo <= hi"));
             }
+        }
+        // Bounds beyond the ring's signed range would wrap (and `−i64::MIN` overflow).
+        let half = 1i128 << (r.ell - 1);
+        if [lo, hi]
+            .into_iter()
+            .flatten()
+            .any(|b| !(-half..half).contains(&(b as i128)))
+        {
+            return Err(crate::mpc::MpcError::InvalidInput(
+                "clamp bounds must lie in the ring's signed range",
+            ));
         }
         let p0 = self.is_p0();
         let n = x.len();
@@ -440,6 +462,119 @@ mod tests {
                 .collect();
             assert_within(&open(r, &o0, &o1), &want, 1, "mul_owned_fx");
         }
+    }
+
+    /// Polls one party's step once: it must fail at once with a typed error.
+    fn fails_at_once<T: core::fmt::Debug>(
+        ch: crate::mpc::Channel,
+        fut: impl core::future::Future<Output = Result<T>>,
+    ) -> crate::mpc::MpcError {
+        let mut s = crate::mpc::Session::new(ch, fut);
+        match s.poll() {
+            core::task::Poll::Ready(Err(e)) => e,
+            other => panic!("expected an immediate error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_shifts_and_shapes_are_typed_errors() {
+        // A failed step poisons its channel: a fresh (not set up) party per case; the
+        // checks come before any OT.
+        let fresh = |id| Party::new(id, crate::mpc::MpcConfig::ENCFORMER, rng(9)).unwrap();
+        let r = RingCfg::ENCFORMER;
+        let x = RingShares::new(alloc::vec![0; 4]);
+        // Shifts the truncation rejects, including ones at or beyond 64 bits (the
+        // rounding offset 1 << (s − 1) used to panic before the check).
+        for s in [r.ell - 1, 64, 65, 200] {
+            for id in [PartyId::P0, PartyId::P1] {
+                let mut p = fresh(id);
+                let e = fails_at_once(p.channel(), p.trunc_round(x.clone(), s));
+                assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+            }
+        }
+        // rows·cols overflowing usize, and a plain mismatch.
+        let y = RingShares::new(alloc::vec![0; 2]);
+        let mut p = fresh(PartyId::P0);
+        let e = fails_at_once(p.channel(), p.mul_rows_fx(&x, &y, usize::MAX, 13));
+        assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+        let mut p = fresh(PartyId::P1);
+        let e = fails_at_once(p.channel(), p.mul_rows_fx(&x, &y, 3, 13));
+        assert!(
+            matches!(e, crate::mpc::MpcError::LengthMismatch { .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn clamp_rejects_bounds_outside_the_ring() {
+        let fresh = |id| Party::new(id, crate::mpc::MpcConfig::ENCFORMER, rng(9)).unwrap();
+        let x = RingShares::new(alloc::vec![0; 4]);
+        let big = 1i64 << (RingCfg::ENCFORMER.ell - 1);
+        for (lo, hi) in [
+            (None, Some(i64::MIN)),
+            (Some(i64::MIN), None),
+            (Some(-big - 1), Some(0)),
+            (Some(0), Some(big)),
+        ] {
+            let mut p = fresh(PartyId::P0);
+            let e = fails_at_once(p.channel(), p.clamp(&x, lo, hi));
+            assert!(matches!(e, crate::mpc::MpcError::InvalidInput(_)), "{e:?}");
+        }
+    }
+
+    #[test]
+    fn empty_inputs_and_single_columns() {
+        let (mut p0, mut p1, r) = pair();
+        let e = RingShares::new(Vec::new());
+        let (a, b) = both!(
+            p0,
+            p1,
+            p0.square_fx(&e, 13).await,
+            p1.square_fx(&e, 13).await
+        );
+        assert!(a.is_empty() && b.is_empty());
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.mul_rows_fx(&e, &e, 5, 13).await,
+            p1.mul_rows_fx(&e, &e, 5, 13).await
+        );
+        assert!(a.is_empty());
+        let w = [r.from_signed(8192); 3];
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.mul_owned_fx(&e, Some(&w), PartyId::P0, 3, 13).await,
+            p1.mul_owned_fx(&e, None, PartyId::P0, 3, 13).await
+        );
+        assert!(a.is_empty());
+        let (a, _) = both!(p0, p1, p0.max_rows(&e, 4).await, p1.max_rows(&e, 4).await);
+        assert!(a.is_empty());
+        let (a, _) = both!(
+            p0,
+            p1,
+            p0.clamp(&e, Some(-1), Some(1)).await,
+            p1.clamp(&e, Some(-1), Some(1)).await
+        );
+        assert!(a.is_empty());
+        // cols = 1: a column vector times its row values.
+        let mut g = rng(4);
+        let xs = uniform(&mut g, 6, 4.0, r.frac);
+        let ys = uniform(&mut g, 6, 4.0, r.frac);
+        let (x0, x1) = share(r, &xs, &mut g);
+        let (y0, y1) = share(r, &ys, &mut g);
+        let (m0, m1) = both!(
+            p0,
+            p1,
+            p0.mul_rows_fx(&x0, &y0, 1, r.frac).await,
+            p1.mul_rows_fx(&x1, &y1, 1, r.frac).await
+        );
+        let want: Vec<i64> = xs
+            .iter()
+            .zip(&ys)
+            .map(|(&a, &b)| fixed::mul(a, b, r.frac))
+            .collect();
+        assert_within(&open(r, &m0, &m1), &want, 1, "mul_rows_fx cols = 1");
     }
 
     #[test]

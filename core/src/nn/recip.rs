@@ -37,8 +37,12 @@
 //! # Range
 //!
 //! Valid for `s ∈ [15/16, 2^{J+1})` (below `1` the normalization gives `s' = s` and
-//! `|ε| ≤ 0.105`, still convergent to `< 1.5·10^{-8}`). Requires `J ≤ frac`,
-//! `2·frac + 1 ≤ ℓ − 2` and `J + frac + 1 ≤ ℓ − 2` ([`recip_check`]).
+//! `|ε| ≤ 0.105`, still convergent to `< 1.5·10^{-8}`). Outside that range the result
+//! is meaningless (nothing saturates: `s ≥ 2^{J+1}` gives `s' ≥ 2` and a divergent
+//! series); callers guarantee the range (the softmax's row sums lie in
+//! `[1 − 2^{−13}, 1.0002·cols]`). Requires `J ≤ frac`,
+//! `2·frac + 1 ≤ ℓ − 2` and `J + frac + 2 ≤ ℓ − 2` ([`recip_check`]: the truncation
+//! of `2z < 2^{J+2+frac}` must stay within the `KnownMsb` bound `2^{ℓ−2}`).
 
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::{Party, RingCfg, RingShares};
@@ -60,9 +64,9 @@ pub const RECIP_REF_ULPS: i64 = 4;
 /// Checks the scale and the threshold count (see the module doc).
 pub fn recip_check(ring: RingCfg, frac: u32, j: u32) -> Result<()> {
     let lim = ring.ell.saturating_sub(2);
-    if j > frac || 2 * frac + 1 > lim || j + frac + 1 > lim {
+    if j > frac || 2 * frac + 1 > lim || j + frac + 2 > lim {
         return Err(MpcError::InvalidConfig(
-            "recip needs J <= frac, 2*frac + 1 <= ell - 2, J + frac + 1 <= ell - 2",
+            "recip needs J <= frac, 2*frac + 1 <= ell - 2, J + frac + 2 <= ell - 2",
         ));
     }
     Ok(())
@@ -112,7 +116,7 @@ pub(crate) async fn recip_with<R: RngCore + CryptoRng>(
     let z = p.mul_fx(s, &pw, 0).await?;
     let mut zz = mul_int(r, &z, 2).into_vec();
     zz.extend_from_slice(z.as_slice());
-    let zz = p.trunc_near(RingShares::new(zz), j + 1).await?.into_vec();
+    let zz = zeroize::Zeroizing::new(p.trunc_near(RingShares::new(zz), j + 1).await?.into_vec());
     let (s1, half) = zz.split_at(n);
     let (s1, half) = (RingShares::new(s1.to_vec()), RingShares::new(half.to_vec()));
     // 3. y0 = a − s'/2.
@@ -160,13 +164,18 @@ async fn mul_cat<R: RngCore + CryptoRng>(
     Ok(p.trunc_near(z, s).await?.into_vec())
 }
 
-/// Plain-integer reference of [`recip`] (round half up, exact comparisons).
+/// Plain-integer reference of [`recip`] (round half up, exact comparisons). Total:
+/// any `s` (the additions wrap in `i64` far outside the range), and `0` for
+/// parameters no ring accepts (`J > frac`, `2·frac + 1 > 62` or `J + frac + 2 > 62`).
 pub fn recip_reference(s: i64, frac: u32, j: u32) -> i64 {
     recip_reference_with(s, frac, j, RECIP_Y0)
 }
 
 /// [`recip_reference`] with the initial-line constant `a`.
 pub(crate) fn recip_reference_with(s: i64, frac: u32, j: u32, a: f64) -> i64 {
+    if j > frac || 2 * frac + 1 > 62 || j + frac + 2 > 62 {
+        return 0;
+    }
     let one = 1i64 << frac;
     let mul = |x: i64, y: i64, sh: u32| round_shift(x as i128 * y as i128, sh);
     let pw: i64 = 1
@@ -177,12 +186,12 @@ pub(crate) fn recip_reference_with(s: i64, frac: u32, j: u32, a: f64) -> i64 {
     let z = s as i128 * pw as i128;
     let s1 = round_shift(2 * z, j + 1);
     let half = round_shift(z, j + 1);
-    let y0 = encode(a, frac) - half;
-    let eps = one - mul(s1, y0, frac);
+    let y0 = encode(a, frac).wrapping_sub(half);
+    let eps = one.wrapping_sub(mul(s1, y0, frac));
     let mut q = mul(y0 << (frac - j), pw, frac);
     let mut e = eps;
     for i in 0..3 {
-        let qn = mul(q, one + e, frac);
+        let qn = mul(q, one.wrapping_add(e), frac);
         if i < 2 {
             e = mul(e, e, frac);
         }
@@ -268,6 +277,36 @@ mod tests {
         let e = errors(&v, &run(&v, 1.2));
         eprintln!("recip with a = 1.2: max {:.3e}", e.max_abs);
         assert!(e.max_abs > RECIP_ULPS as f64 * decode(1, FRAC) + 7.1e-10);
+    }
+
+    #[test]
+    fn recip_rejects_a_normalization_beyond_the_truncation_bound() {
+        // 2z < 2^{J+2+frac} (plus the offset) must stay below 2^{ℓ−2} = 2^41.
+        let r = RingCfg::ENCFORMER;
+        assert!(recip_check(r, 20, 19).is_ok());
+        assert!(recip_check(r, 20, 20).is_err());
+        assert!(recip_check(r, 19, 19).is_ok());
+    }
+
+    #[test]
+    fn recip_reference_is_total() {
+        let wild = [i64::MIN, i64::MIN + 1, -1, 0, 1, 1 << 40, 1 << 62, i64::MAX];
+        for (frac, j) in [
+            (20, 7),
+            (20, 0),
+            (20, 19),
+            (0, 0),
+            (5, 7),
+            (62, 0),
+            (64, 3),
+            (300, 200),
+        ] {
+            for &s in &wild {
+                let _ = recip_reference(s, frac, j);
+            }
+        }
+        // Valid inputs are unchanged by the guards.
+        assert_eq!(recip_reference(1 << FRAC, FRAC, J), 1 << FRAC);
     }
 
     #[test]

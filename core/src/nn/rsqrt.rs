@@ -73,11 +73,17 @@ pub struct Rsqrt {
 }
 
 impl Rsqrt {
-    /// Checks the parameters: `1 ≤ lo < hi ≤ 40`, `mult > 0` finite, and the largest
-    /// output `mult·2^{(frac_in − lo)/2}` below `2^{38}` at `frac_out` bits.
+    /// Checks the parameters: `1 ≤ lo < hi ≤ 40`, `frac_in, frac_out ≤ 62`, `mult > 0`
+    /// finite, and the largest output `mult·2^{(frac_in − lo)/2}` below `2^{38}` at
+    /// `frac_out` bits.
     pub fn validate(&self) -> Result<()> {
         if self.lo == 0 || self.lo >= self.hi || self.hi > NORM + 1 {
             return Err(MpcError::InvalidConfig("rsqrt needs 1 <= lo < hi <= 40"));
+        }
+        if self.frac_in > 62 || self.frac_out > 62 {
+            return Err(MpcError::InvalidConfig(
+                "rsqrt needs frac_in, frac_out <= 62",
+            ));
         }
         if !(self.mult.is_finite() && self.mult > 0.0) {
             return Err(MpcError::InvalidConfig("rsqrt multiplier must be positive"));
@@ -110,6 +116,7 @@ impl Rsqrt {
     }
 
     /// `mult/√v` of shared `v` (one value per element; see the module documentation).
+    /// Needs a ring of `ℓ ≥ 43` (else `InvalidConfig`).
     pub async fn run<R: RngCore + CryptoRng>(
         &self,
         p: &mut Party<R>,
@@ -117,6 +124,10 @@ impl Rsqrt {
     ) -> Result<RingShares> {
         self.validate()?;
         let r = p.ring();
+        // The normalization product reaches 2^{40} and the comparisons 2^{41}.
+        if r.ell < NORM + 4 {
+            return Err(MpcError::InvalidConfig("rsqrt needs ell >= 43"));
+        }
         let p0 = p.is_p0();
         let n = v.len();
         let (lo, hi) = (self.lo, self.hi);
@@ -263,8 +274,11 @@ impl Rsqrt {
             .collect()
     }
 
-    /// The exact function on the clamped input.
+    /// The exact function on the clamped input (empty if the parameters are invalid).
     pub fn f64_reference(&self, v: &[i64]) -> Vec<f64> {
+        if self.validate().is_err() {
+            return Vec::new();
+        }
         v.iter()
             .map(|&x| {
                 let vc = x.clamp(1i64 << self.lo, 1i64 << self.hi);
@@ -349,6 +363,70 @@ mod tests {
             worst_rel = worst_rel.max(rel);
         }
         eprintln!("rsqrt: max rel err {worst_rel:.3e}, max |protocol − reference| {worst_ulp} ulp (bound 4 + g·2^-16)");
+    }
+
+    #[test]
+    fn rsqrt_rejects_absurd_scales_and_its_references_never_panic() {
+        let ok = Rsqrt {
+            frac_in: 16,
+            lo: 11,
+            hi: 38,
+            mult: 1.0,
+            frac_out: 20,
+        };
+        // frac_out as i32 used to wrap negative, pass the check, then overflow
+        // (or loop forever) computing the constants.
+        for frac_out in [u32::MAX - 5, 1 << 31, 200] {
+            let b = Rsqrt { frac_out, ..ok };
+            assert!(b.validate().is_err());
+            assert!(b.reference(&[1 << 20]).is_empty());
+        }
+        assert!(Rsqrt {
+            frac_in: u32::MAX,
+            ..ok
+        }
+        .validate()
+        .is_err());
+        // lo > hi (or shifts ≥ 64) in the f64 reference: empty, no panic.
+        for bad in [
+            Rsqrt {
+                lo: 30,
+                hi: 20,
+                ..ok
+            },
+            Rsqrt {
+                lo: 1,
+                hi: 70,
+                ..ok
+            },
+        ] {
+            assert!(bad.f64_reference(&[5, 1 << 30]).is_empty());
+        }
+        let wild = [i64::MIN, -1, 0, 1, i64::MAX];
+        assert_eq!(ok.reference(&wild).len(), 5);
+        assert_eq!(ok.f64_reference(&wild).len(), 5);
+    }
+
+    #[test]
+    fn rsqrt_rejects_a_small_ring() {
+        let cfg = crate::mpc::MpcConfig {
+            ring: crate::mpc::RingCfg::new(40, 13).unwrap(),
+            ..crate::mpc::MpcConfig::ENCFORMER
+        };
+        let mut p = crate::mpc::Party::new(crate::mpc::PartyId::P0, cfg, rng(1)).unwrap();
+        let rs = Rsqrt {
+            frac_in: 16,
+            lo: 11,
+            hi: 38,
+            mult: 1.0,
+            frac_out: 20,
+        };
+        let v = RingShares::new(alloc::vec![1 << 20; 2]);
+        let mut s = crate::mpc::Session::new(p.channel(), rs.run(&mut p, &v));
+        assert!(matches!(
+            s.poll(),
+            core::task::Poll::Ready(Err(MpcError::InvalidConfig(_)))
+        ));
     }
 
     #[test]

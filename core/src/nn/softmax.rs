@@ -411,7 +411,7 @@ impl Softmax {
             match (self.kind, mb) {
                 (SoftmaxKind::MbMax { .. }, Some(k)) => {
                     for (o, &xi) in o.iter_mut().zip(v) {
-                        let a = (xi + k.c).clamp(-k.a, k.a);
+                        let a = xi.saturating_add(k.c).clamp(-k.a, k.a);
                         let b = round_shift(a as i128 * k.k as i128, MBMAX_KBITS);
                         let b2 = round_shift(b as i128 * b as i128, f);
                         let b4 = round_shift(b2 as i128 * b2 as i128, f);
@@ -422,7 +422,7 @@ impl Softmax {
                     let m = v.iter().copied().max().unwrap_or(0);
                     let e: Vec<i64> = v
                         .iter()
-                        .map(|&xi| exp_neg_reference_with(xi - m, f, co))
+                        .map(|&xi| exp_neg_reference_with(xi.saturating_sub(m), f, co))
                         .collect();
                     let s: i64 = e.iter().sum();
                     let inv = recip_reference_with(s, EXP_FRAC, ceil_log2(self.cols), y0);
@@ -439,7 +439,7 @@ impl Softmax {
     /// `(clamp(x + c, ±A) )^5 / R_d` (the formula with the block's saturation, `A`
     /// from the ring [`RingCfg::ENCFORMER`]'s constants); empty on invalid input.
     pub fn f64_reference(&self, x: &[f64]) -> Vec<f64> {
-        if x.len() != self.rows * self.cols || self.rows == 0 || self.cols == 0 {
+        if self.rows.checked_mul(self.cols) != Some(x.len()) || self.rows == 0 || self.cols == 0 {
             return Vec::new();
         }
         let lens = if self.validate(RingCfg::ENCFORMER).is_ok() {
@@ -538,6 +538,52 @@ mod tests {
     use crate::nn::testkit::*;
     use rand_core::RngCore;
     use std::eprintln;
+
+    #[test]
+    fn references_are_total_and_huge_rows_are_rejected() {
+        let r = RingCfg::ENCFORMER;
+        let wild = [
+            i64::MIN,
+            i64::MAX,
+            0,
+            -1,
+            i64::MAX,
+            i64::MIN + 1,
+            1 << 50,
+            -(1 << 50),
+        ];
+        for kind in [
+            SoftmaxKind::Accurate,
+            SoftmaxKind::MbMax { c: 3.0, rd: 2.0 },
+        ] {
+            for mask in [Mask::None, Mask::Causal, Mask::Padding { valid: 1 }] {
+                let sm = Softmax {
+                    rows: 4,
+                    cols: 2,
+                    mask,
+                    kind,
+                };
+                assert_eq!(sm.reference(r, &wild).len(), 8);
+            }
+        }
+        // The reciprocal's normalization needs ⌈log2 cols⌉ + 20 + 2 ≤ ℓ − 2.
+        let big = |cols| Softmax {
+            rows: 1,
+            cols,
+            mask: Mask::None,
+            kind: SoftmaxKind::Accurate,
+        };
+        assert!(big(1 << 19).validate(r).is_ok());
+        assert!(big((1 << 19) + 1).validate(r).is_err());
+        assert!(big(1 << 20).validate(r).is_err());
+        // A shape whose size overflows: empty, no panic.
+        let huge = Softmax {
+            rows: usize::MAX,
+            ..big(2)
+        };
+        assert!(huge.f64_reference(&[0.0; 2]).is_empty());
+        assert!(huge.reference(r, &[0; 2]).is_empty());
+    }
 
     /// Opens the protocol's output on `xs` (signed at `F`).
     fn run(sm: &Softmax, xs: &[i64], co: ExpCoeffs, y0: f64) -> Vec<i64> {
