@@ -1,9 +1,10 @@
-//! Veil's benchmarks: what `veil bench ckks|mpc|scp|convert` runs, plus the per-module criterion
+//! Veil's benchmarks: what `veil bench ckks|mpc|nonlinear|scp|convert` runs, plus the per-module criterion
 //! benches in `benches/`.
 //!
 //! - [`ckks`]: per-primitive latency and precision of RNS-CKKS (result names shared with the peer
 //!   scripts);
 //! - [`mpc`]: two-party MPC primitives over the in-memory and TCP links;
+//! - [`nonlinear`]: the nonlinear MPC blocks of `veil_core::nn` at BERT-base shapes, beside SPU;
 //! - [`scp`]: operation counts of the Transformer attention kernels (EncFormer Table II) and a
 //!   timed, checked real run;
 //! - [`convert`]: CKKS↔MPC conversion (EncFormer Table VII), with a two-process run over an
@@ -19,6 +20,7 @@ pub mod convert;
 mod error;
 pub mod mpc;
 pub mod netem;
+pub mod nonlinear;
 pub mod peers;
 pub mod progress;
 pub mod scp;

@@ -47,6 +47,12 @@ pub const SPU_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, measured 2
      project machine at n = 65536 (not this run; ../shared/peers/mpc: times of the quiet re-run, bytes and \
      rounds from its README table)";
 
+/// The label of [`PeerFigures::spu_nonlinear_reference`].
+pub const SPU_NONLINEAR_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, measured \
+     2026-11-30 on the project machine (not this run; ../shared/peers/mpc/README.md table: softmax \
+     12x128x128, GELU (tanh) 128x3072, LayerNorm (no affine) 128x768; rounds from a 200 ms added \
+     delay, softmax ~308-323)";
+
 impl PeerFigures {
     /// SecretFlow SPU 0.9.5 Cheetah at `n = 2^16`, FM64, measured 2026-11-30 on the project's
     /// 2-core machine with `../shared/peers/mpc/bench_spu.py` (2 processes, brpc, loopback).
@@ -65,6 +71,37 @@ impl PeerFigures {
             source: SPU_REFERENCE_SOURCE.into(),
             live: false,
             n: 1 << 16,
+            figures: rows
+                .iter()
+                .map(|&(op, t, b, r)| {
+                    (
+                        op.to_string(),
+                        PeerFigure {
+                            time_s: Some(t),
+                            bytes_per_elem: Some(b),
+                            rounds: Some(r),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// SecretFlow SPU 0.9.5 Cheetah on the shaped blocks of `bench_spu.py` (softmax over rows,
+    /// its tanh GELU, LayerNorm without affine) at BERT-base shapes, measured 2026-11-30 on the
+    /// project's 2-core machine: the table of `../shared/peers/mpc/README.md` (times of a noisy
+    /// machine; rounds estimated from an added 200 ms delay, softmax's ~308–323 quoted at its
+    /// lower end).
+    pub fn spu_nonlinear_reference() -> Self {
+        let rows: [(&str, f64, f64, u32); 3] = [
+            ("softmax_12x128x128", 174.6, 4047.0, 308),
+            ("gelu_128x3072", 88.2, 2777.0, 172),
+            ("layernorm_128x768", 2.81, 454.0, 72),
+        ];
+        PeerFigures {
+            source: SPU_NONLINEAR_REFERENCE_SOURCE.into(),
+            live: false,
+            n: 0,
             figures: rows
                 .iter()
                 .map(|&(op, t, b, r)| {
@@ -100,25 +137,7 @@ impl PeerFigures {
     /// `/tmp/veil-peers/spu/bin/python`, where the peer README installs it). Rounds are not
     /// measured by a plain run (they need a second run with an added delay), so they are `None`.
     pub fn spu_live(peers_dir: &Path, n: usize, ops: &[&str]) -> Result<Self, BenchError> {
-        let peer = "SPU";
-        let script = peers_dir.join("mpc").join("bench_spu.py");
-        if !script.is_file() {
-            return Err(BenchError::Peer {
-                peer,
-                reason: format!("{} not found", script.display()),
-            });
-        }
-        let python = std::env::var("VEIL_SPU_PYTHON")
-            .unwrap_or_else(|_| "/tmp/veil-peers/spu/bin/python".into());
-        if !Path::new(&python).is_file() {
-            return Err(BenchError::Peer {
-                peer,
-                reason: format!(
-                    "no SPU Python at {python} (see {}/mpc/README.md, or set VEIL_SPU_PYTHON)",
-                    peers_dir.display()
-                ),
-            });
-        }
+        let (python, script) = spu_paths(peers_dir)?;
         let shared: Vec<&str> = ops
             .iter()
             .copied()
@@ -132,50 +151,7 @@ impl PeerFigures {
                 figures: BTreeMap::new(),
             });
         }
-        let out = std::env::temp_dir().join(format!("veil-spu-{}.json", std::process::id()));
-        eprintln!(
-            "veil: running SPU Cheetah on {} (n = {n})",
-            shared.join(",")
-        );
-        let st = Command::new(&python)
-            .arg(&script)
-            .args(["--protocols", "CHEETAH", "--ops", &shared.join(",")])
-            .args(["--n", &n.to_string()])
-            .arg("--out")
-            .arg(&out)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .map_err(io(format!("running {}", script.display())))?;
-        if !st.success() {
-            return Err(BenchError::Peer {
-                peer,
-                reason: format!("bench_spu.py failed ({st})"),
-            });
-        }
-        let text =
-            std::fs::read_to_string(&out).map_err(io(format!("reading {}", out.display())))?;
-        let _ = std::fs::remove_file(&out);
-        let doc: serde_json::Value =
-            serde_json::from_str(&text).map_err(|source| BenchError::Report {
-                from: "bench_spu.py".into(),
-                line: text.chars().take(80).collect(),
-                source,
-            })?;
-        let version = doc["spu_version"].as_str().unwrap_or("?").to_string();
-        let mut figures = BTreeMap::new();
-        for r in doc["rows"].as_array().into_iter().flatten() {
-            let (Some(name), Some(wall)) = (r["name"].as_str(), r["wall_s"].as_f64()) else {
-                continue;
-            };
-            let e = figures.entry(name.to_string()).or_insert(PeerFigure {
-                time_s: None,
-                bytes_per_elem: r["bytes_per_elem"].as_f64(),
-                rounds: None,
-            });
-            // With --repeat, the minimum.
-            e.time_s = Some(e.time_s.map_or(wall, |t: f64| t.min(wall)));
-        }
+        let (version, figures) = run_spu(&python, &script, Some(n), &shared)?;
         Ok(PeerFigures {
             source: format!(
                 "measured in this run: SPU {version} Cheetah, 2 processes over brpc on loopback, \
@@ -186,6 +162,132 @@ impl PeerFigures {
             figures,
         })
     }
+
+    /// Runs SPU Cheetah now on the shaped blocks `ops` of `bench_spu.py` (`softmax_AxBxC`,
+    /// `gelu_RxC`, `layernorm_RxC`), like [`PeerFigures::spu_live`]. Rounds are not measured by
+    /// a plain run; they are taken from [`PeerFigures::spu_nonlinear_reference`] where it has
+    /// the same op, and the source says so.
+    pub fn spu_live_shaped(peers_dir: &Path, ops: &[&str]) -> Result<Self, BenchError> {
+        let (python, script) = spu_paths(peers_dir)?;
+        let shaped: Vec<&str> = ops.iter().copied().filter(|o| is_shaped(o)).collect();
+        if shaped.is_empty() {
+            return Ok(PeerFigures {
+                source: "measured in this run: none of the blocks asked for".into(),
+                live: true,
+                n: 0,
+                figures: BTreeMap::new(),
+            });
+        }
+        let (version, mut figures) = run_spu(&python, &script, None, &shaped)?;
+        let reference = PeerFigures::spu_nonlinear_reference();
+        for (op, f) in figures.iter_mut() {
+            f.rounds = reference.get(op).and_then(|r| r.rounds);
+        }
+        Ok(PeerFigures {
+            source: format!(
+                "measured in this run: SPU {version} Cheetah, 2 processes over brpc on loopback \
+                 (time and bytes; rounds from the README reference, 200 ms added delay)"
+            ),
+            live: true,
+            n: 0,
+            figures,
+        })
+    }
+}
+
+/// Whether `op` is one of `bench_spu.py`'s shaped blocks (`softmax_12x128x128`, ...).
+fn is_shaped(op: &str) -> bool {
+    let Some((kind, dims)) = op.split_once('_') else {
+        return false;
+    };
+    matches!(kind, "softmax" | "gelu" | "layernorm")
+        && dims.split('x').count() >= 2
+        && dims
+            .split('x')
+            .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The Python and the script of the SPU peer, or why they are missing.
+fn spu_paths(peers_dir: &Path) -> Result<(String, std::path::PathBuf), BenchError> {
+    let peer = "SPU";
+    let script = peers_dir.join("mpc").join("bench_spu.py");
+    if !script.is_file() {
+        return Err(BenchError::Peer {
+            peer,
+            reason: format!("{} not found", script.display()),
+        });
+    }
+    let python = std::env::var("VEIL_SPU_PYTHON")
+        .unwrap_or_else(|_| "/tmp/veil-peers/spu/bin/python".into());
+    if !Path::new(&python).is_file() {
+        return Err(BenchError::Peer {
+            peer,
+            reason: format!(
+                "no SPU Python at {python} (see {}/mpc/README.md, or set VEIL_SPU_PYTHON)",
+                peers_dir.display()
+            ),
+        });
+    }
+    Ok((python, script))
+}
+
+/// Runs `bench_spu.py` (Cheetah) on `ops` and returns SPU's version and its figures per op (the
+/// minimum time over repeats; no rounds).
+fn run_spu(
+    python: &str,
+    script: &Path,
+    n: Option<usize>,
+    ops: &[&str],
+) -> Result<(String, BTreeMap<String, PeerFigure>), BenchError> {
+    let peer = "SPU";
+    let out = std::env::temp_dir().join(format!("veil-spu-{}.json", std::process::id()));
+    eprintln!(
+        "veil: running SPU Cheetah on {}{}",
+        ops.join(","),
+        n.map(|n| format!(" (n = {n})")).unwrap_or_default()
+    );
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .args(["--protocols", "CHEETAH", "--ops", &ops.join(",")]);
+    if let Some(n) = n {
+        cmd.args(["--n", &n.to_string()]);
+    }
+    let st = cmd
+        .arg("--out")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(io(format!("running {}", script.display())))?;
+    if !st.success() {
+        return Err(BenchError::Peer {
+            peer,
+            reason: format!("bench_spu.py failed ({st})"),
+        });
+    }
+    let text = std::fs::read_to_string(&out).map_err(io(format!("reading {}", out.display())))?;
+    let _ = std::fs::remove_file(&out);
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|source| BenchError::Report {
+            from: "bench_spu.py".into(),
+            line: text.chars().take(80).collect(),
+            source,
+        })?;
+    let version = doc["spu_version"].as_str().unwrap_or("?").to_string();
+    let mut figures = BTreeMap::new();
+    for r in doc["rows"].as_array().into_iter().flatten() {
+        let (Some(name), Some(wall)) = (r["name"].as_str(), r["wall_s"].as_f64()) else {
+            continue;
+        };
+        let e = figures.entry(name.to_string()).or_insert(PeerFigure {
+            time_s: None,
+            bytes_per_elem: r["bytes_per_elem"].as_f64(),
+            rounds: None,
+        });
+        // With --repeat, the minimum.
+        e.time_s = Some(e.time_s.map_or(wall, |t: f64| t.min(wall)));
+    }
+    Ok((version, figures))
 }
 
 #[cfg(test)]

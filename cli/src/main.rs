@@ -4,7 +4,7 @@ mod demo;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_bench::{ckks, convert, mpc, scp, to_json, BenchError};
+use veil_bench::{ckks, convert, mpc, nonlinear, scp, to_json, BenchError};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -37,6 +37,9 @@ enum Bench {
     Ckks(ckks::BenchCkksOptions),
     /// Two-party MPC primitives (IKNP OT), in memory and over TCP loopback.
     Mpc(mpc::cli::BenchMpcArgs),
+    /// Nonlinear MPC blocks (softmax, GELU, LayerNorm, max pool, FEnc2's quadratic) at BERT-base
+    /// shapes over TCP loopback, beside SPU Cheetah (--peers: measured in this run).
+    Nonlinear(nonlinear::BenchNonlinearArgs),
     /// Transformer FHE kernels (Stage Compatible Patterns): operation counts vs EncFormer
     /// Table II, the w/o-SCP ablation, and a timed MiniLM-shape chain (skip with --counts-only).
     Scp(scp::BenchScpOptions),
@@ -48,6 +51,7 @@ enum Bench {
 fn bench(b: Bench) -> Result<(), BenchError> {
     match b {
         Bench::Mpc(a) => mpc::cli::run(&a),
+        Bench::Nonlinear(a) => nonlinear::run(&a),
         Bench::Convert(o) if o.relay.is_some() => convert::run_relay(&o),
         Bench::Convert(o) if o.party.is_some() => {
             let r = convert::run_party(&o)?;

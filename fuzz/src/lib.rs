@@ -96,7 +96,7 @@ use veil_core::mpc::msgs::*;
 use veil_core::mpc::Modulus;
 
 /// Names of the MPC message decoders of [`fuzz_mpc_msgs`], indexed by the selector byte.
-pub const MPC_DECODERS: [&str; 19] = [
+pub const MPC_DECODERS: [&str; 21] = [
     "SeedShare",
     "SetupHello",
     "BaseOtReply",
@@ -116,6 +116,8 @@ pub const MPC_DECODERS: [&str; 19] = [
     "ExtMsbCorr",
     "C2mCiphertexts",
     "M2cCiphertexts",
+    "SquareCorr",
+    "WideCorr",
 ];
 
 /// Moduli a fuzz input may pick for the `Z_q` messages.
@@ -231,7 +233,22 @@ pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
         15 => check::<ExtB2aCorr>(payload, &zq),
         16 => check::<ExtMsbCorr>(payload, &zq),
         17 => check::<C2mCiphertexts>(payload, &(count % 8)),
-        _ => check::<M2cCiphertexts>(payload, &(count % 8)),
+        18 => check::<M2cCiphertexts>(payload, &(count % 8)),
+        k => {
+            // Squaring (19) and broadcast products (20): Gilboa widths over `n·ℓ`
+            // corrections (for WideCorr, `n` = rows·cols and the `m·g` corrections of
+            // `m = rows·ℓ` COTs, `g = cols` per COT).
+            let n = count % 64;
+            let s = CorrShape {
+                count: n * bits as usize,
+                widths: CorrWidths::Gilboa { n, ell: bits },
+            };
+            if k == 19 {
+                check::<SquareCorr>(payload, &s)
+            } else {
+                check::<WideCorr>(payload, &s)
+            }
+        }
     }
 }
 
@@ -365,13 +382,27 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
             RoundCorr::from_parts(sp, d).encode(),
         ));
         let g = CorrWidths::Gilboa { n, ell: b };
-        let d = (0..n * b as usize)
+        let d: Vec<u64> = (0..n * b as usize)
             .map(|j| {
                 let wj = g.width(j);
                 let m = if wj == 64 { u64::MAX } else { (1u64 << wj) - 1 };
                 (j as u64).wrapping_mul(0x2545_F491_4F6C_DD1D) & m
             })
             .collect();
+        out[19].push(input(
+            19,
+            n,
+            b,
+            0,
+            SquareCorr::from_parts(g, d.clone()).encode(),
+        ));
+        out[20].push(input(
+            20,
+            n,
+            b,
+            0,
+            WideCorr::from_parts(g, d.clone()).encode(),
+        ));
         out[9].push(input(9, n, b, 0, TripleCorr::from_parts(g, d).encode()));
     }
     for (n, b, radix) in [(3usize, 41u32, 4u32), (2, 43, 4), (1, 64, 6), (2, 5, 1)] {

@@ -317,7 +317,7 @@ type PartyOut = (f64, Stats, Vec<OpOut>);
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`), so that
 /// numbers stay meaningful on a loaded machine; 0 where unavailable.
-fn thread_cpu_s() -> f64 {
+pub(crate) fn thread_cpu_s() -> f64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
         .and_then(|s| {

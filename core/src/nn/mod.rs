@@ -21,6 +21,7 @@
 //! * [`softmax`]: masked softmax over rows, accurate and MBMax.
 //! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
 //!   with EncFormer's CKKS-evaluated candidates.
+//! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
 //!
 //! # Fixed point
 //!
@@ -36,6 +37,8 @@ pub mod fixed;
 pub mod gelu;
 pub mod layernorm;
 pub mod ops;
+pub mod pool;
+pub mod quad;
 pub mod recip;
 pub mod rsqrt;
 pub mod softmax;

@@ -1,6 +1,8 @@
 //! Shared helpers of the MPC integration tests.
 #![allow(dead_code)]
 
+pub mod views;
+
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, RngCore, SeedableRng};
 use std::time::Duration;

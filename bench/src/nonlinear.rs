@@ -1,0 +1,1158 @@
+//! `veil bench nonlinear`: the nonlinear MPC blocks of [`veil_core::nn`] at BERT-base shapes
+//! (softmax 12×128×128, GELU 128×3072, LayerNorm 128×768) and the CNN activations (max pool
+//! 64×32×32, FEnc2's quadratic on 65,536 elements), both parties as threads of this process over
+//! TCP on 127.0.0.1 (or the in-memory duplex), `ℓ = 43`, `F = 13`, IKNP OT.
+//!
+//! Per block and variant: wall time (the slower party), thread CPU time (the busier party),
+//! bytes per element (both directions; offline, online and their sum), rounds (offline, online,
+//! and the whole run: exact, from the session depth), COTs per element, the bytes per element a
+//! silent OT at 1 bit per COT would give, and the max and mean absolute error of the
+//! reconstructed output against the block's `f64` reference (reconstructed after the timed run,
+//! outside the timing). Each party seeds ChaCha20 from OS entropy; the one-time base-OT setup is
+//! excluded and reported apart. The SPU columns come from [`crate::peers`]: measured in this run
+//! (`--peers`) or the labelled reference of `../shared/peers/mpc/README.md`.
+//!
+//! The report also counts the rounds of one Transformer layer on EncFormer's surrogate path,
+//! `MBMax + GELU (split) + 2·MBLN`, against the paper's 7 (3 + 4 + 0).
+
+use crate::error::{mpc, protocol};
+use crate::mpc::{thread_cpu_s, TransportKind};
+use crate::peers::PeerFigures;
+use crate::progress::Progress;
+use crate::BenchError;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{OsRng, RngCore, SeedableRng};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
+use veil_core::nn::fixed::{self, ErrStats};
+use veil_core::nn::gelu::{Gelu, GeluKind};
+use veil_core::nn::layernorm::{LayerNorm, LnKind};
+use veil_core::nn::pool::MaxPool;
+use veil_core::nn::quad::{Quad, QuadKind};
+use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
+use veil_host::harness::{run_pair, Link};
+use veil_host::mpc::{drive, DriverError};
+use veil_host::transport::{Transport, TransportConfig};
+
+/// The tensor shapes of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shapes {
+    /// Softmax: heads × rows × cols (softmax over the last axis).
+    pub softmax: (usize, usize, usize),
+    /// GELU: rows × cols.
+    pub gelu: (usize, usize),
+    /// LayerNorm: rows × cols (normalized over the last axis).
+    pub layernorm: (usize, usize),
+    /// Max pool: channels × height × width.
+    pub maxpool: (usize, usize, usize),
+    /// FEnc2's quadratic: elements.
+    pub quad: usize,
+}
+
+impl Shapes {
+    /// BERT-base: softmax 12×128×128, GELU 128×3072, LayerNorm 128×768; max pool 64×32×32 and
+    /// the quadratic on as many elements (65,536).
+    pub const BERT: Shapes = Shapes {
+        softmax: (12, 128, 128),
+        gelu: (128, 3072),
+        layernorm: (128, 768),
+        maxpool: (64, 32, 32),
+        quad: 65536,
+    };
+    /// A quick run for CI smoke: softmax 2×16×16, GELU 16×64, LayerNorm 16×64, max pool
+    /// 4×8×8, the quadratic on 256 elements.
+    pub const SMALL: Shapes = Shapes {
+        softmax: (2, 16, 16),
+        gelu: (16, 64),
+        layernorm: (16, 64),
+        maxpool: (4, 8, 8),
+        quad: 256,
+    };
+}
+
+/// The blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Block {
+    /// Softmax over rows.
+    Softmax,
+    /// GELU.
+    Gelu,
+    /// LayerNorm over rows (no affine: SPU's script has none).
+    LayerNorm,
+    /// 2×2 max pooling.
+    MaxPool,
+    /// FEnc2's `a·x² + b·x + c`.
+    Quad,
+}
+
+impl Block {
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Block::Softmax => "softmax",
+            Block::Gelu => "gelu",
+            Block::LayerNorm => "layernorm",
+            Block::MaxPool => "maxpool",
+            Block::Quad => "quad",
+        }
+    }
+}
+
+/// The variants benchmarked, by block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Variant {
+    /// Softmax: row max, saturated exponential, sum, reciprocal, product.
+    SoftmaxAccurate,
+    /// EncFormer's MBMax surrogate `(X + c)^5 / R_d` ([`MBMAX_PARAMS`]).
+    SoftmaxMbMax,
+    /// GELU, BOLT's piecewise quartic, everything in MPC.
+    GeluBolt,
+    /// GELU, BOLT's form with EncFormer's split: CKKS evaluates the candidates (here they
+    /// are shared in plaintext as the CKKS side would hand them over), MPC compares and
+    /// multiplexes.
+    GeluBoltSplit,
+    /// GELU, GPT-2's tanh form (degree-7 fit), everything in MPC.
+    GeluTanh,
+    /// GELU, exact-erf form (degree-7 fit), everything in MPC.
+    GeluErf,
+    /// LayerNorm: mean, variance, reciprocal square root, products.
+    LnAccurate,
+    /// MBLN `(x − μ)/(l·R_d)` by `LayerNorm::run` (truncation + the owner product: γ private
+    /// to the server; here without affine, the same protocol).
+    LnMbln,
+    /// MBLN in EncFormer's 0-round form (`LayerNorm::mbln_local`: `D` and the public `κ`
+    /// folded into the next CKKS layer; the error is of `κ·D`).
+    LnMblnLocal,
+    /// Max pooling by a two-level tree of `max_pair`.
+    MaxPool,
+    /// Max pooling, then ReLU on the pooled tensor (ReLU + pool fused).
+    MaxPoolRelu,
+    /// The quadratic with the square by one Gilboa cross term.
+    QuadSquare,
+    /// The quadratic with the square by a Beaver product.
+    QuadBeaver,
+}
+
+/// Every variant, in report order.
+pub const ALL_VARIANTS: [Variant; 13] = [
+    Variant::SoftmaxAccurate,
+    Variant::SoftmaxMbMax,
+    Variant::GeluBolt,
+    Variant::GeluBoltSplit,
+    Variant::GeluTanh,
+    Variant::GeluErf,
+    Variant::LnAccurate,
+    Variant::LnMbln,
+    Variant::LnMblnLocal,
+    Variant::MaxPool,
+    Variant::MaxPoolRelu,
+    Variant::QuadSquare,
+    Variant::QuadBeaver,
+];
+
+/// The blocks `--blocks` accepts.
+pub const ALL_BLOCKS: [&str; 5] = ["softmax", "gelu", "layernorm", "maxpool", "quad"];
+
+/// MBMax's `(c, R_d)` in the benchmark: scores are `2·N(0, 1)` with large ones up to 40, so
+/// `c = 8` keeps `X + c ≥ 0` for all but the far left tail, and `R_d = 9200` puts the
+/// saturation bound `A = 7.75·R_d^{1/5} ≈ 48` (the block's `|X + c|·R_d^{−1/5} ≤ 7.75`) just
+/// above the largest score plus `c`.
+pub const MBMAX_PARAMS: (f64, f64) = (8.0, 9200.0);
+
+/// MBLN's `(l, R_d)` in the benchmark: `l·R_d = 1`, the standard deviation of the unscaled
+/// rows (so `|y| ≤ ~140` on the ×30 rows, below the block's `2^8`).
+pub const MBLN_PARAMS: (f64, f64) = (1.0, 1.0);
+
+/// LayerNorm's `ε` in the benchmark (SPU's script uses the same).
+pub const LN_EPS: f64 = 1e-5;
+
+/// FEnc2's coefficients used by the benchmark: `x²/8 + x/2 + 1/4`.
+pub const QUAD_COEFFS: (f64, f64, f64) = (0.125, 0.5, 0.25);
+
+impl Variant {
+    /// Its block.
+    pub fn block(self) -> Block {
+        match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => Block::Softmax,
+            Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
+                Block::Gelu
+            }
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => Block::LayerNorm,
+            Variant::MaxPool | Variant::MaxPoolRelu => Block::MaxPool,
+            Variant::QuadSquare | Variant::QuadBeaver => Block::Quad,
+        }
+    }
+
+    /// The variant's name (what `--variants` takes).
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::SoftmaxAccurate => "accurate",
+            Variant::SoftmaxMbMax => "mbmax",
+            Variant::GeluBolt => "bolt",
+            Variant::GeluBoltSplit => "bolt-split",
+            Variant::GeluTanh => "tanh",
+            Variant::GeluErf => "erf",
+            Variant::LnAccurate => "accurate",
+            Variant::LnMbln => "mbln",
+            Variant::LnMblnLocal => "mbln-local",
+            Variant::MaxPool => "maxpool",
+            Variant::MaxPoolRelu => "maxpool-relu",
+            Variant::QuadSquare => "square",
+            Variant::QuadBeaver => "beaver",
+        }
+    }
+
+    /// Input elements at `s`.
+    pub fn input_len(self, s: &Shapes) -> usize {
+        match self.block() {
+            Block::Softmax => s.softmax.0 * s.softmax.1 * s.softmax.2,
+            Block::Gelu => s.gelu.0 * s.gelu.1,
+            Block::LayerNorm => s.layernorm.0 * s.layernorm.1,
+            Block::MaxPool => s.maxpool.0 * s.maxpool.1 * s.maxpool.2,
+            Block::Quad => s.quad,
+        }
+    }
+
+    /// The shape as the report prints it.
+    pub fn shape(self, s: &Shapes) -> String {
+        match self.block() {
+            Block::Softmax => format!("{}x{}x{}", s.softmax.0, s.softmax.1, s.softmax.2),
+            Block::Gelu => format!("{}x{}", s.gelu.0, s.gelu.1),
+            Block::LayerNorm => format!("{}x{}", s.layernorm.0, s.layernorm.1),
+            Block::MaxPool => format!("{}x{}x{}", s.maxpool.0, s.maxpool.1, s.maxpool.2),
+            Block::Quad => format!("{}", s.quad),
+        }
+    }
+
+    /// The name of the same computation in `bench_spu.py`, if it has one.
+    pub fn spu_op(self, s: &Shapes) -> Option<String> {
+        match self.block() {
+            Block::Softmax | Block::Gelu | Block::LayerNorm => {
+                Some(format!("{}_{}", self.block().name(), self.shape(s)))
+            }
+            Block::MaxPool | Block::Quad => None,
+        }
+    }
+
+    fn pool(s: &Shapes) -> MaxPool {
+        MaxPool {
+            channels: s.maxpool.0,
+            height: s.maxpool.1,
+            width: s.maxpool.2,
+        }
+    }
+
+    fn softmax(self, s: &Shapes) -> Softmax {
+        Softmax {
+            rows: s.softmax.0 * s.softmax.1,
+            cols: s.softmax.2,
+            mask: Mask::None,
+            kind: if self == Variant::SoftmaxMbMax {
+                SoftmaxKind::MbMax {
+                    c: MBMAX_PARAMS.0,
+                    rd: MBMAX_PARAMS.1,
+                }
+            } else {
+                SoftmaxKind::Accurate
+            },
+        }
+    }
+
+    fn gelu(self) -> Gelu {
+        Gelu {
+            kind: match self {
+                Variant::GeluTanh => GeluKind::Tanh,
+                Variant::GeluErf => GeluKind::Erf,
+                _ => GeluKind::Bolt,
+            },
+        }
+    }
+
+    fn layernorm(self, s: &Shapes) -> LayerNorm {
+        LayerNorm {
+            rows: s.layernorm.0,
+            cols: s.layernorm.1,
+            eps: LN_EPS,
+            kind: if self == Variant::LnAccurate {
+                LnKind::Accurate
+            } else {
+                LnKind::Mbln {
+                    l: MBLN_PARAMS.0,
+                    rd: MBLN_PARAMS.1,
+                }
+            },
+        }
+    }
+
+    fn quad(self) -> Quad {
+        Quad {
+            a: QUAD_COEFFS.0,
+            b: QUAD_COEFFS.1,
+            c: QUAD_COEFFS.2,
+            kind: if self == Variant::QuadBeaver {
+                QuadKind::Beaver
+            } else {
+                QuadKind::Square
+            },
+        }
+    }
+
+    /// Checks the block's parameters against the ring.
+    fn validate(self, s: &Shapes, ring: RingCfg) -> Result<(), BenchError> {
+        let r = match self.block() {
+            Block::MaxPool => Self::pool(s).validate(ring),
+            Block::Quad => self.quad().validate(ring),
+            Block::Softmax => self.softmax(s).validate(ring),
+            Block::Gelu => self.gelu().validate(ring),
+            Block::LayerNorm => self.layernorm(s).validate(ring),
+        };
+        r.map_err(mpc("the block's parameters"))
+    }
+
+    /// Real inputs from the block's realistic range (see [`draw_inputs`]).
+    fn inputs(self, s: &Shapes, g: &mut ChaCha20Rng) -> Vec<f64> {
+        let n = self.input_len(s);
+        match self.block() {
+            // Scores ~ N(0, 2²) like SPU's script, plus one large score per 16 rows.
+            Block::Softmax => {
+                let cols = s.softmax.2.max(1);
+                let mut v: Vec<f64> = (0..n).map(|_| 2.0 * normal(g)).collect();
+                for (k, row) in v.chunks_mut(cols).enumerate() {
+                    if k % 16 == 0 {
+                        let j = (g.next_u32() as usize) % cols;
+                        row[j] = 8.0 + 32.0 * unit(g);
+                    }
+                }
+                v
+            }
+            // 2·N(0, 1) like SPU's script, plus one in 1024 out to ±25.
+            Block::Gelu => (0..n)
+                .map(|k| {
+                    if k % 1024 == 7 {
+                        (5.0 + 20.0 * unit(g)) * if g.next_u32() & 1 == 1 { 1.0 } else { -1.0 }
+                    } else {
+                        2.0 * normal(g)
+                    }
+                })
+                .collect(),
+            // N(0, 1), every 16th row scaled by 30 (residual-stream outliers).
+            Block::LayerNorm => {
+                let cols = s.layernorm.1.max(1);
+                (0..n)
+                    .map(|k| {
+                        normal(g)
+                            * if (k / cols).is_multiple_of(16) {
+                                30.0
+                            } else {
+                                1.0
+                            }
+                    })
+                    .collect()
+            }
+            Block::MaxPool => (0..n).map(|_| 4.0 * normal(g)).collect(),
+            Block::Quad => (0..n).map(|_| 2.0 * normal(g)).collect(),
+        }
+    }
+
+    /// The block's real function.
+    fn f64_reference(self, s: &Shapes, x: &[f64]) -> Vec<f64> {
+        match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => self.softmax(s).f64_reference(x),
+            Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
+                self.gelu().f64_reference(x)
+            }
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => {
+                self.layernorm(s).f64_reference(x, None)
+            }
+            Variant::MaxPool => Self::pool(s).f64_reference(x),
+            Variant::MaxPoolRelu => Self::pool(s)
+                .f64_reference(x)
+                .into_iter()
+                .map(|v| v.max(0.0))
+                .collect(),
+            Variant::QuadSquare | Variant::QuadBeaver => self.quad().f64_reference(x),
+        }
+    }
+
+    /// Runs the block on this party's share.
+    fn run<R: RngCore + rand_core::CryptoRng>(
+        self,
+        s: &Shapes,
+        p: &mut Party<R>,
+        t: &mut dyn Transport,
+        inp: &PartyInput,
+    ) -> Result<(RingShares, f64), DriverError> {
+        let ch = p.channel();
+        let y = match self {
+            Variant::SoftmaxAccurate | Variant::SoftmaxMbMax => {
+                drive(ch, self.softmax(s).run(p, &inp.x), t)
+            }
+            Variant::GeluBolt | Variant::GeluTanh | Variant::GeluErf => {
+                drive(ch, self.gelu().run(p, &inp.x), t)
+            }
+            Variant::GeluBoltSplit => match inp.extra.as_slice() {
+                [f0, f1] => drive(ch, self.gelu().run_split(p, &inp.x, f0, f1), t),
+                _ => Err(DriverError::Protocol(
+                    veil_core::mpc::MpcError::InvalidInput("GELU split needs F0 and F1"),
+                )),
+            },
+            Variant::LnAccurate | Variant::LnMbln => {
+                drive(ch, self.layernorm(s).run(p, &inp.x, None), t)
+            }
+            // Local: wrapped in a session so that its counters and depth are accounted
+            // like the others (0 bytes, 0 rounds). The output is `D` with the public `κ`
+            // (the consumer folds κ into its weights); the error is of `κ·D`.
+            Variant::LnMblnLocal => {
+                let ring = p.config().ring;
+                let ln = self.layernorm(s);
+                return drive(ch, async { ln.mbln_local(ring, &inp.x) }, t);
+            }
+            Variant::MaxPool => drive(ch, Self::pool(s).run(p, &inp.x), t),
+            Variant::MaxPoolRelu => drive(ch, Self::pool(s).run_relu(p, &inp.x), t),
+            Variant::QuadSquare | Variant::QuadBeaver => drive(ch, self.quad().run(p, &inp.x), t),
+        }?;
+        Ok((y, 1.0))
+    }
+}
+
+/// A standard normal sample (Box–Muller).
+fn normal(g: &mut ChaCha20Rng) -> f64 {
+    let u1 = (1.0 - unit(g)).max(f64::MIN_POSITIVE);
+    let u2 = unit(g);
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// Uniform in `[0, 1)`.
+fn unit(g: &mut ChaCha20Rng) -> f64 {
+    (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// One party's inputs of one variant.
+struct PartyInput {
+    /// Its share of the block's input.
+    x: RingShares,
+    /// Its shares of further inputs (GELU split: the candidates `F0(x)`, `F1(x)`).
+    extra: Vec<RingShares>,
+}
+
+/// Both parties' inputs of one variant and the plaintext the f64 reference takes.
+struct Drawn {
+    /// The input, as the ring holds it (decoded back to reals).
+    x: Vec<f64>,
+    /// P0's and P1's inputs.
+    parts: (PartyInput, PartyInput),
+}
+
+/// Draws a variant's input, encodes it at `F` bits and shares it (OS-seeded ChaCha20).
+fn draw_inputs(v: Variant, s: &Shapes, ring: RingCfg) -> Result<Drawn, BenchError> {
+    let mut g = ChaCha20Rng::from_rng(OsRng)?;
+    let real = v.inputs(s, &mut g);
+    let ints: Vec<i64> = real.iter().map(|&x| fixed::encode(x, ring.frac)).collect();
+    let x: Vec<f64> = ints.iter().map(|&x| fixed::decode(x, ring.frac)).collect();
+    let mut share = |vals: &[i64]| {
+        let a: Vec<u64> = vals.iter().map(|_| g.next_u64() & ring.mask()).collect();
+        let b: Vec<u64> = vals
+            .iter()
+            .zip(&a)
+            .map(|(&x, &a)| ring.sub(ring.from_signed(x), a))
+            .collect();
+        (RingShares::new(a), RingShares::new(b))
+    };
+    let (x0, x1) = share(&ints);
+    let (mut e0, mut e1) = (Vec::new(), Vec::new());
+    if v == Variant::GeluBoltSplit {
+        // What the CKKS side hands over: F0(x), F1(x) at F bits (clamped into the ring's
+        // signed range; beyond the cutoff they are never selected).
+        let (f0, f1) = v.gelu().candidate_values(&x);
+        let lim = (1i64 << (ring.ell - 2)) - 1;
+        for f in [f0, f1] {
+            let fi: Vec<i64> = f
+                .iter()
+                .map(|&y| fixed::encode(y.clamp(-1e12, 1e12), ring.frac).clamp(-lim, lim))
+                .collect();
+            let (a, b) = share(&fi);
+            e0.push(a);
+            e1.push(b);
+        }
+    }
+    Ok(Drawn {
+        x,
+        parts: (
+            PartyInput { x: x0, extra: e0 },
+            PartyInput { x: x1, extra: e1 },
+        ),
+    })
+}
+
+/// One variant as one party measured it.
+struct Measured {
+    wall_s: f64,
+    cpu_s: f64,
+    stats: Stats,
+    cots: u64,
+    depth: u32,
+    out: RingShares,
+    /// Public factor of the output (MBLN's 0-round form: `κ`; else 1).
+    scale: f64,
+}
+
+/// One party's run: setup wall time and statistics, then one [`Measured`] per variant.
+type PartyOut = (f64, Stats, Vec<Measured>);
+
+#[allow(clippy::too_many_arguments)]
+fn party_main(
+    id: PartyId,
+    cfg: MpcConfig,
+    t: &mut dyn Transport,
+    variants: &[Variant],
+    shapes: &Shapes,
+    inputs: &[&PartyInput],
+    bar: &Barrier,
+    progress: Option<(&str, bool)>,
+) -> Result<PartyOut, BenchError> {
+    let rng = ChaCha20Rng::from_rng(OsRng)?;
+    let mut p = Party::new(id, cfg, rng).map_err(mpc("build a party"))?;
+    bar.wait();
+    let t0 = Instant::now();
+    drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
+    let setup_s = t0.elapsed().as_secs_f64();
+    let setup = p.channel().stats();
+    let mut out = Vec::with_capacity(variants.len());
+    let mut bar_progress = progress
+        .map(|(transport, quiet)| Progress::new(&format!("bench nonlinear {transport}"), quiet));
+    for (k, (&v, inp)) in variants.iter().zip(inputs).enumerate() {
+        bar.wait();
+        let before = p.channel().stats();
+        let ot0 = p.ot_counts();
+        let c0 = thread_cpu_s();
+        let t0 = Instant::now();
+        let (y, scale) = v.run(shapes, &mut p, t, inp).map_err(protocol(format!(
+            "{}/{}",
+            v.block().name(),
+            v.name()
+        )))?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let cpu_s = thread_cpu_s() - c0;
+        let ot1 = p.ot_counts();
+        if let Some((transport, quiet)) = progress {
+            if !quiet {
+                eprintln!(
+                    "bench nonlinear {transport}: {}/{} {} done in {wall_s:.2} s",
+                    v.block().name(),
+                    v.name(),
+                    v.shape(shapes)
+                );
+            }
+        }
+        if let Some(pr) = bar_progress.as_mut() {
+            pr.update(k + 1, variants.len());
+        }
+        out.push(Measured {
+            wall_s,
+            cpu_s,
+            stats: p.channel().stats().since(&before),
+            cots: (ot1.0 - ot0.0) + (ot1.1 - ot0.1),
+            depth: p.channel().depth(),
+            out: y,
+            scale,
+        });
+    }
+    Ok((setup_s, setup, out))
+}
+
+/// Benchmark options.
+#[derive(Clone, Debug)]
+pub struct BenchNonlinearOptions {
+    /// Tensor shapes.
+    pub shapes: Shapes,
+    /// Variants to run, in order.
+    pub variants: Vec<Variant>,
+    /// Transports.
+    pub transports: Vec<TransportKind>,
+    /// Engine configuration.
+    pub cfg: MpcConfig,
+    /// Receive timeout.
+    pub timeout: Duration,
+    /// The SPU figures printed beside ours.
+    pub spu: PeerFigures,
+    /// No progress lines.
+    pub quiet: bool,
+}
+
+impl Default for BenchNonlinearOptions {
+    fn default() -> Self {
+        BenchNonlinearOptions {
+            shapes: Shapes::BERT,
+            variants: ALL_VARIANTS.to_vec(),
+            transports: vec![TransportKind::Tcp],
+            cfg: MpcConfig::ENCFORMER,
+            timeout: Duration::from_secs(600),
+            spu: PeerFigures::spu_nonlinear_reference(),
+            quiet: false,
+        }
+    }
+}
+
+/// One row: one variant of one block over one transport.
+#[derive(Clone, Debug, Serialize)]
+pub struct NonlinearRow {
+    /// Transport.
+    pub transport: TransportKind,
+    /// Block.
+    pub block: Block,
+    /// Variant.
+    pub variant: String,
+    /// Input shape.
+    pub shape: String,
+    /// Input elements (per-element figures divide by this).
+    pub elements: usize,
+    /// Wall time of the slower party, s (setup excluded).
+    pub time_s: f64,
+    /// Thread CPU time of the busier party, s.
+    pub cpu_s: f64,
+    /// Bytes per element, both directions, offline + online.
+    pub bytes_per_elem: f64,
+    /// Offline part of `bytes_per_elem`.
+    pub offline_bytes_per_elem: f64,
+    /// Online part of `bytes_per_elem`.
+    pub online_bytes_per_elem: f64,
+    /// Rounds of the whole run, exact: the larger session depth of the two parties.
+    pub rounds: u32,
+    /// Offline rounds (the larger of the two parties' offline round counts).
+    pub offline_rounds: u32,
+    /// Online rounds (likewise).
+    pub online_rounds: u32,
+    /// Correlated OTs per element (each counted once).
+    pub cots_per_elem: f64,
+    /// Estimated bytes per element with IKNP (16 B per COT) replaced by a silent OT at 1 bit per
+    /// COT, every other message unchanged.
+    pub est_silent_bytes_per_elem: f64,
+    /// Max absolute error of the reconstructed output against the f64 reference.
+    pub max_abs_err: f64,
+    /// Mean absolute error.
+    pub mean_abs_err: f64,
+    /// SPU's computation of the same block, if it has one (`bench_spu.py` name).
+    pub spu_op: Option<String>,
+    /// SPU Cheetah time, s.
+    pub spu_time_s: Option<f64>,
+    /// SPU Cheetah bytes per element.
+    pub spu_bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds.
+    pub spu_rounds: Option<u32>,
+    /// `time_s / spu_time_s`.
+    pub time_ratio: Option<f64>,
+    /// `bytes_per_elem / spu_bytes_per_elem`.
+    pub bytes_ratio: Option<f64>,
+    /// `rounds / spu_rounds`.
+    pub rounds_ratio: Option<f64>,
+}
+
+/// Rounds per Transformer layer on EncFormer's surrogate path.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerRounds {
+    /// Rounds of MBMax (softmax surrogate), if it ran.
+    pub mbmax: Option<u32>,
+    /// Rounds of GELU with EncFormer's split (CKKS pre-evaluates the candidates), if it ran.
+    pub gelu_split: Option<u32>,
+    /// Rounds of MBLN, if it ran (two per layer).
+    pub mbln: Option<u32>,
+    /// `mbmax + gelu_split + 2·mbln`, when all three ran.
+    pub total: Option<u32>,
+    /// Rounds of MBLN in EncFormer's 0-round form (`mbln_local`), if it ran.
+    pub mbln_local: Option<u32>,
+    /// `mbmax + gelu_split + 2·mbln_local` (EncFormer's accounting, γ folded into CKKS).
+    pub total_local: Option<u32>,
+    /// EncFormer's count: 3 (MBMax) + 4 (GELU) + 0 (MBLN) = 7.
+    pub encformer: u32,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchNonlinearReport {
+    /// Ring bits ℓ.
+    pub ell: u32,
+    /// Fractional bits F.
+    pub frac: u32,
+    /// Shapes.
+    pub shapes: Shapes,
+    /// One-time setup (base OTs, both directions), seconds per transport.
+    pub setup_s: Vec<(TransportKind, f64)>,
+    /// One-time setup bytes, both directions.
+    pub setup_bytes: u64,
+    /// Where the SPU columns come from.
+    pub spu_source: String,
+    /// Rows.
+    pub rows: Vec<NonlinearRow>,
+    /// Rounds per Transformer layer of the surrogate path (first transport).
+    pub layer_rounds: LayerRounds,
+    /// Notes printed under the table.
+    pub notes: Vec<String>,
+}
+
+/// Runs the benchmark.
+pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearReport, BenchError> {
+    let ring = opts.cfg.ring;
+    for v in &opts.variants {
+        v.validate(&opts.shapes, ring)?;
+    }
+    let tcfg = TransportConfig {
+        timeout: opts.timeout,
+        ..TransportConfig::default()
+    };
+    let (mut rows, mut setup_s, mut setup_bytes) = (Vec::new(), Vec::new(), 0);
+    for &kind in &opts.transports {
+        let link = match kind {
+            TransportKind::Memory => Link::Memory,
+            TransportKind::Tcp => Link::Tcp,
+        };
+        let tname = match kind {
+            TransportKind::Memory => "mem",
+            TransportKind::Tcp => "tcp",
+        };
+        let drawn = opts
+            .variants
+            .iter()
+            .map(|&v| draw_inputs(v, &opts.shapes, ring))
+            .collect::<Result<Vec<_>, _>>()?;
+        let i0: Vec<&PartyInput> = drawn.iter().map(|d| &d.parts.0).collect();
+        let i1: Vec<&PartyInput> = drawn.iter().map(|d| &d.parts.1).collect();
+        let bar = Barrier::new(2);
+        let (cfg, vs, sh) = (opts.cfg, &opts.variants, &opts.shapes);
+        let (r0, r1) = run_pair(
+            link,
+            tcfg,
+            |t| {
+                party_main(
+                    PartyId::P0,
+                    cfg,
+                    t,
+                    vs,
+                    sh,
+                    &i0,
+                    &bar,
+                    Some((tname, opts.quiet)),
+                )
+            },
+            |t| party_main(PartyId::P1, cfg, t, vs, sh, &i1, &bar, None),
+        )?;
+        let (s0, st0, o0) = r0?;
+        let (s1, st1, o1) = r1?;
+        setup_s.push((kind, s0.max(s1)));
+        setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
+        for (k, &v) in opts.variants.iter().enumerate() {
+            let (a, b, d) = (&o0[k], &o1[k], &drawn[k]);
+            let n = v.input_len(&opts.shapes).max(1) as f64;
+            let off = (a.stats.offline.bytes_sent + b.stats.offline.bytes_sent) as f64 / n;
+            let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
+            let cots = a.cots as f64 / n;
+            // Reconstruction, outside the timing.
+            let got: Vec<f64> = a
+                .out
+                .as_slice()
+                .iter()
+                .zip(b.out.as_slice())
+                .map(|(&u, &w)| fixed::decode(ring.to_signed(ring.add(u, w)), ring.frac) * a.scale)
+                .collect();
+            let want = v.f64_reference(&opts.shapes, &d.x);
+            let err = if got.len() == want.len() {
+                ErrStats::of(&got, &want)
+            } else {
+                return Err(BenchError::Mismatch {
+                    what: "output elements against the f64 reference",
+                    expected: want.len() as u64,
+                    found: got.len() as u64,
+                });
+            };
+            let spu_op = v.spu_op(&opts.shapes);
+            let spu = spu_op.as_deref().and_then(|o| opts.spu.get(o));
+            let rounds = a.depth.max(b.depth);
+            let (st, sb, sr) = (
+                spu.and_then(|s| s.time_s),
+                spu.and_then(|s| s.bytes_per_elem),
+                spu.and_then(|s| s.rounds),
+            );
+            let time_s = a.wall_s.max(b.wall_s);
+            rows.push(NonlinearRow {
+                transport: kind,
+                block: v.block(),
+                variant: v.name().into(),
+                shape: v.shape(&opts.shapes),
+                elements: v.input_len(&opts.shapes),
+                time_s,
+                cpu_s: a.cpu_s.max(b.cpu_s),
+                bytes_per_elem: off + on,
+                offline_bytes_per_elem: off,
+                online_bytes_per_elem: on,
+                rounds,
+                offline_rounds: a.stats.offline.rounds.max(b.stats.offline.rounds),
+                online_rounds: a.stats.online.rounds.max(b.stats.online.rounds),
+                cots_per_elem: cots,
+                est_silent_bytes_per_elem: off + on - 16.0 * cots + cots / 8.0,
+                max_abs_err: err.max_abs,
+                mean_abs_err: err.mean_abs,
+                spu_op,
+                spu_time_s: st,
+                spu_bytes_per_elem: sb,
+                spu_rounds: sr,
+                time_ratio: st.map(|t| time_s / t),
+                bytes_ratio: sb.map(|b| (off + on) / b),
+                rounds_ratio: sr.map(|r| rounds as f64 / r as f64),
+            });
+        }
+    }
+    let layer_rounds = layer_rounds(&rows, opts.transports.first().copied());
+    let notes = vec![
+        "bytes/elem: both directions, offline + online, per input element; setup (base OT) \
+         excluded and shown apart."
+            .into(),
+        "silent*: bytes/elem with IKNP (16 B/COT) replaced by a silent OT at 1 bit/COT.".into(),
+        "rounds: exact (session depth, larger of the two parties); off/on: per phase.".into(),
+        "err: max and mean abs error of the reconstructed output against the f64 reference.".into(),
+        format!(
+            "softmax: no mask; mbmax (c, R_d) = {MBMAX_PARAMS:?}, |X + c| saturated at {:.1}.",
+            Variant::SoftmaxMbMax
+                .softmax(&opts.shapes)
+                .mbmax_bound(ring)
+                .unwrap_or(f64::NAN)
+        ),
+        format!(
+            "layernorm: eps {LN_EPS:e}, no affine; mbln (l, R_d) = {MBLN_PARAMS:?}; mbln-local = \
+             EncFormer's 0-round form (D and kappa folded into the next layer)."
+        ),
+        "gelu: bolt-split = EncFormer's split, the candidates F0(x), F1(x) handed over as \
+         shares (CKKS's cost not included)."
+            .into(),
+        format!(
+            "quad: FEnc2's a·x²+b·x+c with (a, b, c) = {QUAD_COEFFS:?}, x clamped to ±{:.1}.",
+            Variant::QuadSquare.quad().range(ring)
+        ),
+        "SPU: bench_spu.py has no max pool or quadratic; its GELU is the tanh form and its \
+         LayerNorm has no affine (ours run without affine too)."
+            .into(),
+    ];
+    Ok(BenchNonlinearReport {
+        ell: ring.ell,
+        frac: ring.frac,
+        shapes: opts.shapes,
+        setup_s,
+        setup_bytes,
+        spu_source: opts.spu.source.clone(),
+        rows,
+        layer_rounds,
+        notes,
+    })
+}
+
+/// The surrogate path's rounds per Transformer layer from the rows of `transport`.
+fn layer_rounds(rows: &[NonlinearRow], transport: Option<TransportKind>) -> LayerRounds {
+    let find = |block: Block, variant: &str| {
+        rows.iter()
+            .find(|r| Some(r.transport) == transport && r.block == block && r.variant == variant)
+            .map(|r| r.rounds)
+    };
+    let (mbmax, gelu_split, mbln, mbln_local) = (
+        find(Block::Softmax, "mbmax"),
+        find(Block::Gelu, "bolt-split"),
+        find(Block::LayerNorm, "mbln"),
+        find(Block::LayerNorm, "mbln-local"),
+    );
+    let sum = |c: Option<u32>| match (mbmax, gelu_split, c) {
+        (Some(a), Some(b), Some(c)) => Some(a + b + 2 * c),
+        _ => None,
+    };
+    LayerRounds {
+        mbmax,
+        gelu_split,
+        mbln,
+        total: sum(mbln),
+        mbln_local,
+        total_local: sum(mbln_local),
+        encformer: 7,
+    }
+}
+
+impl BenchNonlinearReport {
+    /// Human-readable table with ratios to SPU Cheetah.
+    pub fn to_table(&self) -> String {
+        let mut s = format!(
+            "veil bench nonlinear: l = {}, F = {}, IKNP OT; setup (base OT) {} bytes, {}\n",
+            self.ell,
+            self.frac,
+            self.setup_bytes,
+            self.setup_s
+                .iter()
+                .map(|(k, t)| format!("{k:?} {t:.3} s"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        s += &format!("SPU columns: {}\n", self.spu_source);
+        s += &format!(
+            "{:<5} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+            "link", "block", "variant", "shape", "time s", "cpu s", "B/elem", "off B/e", "on B/e",
+            "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err", "spu s", "spu B/e",
+            "spu r", "t/spu", "B/spu", "r/spu"
+        );
+        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
+        for r in &self.rows {
+            s += &format!(
+                "{:<5} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+                match r.transport {
+                    TransportKind::Memory => "mem",
+                    TransportKind::Tcp => "tcp",
+                },
+                r.block.name(),
+                r.variant,
+                r.shape,
+                r.time_s,
+                r.cpu_s,
+                r.bytes_per_elem,
+                r.offline_bytes_per_elem,
+                r.online_bytes_per_elem,
+                r.rounds,
+                r.offline_rounds,
+                r.online_rounds,
+                r.cots_per_elem,
+                r.est_silent_bytes_per_elem,
+                r.max_abs_err,
+                r.mean_abs_err,
+                opt(r.spu_time_s, 2),
+                opt(r.spu_bytes_per_elem, 0),
+                r.spu_rounds.map_or_else(|| "-".into(), |x| x.to_string()),
+                opt(r.time_ratio, 3),
+                opt(r.bytes_ratio, 3),
+                opt(r.rounds_ratio, 2),
+            );
+        }
+        let l = &self.layer_rounds;
+        let o = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
+        s += &format!(
+            "rounds per Transformer layer, surrogate path: MBMax {} + GELU split {} + 2 x MBLN {} = {} (EncFormer: 3 + 4 + 0 = {})\n",
+            o(l.mbmax),
+            o(l.gelu_split),
+            o(l.mbln),
+            o(l.total),
+            l.encformer
+        );
+        s += &format!(
+            "  with MBLN's 0-round form (gamma, kappa folded into the next CKKS layer): {} + {} + 2 x {} = {}\n",
+            o(l.mbmax),
+            o(l.gelu_split),
+            o(l.mbln_local),
+            o(l.total_local)
+        );
+        for n in &self.notes {
+            s += n;
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// Arguments of `veil bench nonlinear`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchNonlinearArgs {
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Shapes: bert (softmax 12x128x128, GELU 128x3072, LayerNorm 128x768, max pool 64x32x32)
+    /// or small (a quick run for CI smoke).
+    #[arg(long, default_value = "bert")]
+    pub shapes: String,
+    /// Comma-separated blocks: softmax, gelu, layernorm, maxpool, quad (default: all).
+    #[arg(long)]
+    pub blocks: Option<String>,
+    /// Comma-separated variants, by name or block/name (default: all of the chosen blocks).
+    #[arg(long)]
+    pub variants: Option<String>,
+    /// Transport(s): tcp, mem or both.
+    #[arg(long, default_value = "tcp")]
+    pub transport: String,
+    /// Also run SecretFlow SPU (Cheetah) on softmax, GELU and LayerNorm at the same shapes in
+    /// this run (`--peers-dir`, Python from `VEIL_SPU_PYTHON`, default
+    /// /tmp/veil-peers/spu/bin/python). Without it the SPU columns are the labelled reference.
+    #[arg(long)]
+    pub peers: bool,
+    /// The shared peer benchmarks (holds mpc/bench_spu.py).
+    #[arg(long, default_value = "../shared/peers")]
+    pub peers_dir: PathBuf,
+    /// Receive timeout, seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_s: u64,
+}
+
+fn invalid(option: &'static str, value: &str, expected: &'static str) -> BenchError {
+    BenchError::InvalidOption {
+        option,
+        value: value.into(),
+        expected,
+    }
+}
+
+/// The variants `--blocks` and `--variants` select, in report order.
+pub fn select_variants(
+    blocks: Option<&str>,
+    variants: Option<&str>,
+) -> Result<Vec<Variant>, BenchError> {
+    let list = |s: &str| -> Vec<String> {
+        s.split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    let blocks = blocks.map(list);
+    if let Some(bs) = &blocks {
+        for b in bs {
+            if !ALL_BLOCKS.contains(&b.as_str()) {
+                return Err(invalid(
+                    "--blocks",
+                    b,
+                    "softmax, gelu, layernorm, maxpool, quad",
+                ));
+            }
+        }
+    }
+    let names = variants.map(list);
+    if let Some(ns) = &names {
+        for n in ns {
+            if !ALL_VARIANTS
+                .iter()
+                .any(|v| v.name() == n || format!("{}/{}", v.block().name(), v.name()) == *n)
+            {
+                return Err(invalid(
+                    "--variants",
+                    n,
+                    "accurate, mbmax, bolt, bolt-split, tanh, erf, mbln, maxpool, maxpool-relu, \
+                     square, beaver (or block/variant); the transformer blocks only once merged",
+                ));
+            }
+        }
+    }
+    let out: Vec<Variant> = ALL_VARIANTS
+        .iter()
+        .copied()
+        .filter(|v| {
+            blocks
+                .as_ref()
+                .is_none_or(|bs| bs.iter().any(|b| b == v.block().name()))
+        })
+        .filter(|v| {
+            names.as_ref().is_none_or(|ns| {
+                ns.iter()
+                    .any(|n| n == v.name() || *n == format!("{}/{}", v.block().name(), v.name()))
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        return Err(invalid(
+            "--blocks/--variants",
+            &format!("{blocks:?} / {names:?}"),
+            "a selection with at least one variant",
+        ));
+    }
+    Ok(out)
+}
+
+/// Runs the benchmark and prints the report.
+pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
+    let shapes = match args.shapes.as_str() {
+        "bert" => Shapes::BERT,
+        "small" => Shapes::SMALL,
+        v => return Err(invalid("--shapes", v, "bert or small")),
+    };
+    let transports = match args.transport.as_str() {
+        "mem" => vec![TransportKind::Memory],
+        "tcp" => vec![TransportKind::Tcp],
+        "both" => vec![TransportKind::Tcp, TransportKind::Memory],
+        v => return Err(invalid("--transport", v, "tcp, mem or both")),
+    };
+    let variants = select_variants(args.blocks.as_deref(), args.variants.as_deref())?;
+    let mut opts = BenchNonlinearOptions {
+        shapes,
+        variants,
+        transports,
+        timeout: Duration::from_secs(args.timeout_s.max(1)),
+        quiet: false,
+        ..BenchNonlinearOptions::default()
+    };
+    if args.peers {
+        let mut ops: Vec<String> = opts
+            .variants
+            .iter()
+            .filter_map(|v| v.spu_op(&shapes))
+            .collect();
+        ops.dedup();
+        let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
+        match PeerFigures::spu_live_shaped(&args.peers_dir, &ops) {
+            Ok(f) => opts.spu = f,
+            Err(e) => {
+                eprintln!("veil: SPU not measured in this run ({e}); its columns are the reference")
+            }
+        }
+    }
+    let rep = bench_nonlinear(&opts)?;
+    if args.json {
+        println!("{}", crate::to_json("the bench nonlinear report", &rep)?);
+    } else {
+        print!("{}", rep.to_table());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_by_block_and_variant() {
+        let all = select_variants(None, None).unwrap();
+        assert_eq!(all, ALL_VARIANTS.to_vec());
+        let q = select_variants(Some("quad"), None).unwrap();
+        assert!(q.iter().all(|v| v.block() == Block::Quad));
+        let one = select_variants(None, Some("maxpool/maxpool")).unwrap();
+        assert_eq!(one, vec![Variant::MaxPool]);
+        assert!(select_variants(Some("conv"), None).is_err());
+        assert!(select_variants(None, Some("nope")).is_err());
+    }
+
+    #[test]
+    fn small_run_over_memory_reports_exact_max_pool() {
+        let opts = BenchNonlinearOptions {
+            shapes: Shapes::SMALL,
+            transports: vec![TransportKind::Memory],
+            quiet: true,
+            ..BenchNonlinearOptions::default()
+        };
+        let rep = bench_nonlinear(&opts).unwrap();
+        assert_eq!(rep.rows.len(), ALL_VARIANTS.len());
+        eprintln!("{}", rep.to_table());
+        for r in &rep.rows {
+            if r.variant == "mbln-local" {
+                assert!(r.bytes_per_elem == 0.0 && r.rounds == 0, "{r:?}");
+            } else {
+                assert!(r.bytes_per_elem > 0.0 && r.rounds > 0, "{r:?}");
+                assert!(r.online_rounds + r.offline_rounds >= 1);
+            }
+        }
+        assert_eq!(rep.layer_rounds.total_local.map(|_| ()), Some(()));
+        let row = |b: Block, v: &str| {
+            rep.rows
+                .iter()
+                .find(|r| r.block == b && r.variant == v)
+                .unwrap()
+        };
+        assert_eq!(
+            row(Block::MaxPool, "maxpool").max_abs_err,
+            0.0,
+            "max pool is exact"
+        );
+        let q = row(Block::Quad, "square").max_abs_err;
+        assert!(q < 1e-3, "quad: {q}");
+        let sm = row(Block::Softmax, "accurate").max_abs_err;
+        assert!(sm < veil_core::nn::softmax::SOFTMAX_ERR, "softmax: {sm}");
+        assert!(rep.to_table().contains("EncFormer: 3 + 4 + 0 = 7"));
+    }
+}
