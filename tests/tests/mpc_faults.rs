@@ -178,6 +178,9 @@ fn garbage_case<T0: Transport, T1: Raw>(
     })
 }
 
+/// The timeout cases accept an elapsed time down to 95% of the configured timeout: a TCP
+/// socket's receive timeout (`SO_RCVTIMEO`) fires on the kernel's timer tick, which can be a few
+/// milliseconds before the requested instant as `Instant` measures it (seen: 596 ms for 600).
 fn check_cases<F>(run: F, label: &str)
 where
     F: Fn(Option<Vec<u8>>, bool) -> (DriverError, Duration, TransportError),
@@ -261,7 +264,8 @@ where
         "{label}"
     );
     assert!(
-        el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS),
+        el >= Duration::from_millis(TIMEOUT_MS * 95 / 100)
+            && el < Duration::from_millis(3 * TIMEOUT_MS),
         "{label}: {el:?}"
     );
     assert!(peer_ok(&pe), "{label}: {pe:?}");
@@ -273,7 +277,8 @@ where
         "{label}"
     );
     assert!(
-        el >= Duration::from_millis(TIMEOUT_MS) && el < Duration::from_millis(3 * TIMEOUT_MS),
+        el >= Duration::from_millis(TIMEOUT_MS * 95 / 100)
+            && el < Duration::from_millis(3 * TIMEOUT_MS),
         "{label}: {el:?}"
     );
     assert!(peer_ok(&pe), "{label}: {pe:?}");
