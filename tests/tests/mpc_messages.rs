@@ -130,6 +130,10 @@ enum Op {
     Reveal,
     Ring2Field,
     Ring2FieldKnownMsb,
+    /// `nn::ops` squaring (one Gilboa cross term; P0 sends `SquareCorr`).
+    Square,
+    /// `nn::ops` row-broadcast product (wide COTs; both send `WideCorr`).
+    MulRows,
 }
 
 fn q100() -> Modulus {
@@ -171,6 +175,11 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
                 Op::Ring2Field => drive(p.channel(), p.ring_to_field(&x, &q), t).map(drop)?,
                 Op::Ring2FieldKnownMsb => {
                     drive(p.channel(), p.ring_to_field_known_msb(&x, &q, 30), t).map(drop)?
+                }
+                Op::Square => drive(p.channel(), p.square_fx(&x, 13), t).map(drop)?,
+                Op::MulRows => {
+                    let y = RingShares::new(vec![3]);
+                    drive(p.channel(), p.mul_rows_fx(&x, &y, 3, 13), t).map(drop)?
                 }
                 Op::Setup | Op::IdealSetup => unreachable!(),
             }
@@ -242,6 +251,8 @@ fn every_message_kind_malformed_gives_typed_errors_on_both_sides() {
         ),
         (K::B2aCorr, P0, Op::B2a, &[Truncate, Extend, Padding]),
         (K::MuxCorr, P1, Op::Mux, &[Truncate, Extend, Padding]),
+        (K::SquareCorr, P0, Op::Square, &[Truncate, Extend, Padding]),
+        (K::WideCorr, P1, Op::MulRows, &[Truncate, Extend, Padding]),
         (
             K::CmpLeaf,
             P0,
