@@ -498,6 +498,8 @@ struct Measured {
     out: RingShares,
     /// Public factor of the output (MBLN's 0-round form: `κ`; else 1).
     scale: f64,
+    /// OT preprocessing part of `wall_s` (pool mode), s.
+    pre_s: f64,
 }
 
 /// One party's run: setup wall time and statistics, then one [`Measured`] per variant.
@@ -513,6 +515,7 @@ fn party_main(
     inputs: &[&PartyInput],
     bar: &Barrier,
     progress: Option<(&str, bool)>,
+    pool: bool,
 ) -> Result<PartyOut, BenchError> {
     let rng = ChaCha20Rng::from_rng(OsRng)?;
     let mut p = Party::new(id, cfg, rng).map_err(mpc("build a party"))?;
@@ -525,16 +528,31 @@ fn party_main(
     let mut bar_progress = progress
         .map(|(transport, quiet)| Progress::new(&format!("bench nonlinear {transport}"), quiet));
     for (k, (&v, inp)) in variants.iter().zip(inputs).enumerate() {
+        let what = || format!("{}/{}", v.block().name(), v.name());
+        // Pool mode: a warm-up run (not measured) learns this party's COT demand, which the
+        // measured run then preprocesses offline (input-independent random COTs).
+        let demand = if pool {
+            bar.wait();
+            let c0 = p.ot_counts();
+            v.run(shapes, &mut p, t, inp).map_err(protocol(what()))?;
+            let c1 = p.ot_counts();
+            Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
+        } else {
+            None
+        };
         bar.wait();
         let before = p.channel().stats();
-        let ot0 = p.ot_counts();
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
-        let (y, scale) = v.run(shapes, &mut p, t, inp).map_err(protocol(format!(
-            "{}/{}",
-            v.block().name(),
-            v.name()
-        )))?;
+        let (mut pre_s, mut pre_depth) = (0.0, 0);
+        if let Some((ns, nr)) = demand {
+            drive(p.channel(), p.preprocess_ot(ns, nr), t)
+                .map_err(protocol(format!("{} (OT preprocessing)", what())))?;
+            pre_s = t0.elapsed().as_secs_f64();
+            pre_depth = p.channel().depth();
+        }
+        let ot0 = p.ot_counts();
+        let (y, scale) = v.run(shapes, &mut p, t, inp).map_err(protocol(what()))?;
         let wall_s = t0.elapsed().as_secs_f64();
         let cpu_s = thread_cpu_s() - c0;
         let ot1 = p.ot_counts();
@@ -556,7 +574,8 @@ fn party_main(
             cpu_s,
             stats: p.channel().stats().since(&before),
             cots: (ot1.0 - ot0.0) + (ot1.1 - ot0.1),
-            depth: p.channel().depth(),
+            depth: pre_depth + p.channel().depth(),
+            pre_s,
             out: y,
             scale,
         });
@@ -581,6 +600,9 @@ pub struct BenchNonlinearOptions {
     pub spu: PeerFigures,
     /// No progress lines.
     pub quiet: bool,
+    /// OT modes: `false` = IKNP on demand, `true` = random-COT pools preprocessed offline
+    /// (`Party::preprocess_ot`, sized by a warm-up run), derandomized online.
+    pub pool_modes: Vec<bool>,
 }
 
 impl Default for BenchNonlinearOptions {
@@ -593,6 +615,7 @@ impl Default for BenchNonlinearOptions {
             timeout: Duration::from_secs(600),
             spu: PeerFigures::spu_nonlinear_reference(),
             quiet: false,
+            pool_modes: vec![false],
         }
     }
 }
@@ -602,6 +625,11 @@ impl Default for BenchNonlinearOptions {
 pub struct NonlinearRow {
     /// Transport.
     pub transport: TransportKind,
+    /// Whether the COTs came from a pool preprocessed offline (then `offline_*` holds the
+    /// whole OT extension and `online_*` what depends on the input).
+    pub ot_pool: bool,
+    /// Part of `time_s` spent preprocessing the pool, s (0 without a pool).
+    pub pre_s: f64,
     /// Block.
     pub block: Block,
     /// Variant.
@@ -704,7 +732,11 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         ..TransportConfig::default()
     };
     let (mut rows, mut setup_s, mut setup_bytes) = (Vec::new(), Vec::new(), 0);
-    for &kind in &opts.transports {
+    for (&kind, &pool) in opts
+        .transports
+        .iter()
+        .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
+    {
         let link = match kind {
             TransportKind::Memory => Link::Memory,
             TransportKind::Tcp => Link::Tcp,
@@ -735,13 +767,16 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                     &i0,
                     &bar,
                     Some((tname, opts.quiet)),
+                    pool,
                 )
             },
-            |t| party_main(PartyId::P1, cfg, t, vs, sh, &i1, &bar, None),
+            |t| party_main(PartyId::P1, cfg, t, vs, sh, &i1, &bar, None, pool),
         )?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
-        setup_s.push((kind, s0.max(s1)));
+        if !pool || !opts.pool_modes.contains(&false) {
+            setup_s.push((kind, s0.max(s1)));
+        }
         setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
         for (k, &v) in opts.variants.iter().enumerate() {
             let (a, b, d) = (&o0[k], &o1[k], &drawn[k]);
@@ -778,6 +813,8 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             let time_s = a.wall_s.max(b.wall_s);
             rows.push(NonlinearRow {
                 transport: kind,
+                ot_pool: pool,
+                pre_s: a.pre_s.max(b.pre_s),
                 block: v.block(),
                 variant: v.name().into(),
                 shape: v.shape(&opts.shapes),
@@ -879,7 +916,7 @@ impl BenchNonlinearReport {
     /// Human-readable table with ratios to SPU Cheetah.
     pub fn to_table(&self) -> String {
         let mut s = format!(
-            "veil bench nonlinear: l = {}, F = {}, IKNP OT; setup (base OT) {} bytes, {}\n",
+            "veil bench nonlinear: l = {}, F = {}, IKNP OT (iknp: on demand; pool: preprocessed offline); setup (base OT) {} bytes, {}\n",
             self.ell,
             self.frac,
             self.setup_bytes,
@@ -891,19 +928,20 @@ impl BenchNonlinearReport {
         );
         s += &format!("SPU columns: {}\n", self.spu_source);
         s += &format!(
-            "{:<5} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
-            "link", "block", "variant", "shape", "time s", "cpu s", "B/elem", "off B/e", "on B/e",
+            "{:<5} {:<5} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+            "link", "ot", "block", "variant", "shape", "time s", "cpu s", "B/elem", "off B/e", "on B/e",
             "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err", "spu s", "spu B/e",
             "spu r", "t/spu", "B/spu", "r/spu"
         );
         let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
         for r in &self.rows {
             s += &format!(
-                "{:<5} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+                "{:<5} {:<5} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
                 match r.transport {
                     TransportKind::Memory => "mem",
                     TransportKind::Tcp => "tcp",
                 },
+                if r.ot_pool { "pool" } else { "iknp" },
                 r.block.name(),
                 r.variant,
                 r.shape,
@@ -982,6 +1020,10 @@ pub struct BenchNonlinearArgs {
     /// Receive timeout, seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_s: u64,
+    /// OT mode(s): iknp (extension on demand), pool (random COTs preprocessed offline, sized
+    /// by a warm-up run; the online columns then carry only what depends on the input) or both.
+    #[arg(long, default_value = "iknp")]
+    pub ot: String,
 }
 
 fn invalid(option: &'static str, value: &str, expected: &'static str) -> BenchError {
@@ -1070,7 +1112,14 @@ pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
         v => return Err(invalid("--transport", v, "tcp, mem or both")),
     };
     let variants = select_variants(args.blocks.as_deref(), args.variants.as_deref())?;
+    let pool_modes = match args.ot.as_str() {
+        "iknp" => vec![false],
+        "pool" => vec![true],
+        "both" => vec![false, true],
+        v => return Err(invalid("--ot", v, "iknp, pool or both")),
+    };
     let mut opts = BenchNonlinearOptions {
+        pool_modes,
         shapes,
         variants,
         transports,
@@ -1154,5 +1203,49 @@ mod tests {
         let sm = row(Block::Softmax, "accurate").max_abs_err;
         assert!(sm < veil_core::nn::softmax::SOFTMAX_ERR, "softmax: {sm}");
         assert!(rep.to_table().contains("EncFormer: 3 + 4 + 0 = 7"));
+    }
+
+    #[test]
+    fn pool_mode_moves_the_ot_extension_offline() {
+        let opts = BenchNonlinearOptions {
+            shapes: Shapes::SMALL,
+            variants: vec![Variant::SoftmaxAccurate, Variant::GeluBolt],
+            transports: vec![TransportKind::Memory],
+            quiet: true,
+            pool_modes: vec![false, true],
+            ..BenchNonlinearOptions::default()
+        };
+        let rep = bench_nonlinear(&opts).unwrap();
+        assert_eq!(rep.rows.len(), 4);
+        eprintln!("{}", rep.to_table());
+        for v in ["accurate", "bolt"] {
+            let find = |pool: bool| {
+                rep.rows
+                    .iter()
+                    .find(|r| r.variant == v && r.ot_pool == pool)
+                    .unwrap()
+            };
+            let (iknp, pool) = (find(false), find(true));
+            // The IKNP matrices (16 B per COT) go offline; online only derandomization
+            // bits and corrections remain.
+            assert!(
+                pool.online_bytes_per_elem < 0.5 * iknp.online_bytes_per_elem,
+                "{v}: online {} (pool) vs {} (iknp)",
+                pool.online_bytes_per_elem,
+                iknp.online_bytes_per_elem
+            );
+            assert!(pool.offline_bytes_per_elem > iknp.offline_bytes_per_elem);
+            assert!(pool.pre_s > 0.0 && iknp.pre_s == 0.0);
+        }
+        let sm = rep
+            .rows
+            .iter()
+            .find(|r| r.variant == "accurate" && r.ot_pool)
+            .unwrap()
+            .max_abs_err;
+        assert!(
+            sm < veil_core::nn::softmax::SOFTMAX_ERR,
+            "softmax (pool): {sm}"
+        );
     }
 }
