@@ -27,6 +27,9 @@ const HASH_CHUNK: usize = 2048;
 /// single-pad COTs and the `Z_q` pads).
 const WIDE_DOMAIN: u64 = 0x100;
 
+/// COTs per batch of [`Party::preprocess_ot`].
+const PREPROCESS_CHUNK: usize = 1 << 22;
+
 /// Party index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PartyId {
@@ -300,15 +303,20 @@ impl<R: RngCore + CryptoRng> Party<R> {
     pub async fn preprocess_ot(&mut self, as_sender: usize, as_receiver: usize) -> Result<()> {
         let ch = self.ch.clone();
         let prev = ch.set_phase(Phase::Offline);
-        let r = self.random_bits(as_receiver);
+        let r = Zeroizing::new(self.random_bits(as_receiver));
         let ot = self.ot()?;
         // Zero counts are skipped on both sides alike (the peer's counts are
-        // these two swapped).
-        if as_receiver > 0 {
-            ot.receiver.fill(&ch, r).await?;
+        // these two swapped). Both sides cut the batches at the same
+        // `PREPROCESS_CHUNK`, so the frames stay far below the transport's
+        // frame limit (16 B per COT: 64 MiB per IKNP matrix) and pair up.
+        for c in r.chunks(PREPROCESS_CHUNK) {
+            ot.receiver.fill(&ch, c.to_vec()).await?;
         }
-        if as_sender > 0 {
-            ot.sender.fill(&ch, as_sender).await?;
+        let mut left = as_sender;
+        while left > 0 {
+            let m = left.min(PREPROCESS_CHUNK);
+            ot.sender.fill(&ch, m).await?;
+            left -= m;
         }
         ch.set_phase(prev);
         Ok(())
