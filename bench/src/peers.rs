@@ -54,23 +54,12 @@ pub const SPU_NONLINEAR_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, 
      delay, softmax ~308-323)";
 
 impl PeerFigures {
-    /// SecretFlow SPU 0.9.5 Cheetah at `n = 2^16`, FM64, measured 2026-11-30 on the project's
-    /// 2-core machine with `../shared/peers/mpc/bench_spu.py` (2 processes, brpc, loopback).
-    /// Times: a quiet re-run (mul 0.29, less 0.61, ReLU 0.64, select 0.26 s; trunc 0.13 s from
-    /// the README table). Bytes per element and rounds (from a 200 ms added delay): the
-    /// README table.
-    pub fn spu_reference() -> Self {
-        let rows: [(&str, f64, f64, u32); 5] = [
-            ("mul", 0.29, 220.0, 10),
-            ("trunc", 0.13, 2.1, 2),
-            ("less", 0.61, 82.0, 19),
-            ("relu", 0.64, 98.5, 22),
-            ("select", 0.26, 218.0, 8),
-        ];
+    /// Labelled reference figures from `(op, time s, bytes/elem, rounds)` rows.
+    fn reference(source: &str, n: usize, rows: &[(&str, f64, f64, u32)]) -> Self {
         PeerFigures {
-            source: SPU_REFERENCE_SOURCE.into(),
+            source: source.into(),
             live: false,
-            n: 1 << 16,
+            n,
             figures: rows
                 .iter()
                 .map(|&(op, t, b, r)| {
@@ -87,6 +76,22 @@ impl PeerFigures {
         }
     }
 
+    /// SecretFlow SPU 0.9.5 Cheetah at `n = 2^16`, FM64, measured 2026-11-30 on the project's
+    /// 2-core machine with `../shared/peers/mpc/bench_spu.py` (2 processes, brpc, loopback).
+    /// Times: a quiet re-run (mul 0.29, less 0.61, ReLU 0.64, select 0.26 s; trunc 0.13 s from
+    /// the README table). Bytes per element and rounds (from a 200 ms added delay): the
+    /// README table.
+    pub fn spu_reference() -> Self {
+        let rows: [(&str, f64, f64, u32); 5] = [
+            ("mul", 0.29, 220.0, 10),
+            ("trunc", 0.13, 2.1, 2),
+            ("less", 0.61, 82.0, 19),
+            ("relu", 0.64, 98.5, 22),
+            ("select", 0.26, 218.0, 8),
+        ];
+        Self::reference(SPU_REFERENCE_SOURCE, 1 << 16, &rows)
+    }
+
     /// SecretFlow SPU 0.9.5 Cheetah on the shaped blocks of `bench_spu.py` (softmax over rows,
     /// its tanh GELU, LayerNorm without affine) at BERT-base shapes, measured 2026-11-30 on the
     /// project's 2-core machine: the table of `../shared/peers/mpc/README.md` (times of a noisy
@@ -98,24 +103,7 @@ impl PeerFigures {
             ("gelu_128x3072", 88.2, 2777.0, 172),
             ("layernorm_128x768", 2.81, 454.0, 72),
         ];
-        PeerFigures {
-            source: SPU_NONLINEAR_REFERENCE_SOURCE.into(),
-            live: false,
-            n: 0,
-            figures: rows
-                .iter()
-                .map(|&(op, t, b, r)| {
-                    (
-                        op.to_string(),
-                        PeerFigure {
-                            time_s: Some(t),
-                            bytes_per_elem: Some(b),
-                            rounds: Some(r),
-                        },
-                    )
-                })
-                .collect(),
-        }
+        Self::reference(SPU_NONLINEAR_REFERENCE_SOURCE, 0, &rows)
     }
 
     /// The figures of primitive `op`, if the peer has them.
