@@ -8,13 +8,15 @@
 //! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
 //! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
 //! * [`nn`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;
-//! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion) and [`transformer`] above.
+//! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion) and [`transformer`] above;
+//! * [`bert`] (private inference of a BERT-architecture encoder) on top, composing them.
 #![no_std]
 extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
 pub mod backend;
+pub mod bert;
 pub mod ckks;
 pub mod convert;
 pub mod error;
