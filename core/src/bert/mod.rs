@@ -4,7 +4,9 @@
 //! boundary. The client is MPC party P0 (it holds the CKKS secret key); the server is P1 (it
 //! holds the ciphertexts and the weights).
 
+pub mod private;
 pub mod reference;
 pub mod weights;
 
+pub use private::{client_run, server_run, BlockCost, SessionPlan, SEQ_LENS};
 pub use weights::{Embeddings, EncoderConfig, EncoderWeights, Head, LayerWeights};
