@@ -8,6 +8,7 @@ use rand_core::{RngCore, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
+use veil_core::bert::fixed::logits_fixed;
 use veil_core::bert::{
     client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, Head, LayerWeights,
     SessionPlan, MPC_CONFIG,
@@ -21,6 +22,9 @@ use veil_host::transport::{mem_pair, TransportConfig};
 
 /// Worst logit error accepted against the f64 reference.
 const LOGIT_BOUND: f64 = 0.05;
+/// Worst logit error accepted against the fixed-point emulation (same integer functions; what
+/// remains is CKKS noise in the linear layers and the conversions' sub-ulp errors).
+const FIXED_BOUND: f64 = 0.02;
 
 fn seeded(s: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(s)
@@ -258,11 +262,18 @@ fn tiny_encoder_matches_reference() {
     let mut g = seeded(9);
     let x = Mat::from_fn(m, cfg.hidden, |_, _| 0.0).map_in_place(&mut g, 1.0);
     let want = reference(&w, &x, valid);
-    let (got, costs) = run_private(params::insecure_logn12(), &w, &x, m, valid);
-    println!("logits: private {got:?}, reference {want:?}");
+    let lit = params::insecure_logn12();
+    let plan = SessionPlan::new(&lit.clone().validate().unwrap(), &cfg, m).unwrap();
+    let fx = logits_fixed(&plan, &w, &x, valid).unwrap();
+    let (got, costs) = run_private(lit, &w, &x, m, valid);
+    println!("logits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
     assert_eq!(costs.last().map(|c| c.block), Some("head"));
-    for (a, b) in got.iter().zip(&want) {
+    for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
         assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
+        assert!(
+            (a - c).abs() < FIXED_BOUND,
+            "logit {a} vs fixed-point emulation {c}"
+        );
     }
 }
 
