@@ -542,6 +542,30 @@ impl Model {
         Ok(veil_core::bert::reference::pooled(&h, ids.len()))
     }
 
+    /// [`Model::pooled`] of many texts, on all the machine's cores (in order).
+    pub fn pooled_many(&self, texts: &[&str]) -> Result<Vec<Vec<f64>>, ModelError> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, texts.len().max(1));
+        let chunk = texts.len().div_ceil(threads).max(1);
+        std::thread::scope(|s| {
+            let jobs: Vec<_> = texts
+                .chunks(chunk)
+                .map(|c| s.spawn(move || c.iter().map(|t| self.pooled(t)).collect::<Vec<_>>()))
+                .collect();
+            let mut out = Vec::with_capacity(texts.len());
+            for j in jobs {
+                let part = j
+                    .join()
+                    .map_err(|_| ModelError::Tokenizer("a worker thread panicked".into()))?;
+                for r in part {
+                    out.push(r?);
+                }
+            }
+            Ok(out)
+        })
+    }
+
     /// The plaintext reference's logits of `text` (no padding).
     pub fn logits(&self, text: &str) -> Result<Vec<f64>, ModelError> {
         let p = self.pooled(text)?;
