@@ -15,7 +15,7 @@ use std::time::Instant;
 use veil_host::model::head::{self, HeadFile, Sentence};
 use veil_host::model::{fetch, load_dir, ModelError};
 
-const L2_GRID: [f64; 6] = [1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2];
+const L2_GRID: [f64; 8] = [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1];
 const FOLDS: usize = 5;
 
 fn main() {

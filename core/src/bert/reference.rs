@@ -48,13 +48,18 @@ fn layer_norm_rows(x: &mut Mat, gamma: &[f64], beta: &[f64], eps: f64) {
     }
 }
 
-/// `x·W + b` on row vectors (row-by-row axpy over `W`'s rows, which vectorizes).
+/// `x·W + b` on row vectors. The loop runs over `W`'s rows outermost, so each row of `W` is
+/// read once and reused for every row of `x` (the `m × n` output stays in cache); every output
+/// is still summed in the order `b + Σ_k` over increasing `k`.
 fn linear(x: &Mat, w: &Mat, b: &[f64]) -> Mat {
     let n = w.cols;
     let mut y = Mat::zeros(x.rows, n);
-    for (xr, yr) in x.data.chunks(x.cols).zip(y.data.chunks_mut(n)) {
+    for yr in y.data.chunks_mut(n) {
         yr.copy_from_slice(b);
-        for (a, wr) in xr.iter().zip(w.data.chunks(n)) {
+    }
+    for (k, wr) in w.data.chunks(n).enumerate() {
+        for (i, yr) in y.data.chunks_mut(n).enumerate() {
+            let a = x.data[i * x.cols + k];
             for (yv, wv) in yr.iter_mut().zip(wr) {
                 *yv += a * wv;
             }
