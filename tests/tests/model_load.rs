@@ -72,6 +72,17 @@ fn committed_head_is_accurate_on_the_heldout_split() {
     let held = head::heldout().unwrap();
     assert!(held.len() >= 300);
     let texts: Vec<&str> = held.iter().map(|s| s.text.as_str()).collect();
+    // How the split falls on the supported sequence lengths (for the private pipeline).
+    let mut buckets = [0usize; 5];
+    for t in &texts {
+        let n = m.tokenize(t, 512).unwrap().len();
+        let b = veil_core::bert::SEQ_LENS
+            .iter()
+            .position(|&l| n <= l)
+            .unwrap_or(4);
+        buckets[b] += 1;
+    }
+    eprintln!("held-out sentences by padded length m = 16/32/64/128/longer: {buckets:?}");
     let feats = m.pooled_many(&texts).unwrap();
     let ok = feats
         .iter()
