@@ -12,6 +12,7 @@
 //! (`cli/`).
 
 pub mod harness;
+pub mod model;
 pub mod mpc;
 pub mod party;
 pub mod transport;
