@@ -83,7 +83,6 @@ pub fn run_client<B: PolyBackend>(
         )));
     }
     let ck = ckks.get(cfg, m)?;
-    let plan = plan(&ck, cfg, m)?;
 
     // 1. Hello.
     let hello = Hello {
@@ -122,6 +121,10 @@ pub fn run_client<B: PolyBackend>(
             });
         }
     }
+
+    // The plan (after the Accept, so that a refusal reads as one even where this build cannot
+    // plan the shape); a failure here tells the server why.
+    let plan = plan(&ck, cfg, m).inspect_err(|e| t.abort(&e.to_string()))?;
 
     // 2. Keys: the secret key is generated here and stays in `client`.
     let mut rng = session_rng()?;

@@ -201,10 +201,11 @@ pub struct BlockRow {
 /// place the choice is made, so both sides derive the same set.
 ///
 /// The lead's per-shape `session_params` will replace the body; until then every shape uses
-/// one 128-bit set (N = 2^14, 4 levels, 1 digit).
+/// one 128-bit set: N = 2^14, 6 levels, 7 digits (log2(QP) = 420 ≤ 438; `(14, 4, 1)` has
+/// log2(QP) = 520 and is refused as insecure).
 pub fn session_params(cfg: &EncoderConfig, m: usize) -> Result<CkksParams, SessionError> {
     let _ = (cfg, m);
-    veil_core::params::ckks_128_custom(14, 4, 1)
+    veil_core::params::ckks_128_custom(14, 6, 7)
         .validate()
         .map_err(SessionError::Params)
 }
