@@ -4,9 +4,13 @@
 //! boundary. The client is MPC party P0 (it holds the CKKS secret key); the server is P1 (it
 //! holds the ciphertexts and the weights).
 
+pub mod layout;
 pub mod private;
 pub mod reference;
+mod track;
 pub mod weights;
 
-pub use private::{client_run, server_run, BlockCost, SessionPlan, SEQ_LENS};
+pub use private::{
+    client_run, server_run, session_params, BlockCost, Levels, SessionPlan, MPC_CONFIG, SEQ_LENS,
+};
 pub use weights::{Embeddings, EncoderConfig, EncoderWeights, Head, LayerWeights};

@@ -1,27 +1,109 @@
-//! The two sides of one private inference (API; the body is being built by the lead).
+//! The two sides of one private inference of a BERT-architecture encoder with a
+//! classification head (EncFormer Fig. 1).
+//!
+//! # Protocol
+//!
+//! The client is MPC party P0 and holds the CKKS secret key; the server is P1 and holds the
+//! weights, the public key and the evaluation keys. The client's input is its embedded sentence
+//! `X` (`m × d`: token, position and type embeddings from the published table, then the
+//! embedding LayerNorm; rows `valid..m` are padding). It enters as MPC shares (the client's share
+//! is `X`, the server's is 0), and every layer then runs
+//!
+//! | block | where | in → out |
+//! |---|---|---|
+//! | M2C `X` | conversion | shares → minimal packing |
+//! | `Q, K, V` projection (+ biases), score `Q·Kᵀ/√d_h` | CKKS, SCP kernels | → folded-diagonal stream |
+//! | C2M `S` | conversion | → shares |
+//! | softmax, padding keys masked | MPC | |
+//! | M2C `P` | conversion | → minimal folded-diagonal `P` |
+//! | value `P·V`, output projection | CKKS | → minimal packing |
+//! | C2M `Y`; `+ b_O + X`; LayerNorm 1 | conversion, MPC | → `H` |
+//! | M2C `H`; FC1 | conversion, CKKS | |
+//! | C2M; `+ b_1`; GELU (erf) | conversion, MPC | → `G` |
+//! | M2C `G`; FC2 | conversion, CKKS | |
+//! | C2M; `+ b_2 + H`; LayerNorm 2 | conversion, MPC | → next `X` |
+//!
+//! and the head runs on the shares: the mean over the `valid` rows (local), one owner-vector
+//! product with the server's `W/valid` (`ℓ` COTs per weight), `+ b`, and an opening to the
+//! client alone (the client masks its share first, so the server sees a uniform value).
+//!
+//! The residual stream never leaves MPC: the shares of `X` and `H` are kept for the residual
+//! additions, so each layer costs four conversions each way. The server never decrypts and never
+//! sees a share unmasked; the client sees only one-time-padded ciphertexts in the conversions and
+//! the logits at the end.
+//!
+//! # Levels and scales
+//!
+//! [`SessionPlan::new`] dry-runs every FHE block with a symbolic executor that follows levels
+//! and exact scales ([`super::track`]), and picks for every M2C the lowest level from which the
+//! block still ends at or above the shortest admissible C2M level of its output (modulus
+//! trimming). Both parties derive the same plan from public data only.
+//!
+//! # Public information
+//!
+//! The architecture, `m` and the number of real tokens `valid` (the padding mask) are public.
 
-use super::weights::{EncoderConfig, EncoderWeights};
-use crate::ckks::{Ckks, EvaluationKeys, PublicKey, SecretKey};
-use crate::convert::ProtocolError;
+use super::layout::Layout;
+use super::track::ScaleExec;
+use super::weights::{EncoderConfig, EncoderWeights, LayerWeights};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey, C64};
+use crate::convert::{
+    c2m_p0, c2m_p1, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, M2cPlan, ProtocolError, RunStats,
+};
 use crate::error::Error;
-use crate::mpc::Party;
-use crate::packing::Mat;
+use crate::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares};
+use crate::nn::fixed;
+use crate::nn::gelu::{Gelu, GeluKind};
+use crate::nn::layernorm::{LayerNorm, LnAffine, LnKind};
+use crate::nn::ops;
+use crate::nn::softmax::{Mask, Softmax, SoftmaxKind};
+use crate::packing::{ChannelMap, Mat};
 use crate::params::CkksParams;
-use crate::transformer::OpCounts;
+use crate::transformer::pipeline::{output_projection, qkv_projection, score_kernel, value_kernel};
+use crate::transformer::plan::ProjConfig;
+use crate::transformer::projection::{project, ProjGroup};
+use crate::transformer::{AttnPlan, AttnShape, CkksExec, Exec, OpCounts};
 use crate::PolyBackend;
+use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
 /// Supported (padded) sequence lengths `m`.
 pub const SEQ_LENS: [usize; 4] = [16, 32, 64, 128];
 
+/// The MPC engine configuration of a session (EncFormer's ring: `ℓ = 43`, `F = 13`).
+pub const MPC_CONFIG: MpcConfig = MpcConfig::ENCFORMER;
+
+/// `log2` of the largest magnitude each boundary carries (real units), with margin over what
+/// all-MiniLM-L6-v2 shows on real sentences (softmax inputs ≲ 46, LayerNorm inputs ≲ 224,
+/// GELU inputs ≲ 25). Values beyond a bound break the conversion's correctness argument.
+pub mod bounds {
+    /// M2C of a layer input `X` (LayerNorm outputs).
+    pub const X: u32 = 8;
+    /// M2C of the softmax output `P ∈ [0, 1]`.
+    pub const P: u32 = 1;
+    /// M2C of `H` (LayerNorm 1 output).
+    pub const H: u32 = 8;
+    /// M2C of the GELU output.
+    pub const G: u32 = 7;
+    /// C2M of the scores.
+    pub const S: u32 = 7;
+    /// C2M of the attention output projection.
+    pub const Y: u32 = 9;
+    /// C2M of FC1's output (GELU input).
+    pub const F1: u32 = 7;
+    /// C2M of FC2's output.
+    pub const F2: u32 = 9;
+}
+
 /// One block's costs, as one party saw them (the host adds wall time between events).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BlockCost {
     /// Layer index (`usize::MAX` for the head).
     pub layer: usize,
-    /// Block name (`"qkv+score"`, `"softmax"`, `"value+out"`, `"ln1"`, `"fc1"`, `"gelu"`,
-    /// `"fc2"`, `"ln2"`, `"head"`, or a conversion `"c2m:…"` / `"m2c:…"`).
+    /// Block name: `"m2c:x"`, `"qkv+score"`, `"c2m:s"`, `"softmax"`, `"m2c:p"`, `"value+out"`,
+    /// `"c2m:y"`, `"ln1"`, `"m2c:h"`, `"fc1"`, `"c2m:f1"`, `"gelu"`, `"m2c:g"`, `"fc2"`,
+    /// `"c2m:f2"`, `"ln2"`, `"head"`.
     pub block: &'static str,
     /// CKKS operations (server side; zero at the client).
     pub ckks: OpCounts,
@@ -29,10 +111,23 @@ pub struct BlockCost {
     pub converted_cts: usize,
     /// Ciphertext bytes carried by the conversion.
     pub converted_bytes: u64,
-    /// MPC bytes sent + received in the block.
+    /// MPC bytes sent + received in the block (ciphertext frames included).
     pub mpc_bytes: u64,
     /// MPC rounds of the block.
     pub mpc_rounds: u64,
+}
+
+/// Levels at which the M2C conversions encrypt (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Levels {
+    /// Layer input `X`.
+    pub x: usize,
+    /// Softmax output `P`.
+    pub p: usize,
+    /// LayerNorm-1 output `H`.
+    pub h: usize,
+    /// GELU output `G`.
+    pub g: usize,
 }
 
 /// Everything public both parties derive from `(params, architecture, m)`: the kernel plan, the
@@ -43,53 +138,744 @@ pub struct SessionPlan {
     pub cfg: EncoderConfig,
     /// Padded sequence length.
     pub m: usize,
+    /// Slots per ciphertext (sparse packing when below `N/2`).
+    pub slots: usize,
+    /// The attention kernels' plan.
+    pub attn: AttnPlan,
+    /// M2C levels.
+    pub levels: Levels,
+    /// FHE operations of one layer's blocks, from the dry run: `qkv+score`, `value+out`,
+    /// `fc1`, `fc2`.
+    pub dry_counts: [OpCounts; 4],
+    f_map: ChannelMap,
+    fc1: ProjConfig,
+    fc2: ProjConfig,
+    m2c: [M2cPlan; 4],
+    c2m: [C2mPlan; 4],
+    lay_x: Layout,
+    lay_f: Layout,
+    lay_s: Layout,
+    lay_p: Layout,
     rotations: Vec<i64>,
+}
+
+/// Indices of the M2C plans.
+const M_X: usize = 0;
+const M_P: usize = 1;
+const M_H: usize = 2;
+const M_G: usize = 3;
+/// Indices of the C2M plans.
+const C_S: usize = 0;
+const C_Y: usize = 1;
+const C_F1: usize = 2;
+const C_F2: usize = 3;
+
+fn cfg_b(b: u32) -> BoundaryCfg {
+    BoundaryCfg {
+        ring: MPC_CONFIG.ring,
+        sigma: MPC_CONFIG.sigma,
+        log_bmax: b,
+    }
+}
+
+fn zero_fn(_: usize, _: usize) -> C64 {
+    C64::default()
+}
+
+/// Dry-run outputs of one FHE block: output level and scale, and its counts.
+struct Dry {
+    level: usize,
+    scale: f64,
+    counts: OpCounts,
+    rotations: Vec<i64>,
+}
+
+fn dry<T>(
+    slots: usize,
+    primes: &[f64],
+    f: impl FnOnce(&ScaleExec) -> crate::Result<Vec<super::track::Tracked>>,
+) -> Option<(Dry, T)>
+where
+    T: Default,
+{
+    let ex = ScaleExec::new(slots, primes.to_vec());
+    let out = f(&ex).ok()?;
+    let first = *out.first()?;
+    if out
+        .iter()
+        .any(|c| c.sym.level != first.sym.level || c.scale != first.scale)
+    {
+        return None;
+    }
+    Some((
+        Dry {
+            level: first.sym.level,
+            scale: first.scale,
+            counts: ex.counts(),
+            rotations: ex.rotations_used(),
+        },
+        T::default(),
+    ))
+}
+
+/// The smallest level `l ≥ 1` from which `block(l)` ends at or above the shortest admissible
+/// C2M level of its output; returns the level, the C2M plan and the dry run.
+fn pick_level(
+    params: &CkksParams,
+    slots: usize,
+    b: u32,
+    mut block: impl FnMut(usize) -> Option<Dry>,
+) -> Result<(usize, C2mPlan, Dry), ProtocolError> {
+    let mut last: Option<ProtocolError> = None;
+    for l in 1..=params.max_level() {
+        let Some(d) = block(l) else { continue };
+        match C2mPlan::shortest_admissible(params, slots, d.scale, cfg_b(b)) {
+            Ok(c) if c.level() <= d.level => return Ok((l, c, d)),
+            Ok(_) => {}
+            Err(e) => last = Some(e.into()),
+        }
+    }
+    Err(last.unwrap_or(ProtocolError::Ckks(Error::InvalidParameters(
+        "the parameter set has too few levels for an FHE block and its conversion",
+    ))))
 }
 
 impl SessionPlan {
     /// Plans a session; typed error when the shape or parameters do not fit.
-    pub fn new(_params: &CkksParams, cfg: &EncoderConfig, m: usize) -> Result<Self, ProtocolError> {
+    pub fn new(params: &CkksParams, cfg: &EncoderConfig, m: usize) -> Result<Self, ProtocolError> {
         cfg.validate()?;
         if !SEQ_LENS.contains(&m) {
-            return Err(Error::InvalidParameters("sequence length").into());
+            return Err(Error::InvalidParameters("sequence length (16, 32, 64 or 128)").into());
         }
-        Err(Error::InvalidParameters("private pipeline not built yet").into())
+        let (d, heads, ffn) = (cfg.hidden, cfg.heads, cfg.ffn);
+        let n_max = params.n() / 2;
+        let mut slots = (m * d / 2).next_power_of_two().clamp(2 * m, n_max);
+        let attn = loop {
+            let shape = AttnShape { m, d, heads, slots };
+            match AttnPlan::new(shape) {
+                Ok(p) => break p,
+                Err(_) if slots < n_max => slots *= 2,
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let x_map = attn.x_map();
+        let f_map = ChannelMap::minimal(ffn, m, slots);
+        let n_seg = slots / m;
+        let fc1 = ProjConfig::auto(m, n_seg, slots, x_map.cts, 2 * f_map.cts);
+        let fc2 = ProjConfig::auto(m, n_seg, slots, f_map.cts, 2 * x_map.cts);
+        let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
+        let delta = params.default_scale();
+        let z = Mat::zeros(d, d);
+
+        // Attention, first half: X → Q, K, V (+ biases) → S.
+        let block_a = |lx: usize| -> Option<Dry> {
+            dry::<()>(slots, &primes, |ex| {
+                let x: Vec<_> = (0..x_map.cts).map(|_| ex.fresh(lx, delta)).collect();
+                let (q, k, _v) = qkv_projection(ex, &attn, &x, &z, &z, &z)?;
+                score_kernel(ex, &attn, &q, &k)
+            })
+            .map(|r| r.0)
+        };
+        let (lx, c2m_s, dry_a) = pick_level(params, slots, bounds::S, block_a)?;
+        // Attention, second half: P, V → O → Y, with the lowest P level that loses nothing.
+        let v_at = |ex: &ScaleExec| -> crate::Result<Vec<super::track::Tracked>> {
+            let x: Vec<_> = (0..x_map.cts).map(|_| ex.fresh(lx, delta)).collect();
+            Ok(qkv_projection(ex, &attn, &x, &z, &z, &z)?.2)
+        };
+        let block_b = |lp: usize| -> Option<Dry> {
+            dry::<()>(slots, &primes, |ex| {
+                let v = v_at(ex)?;
+                let before = ex.counts();
+                let p: Vec<_> = (0..attn.p_cts).map(|_| ex.fresh(lp, delta)).collect();
+                let o = value_kernel(ex, &attn, &p, &v)?;
+                let y = output_projection(ex, &attn, &o, &z)?;
+                let _ = before;
+                Ok(y)
+            })
+            .map(|r| r.0)
+        };
+        let (lp, c2m_y, mut dry_b) = pick_level(params, slots, bounds::Y, block_b)?;
+        // The value block's own counts (without V's projection, counted in block A).
+        let v_counts = dry::<()>(slots, &primes, v_at)
+            .map(|r| r.0.counts)
+            .unwrap_or_default();
+        dry_b.counts = dry_b.counts.since(&v_counts);
+        let fc = |in_map: &ChannelMap, out_map: &ChannelMap, cfg: &ProjConfig, l: usize| {
+            dry::<()>(slots, &primes, |ex| {
+                let x: Vec<_> = (0..in_map.cts).map(|_| ex.fresh(l, delta)).collect();
+                let g = [ProjGroup {
+                    out: out_map,
+                    weight: &zero_fn,
+                    raw: false,
+                }];
+                Ok(project(ex, cfg, &x, in_map, &g)?.pop().unwrap_or_default())
+            })
+            .map(|r| r.0)
+        };
+        let (lh, c2m_f1, dry_f1) =
+            pick_level(params, slots, bounds::F1, |l| fc(&x_map, &f_map, &fc1, l))?;
+        let (lg, c2m_f2, dry_f2) =
+            pick_level(params, slots, bounds::F2, |l| fc(&f_map, &x_map, &fc2, l))?;
+        let m2c = |l: usize, b: u32| M2cPlan::new(params, l, slots, delta, cfg_b(b));
+        let m2c = [
+            m2c(lx, bounds::X)?,
+            m2c(lp, bounds::P)?,
+            m2c(lh, bounds::H)?,
+            m2c(lg, bounds::G)?,
+        ];
+        let mut rotations: Vec<i64> = [&dry_a, &dry_b, &dry_f1, &dry_f2]
+            .iter()
+            .flat_map(|d| d.rotations.iter().copied())
+            .collect();
+        rotations.sort_unstable();
+        rotations.dedup();
+        Ok(Self {
+            cfg: *cfg,
+            m,
+            slots,
+            levels: Levels {
+                x: lx,
+                p: lp,
+                h: lh,
+                g: lg,
+            },
+            dry_counts: [dry_a.counts, dry_b.counts, dry_f1.counts, dry_f2.counts],
+            lay_x: Layout::channels(&x_map, d, slots)?,
+            lay_f: Layout::channels(&f_map, ffn, slots)?,
+            lay_s: Layout::scores(&attn.score_stream())?,
+            lay_p: Layout::probs(&attn.p_layout())?,
+            attn,
+            f_map,
+            fc1,
+            fc2,
+            m2c,
+            c2m: [c2m_s, c2m_y, c2m_f1, c2m_f2],
+            rotations,
+        })
     }
 
-    /// Galois steps the client must generate keys for (conjugation is always included).
+    /// Galois steps the client must generate keys for (conjugation is always needed too).
     pub fn rotations(&self) -> &[i64] {
         &self.rotations
     }
+
+    /// The C2M levels after trimming: scores, attention output, FC1, FC2.
+    pub fn c2m_levels(&self) -> [usize; 4] {
+        [0, 1, 2, 3].map(|i| self.c2m[i].level())
+    }
+
+    /// The softmax block of a sentence with `valid` real tokens.
+    pub fn softmax(&self, valid: usize) -> Softmax {
+        let m = self.m;
+        Softmax {
+            rows: self.cfg.heads * m,
+            cols: m,
+            mask: if valid >= m {
+                Mask::None
+            } else {
+                Mask::Padding { valid }
+            },
+            kind: SoftmaxKind::Accurate,
+        }
+    }
+
+    /// The LayerNorm blocks.
+    pub fn layernorm(&self) -> LayerNorm {
+        LayerNorm {
+            rows: self.m,
+            cols: self.cfg.hidden,
+            eps: self.cfg.ln_eps,
+            kind: LnKind::Accurate,
+        }
+    }
+
+    /// The GELU block (the checkpoint's exact-erf GELU).
+    pub fn gelu(&self) -> Gelu {
+        Gelu {
+            kind: GeluKind::Erf,
+        }
+    }
+
+    fn check_valid(&self, valid: usize) -> Result<(), ProtocolError> {
+        if valid == 0 || valid > self.m {
+            return Err(Error::InvalidParameters("valid tokens must be in 1..=m").into());
+        }
+        Ok(())
+    }
+}
+
+/// The role-specific half of a run.
+enum Side<'a, B: PolyBackend> {
+    Client {
+        sk: &'a SecretKey,
+    },
+    Server {
+        pk: &'a PublicKey<B>,
+        ex: CkksExec<'a, B>,
+        w: &'a EncoderWeights,
+    },
+}
+
+struct Run<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> {
+    p: &'p mut Party<R>,
+    ck: &'a Ckks<B>,
+    side: Side<'a, B>,
+    plan: &'a SessionPlan,
+    valid: usize,
+    progress: &'p mut dyn FnMut(&BlockCost),
+    layer: usize,
+    mark_bytes: u64,
+    mark_rounds: u64,
+    mark_ops: OpCounts,
+    conv: (usize, u64),
+}
+
+fn ring(r: &Run<'_, '_, impl PolyBackend, impl RngCore + CryptoRng>) -> RingCfg {
+    r.p.ring()
+}
+
+/// `x + b[c]` over a row-major `rows × cols` tensor, the bias held by the server (P1).
+fn add_bias(r: RingCfg, server: bool, x: RingShares, b: Option<&[f64]>, cols: usize) -> RingShares {
+    match (server, b) {
+        (true, Some(b)) => {
+            let mut v = x.into_vec();
+            for (e, s) in v.iter_mut().enumerate() {
+                *s = r.add(*s, r.from_signed(fixed::encode(b[e % cols], r.frac)));
+            }
+            RingShares::new(v)
+        }
+        _ => x,
+    }
+}
+
+/// Slot values of a bias laid out by a channel map (each channel's value on its segment).
+fn bias_slots(map: &ChannelMap, b: &[f64], ct: usize, slots: usize) -> Vec<C64> {
+    let mut v = vec![C64::default(); slots];
+    for seg in 0..map.segs {
+        let re = map.get(ct, 0, seg).map_or(0.0, |c| b[c]);
+        let im = map.get(ct, 1, seg).map_or(0.0, |c| b[c]);
+        for r in 0..map.m {
+            v[seg * map.m + r] = C64::new(re, im);
+        }
+    }
+    v
+}
+
+impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
+    fn stats_now(&self) -> (u64, u64) {
+        let s = self.p.channel().stats();
+        let t = [s.setup, s.offline, s.online];
+        (
+            t.iter().map(|x| x.bytes_sent + x.bytes_recv).sum(),
+            t.iter().map(|x| x.rounds as u64).sum(),
+        )
+    }
+
+    fn ops_now(&self) -> OpCounts {
+        match &self.side {
+            Side::Server { ex, .. } => ex.counts(),
+            Side::Client { .. } => OpCounts::default(),
+        }
+    }
+
+    fn mark(&mut self) {
+        let (b, r) = self.stats_now();
+        self.mark_bytes = b;
+        self.mark_rounds = r;
+        self.mark_ops = self.ops_now();
+        self.conv = (0, 0);
+    }
+
+    fn done(&mut self, block: &'static str) {
+        let (b, r) = self.stats_now();
+        let cost = BlockCost {
+            layer: self.layer,
+            block,
+            ckks: self.ops_now().since(&self.mark_ops),
+            converted_cts: self.conv.0,
+            converted_bytes: self.conv.1,
+            mpc_bytes: b - self.mark_bytes,
+            mpc_rounds: r - self.mark_rounds,
+        };
+        (self.progress)(&cost);
+        self.mark();
+    }
+
+    fn is_server(&self) -> bool {
+        matches!(self.side, Side::Server { .. })
+    }
+
+    fn note(&mut self, s: &RunStats) {
+        self.conv.0 += s.ciphertexts;
+        self.conv.1 += s.ciphertext_bytes;
+    }
+
+    /// C2M of the server's ciphertexts (`cts` at the server, `None` at the client), gathered
+    /// into a row-major tensor by `lay`.
+    async fn c2m(
+        &mut self,
+        which: usize,
+        cts: Option<Vec<Ciphertext<B>>>,
+        lay: &Layout,
+        name: &'static str,
+    ) -> Result<RingShares, ProtocolError> {
+        let plan = &self.plan.c2m[which];
+        let (sh, st) = match (&self.side, cts) {
+            (Side::Server { pk, .. }, Some(c)) => c2m_p1(self.p, self.ck, pk, plan, &c).await?,
+            (Side::Client { sk }, None) => c2m_p0(self.p, self.ck, sk, plan, lay.cts).await?,
+            _ => return Err(Error::InvalidParameters("C2M called on the wrong side").into()),
+        };
+        self.note(&st);
+        let out = lay.gather(&sh)?;
+        self.done(name);
+        Ok(out)
+    }
+
+    /// M2C of a shared tensor laid out by `lay`: the server gets the ciphertexts.
+    async fn m2c(
+        &mut self,
+        which: usize,
+        x: &RingShares,
+        lay: &Layout,
+        name: &'static str,
+    ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
+        let plan = &self.plan.m2c[which];
+        let inputs = lay.scatter(x)?;
+        let out = match &self.side {
+            Side::Server { .. } => {
+                let (c, st) = m2c_p1(self.p, self.ck, plan, &inputs).await?;
+                self.note(&st);
+                Some(c)
+            }
+            Side::Client { sk } => {
+                let st = m2c_p0(self.p, self.ck, sk, plan, &inputs).await?;
+                self.note(&st);
+                None
+            }
+        };
+        self.done(name);
+        Ok(out)
+    }
+
+    fn weights(&self) -> Option<&'a LayerWeights> {
+        match &self.side {
+            Side::Server { w, .. } => w.layers.get(self.layer),
+            Side::Client { .. } => None,
+        }
+    }
+
+    /// One Transformer layer on the shares of its input; returns the shares of its output.
+    async fn layer(&mut self, x: RingShares) -> Result<RingShares, ProtocolError> {
+        let plan = self.plan;
+        let (m, d, ffn) = (plan.m, plan.cfg.hidden, plan.cfg.ffn);
+        let r = ring(self);
+        let server = self.is_server();
+        let w = self.weights();
+        if server && w.is_none() {
+            return Err(
+                Error::InvalidParameters("the weights have fewer layers than the plan").into(),
+            );
+        }
+
+        // Attention.
+        let xc = self.m2c(M_X, &x, &plan.lay_x, "m2c:x").await?;
+        let mut v_keep = None;
+        let s_cts = match (&self.side, xc, w) {
+            (Side::Server { ex, .. }, Some(xc), Some(w)) => {
+                let a = &plan.attn;
+                let inv = 1.0 / libm::sqrt(plan.cfg.head_dim() as f64);
+                let wq = Mat::from_fn(d, d, |i, o| w.wq.get(i, o) * inv);
+                let bq: Vec<f64> = w.bq.iter().map(|b| b * inv).collect();
+                let (mut q, mut k, mut v) = qkv_projection(ex, a, &xc, &wq, &w.wk, &w.wv)?;
+                let (qm, vm) = (a.qk_map(), a.v_map());
+                for (cts, map, b) in [
+                    (&mut q, &qm, &bq),
+                    (&mut k, &qm, &w.bk),
+                    (&mut v, &vm, &w.bv),
+                ] {
+                    for (u, ct) in cts.iter_mut().enumerate() {
+                        ex.add_plain(ct, &|| bias_slots(map, b, u, plan.slots))?;
+                    }
+                }
+                let s = score_kernel(ex, a, &q, &k)?;
+                v_keep = Some(v);
+                Some(s)
+            }
+            _ => None,
+        };
+        self.done("qkv+score");
+        let s = self.c2m(C_S, s_cts, &plan.lay_s, "c2m:s").await?;
+        let pr = plan.softmax(self.valid).run(self.p, &s).await?;
+        self.done("softmax");
+        let pc = self.m2c(M_P, &pr, &plan.lay_p, "m2c:p").await?;
+        let y_cts = match (&self.side, pc, v_keep, w) {
+            (Side::Server { ex, .. }, Some(pc), Some(v), Some(w)) => {
+                let o = value_kernel(ex, &plan.attn, &pc, &v)?;
+                Some(output_projection(ex, &plan.attn, &o, &w.wo)?)
+            }
+            _ => None,
+        };
+        self.done("value+out");
+        let y = self.c2m(C_Y, y_cts, &plan.lay_x, "c2m:y").await?;
+        let y = add_bias(r, server, y, w.map(|w| &w.bo[..]), d);
+        let y = ops::add(r, &y, &x)?;
+        let ln = plan.layernorm();
+        let aff = w.map(|w| LnAffine {
+            gamma: &w.ln1_g,
+            beta: &w.ln1_b,
+        });
+        let h = ln
+            .run_owned(self.p, &y, aff.as_ref(), 0, PartyId::P1)
+            .await?;
+        self.done("ln1");
+
+        // Feed-forward.
+        let hc = self.m2c(M_H, &h, &plan.lay_x, "m2c:h").await?;
+        let f1 = match (&self.side, hc, w) {
+            (Side::Server { ex, .. }, Some(hc), Some(w)) => {
+                let wf = |i: usize, o: usize| C64::real(w.w1.get(i, o));
+                let g = [ProjGroup {
+                    out: &plan.f_map,
+                    weight: &wf,
+                    raw: false,
+                }];
+                project(ex, &plan.fc1, &hc, &plan.attn.x_map(), &g)?.pop()
+            }
+            _ => None,
+        };
+        self.done("fc1");
+        let f = self.c2m(C_F1, f1, &plan.lay_f, "c2m:f1").await?;
+        let f = add_bias(r, server, f, w.map(|w| &w.b1[..]), ffn);
+        let g = plan.gelu().run(self.p, &f).await?;
+        self.done("gelu");
+        let gc = self.m2c(M_G, &g, &plan.lay_f, "m2c:g").await?;
+        let f2 = match (&self.side, gc, w) {
+            (Side::Server { ex, .. }, Some(gc), Some(w)) => {
+                let wf = |i: usize, o: usize| C64::real(w.w2.get(i, o));
+                let x_map = plan.attn.x_map();
+                let g = [ProjGroup {
+                    out: &x_map,
+                    weight: &wf,
+                    raw: false,
+                }];
+                project(ex, &plan.fc2, &gc, &plan.f_map, &g)?.pop()
+            }
+            _ => None,
+        };
+        self.done("fc2");
+        let o = self.c2m(C_F2, f2, &plan.lay_x, "c2m:f2").await?;
+        let o = add_bias(r, server, o, w.map(|w| &w.b2[..]), d);
+        let o = ops::add(r, &o, &h)?;
+        let aff = w.map(|w| LnAffine {
+            gamma: &w.ln2_g,
+            beta: &w.ln2_b,
+        });
+        let out = ln
+            .run_owned(self.p, &o, aff.as_ref(), 0, PartyId::P1)
+            .await?;
+        self.done("ln2");
+        let _ = m;
+        Ok(out)
+    }
+
+    /// Mean pooling over the real tokens and the head; the client alone learns the logits.
+    async fn head(&mut self, h: &RingShares) -> Result<Option<Vec<f64>>, ProtocolError> {
+        self.layer = usize::MAX;
+        let plan = self.plan;
+        let (d, classes, valid) = (plan.cfg.hidden, plan.cfg.classes, self.valid);
+        let r = ring(self);
+        let f = r.frac;
+        // Σ over the real rows (local), repeated once per class: one row of classes·d.
+        let hs = h.as_slice();
+        let mut sum = vec![0u64; d];
+        for row in 0..valid {
+            for (c, s) in sum.iter_mut().enumerate() {
+                *s = r.add(*s, hs[row * d + c]);
+            }
+        }
+        let rep: Vec<u64> = (0..classes).flat_map(|_| sum.iter().copied()).collect();
+        let head = match &self.side {
+            Side::Server { w, .. } => Some(&w.head),
+            Side::Client { .. } => None,
+        };
+        let wv: Option<Vec<u64>> = head.map(|hd| {
+            (0..classes)
+                .flat_map(|k| {
+                    (0..d).map(move |c| {
+                        r.from_signed(fixed::encode(hd.w.get(c, k) / valid as f64, f))
+                    })
+                })
+                .collect()
+        });
+        let prod = self
+            .p
+            .mul_owned_fx(
+                &RingShares::new(rep),
+                wv.as_deref(),
+                PartyId::P1,
+                classes * d,
+                f,
+            )
+            .await?;
+        let ps = prod.as_slice();
+        let mut logits: Vec<u64> = (0..classes)
+            .map(|k| {
+                ps[k * d..(k + 1) * d]
+                    .iter()
+                    .fold(0u64, |a, &b| r.add(a, b))
+            })
+            .collect();
+        if let Some(hd) = head {
+            for (l, b) in logits.iter_mut().zip(&hd.b) {
+                *l = r.add(*l, r.from_signed(fixed::encode(*b, f)));
+            }
+        }
+        // Opening to the client only: it pads its share with a fresh uniform mask first.
+        let out = if self.is_server() {
+            self.p.reveal(&RingShares::new(logits)).await?;
+            None
+        } else {
+            let pad: Vec<u64> = (0..classes)
+                .map(|_| self.p.rng().next_u64() & r.mask())
+                .collect();
+            let masked: Vec<u64> = logits
+                .iter()
+                .zip(&pad)
+                .map(|(&a, &b)| r.add(a, b))
+                .collect();
+            let open = self.p.reveal(&RingShares::new(masked)).await?;
+            Some(
+                open.iter()
+                    .zip(&pad)
+                    .map(|(&v, &m)| fixed::decode(r.to_signed(r.sub(v, m)), f))
+                    .collect(),
+            )
+        };
+        self.done("head");
+        Ok(out)
+    }
+
+    async fn run(&mut self, x: RingShares) -> Result<Option<Vec<f64>>, ProtocolError> {
+        self.p.setup().await?;
+        self.p.setup_common_seed().await?;
+        self.mark();
+        let mut h = x;
+        for l in 0..self.plan.cfg.layers {
+            self.layer = l;
+            h = self.layer(h).await?;
+        }
+        self.head(&h).await
+    }
+}
+
+fn check_party<R: RngCore + CryptoRng>(p: &Party<R>, want: PartyId) -> Result<(), ProtocolError> {
+    if p.id() != want || *p.config() != MPC_CONFIG {
+        return Err(Error::InvalidParameters(
+            "the MPC party must be P0 at the client and P1 at the server, with MPC_CONFIG",
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// The client (P0): sends its input `x` (`m × d`, rows `valid..m` are padding) through the
-/// conversion into the pipeline, takes part in every MPC block and returns the logits.
-/// `progress` is called after every block.
-#[allow(clippy::too_many_arguments)]
+/// conversion into the pipeline, takes part in every MPC block and returns the logits. It runs
+/// the party's setup (base OTs, common seed) first, so `p` must be fresh. `progress` is called
+/// after every block.
 pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
-    _p: &mut Party<R>,
-    _ck: &Ckks<B>,
-    _sk: &SecretKey,
-    _plan: &SessionPlan,
-    _x: &Mat,
-    _valid: usize,
-    _progress: &mut dyn FnMut(&BlockCost),
+    p: &mut Party<R>,
+    ck: &Ckks<B>,
+    sk: &SecretKey,
+    plan: &SessionPlan,
+    x: &Mat,
+    valid: usize,
+    progress: &mut dyn FnMut(&BlockCost),
 ) -> Result<Vec<f64>, ProtocolError> {
-    Err(Error::InvalidParameters("private pipeline not built yet").into())
+    check_party(p, PartyId::P0)?;
+    plan.check_valid(valid)?;
+    if x.rows != plan.m || x.cols != plan.cfg.hidden || x.data.len() != x.rows * x.cols {
+        return Err(Error::Shape {
+            what: "client input (m × hidden)",
+            expected: plan.m * plan.cfg.hidden,
+            found: x.data.len(),
+        }
+        .into());
+    }
+    let r = p.ring();
+    let lim = libm::exp2(bounds::X as f64);
+    if x.data.iter().any(|v| !v.is_finite() || v.abs() > lim) {
+        return Err(Error::InvalidParameters("client input outside the M2C bound").into());
+    }
+    let sh = RingShares::new(
+        x.data
+            .iter()
+            .map(|&v| r.from_signed(fixed::encode(v, r.frac)))
+            .collect(),
+    );
+    let mut run = Run {
+        p,
+        ck,
+        side: Side::Client { sk },
+        plan,
+        valid,
+        progress,
+        layer: 0,
+        mark_bytes: 0,
+        mark_rounds: 0,
+        mark_ops: OpCounts::default(),
+        conv: (0, 0),
+    };
+    run.run(sh)
+        .await?
+        .ok_or(Error::InvalidParameters("no logits").into())
 }
 
 /// The server (P1): evaluates the linear layers on ciphertexts, takes part in every MPC block,
-/// and sends its share of the logits to the client. Takes public key material only.
+/// and opens the logits to the client. Takes public key material only. Runs the party's setup
+/// first (`p` must be fresh).
 #[allow(clippy::too_many_arguments)]
 pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
-    _p: &mut Party<R>,
-    _ck: &Ckks<B>,
-    _pk: &PublicKey<B>,
-    _keys: &EvaluationKeys<B>,
-    _plan: &SessionPlan,
-    _w: &EncoderWeights,
-    _valid: usize,
-    _progress: &mut dyn FnMut(&BlockCost),
+    p: &mut Party<R>,
+    ck: &Ckks<B>,
+    pk: &PublicKey<B>,
+    keys: &EvaluationKeys<B>,
+    plan: &SessionPlan,
+    w: &EncoderWeights,
+    valid: usize,
+    progress: &mut dyn FnMut(&BlockCost),
 ) -> Result<(), ProtocolError> {
-    Err(Error::InvalidParameters("private pipeline not built yet").into())
+    check_party(p, PartyId::P1)?;
+    plan.check_valid(valid)?;
+    w.validate()?;
+    if w.cfg != plan.cfg {
+        return Err(Error::InvalidParameters("the weights' architecture is not the plan's").into());
+    }
+    let n = plan.m * plan.cfg.hidden;
+    let mut run = Run {
+        p,
+        ck,
+        side: Side::Server {
+            pk,
+            ex: CkksExec::new(ck, keys, plan.slots),
+            w,
+        },
+        plan,
+        valid,
+        progress,
+        layer: 0,
+        mark_bytes: 0,
+        mark_rounds: 0,
+        mark_ops: OpCounts::default(),
+        conv: (0, 0),
+    };
+    run.run(RingShares::new(vec![0u64; n])).await?;
+    Ok(())
+}
+
+/// The session's CKKS parameter set: `N = 2^15`, `q_0` of 60 bits and six 40-bit levels (the
+/// attention half needs five levels above the trimmed C2M level 1), one key-switching digit
+/// (the smallest Galois keys at this depth), 128-bit secure by the HE standard (660 bits of
+/// `QP`, the bound at `N = 2^15` is 881).
+pub fn session_params() -> crate::Result<CkksParams> {
+    crate::params::ckks_128_custom(15, 6, 1).validate()
 }

@@ -447,12 +447,27 @@ impl LayerNorm {
         affine: Option<&LnAffine<'_>>,
         shift: u32,
     ) -> Result<RingShares> {
+        self.run_owned(p, x, affine, shift, PartyId::P0).await
+    }
+
+    /// [`LayerNorm::run_scaled`] with `γ` and `β` held by `owner` (the other party's
+    /// `affine` is ignored): in the hybrid protocol the server, which holds the checkpoint,
+    /// is MPC party P1.
+    pub async fn run_owned<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        x: &RingShares,
+        affine: Option<&LnAffine<'_>>,
+        shift: u32,
+        owner: PartyId,
+    ) -> Result<RingShares> {
         let r = p.ring();
         self.validate_scaled(r, shift)?;
         let sc = Scales::of(self.cols, shift);
         let p0 = p.is_p0();
-        // P0's γ and β are the checkpoint's (the server's secret): zeroized on drop.
-        let (gam, beta) = if p0 {
+        let is_owner = p.id() == owner;
+        // The owner's γ and β are the checkpoint's (the server's secret): zeroized on drop.
+        let (gam, beta) = if is_owner {
             let (g, b) = self.affine_ints(&sc, affine)?;
             let (g, b) = (Zeroizing::new(g), Zeroizing::new(b));
             (
@@ -472,7 +487,7 @@ impl LayerNorm {
                 p.mul_owned_fx(
                     &d1,
                     gam.as_ref().map(|g| g.as_slice()),
-                    PartyId::P0,
+                    owner,
                     self.cols,
                     FMB,
                 )
@@ -506,14 +521,14 @@ impl LayerNorm {
                 p.mul_owned_fx(
                     &z,
                     gam.as_ref().map(|g| g.as_slice()),
-                    PartyId::P0,
+                    owner,
                     self.cols,
                     FZO + FGAM - 13,
                 )
                 .await?
             }
         };
-        if !p0 || beta.iter().all(|&b| b == 0) {
+        if !is_owner || beta.iter().all(|&b| b == 0) {
             return Ok(y);
         }
         let bb = RingShares::new((0..n).map(|k| r.from_signed(beta[k % self.cols])).collect());

@@ -126,6 +126,9 @@ pub trait Exec {
             }
         }
     }
+    /// `ct + pt` where `pt` has the slot values `values()`, encoded at the ciphertext's level
+    /// and scale (a bias; no level consumed).
+    fn add_plain(&self, ct: &mut Self::Ct, values: PtValues<'_>) -> Result<()>;
     /// Tensor product without relinearization (degree 2).
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
     /// Relinearizes a degree-2 ciphertext.
@@ -389,6 +392,18 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
             Ok(())
         })
     }
+    fn add_plain(&self, ct: &mut Self::Ct, values: PtValues<'_>) -> Result<()> {
+        let v = values();
+        if v.len() != self.slots {
+            return Err(Error::SlotCount {
+                given: v.len(),
+                slots: self.slots,
+            });
+        }
+        self.bump(|c| c.adds += 1);
+        let pt = self.ck.encode(&v, self.slots, ct.level(), ct.scale)?;
+        self.ck.add_plain_assign(ct, &pt)
+    }
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
         self.bump(|c| c.ct_mults += 1);
         self.ck.mul_no_relin(a, b)
@@ -555,6 +570,10 @@ impl Exec for SymExec {
     fn mul_plain(&self, ct: &SymCt, _key: Option<u64>, _values: PtValues<'_>) -> Result<SymCt> {
         self.bump(|c| c.pt_mults += 1);
         Ok(*ct)
+    }
+    fn add_plain(&self, _ct: &mut SymCt, _values: PtValues<'_>) -> Result<()> {
+        self.bump(|c| c.adds += 1);
+        Ok(())
     }
     fn mul_ct(&self, a: &SymCt, b: &SymCt) -> Result<SymCt> {
         Self::same_level(a, b)?;

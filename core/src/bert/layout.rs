@@ -1,0 +1,187 @@
+//! Where each element of a shared tensor sits in the slots of the ciphertexts of a layout, so
+//! that the MPC side can read the shares a C2M conversion returns (gather) and lay out the
+//! shares an M2C conversion consumes (scatter). The tables are built from the same layouts the
+//! FHE kernels use ([`ChannelMap`], [`ScoreStream`], [`PLayout`]); every element has exactly one
+//! home slot (checked at construction).
+
+use crate::convert::ComplexShares;
+use crate::error::{Error, Result};
+use crate::mpc::{MpcError, RingShares};
+use crate::packing::{ChannelMap, PLayout, ScoreStream};
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// One element's home: ciphertext, slot and part (0 = real, 1 = imaginary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Home {
+    ct: u32,
+    slot: u32,
+    part: u8,
+}
+
+/// The homes of the `len` elements of a row-major tensor in `cts` ciphertexts of `slots`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Ciphertexts.
+    pub cts: usize,
+    /// Slots per ciphertext.
+    pub slots: usize,
+    homes: Vec<Home>,
+}
+
+impl Layout {
+    fn build(
+        cts: usize,
+        slots: usize,
+        len: usize,
+        mut place: impl FnMut(&mut dyn FnMut(usize, usize, usize, u8)),
+    ) -> Result<Self> {
+        const NONE: Home = Home {
+            ct: u32::MAX,
+            slot: 0,
+            part: 0,
+        };
+        let mut homes = vec![NONE; len];
+        let mut taken = vec![0u8; cts * slots];
+        let mut bad = false;
+        place(&mut |e, ct, slot, part| {
+            if e >= len || ct >= cts || slot >= slots || homes[e] != NONE {
+                bad = true;
+                return;
+            }
+            let bit = 1u8 << part;
+            if taken[ct * slots + slot] & bit != 0 {
+                bad = true;
+                return;
+            }
+            taken[ct * slots + slot] |= bit;
+            homes[e] = Home {
+                ct: ct as u32,
+                slot: slot as u32,
+                part,
+            };
+        });
+        if bad || homes.contains(&NONE) {
+            return Err(Error::InvalidParameters(
+                "layout does not place every element exactly once",
+            ));
+        }
+        Ok(Self { cts, slots, homes })
+    }
+
+    /// An `m × cols` activation in a segment-column [`ChannelMap`]: element `(r, c)` in the
+    /// segment holding channel `c`, row `r`.
+    pub fn channels(map: &ChannelMap, cols: usize, slots: usize) -> Result<Self> {
+        let m = map.m;
+        Self::build(map.cts, slots, m * cols, |put| {
+            for ct in 0..map.cts {
+                for part in 0..2u8 {
+                    for seg in 0..map.segs {
+                        if let Some(c) = map.get(ct, part as usize, seg) {
+                            for r in 0..m {
+                                put(r * cols + c, ct, seg * m + r, part);
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// The score stream: element `((h·m + q)·m + k)` is head `h`, query `q`, key `k` (the
+    /// softmax block's row-major rows).
+    pub fn scores(s: &ScoreStream) -> Result<Self> {
+        let (m, heads, slots) = (s.m, s.heads, s.slots);
+        Self::build(s.cts(), slots, heads * m * m, |put| {
+            for t in 0..m / 2 {
+                for h in 0..heads {
+                    for j in 0..m {
+                        let g = (t * heads + h) * m + j;
+                        let row = (h * m + j) * m;
+                        put(row + (j + t) % m, g / slots, g % slots, 0);
+                        put(row + (j + t + m / 2) % m, g / slots, g % slots, 1);
+                    }
+                }
+            }
+        })
+    }
+
+    /// The softmax output in the value kernel's minimal folded-diagonal packing, same element
+    /// order as [`Layout::scores`].
+    pub fn probs(p: &PLayout) -> Result<Self> {
+        let m = p.m;
+        Self::build(p.cts(), p.slots, p.heads * m * m, |put| {
+            for h in 0..p.heads {
+                let (l, hb) = (h / p.h_blk, h % p.h_blk);
+                for t in 0..m / 2 {
+                    let seg = hb * p.s_p + t;
+                    for j in 0..m {
+                        let row = (h * m + j) * m;
+                        put(row + (j + t) % m, l, seg * m + j, 0);
+                        put(row + (j + t + m / 2) % m, l, seg * m + j, 1);
+                    }
+                }
+            }
+        })
+    }
+
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.homes.len()
+    }
+
+    /// Whether the layout has no element.
+    pub fn is_empty(&self) -> bool {
+        self.homes.is_empty()
+    }
+
+    /// The tensor's shares from the shares of its ciphertexts' slots.
+    pub fn gather(&self, cts: &[ComplexShares]) -> core::result::Result<RingShares, MpcError> {
+        if cts.len() != self.cts
+            || cts
+                .iter()
+                .any(|c| c.re.len() != self.slots || c.im.len() != self.slots)
+        {
+            return Err(MpcError::LengthMismatch {
+                what: "converted ciphertext shares",
+                expected: self.cts * self.slots,
+                found: cts.iter().map(|c| c.re.len()).sum(),
+            });
+        }
+        Ok(RingShares::new(
+            self.homes
+                .iter()
+                .map(|h| {
+                    let c = &cts[h.ct as usize];
+                    let v = if h.part == 0 { &c.re } else { &c.im };
+                    v.as_slice()[h.slot as usize]
+                })
+                .collect(),
+        ))
+    }
+
+    /// The shares of the ciphertexts' slots (zero where no element lives) from the tensor's.
+    pub fn scatter(&self, x: &RingShares) -> core::result::Result<Vec<ComplexShares>, MpcError> {
+        if x.len() != self.homes.len() {
+            return Err(MpcError::LengthMismatch {
+                what: "tensor shares",
+                expected: self.homes.len(),
+                found: x.len(),
+            });
+        }
+        let mut re = vec![vec![0u64; self.slots]; self.cts];
+        let mut im = vec![vec![0u64; self.slots]; self.cts];
+        for (h, &v) in self.homes.iter().zip(x.as_slice()) {
+            let t = if h.part == 0 { &mut re } else { &mut im };
+            t[h.ct as usize][h.slot as usize] = v;
+        }
+        Ok(re
+            .into_iter()
+            .zip(im)
+            .map(|(re, im)| ComplexShares {
+                re: RingShares::new(re),
+                im: RingShares::new(im),
+            })
+            .collect())
+    }
+}

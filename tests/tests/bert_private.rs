@@ -1,0 +1,267 @@
+//! Private inference of a small BERT-architecture encoder end to end, in memory: the client
+//! (P0) and the server (P1) in two threads over the in-memory duplex, every FHE block on real
+//! CKKS, every nonlinear block in MPC, every boundary through the complex conversion. The
+//! logits must match the plaintext `f64` reference within the stated bound.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{RngCore, SeedableRng};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use veil_backend_cpu::CpuBackend;
+use veil_core::bert::{
+    client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, Head, LayerWeights,
+    SessionPlan, MPC_CONFIG,
+};
+use veil_core::ckks::Ckks;
+use veil_core::mpc::{Party, PartyId};
+use veil_core::packing::Mat;
+use veil_core::params;
+use veil_host::mpc::drive;
+use veil_host::transport::{mem_pair, TransportConfig};
+
+/// Worst logit error accepted against the f64 reference.
+const LOGIT_BOUND: f64 = 0.05;
+
+fn seeded(s: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(s)
+}
+
+fn gauss(g: &mut ChaCha20Rng) -> f64 {
+    // Irwin–Hall(12) − 6: mean 0, variance 1.
+    (0..12)
+        .map(|_| (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+        .sum::<f64>()
+        - 6.0
+}
+
+fn mat(g: &mut ChaCha20Rng, r: usize, c: usize, s: f64) -> Mat {
+    Mat::from_fn(r, c, |_, _| 0.0).map_in_place(g, s)
+}
+
+trait Fill {
+    fn map_in_place(self, g: &mut ChaCha20Rng, s: f64) -> Self;
+}
+impl Fill for Mat {
+    fn map_in_place(mut self, g: &mut ChaCha20Rng, s: f64) -> Self {
+        for v in self.data.iter_mut() {
+            *v = gauss(g) * s;
+        }
+        self
+    }
+}
+
+fn vecr(g: &mut ChaCha20Rng, n: usize, mean: f64, s: f64) -> Vec<f64> {
+    (0..n).map(|_| mean + gauss(g) * s).collect()
+}
+
+fn tiny(cfg: EncoderConfig, seed: u64) -> EncoderWeights {
+    let mut g = seeded(seed);
+    let (d, f) = (cfg.hidden, cfg.ffn);
+    let sd = 1.0 / (d as f64).sqrt();
+    let sf = 1.0 / (f as f64).sqrt();
+    let layers = (0..cfg.layers)
+        .map(|_| LayerWeights {
+            wq: mat(&mut g, d, d, 2.0 * sd),
+            bq: vecr(&mut g, d, 0.0, 0.1),
+            wk: mat(&mut g, d, d, 2.0 * sd),
+            bk: vecr(&mut g, d, 0.0, 0.1),
+            wv: mat(&mut g, d, d, sd),
+            bv: vecr(&mut g, d, 0.0, 0.1),
+            wo: mat(&mut g, d, d, sd),
+            bo: vecr(&mut g, d, 0.0, 0.1),
+            ln1_g: vecr(&mut g, d, 1.0, 0.1),
+            ln1_b: vecr(&mut g, d, 0.0, 0.1),
+            w1: mat(&mut g, d, f, 2.0 * sd),
+            b1: vecr(&mut g, f, 0.0, 0.1),
+            w2: mat(&mut g, f, d, sf),
+            b2: vecr(&mut g, d, 0.0, 0.1),
+            ln2_g: vecr(&mut g, d, 1.0, 0.1),
+            ln2_b: vecr(&mut g, d, 0.0, 0.1),
+        })
+        .collect();
+    EncoderWeights {
+        cfg,
+        layers,
+        head: Head {
+            w: mat(&mut g, d, cfg.classes, 1.0),
+            b: vecr(&mut g, cfg.classes, 0.0, 0.1),
+        },
+    }
+}
+
+// ---- f64 reference (local until the product's reference lands) ----
+fn ln_rows(x: &Mat, g: &[f64], b: &[f64], eps: f64) -> Mat {
+    let mut y = x.clone();
+    for r in 0..x.rows {
+        let row = &x.data[r * x.cols..(r + 1) * x.cols];
+        let mu = row.iter().sum::<f64>() / x.cols as f64;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / x.cols as f64;
+        for c in 0..x.cols {
+            y.set(r, c, (row[c] - mu) / (var + eps).sqrt() * g[c] + b[c]);
+        }
+    }
+    y
+}
+fn lin(x: &Mat, w: &Mat, b: &[f64]) -> Mat {
+    let mut y = x.matmul(w);
+    for r in 0..y.rows {
+        for c in 0..y.cols {
+            y.data[r * y.cols + c] += b[c];
+        }
+    }
+    y
+}
+fn erf(x: f64) -> f64 {
+    libm::erf(x)
+}
+fn reference(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
+    let c = w.cfg;
+    let (m, d, h) = (x.rows, c.hidden, c.heads);
+    let dh = d / h;
+    let mut x = x.clone();
+    for l in &w.layers {
+        let (q, k, v) = (
+            lin(&x, &l.wq, &l.bq),
+            lin(&x, &l.wk, &l.bk),
+            lin(&x, &l.wv, &l.bv),
+        );
+        let mut o = Mat::zeros(m, d);
+        for hh in 0..h {
+            for i in 0..m {
+                let s: Vec<f64> = (0..valid)
+                    .map(|j| {
+                        (0..dh)
+                            .map(|u| q.get(i, hh * dh + u) * k.get(j, hh * dh + u))
+                            .sum::<f64>()
+                            / (dh as f64).sqrt()
+                    })
+                    .collect();
+                let mx = s.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for u in 0..dh {
+                    let acc: f64 = (0..valid).map(|j| e[j] / z * v.get(j, hh * dh + u)).sum();
+                    o.set(i, hh * dh + u, acc);
+                }
+            }
+        }
+        let mut y = lin(&o, &l.wo, &l.bo);
+        for (a, b) in y.data.iter_mut().zip(&x.data) {
+            *a += b;
+        }
+        let hid = ln_rows(&y, &l.ln1_g, &l.ln1_b, c.ln_eps);
+        let mut f = lin(&hid, &l.w1, &l.b1);
+        for v in f.data.iter_mut() {
+            *v = 0.5 * *v * (1.0 + erf(*v / std::f64::consts::SQRT_2));
+        }
+        let mut f2 = lin(&f, &l.w2, &l.b2);
+        for (a, b) in f2.data.iter_mut().zip(&hid.data) {
+            *a += b;
+        }
+        x = ln_rows(&f2, &l.ln2_g, &l.ln2_b, c.ln_eps);
+    }
+    let pooled: Vec<f64> = (0..d)
+        .map(|cc| (0..valid).map(|r| x.get(r, cc)).sum::<f64>() / valid as f64)
+        .collect();
+    (0..c.classes)
+        .map(|k| {
+            w.head.b[k]
+                + (0..d)
+                    .map(|cc| pooled[cc] * w.head.w.get(cc, k))
+                    .sum::<f64>()
+        })
+        .collect()
+}
+
+fn run_private(
+    lit: params::CkksParamsLiteral,
+    w: &EncoderWeights,
+    x: &Mat,
+    m: usize,
+    valid: usize,
+) -> (Vec<f64>, Vec<BlockCost>) {
+    let p = lit.validate().unwrap();
+    let plan = SessionPlan::new(&p, &w.cfg, m).unwrap();
+    println!(
+        "plan: slots {} levels {:?} c2m levels {:?}, {} Galois steps",
+        plan.slots,
+        plan.levels,
+        plan.c2m_levels(),
+        plan.rotations().len()
+    );
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut g = seeded(77);
+    let t = Instant::now();
+    let sk = ck.gen_secret_key(&mut g);
+    let pk = ck.gen_public_key(&sk, &mut g).unwrap();
+    let keys = ck
+        .gen_evaluation_keys(&sk, plan.rotations(), true, &mut g, |_, _| {})
+        .unwrap();
+    println!("keys {:.2?}", t.elapsed());
+    let cfg = TransportConfig {
+        timeout: Duration::from_secs(120),
+        max_frame: 1 << 30,
+    };
+    let (mut t0, mut t1) = mem_pair(cfg);
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let (ck1, plan1, pk1, keys1) = (&ck, &plan, &pk, &keys);
+        let h = s.spawn(move || {
+            let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, seeded(2)).unwrap();
+            let ch = p1.channel();
+            drive(
+                ch,
+                server_run(&mut p1, ck1, pk1, keys1, plan1, w, valid, &mut |_| {}),
+                &mut t1,
+            )
+            .unwrap()
+        });
+        let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, seeded(1)).unwrap();
+        let ch = p0.channel();
+        let mut costs = Vec::new();
+        let mut last = Instant::now();
+        let logits = drive(
+            ch,
+            client_run(&mut p0, &ck, &sk, &plan, x, valid, &mut |c| {
+                println!(
+                    "  L{:<2} {:<10} {:>8.1?} {:>10} B {:>4} rounds",
+                    c.layer as i64,
+                    c.block,
+                    last.elapsed(),
+                    c.mpc_bytes,
+                    c.mpc_rounds
+                );
+                last = Instant::now();
+                costs.push(c.clone());
+            }),
+            &mut t0,
+        )
+        .unwrap();
+        h.join().unwrap();
+        println!("private run {:.2?}", t.elapsed());
+        (logits, costs)
+    })
+}
+
+#[test]
+fn tiny_encoder_matches_reference() {
+    let cfg = EncoderConfig {
+        layers: 1,
+        hidden: 64,
+        heads: 2,
+        ffn: 128,
+        ln_eps: 1e-12,
+        classes: 2,
+    };
+    let w = tiny(cfg, 5);
+    let (m, valid) = (16, 11);
+    let mut g = seeded(9);
+    let x = Mat::from_fn(m, cfg.hidden, |_, _| 0.0).map_in_place(&mut g, 1.0);
+    let want = reference(&w, &x, valid);
+    let (got, costs) = run_private(params::insecure_logn12(), &w, &x, m, valid);
+    println!("logits: private {got:?}, reference {want:?}");
+    assert_eq!(costs.last().map(|c| c.block), Some("head"));
+    for (a, b) in got.iter().zip(&want) {
+        assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
+    }
+}
