@@ -23,9 +23,9 @@ use veil_core::bert::{EncoderConfig, EncoderWeights, Head, LayerWeights};
 use veil_core::mpc::Frame;
 use veil_core::packing::Mat;
 use veil_host::session::{
-    decode_report, fingerprint, run_client, serve, serve_one, session_params, Accept, CkksCache,
-    ClientResult, DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary,
-    SessionError, SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
+    decode_report, fingerprint, run_client, serve, serve_one, Accept, CkksCache, ClientResult,
+    DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary, SessionError,
+    SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
 };
 use veil_host::transport::{TcpTransport, Transport, TransportConfig, TransportError};
 
@@ -108,13 +108,20 @@ fn input(seed: u64) -> Mat {
 }
 
 fn plaintext(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
-    let _ = (w, x, valid);
-    // Until `reference::logits` (the model helper's) is on main: `veil_core::bert::reference::logits(w, x, valid).unwrap()`.
-    unimplemented!("the plaintext reference is not on main yet")
+    local_reference(w, x, valid)
+}
+
+/// The parameter set of these tests: the insecure N = 2^12 test set (fast); the product's
+/// 128-bit set is `session_params`.
+fn test_params(_: &EncoderConfig, _: usize) -> Result<veil_core::CkksParams, veil_core::Error> {
+    veil_core::params::insecure_logn12().validate()
 }
 
 fn cache() -> CkksCache<CpuBackend> {
-    CkksCache::new(|p| CpuBackend::fast(p, 1).map_err(|e| e.to_string()))
+    CkksCache::with_params(
+        |p| CpuBackend::fast(p, 1).map_err(|e| e.to_string()),
+        test_params,
+    )
 }
 
 fn tcfg(timeout: Duration) -> TransportConfig {
@@ -181,7 +188,7 @@ fn good_hello(valid: u32) -> Hello {
     Hello {
         version: SESSION_VERSION,
         fingerprint: fingerprint(&cfg),
-        params_id: session_params(&cfg, M).unwrap().id(),
+        params_id: test_params(&cfg, M).unwrap().id(),
         m: M as u32,
         valid,
     }
@@ -616,7 +623,7 @@ fn pipeline_server_killed_mid_inference() {
 /// correctly.
 #[test]
 fn pipeline_client_disconnect_and_stall_mid_inference_then_served() {
-    let timeout = Duration::from_secs(15);
+    let timeout = Duration::from_secs(6);
     let w = tiny_weights(9);
     let (addr, h) = start_serve(w.clone(), serve_opts(timeout, 2, 3));
     // Disconnects on its third inference batch.
@@ -671,4 +678,89 @@ fn pipeline_four_concurrent_clients() {
     }
     let s = h.join().unwrap();
     assert_eq!((s.served, s.failed, s.busy), (4, 0, 0));
+}
+
+// ---- f64 reference (the one of tests/bert_private.rs; local until the product's
+// `veil_core::bert::reference::logits` is on main) ----
+fn ln_rows(x: &Mat, g: &[f64], b: &[f64], eps: f64) -> Mat {
+    let mut y = x.clone();
+    for r in 0..x.rows {
+        let row = &x.data[r * x.cols..(r + 1) * x.cols];
+        let mu = row.iter().sum::<f64>() / x.cols as f64;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / x.cols as f64;
+        for c in 0..x.cols {
+            y.set(r, c, (row[c] - mu) / (var + eps).sqrt() * g[c] + b[c]);
+        }
+    }
+    y
+}
+fn lin(x: &Mat, w: &Mat, b: &[f64]) -> Mat {
+    let mut y = x.matmul(w);
+    for r in 0..y.rows {
+        for c in 0..y.cols {
+            y.data[r * y.cols + c] += b[c];
+        }
+    }
+    y
+}
+fn erf(x: f64) -> f64 {
+    libm::erf(x)
+}
+fn local_reference(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
+    let c = w.cfg;
+    let (m, d, h) = (x.rows, c.hidden, c.heads);
+    let dh = d / h;
+    let mut x = x.clone();
+    for l in &w.layers {
+        let (q, k, v) = (
+            lin(&x, &l.wq, &l.bq),
+            lin(&x, &l.wk, &l.bk),
+            lin(&x, &l.wv, &l.bv),
+        );
+        let mut o = Mat::zeros(m, d);
+        for hh in 0..h {
+            for i in 0..m {
+                let s: Vec<f64> = (0..valid)
+                    .map(|j| {
+                        (0..dh)
+                            .map(|u| q.get(i, hh * dh + u) * k.get(j, hh * dh + u))
+                            .sum::<f64>()
+                            / (dh as f64).sqrt()
+                    })
+                    .collect();
+                let mx = s.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for u in 0..dh {
+                    let acc: f64 = (0..valid).map(|j| e[j] / z * v.get(j, hh * dh + u)).sum();
+                    o.set(i, hh * dh + u, acc);
+                }
+            }
+        }
+        let mut y = lin(&o, &l.wo, &l.bo);
+        for (a, b) in y.data.iter_mut().zip(&x.data) {
+            *a += b;
+        }
+        let hid = ln_rows(&y, &l.ln1_g, &l.ln1_b, c.ln_eps);
+        let mut f = lin(&hid, &l.w1, &l.b1);
+        for v in f.data.iter_mut() {
+            *v = 0.5 * *v * (1.0 + erf(*v / std::f64::consts::SQRT_2));
+        }
+        let mut f2 = lin(&f, &l.w2, &l.b2);
+        for (a, b) in f2.data.iter_mut().zip(&hid.data) {
+            *a += b;
+        }
+        x = ln_rows(&f2, &l.ln2_g, &l.ln2_b, c.ln_eps);
+    }
+    let pooled: Vec<f64> = (0..d)
+        .map(|cc| (0..valid).map(|r| x.get(r, cc)).sum::<f64>() / valid as f64)
+        .collect();
+    (0..c.classes)
+        .map(|k| {
+            w.head.b[k]
+                + (0..d)
+                    .map(|cc| pooled[cc] * w.head.w.get(cc, k))
+                    .sum::<f64>()
+        })
+        .collect()
 }

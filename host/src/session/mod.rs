@@ -175,14 +175,14 @@ impl SessionError {
 /// Settings both parties must agree on (beyond what the [`Hello`] checks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionOptions {
-    /// The MPC engine's configuration.
+    /// The MPC engine's configuration ([`veil_core::bert::MPC_CONFIG`] by default).
     pub mpc: MpcConfig,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
         SessionOptions {
-            mpc: MpcConfig::ENCFORMER,
+            mpc: veil_core::bert::MPC_CONFIG,
         }
     }
 }
@@ -197,18 +197,17 @@ pub struct BlockRow {
     pub wall_s: f64,
 }
 
-/// The CKKS parameter set of a session for architecture `cfg` at padded length `m`. The one
-/// place the choice is made, so both sides derive the same set.
-///
-/// The lead's per-shape `session_params` will replace the body; until then every shape uses
-/// one 128-bit set: N = 2^14, 6 levels, 7 digits (log2(QP) = 420 ≤ 438; `(14, 4, 1)` has
-/// log2(QP) = 520 and is refused as insecure).
-pub fn session_params(cfg: &EncoderConfig, m: usize) -> Result<CkksParams, SessionError> {
+/// The CKKS parameter set of a session for architecture `cfg` at padded length `m`: today one
+/// 128-bit set for every shape ([`veil_core::bert::session_params`]). The one place the host
+/// makes the choice, so both sides derive the same set.
+pub fn session_params(cfg: &EncoderConfig, m: usize) -> Result<CkksParams, veil_core::Error> {
     let _ = (cfg, m);
-    veil_core::params::ckks_128_custom(14, 6, 7)
-        .validate()
-        .map_err(SessionError::Params)
+    veil_core::bert::session_params()
 }
+
+/// How a cache chooses the parameter set of a session shape.
+pub type ParamsPolicy =
+    dyn Fn(&EncoderConfig, usize) -> Result<CkksParams, veil_core::Error> + Send + Sync;
 
 /// A backend builder for a validated parameter set.
 pub type BackendFactory<B> = dyn Fn(&CkksParams) -> Result<B, String> + Send + Sync;
@@ -220,6 +219,7 @@ type ShapeKey = ([u8; 32], usize);
 /// session of that shape (the NTT tables and the backend's plans are read-only).
 pub struct CkksCache<B: PolyBackend> {
     factory: Box<BackendFactory<B>>,
+    params: Box<ParamsPolicy>,
     made: Mutex<HashMap<ShapeKey, Arc<Ckks<B>>>>,
 }
 
@@ -231,15 +231,34 @@ impl<B: PolyBackend> std::fmt::Debug for CkksCache<B> {
 }
 
 impl<B: PolyBackend> CkksCache<B> {
-    /// A cache whose contexts run on backends built by `factory`.
+    /// A cache whose contexts use [`session_params`] on backends built by `factory`.
     pub fn new(factory: impl Fn(&CkksParams) -> Result<B, String> + Send + Sync + 'static) -> Self {
+        Self::with_params(factory, session_params)
+    }
+
+    /// A cache with another parameter policy (tests use a fast insecure set). Both parties of a
+    /// session must use the same policy, or the server refuses with
+    /// [`RefuseCode::OtherParams`].
+    pub fn with_params(
+        factory: impl Fn(&CkksParams) -> Result<B, String> + Send + Sync + 'static,
+        params: impl Fn(&EncoderConfig, usize) -> Result<CkksParams, veil_core::Error>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
         CkksCache {
             factory: Box::new(factory),
+            params: Box::new(params),
             made: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The context of a session of `cfg` at length `m` ([`session_params`]).
+    /// The parameter set this cache uses for `cfg` at length `m`.
+    pub fn params_for(&self, cfg: &EncoderConfig, m: usize) -> Result<CkksParams, SessionError> {
+        (self.params)(cfg, m).map_err(SessionError::Params)
+    }
+
+    /// The context of a session of `cfg` at length `m` (built on first use).
     pub fn get(&self, cfg: &EncoderConfig, m: usize) -> Result<Arc<Ckks<B>>, SessionError> {
         let key = (fingerprint(cfg), m);
         let mut g = self
@@ -249,7 +268,7 @@ impl<B: PolyBackend> CkksCache<B> {
         if let Some(ck) = g.get(&key) {
             return Ok(ck.clone());
         }
-        let params = session_params(cfg, m)?;
+        let params = self.params_for(cfg, m)?;
         let be = (self.factory)(&params).map_err(SessionError::Backend)?;
         let ck = Arc::new(Ckks::new(Arc::new(be)));
         g.insert(key, ck.clone());
