@@ -65,7 +65,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
     })?;
     if !a.json {
         println!(
-            "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr}, {} sentences",
+            "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr}, {} sentence(s)",
             model.dir.display(),
             cfg.layers,
             model.weights.cfg.layers,
@@ -157,13 +157,16 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
         return print_json(&json!({ "layers": cfg.layers, "results": v }));
     }
     if let Some((_, r, _)) = runs.first() {
-        println!("\ncost per block (sentence 1; CKKS counts are the server's, MPC the client's):");
-        print!("{}", render_table(&r.blocks));
+        println!(
+            "\ncost per block (sentence 1): wall time and MPC traffic as the client saw them, \
+             the server's wall time and CKKS operations"
+        );
+        print!("{}", render_table(r));
     }
-    let totals: Vec<(String, &[veil_host::session::BlockRow])> = runs
+    let totals: Vec<(String, &ClientResult)> = runs
         .iter()
         .enumerate()
-        .map(|(i, (_, r, _))| (format!("sentence {}", i + 1), r.blocks.as_slice()))
+        .map(|(i, (_, r, _))| (format!("sentence {}", i + 1), r))
         .collect();
     println!("\ntotals:");
     print!("{}", render_totals(&totals));

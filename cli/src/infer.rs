@@ -157,6 +157,6 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     println!("{text:?} (private inference with {addr})");
     print!("{}", render_classification(classes, &r.logits));
     print!("{}", render_session(&r));
-    print!("{}", render_table(&r.blocks));
+    print!("{}", render_table(&r));
     Ok(())
 }

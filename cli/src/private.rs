@@ -265,12 +265,13 @@ impl Totals {
     }
 }
 
-const TABLE_HEAD: &str = "  block                 wall ms    rot  ct×ct  ct×pt  resc  conv cts  conv MB   MPC MB  rounds";
+const TABLE_HEAD: &str = "  block                 wall ms  server ms    rot  ct×ct  ct×pt  resc  conv cts  conv MB   MPC MB  rounds";
 
-fn table_line(name: &str, t: &Totals) -> String {
+fn table_line(name: &str, t: &Totals, server_s: f64) -> String {
     format!(
-        "  {name:<20} {:>9.1} {:>6} {:>6} {:>6} {:>5} {:>9} {:>8.2} {:>8.2} {:>7}",
+        "  {name:<20} {:>9.1} {:>10.1} {:>6} {:>6} {:>6} {:>5} {:>9} {:>8.2} {:>8.2} {:>7}",
         t.wall_s * 1e3,
+        server_s * 1e3,
         t.rotations,
         t.ct_mults,
         t.pt_mults,
@@ -282,46 +283,60 @@ fn table_line(name: &str, t: &Totals) -> String {
     )
 }
 
-/// The per-block table (rows, then the total) as text.
-pub fn render_table(rows: &[BlockRow]) -> String {
+fn server_total(r: &ClientResult) -> f64 {
+    r.server_blocks.iter().map(|b| b.wall_s).sum()
+}
+
+fn server_wall(r: &ClientResult, i: usize) -> f64 {
+    r.server_blocks.get(i).map_or(0.0, |b| b.wall_s)
+}
+
+/// The per-block table of a private result (rows, then the total) as text: the client's wall
+/// time and MPC traffic, the server's wall time and CKKS operations.
+pub fn render_table(r: &ClientResult) -> String {
     let mut out = String::new();
     out.push_str(TABLE_HEAD);
     out.push('\n');
-    for r in rows {
-        out.push_str(&table_line(
-            &block_name(r),
-            &Totals::of(std::slice::from_ref(r)),
-        ));
+    for (i, row) in r.blocks.iter().enumerate() {
+        let t = Totals::of(std::slice::from_ref(row));
+        out.push_str(&table_line(&block_name(row), &t, server_wall(r, i)));
         out.push('\n');
     }
-    out.push_str(&table_line("total", &Totals::of(rows)));
+    out.push_str(&table_line(
+        "total",
+        &Totals::of(&r.blocks),
+        server_total(r),
+    ));
     out.push('\n');
     out
 }
 
-/// The table's header and one totals line per `(name, rows)`.
-pub fn render_totals(runs: &[(String, &[BlockRow])]) -> String {
+/// The table's header and one totals line per `(name, result)`.
+pub fn render_totals(runs: &[(String, &ClientResult)]) -> String {
     let mut out = String::new();
     out.push_str(TABLE_HEAD);
     out.push('\n');
-    for (name, rows) in runs {
-        out.push_str(&table_line(name, &Totals::of(rows)));
+    for (name, r) in runs {
+        out.push_str(&table_line(name, &Totals::of(&r.blocks), server_total(r)));
         out.push('\n');
     }
     out
 }
 
-/// The per-block table as JSON rows.
-pub fn table_json(rows: &[BlockRow]) -> Value {
+/// The per-block table of a private result as JSON rows.
+pub fn table_json(r: &ClientResult) -> Value {
     Value::Array(
-        rows.iter()
-            .map(|r| {
-                let mut v = Totals::of(std::slice::from_ref(r)).json();
-                v["block"] = json!(r.cost.block);
-                v["layer"] = if r.cost.layer == usize::MAX {
+        r.blocks
+            .iter()
+            .enumerate()
+            .map(|(i, row)| {
+                let mut v = Totals::of(std::slice::from_ref(row)).json();
+                v["server_wall_ms"] = json!(server_wall(r, i) * 1e3);
+                v["block"] = json!(row.cost.block);
+                v["layer"] = if row.cost.layer == usize::MAX {
                     Value::Null
                 } else {
-                    json!(r.cost.layer)
+                    json!(row.cost.layer)
                 };
                 v
             })
@@ -347,8 +362,9 @@ pub fn result_json(text: &str, classes: usize, r: &ClientResult) -> Value {
     v["tokens"] = json!(r.valid);
     v["m"] = json!(r.m);
     v["params"] = json!(r.params);
-    v["blocks"] = table_json(&r.blocks);
+    v["blocks"] = table_json(r);
     v["totals"] = Totals::of(&r.blocks).json();
+    v["totals"]["server_wall_ms"] = json!(server_total(r) * 1e3);
     v["key_exchange"] = json!({
         "public_key_bytes": r.key_exchange.public_key_bytes,
         "evaluation_key_bytes": r.key_exchange.evaluation_key_bytes,
