@@ -8,6 +8,7 @@ use rand_core::{RngCore, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
+use veil_core::bert::fixed::logits_fixed;
 use veil_core::bert::{
     client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, Head, LayerWeights,
     SessionPlan, MPC_CONFIG,
@@ -21,6 +22,9 @@ use veil_host::transport::{mem_pair, TransportConfig};
 
 /// Worst logit error accepted against the f64 reference.
 const LOGIT_BOUND: f64 = 0.05;
+/// Worst logit error accepted against the fixed-point emulation (same integer functions; what
+/// remains is CKKS noise in the linear layers and the conversions' sub-ulp errors).
+const FIXED_BOUND: f64 = 0.02;
 
 fn seeded(s: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(s)
@@ -258,10 +262,81 @@ fn tiny_encoder_matches_reference() {
     let mut g = seeded(9);
     let x = Mat::from_fn(m, cfg.hidden, |_, _| 0.0).map_in_place(&mut g, 1.0);
     let want = reference(&w, &x, valid);
-    let (got, costs) = run_private(params::insecure_logn12(), &w, &x, m, valid);
-    println!("logits: private {got:?}, reference {want:?}");
+    let lit = params::insecure_logn12();
+    let plan = SessionPlan::new(&lit.clone().validate().unwrap(), &cfg, m).unwrap();
+    let fx = logits_fixed(&plan, &w, &x, valid).unwrap();
+    let (got, costs) = run_private(lit, &w, &x, m, valid);
+    println!("logits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
     assert_eq!(costs.last().map(|c| c.block), Some("head"));
-    for (a, b) in got.iter().zip(&want) {
+    for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
         assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
+        assert!(
+            (a - c).abs() < FIXED_BOUND,
+            "logit {a} vs fixed-point emulation {c}"
+        );
     }
+}
+
+/// Misuse is refused with a typed error before any message: the wrong MPC role, a token count
+/// outside `1..=m`, an input of the wrong shape or outside the conversion's bound, weights of
+/// another architecture.
+#[test]
+fn misuse_is_refused_with_typed_errors() {
+    use veil_core::convert::ProtocolError;
+    let cfg = EncoderConfig {
+        layers: 1,
+        hidden: 64,
+        heads: 2,
+        ffn: 128,
+        ln_eps: 1e-12,
+        classes: 2,
+    };
+    let p = params::insecure_logn12().validate().unwrap();
+    let plan = SessionPlan::new(&p, &cfg, 16).unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 1).unwrap()));
+    let mut g = seeded(3);
+    let sk = ck.gen_secret_key(&mut g);
+    let pk = ck.gen_public_key(&sk, &mut g).unwrap();
+    let keys = ck
+        .gen_evaluation_keys(&sk, &[], true, &mut g, |_, _| {})
+        .unwrap();
+    let x = Mat::zeros(16, 64);
+    let run_client = |id: PartyId, x: &Mat, valid: usize| {
+        let (mut t0, _t1) = mem_pair(TransportConfig::default());
+        let mut p0 = Party::new(id, MPC_CONFIG, seeded(1)).unwrap();
+        let ch = p0.channel();
+        drive(
+            ch,
+            client_run(&mut p0, &ck, &sk, &plan, x, valid, &mut |_| {}),
+            &mut t0,
+        )
+    };
+    let is_ckks = |r: Result<Vec<f64>, veil_host::mpc::DriverError>| {
+        matches!(
+            r,
+            Err(veil_host::mpc::DriverError::Convert(ProtocolError::Ckks(_)))
+        )
+    };
+    assert!(is_ckks(run_client(PartyId::P1, &x, 16)));
+    assert!(is_ckks(run_client(PartyId::P0, &x, 0)));
+    assert!(is_ckks(run_client(PartyId::P0, &x, 17)));
+    assert!(is_ckks(run_client(PartyId::P0, &Mat::zeros(15, 64), 16)));
+    assert!(is_ckks(run_client(
+        PartyId::P0,
+        &Mat::from_fn(16, 64, |_, _| 1e6),
+        16
+    )));
+    let other = tiny(EncoderConfig { ffn: 256, ..cfg }, 1);
+    let (_t0, mut t1) = mem_pair(TransportConfig::default());
+    let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, seeded(2)).unwrap();
+    let ch = p1.channel();
+    let r = drive(
+        ch,
+        server_run(&mut p1, &ck, &pk, &keys, &plan, &other, 16, &mut |_| {}),
+        &mut t1,
+    );
+    assert!(matches!(
+        r,
+        Err(veil_host::mpc::DriverError::Convert(ProtocolError::Ckks(_)))
+    ));
 }

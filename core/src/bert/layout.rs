@@ -7,6 +7,8 @@
 use crate::convert::ComplexShares;
 use crate::error::{Error, Result};
 use crate::mpc::{MpcError, RingShares};
+#[cfg(test)]
+use crate::packing::Mat;
 use crate::packing::{ChannelMap, PLayout, ScoreStream};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -183,5 +185,84 @@ impl Layout {
                 im: RingShares::new(im),
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transformer::{AttnPlan, AttnShape};
+
+    fn roundtrip(lay: &Layout) {
+        let x = RingShares::new((0..lay.len() as u64).map(|v| v + 1).collect());
+        let cts = lay.scatter(&x).unwrap();
+        assert_eq!(cts.len(), lay.cts);
+        // Every element once, every other slot zero.
+        let nonzero: usize = cts
+            .iter()
+            .map(|c| {
+                c.re.as_slice().iter().filter(|&&v| v != 0).count()
+                    + c.im.as_slice().iter().filter(|&&v| v != 0).count()
+            })
+            .sum();
+        assert_eq!(nonzero, lay.len());
+        assert_eq!(lay.gather(&cts).unwrap(), x);
+    }
+
+    /// The layouts agree with the packings the FHE kernels and their tests use: a matrix packed
+    /// by `ChannelMap::pack` / `ScoreStream::pack` / `PLayout::pack` puts element `e` exactly
+    /// where the table says.
+    #[test]
+    fn layouts_match_the_kernels_packings() {
+        let shape = AttnShape {
+            m: 16,
+            d: 64,
+            heads: 2,
+            slots: 512,
+        };
+        let plan = AttnPlan::new(shape).unwrap();
+        let (m, d, h) = (16, 64, 2);
+        let lx = Layout::channels(&plan.x_map(), d, 512).unwrap();
+        let ls = Layout::scores(&plan.score_stream()).unwrap();
+        let lp = Layout::probs(&plan.p_layout()).unwrap();
+        for lay in [&lx, &ls, &lp] {
+            roundtrip(lay);
+        }
+        let id = |e: usize| (e + 1) as f64;
+        let x = Mat::from_fn(m, d, |r, c| id(r * d + c));
+        let heads: Vec<Mat> = (0..h)
+            .map(|hh| Mat::from_fn(m, m, |q, k| id((hh * m + q) * m + k)))
+            .collect();
+        for (lay, packed) in [
+            (&lx, plan.x_map().pack(&x, 512)),
+            (&ls, plan.score_stream().pack(&heads)),
+            (&lp, plan.p_layout().pack(&heads)),
+        ] {
+            let shares: Vec<ComplexShares> = packed
+                .iter()
+                .map(|v| ComplexShares {
+                    re: RingShares::new(v.iter().map(|z| z.re as u64).collect()),
+                    im: RingShares::new(v.iter().map(|z| z.im as u64).collect()),
+                })
+                .collect();
+            let got = lay.gather(&shares).unwrap();
+            let want: Vec<u64> = (1..=lay.len() as u64).collect();
+            assert_eq!(got.as_slice(), &want[..]);
+        }
+    }
+
+    /// Wrong share counts are typed errors.
+    #[test]
+    fn wrong_lengths_are_refused() {
+        let plan = AttnPlan::new(AttnShape {
+            m: 16,
+            d: 64,
+            heads: 2,
+            slots: 512,
+        })
+        .unwrap();
+        let lx = Layout::channels(&plan.x_map(), 64, 512).unwrap();
+        assert!(lx.scatter(&RingShares::new(vec![0; 5])).is_err());
+        assert!(lx.gather(&[]).is_err());
     }
 }

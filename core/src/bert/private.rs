@@ -879,3 +879,37 @@ pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
 pub fn session_params() -> crate::Result<CkksParams> {
     crate::params::ckks_128_custom(15, 6, 1).validate()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every supported length plans at the session parameters for MiniLM: the attention half
+    /// fits the levels, every conversion trims to level 1, and the dry run's key switches are
+    /// what the report will print.
+    #[test]
+    fn minilm_plans_at_every_length() {
+        let p = session_params().unwrap();
+        for m in SEQ_LENS {
+            let plan = SessionPlan::new(&p, &EncoderConfig::MINILM_L6, m).unwrap();
+            assert!(plan.levels.x <= p.max_level() && plan.levels.p <= plan.levels.x);
+            assert_eq!(plan.c2m_levels(), [1; 4], "m = {m}");
+            assert!(!plan.rotations().is_empty());
+            assert!(plan.dry_counts.iter().all(|c| c.pt_mults > 0));
+            // Block A holds the score products (H·m/2 folded diagonals per pair of heads).
+            assert!(plan.dry_counts[0].ct_mults > 0 && plan.dry_counts[2].ct_mults == 0);
+        }
+    }
+
+    /// Lengths outside the supported set and a non-dividing head count are refused.
+    #[test]
+    fn bad_shapes_are_refused() {
+        let p = session_params().unwrap();
+        assert!(SessionPlan::new(&p, &EncoderConfig::MINILM_L6, 24).is_err());
+        let bad = EncoderConfig {
+            heads: 7,
+            ..EncoderConfig::MINILM_L6
+        };
+        assert!(SessionPlan::new(&p, &bad, 16).is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! The fixed-point emulation of the private pipeline: the same function the protocol computes,
+//! in the clear. The linear layers run in `f64` (CKKS computes them to ~2^-20 here), every
+//! C2M boundary rounds to the ring's `F` fractional bits (the conversion's exact rounding), every
+//! bias is added as its `F`-bit encoding, and every nonlinear block is its integer reference in
+//! [`crate::nn`] (the protocols match those references within a few ulps). So on a sentence
+//! set, this path tells what the encrypted path will predict, at plaintext speed: the
+//! "fixed-point" column of the accuracy table.
+
+use super::private::{SessionPlan, MPC_CONFIG};
+use super::weights::EncoderWeights;
+use crate::error::{Error, Result};
+use crate::nn::fixed::{decode, encode};
+use crate::nn::layernorm::LnAffine;
+use crate::packing::Mat;
+use alloc::vec::Vec;
+
+fn to_int(x: &Mat, f: u32) -> Vec<i64> {
+    x.data.iter().map(|&v| encode(v, f)).collect()
+}
+
+fn to_mat(v: &[i64], rows: usize, cols: usize, f: u32) -> Mat {
+    Mat {
+        rows,
+        cols,
+        data: v.iter().map(|&x| decode(x, f)).collect(),
+    }
+}
+
+fn add_bias_int(v: &mut [i64], b: &[f64], f: u32) {
+    let cols = b.len();
+    for (e, x) in v.iter_mut().enumerate() {
+        *x += encode(b[e % cols], f);
+    }
+}
+
+fn refuse_empty(v: Vec<i64>, what: &'static str) -> Result<Vec<i64>> {
+    if v.is_empty() {
+        return Err(Error::InvalidParameters(what));
+    }
+    Ok(v)
+}
+
+/// The logits the private pipeline computes for input `x` (`m × d`, `valid` real tokens), by
+/// emulation (see the module documentation).
+pub fn logits_fixed(
+    plan: &SessionPlan,
+    w: &EncoderWeights,
+    x: &Mat,
+    valid: usize,
+) -> Result<Vec<f64>> {
+    w.validate()?;
+    let c = plan.cfg;
+    let (m, d, heads, ffn) = (plan.m, c.hidden, c.heads, c.ffn);
+    if w.cfg != c || x.rows != m || x.cols != d || valid == 0 || valid > m {
+        return Err(Error::InvalidParameters("fixed-point path: shape"));
+    }
+    let ring = MPC_CONFIG.ring;
+    let f = ring.frac;
+    let dh = c.head_dim();
+    let inv = 1.0 / libm::sqrt(dh as f64);
+    let (sm, ln, gelu) = (plan.softmax(valid), plan.layernorm(), plan.gelu());
+    let mut xi = to_int(x, f);
+    for l in &w.layers {
+        let xr = to_mat(&xi, m, d, f);
+        let lin = |a: &Mat, wm: &Mat, b: &[f64], s: f64| {
+            let mut y = a.matmul(wm);
+            for r in 0..y.rows {
+                for cc in 0..y.cols {
+                    y.data[r * y.cols + cc] = (y.data[r * y.cols + cc] + b[cc]) * s;
+                }
+            }
+            y
+        };
+        let (q, k, v) = (
+            lin(&xr, &l.wq, &l.bq, inv),
+            lin(&xr, &l.wk, &l.bk, 1.0),
+            lin(&xr, &l.wv, &l.bv, 1.0),
+        );
+        // Scores, row-major (h·m + query)·m + key, rounded at the C2M boundary.
+        let mut s = Vec::with_capacity(heads * m * m);
+        for h in 0..heads {
+            for i in 0..m {
+                for j in 0..m {
+                    let dot: f64 = (0..dh)
+                        .map(|u| q.get(i, h * dh + u) * k.get(j, h * dh + u))
+                        .sum();
+                    s.push(encode(dot, f));
+                }
+            }
+        }
+        let p = refuse_empty(sm.reference(ring, &s), "softmax reference")?;
+        let mut o = Mat::zeros(m, d);
+        for h in 0..heads {
+            for i in 0..m {
+                for u in 0..dh {
+                    let acc: f64 = (0..m)
+                        .map(|j| decode(p[(h * m + i) * m + j], f) * v.get(j, h * dh + u))
+                        .sum();
+                    o.set(i, h * dh + u, acc);
+                }
+            }
+        }
+        let mut y = to_int(&o.matmul(&l.wo), f);
+        add_bias_int(&mut y, &l.bo, f);
+        for (a, b) in y.iter_mut().zip(&xi) {
+            *a += b;
+        }
+        let aff = LnAffine {
+            gamma: &l.ln1_g,
+            beta: &l.ln1_b,
+        };
+        let hi = refuse_empty(ln.reference(ring, &y, Some(&aff)), "layernorm reference")?;
+        let hr = to_mat(&hi, m, d, f);
+        let mut f1 = to_int(&hr.matmul(&l.w1), f);
+        add_bias_int(&mut f1, &l.b1, f);
+        let g = refuse_empty(gelu.reference(ring, &f1), "gelu reference")?;
+        let gr = to_mat(&g, m, ffn, f);
+        let mut f2 = to_int(&gr.matmul(&l.w2), f);
+        add_bias_int(&mut f2, &l.b2, f);
+        for (a, b) in f2.iter_mut().zip(&hi) {
+            *a += b;
+        }
+        let aff = LnAffine {
+            gamma: &l.ln2_g,
+            beta: &l.ln2_b,
+        };
+        xi = refuse_empty(ln.reference(ring, &f2, Some(&aff)), "layernorm reference")?;
+    }
+    // Head: Σ over real rows, times W/valid at F bits, + b.
+    let scale = libm::exp2(f as f64);
+    Ok((0..c.classes)
+        .map(|k| {
+            let dot: f64 = (0..d)
+                .map(|cc| {
+                    let sum: i64 = (0..valid).map(|r| xi[r * d + cc]).sum();
+                    let wq = encode(w.head.w.get(cc, k) / valid as f64, f);
+                    (sum as f64) * (wq as f64) / scale
+                })
+                .sum();
+            (dot + encode(w.head.b[k], f) as f64) / scale
+        })
+        .collect())
+}
