@@ -668,7 +668,9 @@ fn pipeline_server_killed_mid_inference() {
 fn pipeline_client_disconnect_and_stall_mid_inference_then_served() {
     let timeout = Duration::from_secs(6);
     let w = tiny_weights(9);
-    let (addr, h) = start_serve(w.clone(), serve_opts(timeout, 2, 3));
+    // Three slots: the server may still be computing the first client's block when that client
+    // is gone (it notices at its next receive), so no session waits on another.
+    let (addr, h) = start_serve(w.clone(), serve_opts(timeout, 3, 3));
     // Disconnects on its third inference batch.
     let t = connect(addr, timeout);
     let mut t = Faulty::new(t, 2, None, false);
