@@ -2,7 +2,8 @@
 //! tiny random-weight encoder (1 layer, hidden 64, 2 heads, FFN 128, m = 16):
 //!
 //! - requests that do not match are refused with the matching typed reason (other model, other
-//!   parameters, bad length, other version, malformed, busy);
+//!   parameters, bad length, other version, malformed, busy), and so are keys under another
+//!   parameter set or keys that do not decode;
 //! - garbage on the port gives a typed error, never a panic, and the server goes on serving;
 //! - a client that disconnects or stalls, before its Hello or in the middle of the inference,
 //!   ends its own session with a typed error within the timeout, and `serve` serves the next;
@@ -308,6 +309,62 @@ fn busy_beyond_max_clients_then_served() {
     drop(holder);
     let s = h.join().unwrap();
     assert_eq!((s.connections, s.busy), (3, 1));
+}
+
+/// After the Accept: keys under another parameter set, and a public key of junk, are refused
+/// by the server with a typed key-exchange error, and the client is told (an abort frame).
+#[test]
+fn mismatched_keys_are_refused() {
+    use veil_host::party::{PartyError, Payload, TAG_PARAMS, TAG_PUBLIC_KEY};
+    let timeout = Duration::from_secs(5);
+    let ours = test_params(&tiny_cfg(), M).unwrap();
+    let other = veil_core::params::insecure_logn10().validate().unwrap();
+    let cases = [
+        (veil_core::serial::params_to_bytes(&other).unwrap(), false),
+        (veil_core::serial::params_to_bytes(&ours).unwrap(), true),
+    ];
+    for (params, junk_key) in cases {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (e, _) = serve_one_error(timeout, |addr| {
+            let mut t = connect(addr, timeout);
+            t.send(vec![Frame {
+                tag: TAG_HELLO,
+                depth: 0,
+                payload: good_hello(5).encode(),
+            }])
+            .unwrap();
+            assert_eq!(t.recv().unwrap().tag, TAG_ACCEPT);
+            let mut frames = vec![Frame {
+                tag: TAG_PARAMS,
+                depth: 1,
+                payload: params,
+            }];
+            if junk_key {
+                frames.push(Frame {
+                    tag: TAG_PUBLIC_KEY,
+                    depth: 1,
+                    payload: vec![0xAB; 100],
+                });
+            }
+            t.send(frames).unwrap();
+            tx.send(t.recv()).unwrap();
+        });
+        match (&e, junk_key) {
+            (SessionError::Keys(PartyError::ParamsMismatch { .. }), false) => {}
+            (
+                SessionError::Keys(PartyError::Decode {
+                    what: Payload::PublicKey,
+                    ..
+                }),
+                true,
+            ) => {}
+            _ => panic!("unexpected server error {e}"),
+        }
+        assert!(
+            matches!(rx.recv().unwrap(), Err(TransportError::PeerAborted(_))),
+            "the client is told"
+        );
+    }
 }
 
 // ---- (d) garbage --------------------------------------------------------------------------
