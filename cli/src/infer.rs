@@ -26,8 +26,10 @@ pub struct ServeArgs {
     /// Serve only the first K layers (and the head on them); 0: all.
     #[arg(long, default_value_t = 0)]
     pub layers: usize,
-    /// Receive timeout of every session step, seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Receive timeout of every session step, seconds. It bounds a stalled client, and must
+    /// exceed a client's key generation (about a minute for all-MiniLM-L6-v2 on two cores,
+    /// more under load), during which the server waits for the keys.
+    #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// CKKS worker threads per backend (0: all cores).
     #[arg(long, default_value_t = 0)]
@@ -90,8 +92,8 @@ pub struct InferArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Receive timeout of every session step, seconds.
-    #[arg(long, default_value_t = 120)]
+    /// Receive timeout of every session step, seconds (the longest server block must fit).
+    #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
