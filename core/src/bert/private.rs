@@ -247,7 +247,7 @@ impl SessionPlan {
         if !SEQ_LENS.contains(&m) {
             return Err(Error::InvalidParameters("sequence length (16, 32, 64 or 128)").into());
         }
-        let (d, heads, ffn) = (cfg.hidden, cfg.heads, cfg.ffn);
+        let (d, heads) = (cfg.hidden, cfg.heads);
         let n_max = params.n() / 2;
         let mut slots = (m * d / 2).next_power_of_two().clamp(2 * m, n_max);
         let attn = loop {
@@ -258,11 +258,54 @@ impl SessionPlan {
                 Err(e) => return Err(e.into()),
             }
         };
+        // One baby-step grid for every projection and for the value kernel's Φ bank, so that
+        // they share their Galois keys; the grid that minimizes key switches plus twice the keys
+        // (a key costs its generation and ~N·(L+1+K)·8 bytes on the wire once per session).
+        let n_seg = slots / m;
+        let mut best: Option<(u64, Self)> = None;
+        let mut last = None;
+        for g in [8usize, 16, 32, 64].into_iter().filter(|&g| g <= n_seg) {
+            match Self::build(params, cfg, m, slots, attn.clone(), g) {
+                Ok(p) => {
+                    let cost = p.dry_counts.iter().map(|c| c.key_switches()).sum::<u64>()
+                        + 2 * p.rotations.len() as u64;
+                    if best.as_ref().is_none_or(|b| cost < b.0) {
+                        best = Some((cost, p));
+                    }
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        match (best, last) {
+            (Some((_, p)), _) => Ok(p),
+            (None, Some(e)) => Err(e),
+            (None, None) => Err(Error::InvalidParameters("no baby-step grid fits").into()),
+        }
+    }
+
+    /// The plan with baby-step grid `g` (every projection's `N₁` and the `Φ` bank's `G`).
+    fn build(
+        params: &CkksParams,
+        cfg: &EncoderConfig,
+        m: usize,
+        slots: usize,
+        attn: AttnPlan,
+        g: usize,
+    ) -> Result<Self, ProtocolError> {
+        let (d, ffn) = (cfg.hidden, cfg.ffn);
+        let mut attn = attn.with_phi_bsgs(g);
+        for pc in [&mut attn.proj_qkv, &mut attn.proj_fused, &mut attn.proj_out] {
+            pc.n1 = g.min(pc.c);
+        }
         let x_map = attn.x_map();
         let f_map = ChannelMap::minimal(ffn, m, slots);
         let n_seg = slots / m;
-        let fc1 = ProjConfig::auto(m, n_seg, slots, x_map.cts, 2 * f_map.cts);
-        let fc2 = ProjConfig::auto(m, n_seg, slots, f_map.cts, 2 * x_map.cts);
+        let fc1 = ProjConfig {
+            m,
+            c: n_seg,
+            n1: g.min(n_seg),
+        };
+        let fc2 = fc1;
         let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
         let delta = params.default_scale();
         let z = Mat::zeros(d, d);
@@ -895,6 +938,15 @@ mod tests {
             assert!(plan.levels.x <= p.max_level() && plan.levels.p <= plan.levels.x);
             assert_eq!(plan.c2m_levels(), [1; 4], "m = {m}");
             assert!(!plan.rotations().is_empty());
+            std::println!(
+                "m={m} keys {} rot {:?} grid {}",
+                plan.rotations().len(),
+                plan.dry_counts
+                    .iter()
+                    .map(|c| c.rotations)
+                    .collect::<Vec<_>>(),
+                plan.attn.phi_bsgs
+            );
             assert!(plan.dry_counts.iter().all(|c| c.pt_mults > 0));
             // Block A holds the score products (H·m/2 folded diagonals per pair of heads).
             assert!(plan.dry_counts[0].ct_mults > 0 && plan.dry_counts[2].ct_mults == 0);

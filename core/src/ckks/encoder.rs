@@ -166,6 +166,19 @@ impl Encoder {
 
     /// Encodes `values` (at most `slots`, zero-padded) into integer coefficients `round(Δ·σ^{-1}(z))`.
     pub fn encode(&self, values: &[C64], slots: usize, scale: f64) -> Result<Vec<i128>> {
+        let n = self.n();
+        let gap = n / (2 * slots);
+        let sub = self.encode_subring(values, slots, scale)?;
+        let mut coeffs = vec![0i128; n];
+        for (k, c) in sub.into_iter().enumerate() {
+            coeffs[k * gap] = c;
+        }
+        Ok(coeffs)
+    }
+
+    /// [`Encoder::encode`] restricted to the slot subring: the `2·slots` coefficients at the
+    /// positions `k·N/(2·slots)` (every other coefficient is zero), in that order.
+    pub fn encode_subring(&self, values: &[C64], slots: usize, scale: f64) -> Result<Vec<i128>> {
         self.check_slots(slots)?;
         if values.len() > slots {
             return Err(Error::SlotCount {
@@ -186,16 +199,14 @@ impl Encoder {
             *d = *v;
         }
         self.fft_special_inv(&mut z);
-        let n = self.n();
-        let gap = n / (2 * slots);
-        let mut coeffs = vec![0i128; n];
+        let mut coeffs = vec![0i128; 2 * slots];
         for (i, v) in z.iter().enumerate() {
             let (re, im) = (libm::round(v.re * scale), libm::round(v.im * scale));
             if !(re.abs() < MAX_COEFF && im.abs() < MAX_COEFF) {
                 return Err(Error::EncodingOverflow);
             }
-            coeffs[i * gap] = re as i128;
-            coeffs[(i + slots) * gap] = im as i128;
+            coeffs[i] = re as i128;
+            coeffs[i + slots] = im as i128;
         }
         Ok(coeffs)
     }

@@ -68,7 +68,8 @@ impl<B: PolyBackend> Ckks<B> {
         scale: f64,
     ) -> Result<Plaintext<B>> {
         self.rlwe.check_level(level)?;
-        let coeffs = self.encoder.encode(values, slots, scale)?;
+        // Only the 2·slots coefficients of the slot subring are non-zero (stride N/2·slots).
+        let coeffs = self.encoder.encode_subring(values, slots, scale)?;
         // The integer message must fit centred in Q_level, and below scale·2^63 so that decoding
         // (which reads the fewest primes above scale·2^64) recovers it.
         let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
@@ -77,13 +78,15 @@ impl<B: PolyBackend> Ckks<B> {
             return Err(Error::EncodingOverflow);
         }
         let n = self.params().n();
+        let gap = n / (2 * slots);
         let basis = Basis::q(level + 1);
         let mut rows = vec![0u64; basis.rows() * n];
         for r in 0..basis.rows() {
             let m = &self.rlwe.moduli[r];
-            for (o, &c) in rows[r * n..(r + 1) * n].iter_mut().zip(&coeffs) {
+            let row = &mut rows[r * n..(r + 1) * n];
+            for (k, &c) in coeffs.iter().enumerate() {
                 // Almost every coefficient fits an i64, whose reduction is a single mul-high.
-                *o = match i64::try_from(c) {
+                row[k * gap] = match i64::try_from(c) {
                     Ok(v) => m.from_i64(v),
                     Err(_) => m.from_i128(c),
                 };

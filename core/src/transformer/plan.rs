@@ -71,6 +71,12 @@ pub struct AttnPlan {
     pub proj_fused: ProjConfig,
     /// BSGS of the output projection.
     pub proj_out: ProjConfig,
+    /// The value kernel's `Φ` bank: `0` rotates `P` once per distinct shift (the paper's
+    /// hoisted bank, Table II's counts); `G > 0` splits each shift `δ = G·a + b` into a
+    /// hoisted baby step `b < G` and a lazy giant step per `(block, t, a)`, with the masks
+    /// pre-rotated, so that only `G` baby and `⌈span/G⌉` giant Galois keys are needed instead of
+    /// one per shift ([`AttnPlan::with_phi_bsgs`]).
+    pub phi_bsgs: usize,
 }
 
 impl AttnPlan {
@@ -146,7 +152,15 @@ impl AttnPlan {
             proj_qkv,
             proj_fused,
             proj_out,
+            phi_bsgs: 0,
         })
+    }
+
+    /// The same plan with the value kernel's `Φ` bank split into `g` baby steps and lazy giant
+    /// steps (see [`AttnPlan::phi_bsgs`]; `0` restores the per-shift bank).
+    pub fn with_phi_bsgs(mut self, g: usize) -> Self {
+        self.phi_bsgs = g;
+        self
     }
 
     /// Minimal input/output packing of an `m × d` activation (SCP Rules 2 and 3).

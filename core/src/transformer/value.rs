@@ -72,8 +72,15 @@ fn block_products<E: Exec>(
         let u = complexify_half(ex, &v[l], m, segs, -1.0)?;
         let taus: Vec<i64> = (0..half as i64).collect();
         let mut ub = psi_bank(ex, &u, m, segs, &taus, C64::real(1.0))?;
-        // Bank_Φ of this block's P ciphertext, shared by all blocks reading it.
-        if bank.as_ref().map(|b| b.0) != Some(p_ct(l)) {
+        // Bank_Φ of this block's P ciphertext, shared by all blocks reading it (the BSGS form
+        // keeps its baby steps in `babies` instead).
+        if plan.phi_bsgs > 0 {
+            if bank.as_ref().map(|b| b.0) != Some(p_ct(l)) {
+                let ks: Vec<i64> = (0..plan.phi_bsgs as i64).collect();
+                let pb = phi_bank(ex, &p[p_ct(l)], m, &ks)?;
+                bank = Some((p_ct(l), pb, BTreeMap::new()));
+            }
+        } else if bank.as_ref().map(|b| b.0) != Some(p_ct(l)) {
             let e = p_ct(l);
             let mut ds = BTreeSet::new();
             for l2 in (0..plan.b_v).filter(|&l2| p_ct(l2) == e) {
@@ -94,6 +101,13 @@ fn block_products<E: Exec>(
         let delta = |h: usize, uu: usize, t: usize| delta(l, h, uu, t);
         let mut acc = None;
         for t in 0..half {
+            if plan.phi_bsgs > 0 {
+                let mut bt = bsgs_operand(ex, plan, pb, l, t, hb, &delta, factor)?;
+                align_levels(ex, &mut bt, &mut ub[t])?;
+                let prod = ex.mul_ct(&bt, &ub[t])?;
+                accumulate(ex, &mut acc, prod)?;
+                continue;
+            }
             let mut groups: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
             for h in 0..hb {
                 for uu in 0..dh {
@@ -129,6 +143,69 @@ fn block_products<E: Exec>(
         out.push(acc);
     }
     Ok(out)
+}
+
+/// `B_t = Σ_δ n_{t,δ} ⊙ Φ^δ(p)` by baby-step giant-step ([`AttnPlan::phi_bsgs`] `= G`): with
+/// `δ = G·a + b` (`0 ≤ b < G`, on one grid for every block and `t`, so the giant steps share
+/// their keys), `B_t = Σ_a ρ^{G·a·m}( Σ_b ρ^{−G·a·m}(n_{t,δ}) ⊙ Φ^b(p) )`: the baby steps
+/// `Φ^b(p)` are shared by every block reading `p`, each inner sum is rescaled and the giant steps
+/// are summed lazily (one ModDown). Same level as the per-shift bank.
+#[allow(clippy::too_many_arguments)]
+fn bsgs_operand<E: Exec>(
+    ex: &E,
+    plan: &AttnPlan,
+    babies: &[E::Ct],
+    l: usize,
+    t: usize,
+    hb: usize,
+    delta: &dyn Fn(usize, usize, usize) -> i64,
+    factor: C64,
+) -> Result<E::Ct> {
+    let (m, n, dh, g) = (
+        plan.shape.m,
+        plan.shape.slots,
+        plan.d_h,
+        plan.phi_bsgs as i64,
+    );
+    let mut groups: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for h in 0..hb {
+        for uu in 0..dh {
+            groups.entry(delta(h, uu, t)).or_default().push(h * dh + uu);
+        }
+    }
+    let mut giants: BTreeMap<i64, Vec<(usize, &Vec<usize>)>> = BTreeMap::new();
+    for (&d, segs_on) in &groups {
+        let (a, b) = (d.div_euclid(g), d.rem_euclid(g));
+        giants.entry(a).or_default().push((b as usize, segs_on));
+    }
+    let mut terms = Vec::with_capacity(giants.len());
+    for (a, list) in &giants {
+        let k = g * a * m as i64;
+        let mut z = None;
+        for &(b, segs_on) in list {
+            // The mask pre-rotated by −k: slot i holds the mask's slot i − k.
+            let vals = || {
+                let mut x = vec![C64::default(); n];
+                for &sg in segs_on {
+                    for r in 0..m {
+                        let i = (sg * m + r) as i64 + k;
+                        x[i.rem_euclid(n as i64) as usize] = factor;
+                    }
+                }
+                x
+            };
+            let mut desc: Vec<u64> = alloc::vec![m as u64, (l % 2) as u64, k as u64];
+            desc.extend(segs_on.iter().map(|&x| x as u64));
+            let key = pt_key(6, &desc);
+            ex.mul_plain_acc(&mut z, &babies[b], Some(key), &vals)?;
+        }
+        let mut z = z.ok_or(crate::error::Error::InvalidParameters(
+            "value kernel: empty giant step",
+        ))?;
+        ex.rescale(&mut z)?;
+        terms.push((z, k));
+    }
+    ex.rotate_sum_lazy(terms)
 }
 
 /// The value kernel: `P` in minimal folded-diagonal packing ([`crate::packing::PLayout`], `B_V`
