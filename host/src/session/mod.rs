@@ -61,6 +61,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 #[cfg(doc)]
 use veil_core::bert::{client_run, server_run};
 use veil_core::bert::{BlockCost, EncoderConfig, SessionPlan};
@@ -172,18 +173,50 @@ impl SessionError {
     }
 }
 
-/// Settings both parties must agree on (beyond what the [`Hello`] checks).
+/// Settings of a session: the MPC configuration both parties must agree on (beyond what the
+/// [`Hello`] checks), and how long the server waits for the client's keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SessionOptions {
     /// The MPC engine's configuration ([`veil_core::bert::MPC_CONFIG`] by default).
     pub mpc: MpcConfig,
+    /// (Server) how long to wait for the client's keys after the Accept. The client generates
+    /// them only then (a minute or more for a full model), so this wait may exceed the
+    /// transport's receive timeout, which still bounds every other step. `None`: the receive
+    /// timeout. A client that goes silent after its Accept holds its slot this long.
+    pub keys_timeout: Option<Duration>,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
         SessionOptions {
             mpc: veil_core::bert::MPC_CONFIG,
+            keys_timeout: Some(Duration::from_secs(600)),
         }
+    }
+}
+
+/// A transport whose receives go on past their timeouts until `until` (the frame decoder keeps
+/// what has arrived, so a retried receive resumes the same frame). The wait ends at most one
+/// receive timeout after `until`.
+pub(crate) struct Patient<'a> {
+    pub(crate) t: &'a mut dyn Transport,
+    pub(crate) until: Instant,
+}
+
+impl Transport for Patient<'_> {
+    fn send(&mut self, frames: Vec<Frame>) -> Result<(), TransportError> {
+        self.t.send(frames)
+    }
+    fn recv(&mut self) -> Result<Frame, TransportError> {
+        loop {
+            match self.t.recv() {
+                Err(TransportError::Timeout) if Instant::now() < self.until => {}
+                r => return r,
+            }
+        }
+    }
+    fn abort(&mut self, reason: &str) {
+        self.t.abort(reason)
     }
 }
 
@@ -331,18 +364,18 @@ pub(crate) fn setup_party(
 
 /// Records a block's wall time since the previous event.
 pub(crate) struct Clock {
-    last: std::time::Instant,
+    last: Instant,
 }
 
 impl Clock {
     pub(crate) fn new() -> Self {
         Clock {
-            last: std::time::Instant::now(),
+            last: Instant::now(),
         }
     }
 
     pub(crate) fn row(&mut self, c: &BlockCost) -> BlockRow {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let wall_s = (now - self.last).as_secs_f64();
         self.last = now;
         BlockRow {

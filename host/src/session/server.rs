@@ -5,7 +5,8 @@ use super::messages::{
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
-    frame, plan, recv, setup_party, BlockRow, CkksCache, Clock, SessionError, SessionOptions,
+    frame, plan, recv, setup_party, BlockRow, CkksCache, Clock, Patient, SessionError,
+    SessionOptions,
 };
 use crate::party::{KeyExchangeStats, Server};
 use crate::transport::{TcpTransport, Transport, TransportConfig};
@@ -156,7 +157,18 @@ pub fn serve_one<B: PolyBackend>(
         .encode(),
     )])?;
 
-    let (server, key_exchange) = Server::receive_keys(&ck, t).map_err(SessionError::Keys)?;
+    // The client generates its keys now: wait for them up to `keys_timeout`.
+    let (server, key_exchange) = match opts.keys_timeout {
+        Some(d) => Server::receive_keys(
+            &ck,
+            &mut Patient {
+                t: &mut *t,
+                until: Instant::now() + d,
+            },
+        ),
+        None => Server::receive_keys(&ck, t),
+    }
+    .map_err(SessionError::Keys)?;
 
     let ts = Instant::now();
     let mut p = setup_party(PartyId::P1, opts, t)?;
