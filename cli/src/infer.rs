@@ -7,6 +7,7 @@ use crate::private::{
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use veil_host::session::{run_client, serve, ServeOptions, SessionOptions};
 use veil_host::transport::TcpTransport;
 
@@ -26,11 +27,13 @@ pub struct ServeArgs {
     /// Serve only the first K layers (and the head on them); 0: all.
     #[arg(long, default_value_t = 0)]
     pub layers: usize,
-    /// Receive timeout of every session step, seconds. It bounds a stalled client, and must
-    /// exceed a client's key generation (about a minute for all-MiniLM-L6-v2 on two cores,
-    /// more under load), during which the server waits for the keys.
-    #[arg(long, default_value_t = 300)]
+    /// Receive timeout of every session step, seconds: it bounds a stalled client.
+    #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// How long to wait for a client's keys after accepting it, seconds (the client generates
+    /// them then: about a minute for all-MiniLM-L6-v2 on two cores, more under load).
+    #[arg(long, default_value_t = 600)]
+    pub keys_timeout: u64,
     /// CKKS worker threads per backend (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -66,6 +69,10 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
         cpu_cache(a.threads),
         ServeOptions {
             transport: transport(a.timeout),
+            session: SessionOptions {
+                keys_timeout: Some(Duration::from_secs(a.keys_timeout)),
+                ..SessionOptions::default()
+            },
             max_clients: a.max_clients.max(1),
             ..ServeOptions::default()
         },
@@ -93,7 +100,7 @@ pub struct InferArgs {
     #[arg(long)]
     pub json: bool,
     /// Receive timeout of every session step, seconds (the longest server block must fit).
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 120)]
     pub timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
