@@ -38,7 +38,9 @@
 //! Every failure is a [`SessionError`]. Transport failures (a peer that disconnects, stalls past
 //! the receive timeout or sends garbage) surface as [`SessionError::Transport`] or inside the
 //! step that was running ([`SessionError::Keys`], [`SessionError::Mpc`]); a party that fails
-//! tells its peer with an abort frame, so the peer fails fast rather than at its timeout.
+//! tells its peer with an abort frame, so the peer fails fast rather than at its timeout. The
+//! receive timeout bounds every step but one: after its Accept the server waits for the
+//! client's keys up to [`SessionOptions::keys_timeout`], since the client generates them then.
 //! [`serve`] runs each session on its own thread and keeps accepting whatever one session does
 //! (a panic included).
 
