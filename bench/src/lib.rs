@@ -7,6 +7,7 @@
 //! - [`nonlinear`]: the nonlinear MPC blocks of `veil_core::nn` at BERT-base shapes, beside SPU;
 //! - [`scp`]: operation counts of the Transformer attention kernels (EncFormer Table II) and a
 //!   timed, checked real run;
+//! - [`e2e`]: private inference of a BERT-architecture encoder end to end, per block;
 //! - [`convert`]: CKKS↔MPC conversion (EncFormer Table VII), with a two-process run over an
 //!   emulated link ([`netem`]) in which the client sends its keys to the server
 //!   ([`veil_host::party`]).
@@ -17,6 +18,7 @@
 
 pub mod ckks;
 pub mod convert;
+pub mod e2e;
 mod error;
 pub mod mpc;
 pub mod netem;

@@ -8,7 +8,7 @@ mod private;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_bench::{ckks, convert, mpc, nonlinear, scp, to_json, BenchError};
+use veil_bench::{ckks, convert, e2e, mpc, nonlinear, scp, to_json, BenchError};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -57,12 +57,39 @@ enum Bench {
     /// CKKS<->MPC conversion of two real vectors: real vs complex vs complex + trimming
     /// (EncFormer Table VII: bytes per conversion pair, latency under LAN/WAN profiles).
     Convert(convert::BenchConvertOptions),
+    /// Private inference end to end (client and server over TCP loopback, random weights at
+    /// the architecture's shape): wall time, bytes and rounds per block, keys, network estimates.
+    E2e(e2e::BenchE2eArgs),
+    /// One BERT-base layer (m = 128, d = 768, 12 heads, FFN 3072) privately: `bench e2e` with
+    /// `--shape bert-base --m 128 --layers 1` unless given otherwise.
+    Layer(e2e::BenchE2eArgs),
+}
+
+fn print_e2e(a: &e2e::BenchE2eArgs) -> Result<(), BenchError> {
+    let r = e2e::run(a)?;
+    if a.json {
+        println!("{}", to_json("the e2e report", &r)?);
+    } else {
+        print!("{}", e2e::render(&r));
+    }
+    Ok(())
 }
 
 fn bench(b: Bench) -> Result<(), BenchError> {
     match b {
         Bench::Mpc(a) => mpc::cli::run(&a),
         Bench::Nonlinear(a) => nonlinear::run(&a),
+        Bench::E2e(a) => print_e2e(&a),
+        Bench::Layer(mut a) => {
+            if a.shape == "minilm" {
+                a.shape = "bert-base".into();
+            }
+            if a.m == [16, 32, 64] {
+                a.m = vec![128];
+            }
+            a.layers = a.layers.or(Some(1));
+            print_e2e(&a)
+        }
         Bench::Convert(o) if o.relay.is_some() => convert::run_relay(&o),
         Bench::Convert(o) if o.party.is_some() => {
             let r = convert::run_party(&o)?;

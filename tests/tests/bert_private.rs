@@ -4,14 +4,13 @@
 //! logits must match the plaintext `f64` reference within the stated bound.
 
 use rand_chacha::ChaCha20Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
 use veil_core::bert::fixed::logits_fixed;
 use veil_core::bert::{
-    client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, Head, LayerWeights,
-    SessionPlan, MPC_CONFIG,
+    client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, SessionPlan, MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
 use veil_core::mpc::{Party, PartyId};
@@ -30,67 +29,23 @@ fn seeded(s: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(s)
 }
 
-fn gauss(g: &mut ChaCha20Rng) -> f64 {
-    // Irwin–Hall(12) − 6: mean 0, variance 1.
-    (0..12)
-        .map(|_| (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
-        .sum::<f64>()
-        - 6.0
-}
-
-fn mat(g: &mut ChaCha20Rng, r: usize, c: usize, s: f64) -> Mat {
-    Mat::from_fn(r, c, |_, _| 0.0).map_in_place(g, s)
-}
-
-trait Fill {
-    fn map_in_place(self, g: &mut ChaCha20Rng, s: f64) -> Self;
-}
-impl Fill for Mat {
-    fn map_in_place(mut self, g: &mut ChaCha20Rng, s: f64) -> Self {
-        for v in self.data.iter_mut() {
-            *v = gauss(g) * s;
-        }
-        self
-    }
-}
-
-fn vecr(g: &mut ChaCha20Rng, n: usize, mean: f64, s: f64) -> Vec<f64> {
-    (0..n).map(|_| mean + gauss(g) * s).collect()
-}
-
 fn tiny(cfg: EncoderConfig, seed: u64) -> EncoderWeights {
-    let mut g = seeded(seed);
-    let (d, f) = (cfg.hidden, cfg.ffn);
-    let sd = 1.0 / (d as f64).sqrt();
-    let sf = 1.0 / (f as f64).sqrt();
-    let layers = (0..cfg.layers)
-        .map(|_| LayerWeights {
-            wq: mat(&mut g, d, d, 2.0 * sd),
-            bq: vecr(&mut g, d, 0.0, 0.1),
-            wk: mat(&mut g, d, d, 2.0 * sd),
-            bk: vecr(&mut g, d, 0.0, 0.1),
-            wv: mat(&mut g, d, d, sd),
-            bv: vecr(&mut g, d, 0.0, 0.1),
-            wo: mat(&mut g, d, d, sd),
-            bo: vecr(&mut g, d, 0.0, 0.1),
-            ln1_g: vecr(&mut g, d, 1.0, 0.1),
-            ln1_b: vecr(&mut g, d, 0.0, 0.1),
-            w1: mat(&mut g, d, f, 2.0 * sd),
-            b1: vecr(&mut g, f, 0.0, 0.1),
-            w2: mat(&mut g, f, d, sf),
-            b2: vecr(&mut g, d, 0.0, 0.1),
-            ln2_g: vecr(&mut g, d, 1.0, 0.1),
-            ln2_b: vecr(&mut g, d, 0.0, 0.1),
-        })
-        .collect();
-    EncoderWeights {
-        cfg,
-        layers,
-        head: Head {
-            w: mat(&mut g, d, cfg.classes, 1.0),
-            b: vecr(&mut g, cfg.classes, 0.0, 0.1),
+    EncoderWeights::random(cfg, &mut seeded(seed))
+}
+
+fn input(m: usize, d: usize, seed: u64) -> Mat {
+    let w = EncoderWeights::random(
+        EncoderConfig {
+            layers: 0,
+            hidden: d,
+            heads: 1,
+            ffn: 1,
+            ln_eps: 1e-12,
+            classes: m,
         },
-    }
+        &mut seeded(seed),
+    );
+    w.head.w.transpose()
 }
 
 // ---- f64 reference (local until the product's reference lands) ----
@@ -259,8 +214,7 @@ fn tiny_encoder_matches_reference() {
     };
     let w = tiny(cfg, 5);
     let (m, valid) = (16, 11);
-    let mut g = seeded(9);
-    let x = Mat::from_fn(m, cfg.hidden, |_, _| 0.0).map_in_place(&mut g, 1.0);
+    let x = input(m, cfg.hidden, 9);
     let want = reference(&w, &x, valid);
     let lit = params::insecure_logn12();
     let plan = SessionPlan::new(&lit.clone().validate().unwrap(), &cfg, m).unwrap();

@@ -255,3 +255,67 @@ redacted_debug!(Embeddings, "Embeddings", |s| alloc::format!(
     s.position.rows,
     s.word.cols
 ));
+
+/// Normal deviates (Irwin–Hall of 12 uniforms) from a generator.
+struct Gauss<'a, R: rand_core::RngCore>(&'a mut R);
+
+impl<R: rand_core::RngCore> Gauss<'_, R> {
+    fn next(&mut self) -> f64 {
+        (0..12)
+            .map(|_| (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+            .sum::<f64>()
+            - 6.0
+    }
+    fn mat(&mut self, r: usize, c: usize, s: f64) -> Mat {
+        let data = (0..r * c).map(|_| self.next() * s).collect();
+        Mat {
+            rows: r,
+            cols: c,
+            data,
+        }
+    }
+    fn vec(&mut self, n: usize, mean: f64, s: f64) -> Vec<f64> {
+        (0..n).map(|_| mean + self.next() * s).collect()
+    }
+}
+
+impl EncoderWeights {
+    /// Random weights of a BERT-like scale for benchmarks and tests (matrices `N(0, σ²)` with
+    /// `σ = 1/√fan_in`, twice that for `W_Q`, `W_K` and `W_1`; biases `N(0, 0.01)`; LayerNorm
+    /// `γ ~ N(1, 0.01)`, `β ~ N(0, 0.01)`). Not a model: the costs of a private run do not
+    /// depend on the values.
+    pub fn random(cfg: EncoderConfig, rng: &mut impl rand_core::RngCore) -> Self {
+        let mut g = Gauss(rng);
+        let (d, f) = (cfg.hidden, cfg.ffn);
+        let sd = 1.0 / libm::sqrt(d as f64);
+        let sf = 1.0 / libm::sqrt(f as f64);
+        let layers = (0..cfg.layers)
+            .map(|_| LayerWeights {
+                wq: g.mat(d, d, 2.0 * sd),
+                bq: g.vec(d, 0.0, 0.1),
+                wk: g.mat(d, d, 2.0 * sd),
+                bk: g.vec(d, 0.0, 0.1),
+                wv: g.mat(d, d, sd),
+                bv: g.vec(d, 0.0, 0.1),
+                wo: g.mat(d, d, sd),
+                bo: g.vec(d, 0.0, 0.1),
+                ln1_g: g.vec(d, 1.0, 0.1),
+                ln1_b: g.vec(d, 0.0, 0.1),
+                w1: g.mat(d, f, 2.0 * sd),
+                b1: g.vec(f, 0.0, 0.1),
+                w2: g.mat(f, d, sf),
+                b2: g.vec(d, 0.0, 0.1),
+                ln2_g: g.vec(d, 1.0, 0.1),
+                ln2_b: g.vec(d, 0.0, 0.1),
+            })
+            .collect();
+        EncoderWeights {
+            cfg,
+            layers,
+            head: Head {
+                w: g.mat(d, cfg.classes, 1.0),
+                b: g.vec(cfg.classes, 0.0, 0.1),
+            },
+        }
+    }
+}

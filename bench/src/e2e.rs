@@ -1,0 +1,412 @@
+//! `veil bench e2e` and `veil bench layer`: private inference of a BERT-architecture encoder
+//! between a client and a server over TCP loopback, with every cost attributed to its block.
+//!
+//! Each run plans the session ([`SessionPlan`]), generates the client's keys (timed; their
+//! seed-compressed size is what the key upload sends), and runs [`client_run`] / [`server_run`]
+//! on two threads over a real TCP connection. The server's progress events give the wall time of
+//! each block as the server sees it (the FHE blocks are the server's; the MPC blocks are joint);
+//! the client's give each block's bytes and rounds. A network overlay adds
+//! `bytes·8/bandwidth + rounds·2·latency` to the loopback time for each profile of
+//! [`crate::convert::NETWORKS`]: an estimate, labelled as such.
+//!
+//! Weights are random at the chosen shape ([`EncoderWeights::random`]): the costs of a private
+//! run do not depend on the values. Accuracy against the real checkpoint is the demo's and the
+//! tests' job.
+
+use crate::convert::NETWORKS;
+use crate::progress::Progress;
+use crate::BenchError;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{OsRng, SeedableRng};
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use veil_core::bert::{
+    client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights,
+    SessionPlan, MPC_CONFIG,
+};
+use veil_core::ckks::Ckks;
+use veil_core::mpc::{Party, PartyId};
+use veil_core::nn::gelu::GeluKind;
+use veil_host::harness::{run_pair, Link};
+use veil_host::mpc::drive;
+use veil_host::transport::TransportConfig;
+
+/// Arguments of `veil bench e2e`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchE2eArgs {
+    /// Architecture: minilm (all-MiniLM-L6-v2: 6 layers, d = 384, 12 heads, FFN 1536) or
+    /// bert-base (12 layers, d = 768, 12 heads, FFN 3072).
+    #[arg(long, default_value = "minilm")]
+    pub shape: String,
+    /// Comma-separated sequence lengths (16, 32, 64, 128).
+    #[arg(long, default_value = "16,32,64", value_delimiter = ',')]
+    pub m: Vec<usize>,
+    /// Layers to run (default: all of the architecture's).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// Real tokens per sentence (default: m − m/4, so padding is masked).
+    #[arg(long)]
+    pub valid: Option<usize>,
+    /// GELU approximation: erf (the checkpoint's) or bolt.
+    #[arg(long, default_value = "erf")]
+    pub gelu: String,
+    /// CPU worker threads of the server's backend (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Receive timeout, seconds.
+    #[arg(long, default_value_t = 900)]
+    pub timeout_s: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One block's costs in one run (per layer, or summed over the layers).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BlockRow {
+    /// Block name.
+    pub block: String,
+    /// Wall seconds at the server (sum over layers).
+    pub wall_s: f64,
+    /// Key-switched rotations.
+    pub rotations: u64,
+    /// Ciphertext × ciphertext products.
+    pub ct_mults: u64,
+    /// Ciphertext × plaintext products.
+    pub pt_mults: u64,
+    /// Rescales.
+    pub rescales: u64,
+    /// Conversions (ciphertexts).
+    pub converted_cts: usize,
+    /// Ciphertext bytes of the conversions.
+    pub converted_bytes: u64,
+    /// Bytes on the link (both directions).
+    pub bytes: u64,
+    /// Rounds.
+    pub rounds: u64,
+}
+
+/// One sequence length's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct E2eRun {
+    /// Sequence length.
+    pub m: usize,
+    /// Real tokens.
+    pub valid: usize,
+    /// Layers run.
+    pub layers: usize,
+    /// Slots per ciphertext.
+    pub slots: usize,
+    /// Galois keys.
+    pub galois_keys: usize,
+    /// Key generation, seconds (client).
+    pub keygen_s: f64,
+    /// Seed-compressed public + evaluation key bytes (the key upload).
+    pub key_bytes: u64,
+    /// Wall time of the private run on loopback (keys excluded), seconds.
+    pub wall_s: f64,
+    /// Bytes of the private run on the link (both directions, keys excluded).
+    pub run_bytes: u64,
+    /// Rounds of the private run.
+    pub rounds: u64,
+    /// Per block, summed over the layers (the head last).
+    pub blocks: Vec<BlockRow>,
+    /// Estimated wall time per network profile (loopback time + transfer + latency), keys
+    /// included: `(profile, seconds)`.
+    pub networks: Vec<(String, f64)>,
+    /// Largest block by server wall time.
+    pub hotspot: String,
+    /// `|logit| ` sanity: both parties finished and the client got this many logits.
+    pub logits: usize,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct E2eReport {
+    /// Architecture.
+    pub shape: String,
+    /// CKKS parameter set.
+    pub params: String,
+    /// GELU approximation.
+    pub gelu: String,
+    /// One entry per sequence length.
+    pub runs: Vec<E2eRun>,
+}
+
+fn shape(name: &str) -> Result<EncoderConfig, BenchError> {
+    match name {
+        "minilm" => Ok(EncoderConfig::MINILM_L6),
+        "bert-base" => Ok(EncoderConfig {
+            layers: 12,
+            hidden: 768,
+            heads: 12,
+            ffn: 3072,
+            ln_eps: 1e-12,
+            classes: 2,
+        }),
+        _ => Err(BenchError::InvalidOption {
+            option: "--shape",
+            value: name.into(),
+            expected: "minilm or bert-base",
+        }),
+    }
+}
+
+fn core_err(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
+    move |source| BenchError::Core { step, source }
+}
+
+fn proto(what: &'static str) -> impl Fn(veil_host::mpc::DriverError) -> BenchError {
+    move |source| BenchError::Protocol {
+        protocol: what.into(),
+        source,
+    }
+}
+
+fn accumulate(rows: &mut Vec<BlockRow>, c: &BlockCost, wall: Option<f64>) {
+    let i = match rows.iter().position(|r| r.block == c.block) {
+        Some(i) => i,
+        None => {
+            rows.push(BlockRow {
+                block: c.block.into(),
+                ..BlockRow::default()
+            });
+            rows.len() - 1
+        }
+    };
+    let r = &mut rows[i];
+    if let Some(w) = wall {
+        r.wall_s += w;
+        r.rotations += c.ckks.rotations;
+        r.ct_mults += c.ckks.ct_mults;
+        r.pt_mults += c.ckks.pt_mults;
+        r.rescales += c.ckks.rescales;
+    } else {
+        r.converted_cts += c.converted_cts;
+        r.converted_bytes += c.converted_bytes;
+        r.bytes += c.mpc_bytes;
+        r.rounds += c.mpc_rounds;
+    }
+}
+
+/// One private run at `m`.
+fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, BenchError> {
+    let params = session_params().map_err(core_err("session parameters"))?;
+    let gelu = match a.gelu.as_str() {
+        "erf" => GeluKind::Erf,
+        "bolt" => GeluKind::Bolt,
+        v => {
+            return Err(BenchError::InvalidOption {
+                option: "--gelu",
+                value: v.into(),
+                expected: "erf or bolt",
+            })
+        }
+    };
+    let plan = SessionPlan::new(&params, &cfg, m)
+        .map_err(|e| BenchError::Protocol {
+            protocol: "session plan".into(),
+            source: veil_host::mpc::DriverError::Convert(e),
+        })?
+        .with_gelu(gelu);
+    let valid = a.valid.unwrap_or(m - m / 4).clamp(1, m);
+    let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
+    let w = EncoderWeights::random(cfg, &mut rng);
+    let x = {
+        let e = EncoderWeights::random(
+            EncoderConfig {
+                layers: 0,
+                classes: m,
+                ..cfg
+            },
+            &mut rng,
+        );
+        e.head.w.transpose()
+    };
+    let ck = Ckks::new(Arc::new(crate::cpu_backend(&params, a.threads)?));
+    let t = Instant::now();
+    let sk = ck.gen_secret_key(&mut rng);
+    let pk = ck.gen_public_key(&sk, &mut rng).map_err(core_err("public key"))?;
+    let keys = ck
+        .gen_evaluation_keys(&sk, plan.rotations(), true, &mut rng, |_, _| {})
+        .map_err(core_err("evaluation keys"))?;
+    let keygen_s = t.elapsed().as_secs_f64();
+    let key_bytes = (ck
+        .serialize_public_key(&pk, true)
+        .map_err(core_err("public key bytes"))?
+        .len()
+        + ck
+            .serialize_evaluation_keys(&keys, true)
+            .map_err(core_err("evaluation key bytes"))?
+            .len()) as u64;
+    let server_rows = Arc::new(Mutex::new(Vec::<BlockRow>::new()));
+    let mut client_rows = Vec::<BlockRow>::new();
+    let tcfg = TransportConfig {
+        timeout: Duration::from_secs(a.timeout_s),
+        max_frame: 1 << 30,
+    };
+    let blocks_total = plan.cfg.layers * 17 + 1;
+    let mut bar = Progress::new(&format!("m = {m}"), a.json);
+    let mut done = 0usize;
+    let t = Instant::now();
+    let (logits, srv) = run_pair(
+        Link::Tcp,
+        tcfg,
+        |t0| {
+            let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
+                .map_err(|source| BenchError::Mpc {
+                    step: "client party",
+                    source,
+                })?;
+            let ch = p0.channel();
+            drive(
+                ch,
+                client_run(&mut p0, &ck, &sk, &plan, &x, valid, &mut |c| {
+                    accumulate(&mut client_rows, c, None);
+                    done += 1;
+                    bar.update(done, blocks_total);
+                }),
+                t0,
+            )
+            .map_err(proto("client"))
+        },
+        |t1| {
+            let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
+                .map_err(|source| BenchError::Mpc {
+                    step: "server party",
+                    source,
+                })?;
+            let ch = p1.channel();
+            let mut last = Instant::now();
+            let rows = server_rows.clone();
+            drive(
+                ch,
+                server_run(&mut p1, &ck, &pk, &keys, &plan, &w, valid, &mut |c| {
+                    let dt = last.elapsed().as_secs_f64();
+                    last = Instant::now();
+                    accumulate(&mut rows.lock().unwrap(), c, Some(dt));
+                }),
+                t1,
+            )
+            .map_err(proto("server"))
+        },
+    )
+    .map_err(BenchError::Harness)?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let logits = logits?;
+    srv?;
+    let mut blocks = server_rows.lock().unwrap().clone();
+    for (b, c) in blocks.iter_mut().zip(&client_rows) {
+        b.converted_cts = c.converted_cts;
+        b.converted_bytes = c.converted_bytes;
+        b.bytes = c.bytes;
+        b.rounds = c.rounds;
+    }
+    let run_bytes: u64 = blocks.iter().map(|b| b.bytes).sum();
+    let rounds: u64 = blocks.iter().map(|b| b.rounds).sum();
+    let hotspot = blocks
+        .iter()
+        .max_by(|x, y| x.wall_s.total_cmp(&y.wall_s))
+        .map(|b| b.block.clone())
+        .unwrap_or_default();
+    let networks = NETWORKS
+        .iter()
+        .map(|&(name, bw, lat)| {
+            let bytes = (run_bytes + key_bytes) as f64;
+            (
+                name.to_string(),
+                wall_s + bytes * 8.0 / bw + rounds as f64 * 2.0 * lat,
+            )
+        })
+        .collect();
+    Ok(E2eRun {
+        m,
+        valid,
+        layers: plan.cfg.layers,
+        slots: plan.slots,
+        galois_keys: plan.rotations().len(),
+        keygen_s,
+        key_bytes,
+        wall_s,
+        run_bytes,
+        rounds,
+        blocks,
+        networks,
+        hotspot,
+        logits: logits.len(),
+    })
+}
+
+/// Runs the benchmark.
+pub fn run(a: &BenchE2eArgs) -> Result<E2eReport, BenchError> {
+    let mut cfg = shape(&a.shape)?;
+    if let Some(l) = a.layers {
+        if l == 0 || l > cfg.layers {
+            return Err(BenchError::InvalidOption {
+                option: "--layers",
+                value: l.to_string(),
+                expected: "1..=the architecture's layers",
+            });
+        }
+        cfg.layers = l;
+    }
+    let params = session_params().map_err(core_err("session parameters"))?;
+    let mut runs = Vec::new();
+    for &m in &a.m {
+        runs.push(run_one(a, cfg, m)?);
+    }
+    Ok(E2eReport {
+        shape: a.shape.clone(),
+        params: params.name().to_string(),
+        gelu: a.gelu.clone(),
+        runs,
+    })
+}
+
+/// The report as tables.
+pub fn render(r: &E2eReport) -> String {
+    let mut s = format!(
+        "private inference, {} ({}), GELU {}; TCP loopback, this machine\n",
+        r.shape, r.params, r.gelu
+    );
+    for run in &r.runs {
+        s += &format!(
+            "\nm = {} ({} real tokens), {} layer(s), {} slots, {} Galois keys: keygen {:.1} s, keys {:.1} MB; run {:.1} s, {:.1} MB, {} rounds; total {:.1} MB\n",
+            run.m,
+            run.valid,
+            run.layers,
+            run.slots,
+            run.galois_keys,
+            run.keygen_s,
+            run.key_bytes as f64 / 1e6,
+            run.wall_s,
+            run.run_bytes as f64 / 1e6,
+            run.rounds,
+            (run.run_bytes + run.key_bytes) as f64 / 1e6
+        );
+        s += "| block | wall s | rot | ct×ct | ct×pt | rescale | conv cts | conv MB | MB | rounds |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        for b in &run.blocks {
+            s += &format!(
+                "| {} | {:.2} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {} |\n",
+                b.block,
+                b.wall_s,
+                b.rotations,
+                b.ct_mults,
+                b.pt_mults,
+                b.rescales,
+                b.converted_cts,
+                b.converted_bytes as f64 / 1e6,
+                b.bytes as f64 / 1e6,
+                b.rounds
+            );
+        }
+        s += &format!("largest hotspot: {}\n", run.hotspot);
+        s += "estimated wall time with the keys over (estimate: loopback + bytes/bandwidth + rounds·RTT):";
+        for (n, t) in &run.networks {
+            s += &format!(" {n} {t:.0} s;");
+        }
+        s += "\n";
+    }
+    s
+}
