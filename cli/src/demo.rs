@@ -1,161 +1,211 @@
-//! `veil demo`: encrypt a vector, compute on it under encryption, decrypt, and print precision and
-//! timings. The computation is a weighted sum (ct×pt, then a rotate-and-add reduction over all
-//! slots) and a cubic polynomial `0.5·x³ − x² + 0.25` (two ct×ct products with relinearization and
-//! rescaling), checked slot by slot against the same computation in `f64`.
+//! `veil demo`: private inference end to end on loopback. It starts `veil serve`'s accept loop
+//! on `127.0.0.1:0` in a thread, connects a client over real TCP, classifies built-in sentences
+//! privately, and prints each result beside the plaintext reference's, then the cost tables.
 
+use crate::private::{
+    argmax, cpu_cache, encode_text, label, load_model, max_abs_diff, plaintext_logits, prefix,
+    print_json, render_session, render_table, render_totals, result_json, spinner, tick, transport,
+    CliError,
+};
+use serde_json::json;
+use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
-use veil_backend_cpu::CpuBackend;
-use veil_bench::progress::Progress;
-use veil_bench::BenchError;
-use veil_core::ckks::{Ckks, PrecisionStats, C64};
-use veil_core::params;
+use veil_host::session::{run_client, serve, ClientResult, ServeOptions, SessionOptions};
+use veil_host::transport::TcpTransport;
+
+/// The demo's sentences (the first `--sentences` are used).
+pub const SENTENCES: [&str; 3] = [
+    "The food was wonderful and the staff were friendly.",
+    "This phone broke after two days, a complete waste of money.",
+    "The plot was predictable but the acting saved it.",
+];
 
 /// Options of `veil demo`.
 #[derive(Clone, Debug, clap::Args)]
-pub struct DemoOptions {
-    /// log2 N: 14, 15 or 16 (128-bit named sets).
-    #[arg(long, default_value_t = 14)]
-    pub logn: u32,
-    /// Worker threads.
-    #[arg(long, default_value_t = 2)]
+pub struct DemoArgs {
+    /// Run only the first K layers (the head on their output) for a quick run; 0: all.
+    #[arg(long, default_value_t = 0)]
+    pub layers: usize,
+    /// How many of the built-in sentences to classify (1 to 3).
+    #[arg(long, default_value_t = 3)]
+    pub sentences: usize,
+    /// A BERT checkpoint directory; default: all-MiniLM-L6-v2 with the sentiment head.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Receive timeout of every session step, seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// CKKS worker threads per party (0: all cores).
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
 }
 
-fn step(label: &str, t: Instant, prec: Option<PrecisionStats>) {
-    let ms = t.elapsed().as_secs_f64() * 1e3;
-    match prec {
-        Some(p) => println!("  {label:<44} {ms:>9.2} ms   {p}"),
-        None => println!("  {label:<44} {ms:>9.2} ms"),
+/// Runs the demo.
+pub fn run(a: &DemoArgs) -> Result<(), CliError> {
+    if !(1..=SENTENCES.len()).contains(&a.sentences) {
+        return Err(CliError::Usage(format!(
+            "--sentences must be 1 to {}",
+            SENTENCES.len()
+        )));
     }
+    let model = load_model(a.model.as_ref())?;
+    let weights = prefix(&model.weights, a.layers);
+    let cfg = weights.cfg;
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|source| CliError::Io {
+        what: "listen on 127.0.0.1:0".into(),
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| CliError::Io {
+        what: "read the listening address".into(),
+        source,
+    })?;
+    if !a.json {
+        println!(
+            "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr}, {} sentence(s)",
+            model.dir.display(),
+            cfg.layers,
+            model.weights.cfg.layers,
+            cfg.hidden,
+            cfg.heads,
+            a.sentences
+        );
+    }
+    let opts = ServeOptions {
+        transport: transport(a.timeout),
+        max_clients: 1,
+        max_connections: Some(a.sentences as u64),
+        quiet: true,
+        ..ServeOptions::default()
+    };
+    let server_weights = Arc::new(weights.clone());
+    let server_cache = cpu_cache(a.threads);
+    let server = std::thread::Builder::new()
+        .name("veil-demo-server".into())
+        .spawn(move || serve(listener, server_weights, server_cache, opts))
+        .map_err(|source| CliError::Io {
+            what: "start the server thread".into(),
+            source,
+        })?;
+
+    let cache = cpu_cache(a.threads);
+    let mut runs: Vec<(String, ClientResult, Vec<f64>)> = Vec::new();
+    let mut failure = None;
+    for (i, text) in SENTENCES.iter().take(a.sentences).enumerate() {
+        let res = (|| {
+            let (x, valid) = encode_text(&model, text)?;
+            let plain = plaintext_logits(&weights, &x, valid)?;
+            let mut t = TcpTransport::connect(addr, transport(a.timeout)).map_err(|source| {
+                CliError::Connect {
+                    addr: addr.to_string(),
+                    source,
+                }
+            })?;
+            let pb = spinner(&format!("sentence {}/{}", i + 1, a.sentences), a.json);
+            let r = run_client(
+                &mut t,
+                &cache,
+                &cfg,
+                &x,
+                valid,
+                &SessionOptions::default(),
+                &mut |row| tick(&pb, row),
+            );
+            pb.finish_and_clear();
+            Ok::<_, CliError>((r?, plain))
+        })();
+        match res {
+            Ok((r, plain)) => {
+                if !a.json {
+                    print_beside(i, text, cfg.classes, &r, &plain);
+                }
+                runs.push((text.to_string(), r, plain));
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = failure {
+        // The server waits for the connections the demo will not make: leave it.
+        return Err(e);
+    }
+    let summary = server
+        .join()
+        .map_err(|_| CliError::Server("the server thread panicked".into()))?;
+    if summary.failed > 0 {
+        return Err(CliError::Server(format!(
+            "{} of {} sessions failed at the server",
+            summary.failed, summary.connections
+        )));
+    }
+    if a.json {
+        let v: Vec<_> = runs
+            .iter()
+            .map(|(text, r, plain)| {
+                let mut v = result_json(text, cfg.classes, r);
+                v["plaintext"] = crate::private::classification_json(cfg.classes, plain);
+                v["max_abs_logit_diff"] = json!(max_abs_diff(&r.logits, plain));
+                v["labels_agree"] = json!(argmax(&r.logits) == argmax(plain));
+                v
+            })
+            .collect();
+        return print_json(&json!({ "layers": cfg.layers, "results": v }));
+    }
+    if let Some((_, r, _)) = runs.first() {
+        println!(
+            "\ncost per block (sentence 1): wall time and MPC traffic as the client saw them, \
+             the server's wall time and CKKS operations"
+        );
+        print!("{}", render_table(r));
+    }
+    let totals: Vec<(String, &ClientResult)> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, r, _))| (format!("sentence {}", i + 1), r))
+        .collect();
+    println!("\ntotals:");
+    print!("{}", render_totals(&totals));
+    let worst = runs
+        .iter()
+        .map(|(_, r, p)| max_abs_diff(&r.logits, p))
+        .fold(0.0, f64::max);
+    let agree = runs
+        .iter()
+        .filter(|(_, r, p)| argmax(&r.logits) == argmax(p))
+        .count();
+    println!(
+        "\n{agree}/{} labels agree with the plaintext reference; worst |Δlogit| {worst:.4}",
+        runs.len()
+    );
+    Ok(())
 }
 
-/// Runs the demo and returns the worst precision (bits) over the checked outputs.
-pub fn run(opts: &DemoOptions) -> Result<f64, BenchError> {
-    let e = |source: veil_core::Error| BenchError::Core {
-        step: "demo",
-        source,
+fn print_beside(i: usize, text: &str, classes: usize, r: &ClientResult, plain: &[f64]) {
+    let fmt = |l: &[f64]| {
+        let v: Vec<String> = l.iter().map(|x| format!("{x:+.4}")).collect();
+        format!("[{}]", v.join(", "))
     };
-    let lit = match opts.logn {
-        14 => params::ckks_128_logn14(),
-        15 => params::ckks_128_logn15(),
-        16 => params::ckks_128_logn16(),
-        v => {
-            return Err(BenchError::InvalidOption {
-                option: "--logn",
-                value: v.to_string(),
-                expected: "14, 15 or 16",
-            })
-        }
-    };
-    let p = lit.validate().map_err(e)?;
-    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| BenchError::Backend {
-        reason: x.to_string(),
-    })?;
+    let (kp, kq) = (argmax(&r.logits), argmax(plain));
+    println!("\n{}. {text:?}", i + 1);
     println!(
-        "Veil CKKS demo — {} (N = 2^{}, {} levels, log2 QP = {:.0}, 128-bit), backend {}",
-        p.name(),
-        p.log_n(),
-        p.max_level(),
-        p.log_qp(),
-        {
-            use veil_core::PolyBackend;
-            be.name()
-        }
+        "  private:   {:<9} logits {}",
+        label(classes, kp),
+        fmt(&r.logits)
     );
-    let ck = Ckks::new(Arc::new(be));
-    let mut rng = veil_host::os_rng();
-    let slots = p.max_slots();
-    let top = p.max_level();
-    let scale = p.default_scale();
-
-    let t = Instant::now();
-    let sk = ck.gen_secret_key(&mut rng);
-    let pk = ck.gen_public_key(&sk, &mut rng).map_err(e)?;
-    let rotations: Vec<i64> = (0..slots.trailing_zeros()).map(|i| 1i64 << i).collect();
-    let mut progress = Progress::new("  keygen", false);
-    let keys = ck
-        .gen_evaluation_keys(&sk, &rotations, false, &mut rng, |d, n| {
-            progress.update(d, n)
-        })
-        .map_err(e)?;
-    step(
-        &format!("keygen (sk, pk, relin, {} rotation keys)", rotations.len()),
-        t,
-        None,
-    );
-
-    // A private input: x_i in [-1, 1] (random), public weights w_i.
-    let x: Vec<f64> = {
-        use rand_core::RngCore;
-        (0..slots)
-            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
-            .collect()
-    };
-    let w: Vec<f64> = (0..slots)
-        .map(|i| ((i as f64) * 0.001).cos() / slots as f64)
-        .collect();
-    let xc: Vec<C64> = x.iter().map(|&v| C64::real(v)).collect();
-
-    let t = Instant::now();
-    let pt = ck.encode(&xc, slots, top, scale).map_err(e)?;
-    let ct = ck.encrypt_pk(&pk, &pt, &mut rng).map_err(e)?;
-    step(&format!("encode + encrypt {slots} slots"), t, None);
-
-    // Weighted sum: <x, w> in every slot.
-    let t = Instant::now();
-    let pw = ck
-        .encode_real(&w, slots, top, ck.rescale_prime(top))
-        .map_err(e)?;
-    let mut acc = ck.mul_plain(&ct, &pw).map_err(e)?;
-    ck.rescale_assign(&mut acc).map_err(e)?;
-    for &r in &rotations {
-        let rotated = ck.rotate(&acc, r, &keys).map_err(e)?;
-        ck.add_assign(&mut acc, &rotated).map_err(e)?;
-    }
-    let dot: f64 = x.iter().zip(&w).map(|(a, b)| a * b).sum();
-    let got = ck.decrypt_decode(&sk, &acc).map_err(e)?;
-    let p1 = PrecisionStats::compute(&vec![C64::real(dot); slots], &got);
-    step(
-        &format!("weighted sum (ct*pt, {} rotations)", rotations.len()),
-        t,
-        Some(p1),
-    );
-    println!("    <x, w> = {dot:.9}  decrypted slot 0 = {:.9}", got[0].re);
-
-    // Cubic polynomial: 0.5·x³ − x² + 0.25.
-    let t = Instant::now();
-    let mut x2 = ck.mul_relin(&ct, &ct, &keys).map_err(e)?;
-    ck.rescale_assign(&mut x2).map_err(e)?;
-    let mut xh = ck.clone_ct(&ct);
-    ck.mul_const_assign(&mut xh, C64::real(0.5), ck.rescale_prime(top))
-        .map_err(e)?;
-    ck.rescale_assign(&mut xh).map_err(e)?;
-    let mut x3 = ck.mul_relin(&x2, &xh, &keys).map_err(e)?;
-    ck.rescale_assign(&mut x3).map_err(e)?;
-    let mut x2l = ck.clone_ct(&x2);
-    ck.drop_level_assign(&mut x2l, x3.level()).map_err(e)?;
-    x2l.set_scale(x3.scale()); // scales agree to ~2^-20 relative; the bookkeeping is aligned
-    ck.sub_assign(&mut x3, &x2l).map_err(e)?;
-    ck.add_const_assign(&mut x3, C64::real(0.25)).map_err(e)?;
-    let want: Vec<C64> = x
-        .iter()
-        .map(|&v| C64::real(0.5 * v * v * v - v * v + 0.25))
-        .collect();
-    let got = ck.decrypt_decode(&sk, &x3).map_err(e)?;
-    let p2 = PrecisionStats::compute(&want, &got);
-    step("0.5·x³ − x² + 0.25 (2 ct*ct, depth 2)", t, Some(p2));
     println!(
-        "    x_0 = {:.6}: f(x_0) = {:.9}, decrypted {:.9}",
-        x[0], want[0].re, got[0].re
+        "  plaintext: {:<9} logits {}",
+        label(classes, kq),
+        fmt(plain)
     );
-    let worst = p1.real.min_bits.min(p2.real.min_bits);
-    println!("worst precision over all slots: {worst:.1} bits");
-    if worst < 10.0 {
-        return Err(BenchError::Precision {
-            bits: worst,
-            min_bits: 10.0,
-        });
-    }
-    Ok(worst)
+    println!(
+        "  max |Δlogit| {:.4}{}",
+        max_abs_diff(&r.logits, plain),
+        if kp == kq { "" } else { "  (labels differ)" }
+    );
+    print!("{}", render_session(r));
 }

@@ -1,6 +1,10 @@
-//! The `veil` command-line tool: the demo and the benchmarks (`veil-bench`).
+//! The `veil` command-line tool: private inference (`veil demo`, `veil serve`, `veil infer`),
+//! the CKKS smoke demo and the benchmarks (`veil-bench`).
 
 mod demo;
+mod demo_ckks;
+mod infer;
+mod private;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -24,8 +28,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Private inference end to end: a server and a client over loopback TCP classify built-in
+    /// sentences; each result beside the plaintext one, then the cost table.
+    Demo(demo::DemoArgs),
+    /// Serve private inference of a model to clients over TCP.
+    Serve(infer::ServeArgs),
+    /// Classify a text privately with a `veil serve` server (or --plaintext, locally).
+    Infer(infer::InferArgs),
     /// Encrypt a vector, compute on it under encryption, decrypt; print precision and timings.
-    Demo(demo::DemoOptions),
+    DemoCkks(demo_ckks::DemoOptions),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(Bench),
@@ -121,9 +132,12 @@ fn bench(b: Bench) -> Result<(), BenchError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let res = match cli.cmd {
-        Cmd::Demo(o) => demo::run(&o).map(|_| ()),
-        Cmd::Bench(b) => bench(b),
+    let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
+        Cmd::Demo(a) => demo::run(&a).map_err(Into::into),
+        Cmd::Serve(a) => infer::run_serve(&a).map_err(Into::into),
+        Cmd::Infer(a) => infer::run_infer(&a).map_err(Into::into),
+        Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
+        Cmd::Bench(b) => bench(b).map_err(Into::into),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,9 @@
 //!   benchmarks (`veil-bench`) and the tests run both parties on;
 //! - [`party`]: the two roles of private inference. The [`party::Client`] generates the CKKS keys
 //!   and keeps the secret key; the [`party::Server`] receives the public, relinearization and
-//!   Galois keys and holds nothing else.
+//!   Galois keys and holds nothing else;
+//! - [`session`]: one private inference between them (hello, keys, base OT, the run, the
+//!   report) and the multi-client accept loop behind `veil serve`.
 //!
 //! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
 //! (`cli/`).
@@ -15,6 +17,7 @@ pub mod harness;
 pub mod model;
 pub mod mpc;
 pub mod party;
+pub mod session;
 pub mod transport;
 
 use rand_chacha::ChaCha20Rng;

@@ -1,0 +1,171 @@
+//! `veil serve` and `veil infer`: the two sides of private inference over TCP.
+
+use crate::private::{
+    cpu_cache, encode_text, load_model, plaintext_logits, print_json, render_classification,
+    render_session, render_table, result_json, spinner, tick, transport, CliError,
+};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use veil_host::session::{run_client, serve, ServeOptions, SessionOptions};
+use veil_host::transport::TcpTransport;
+
+/// Options of `veil serve`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ServeArgs {
+    /// A BERT checkpoint directory (config.json, model.safetensors, tokenizer.json); default:
+    /// all-MiniLM-L6-v2 with the sentiment head, fetched once.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Sessions served at once; one more client is refused as busy.
+    #[arg(long, default_value_t = 4)]
+    pub max_clients: usize,
+    /// Serve only the first K layers (and the head on them); 0: all.
+    #[arg(long, default_value_t = 0)]
+    pub layers: usize,
+    /// Receive timeout of every session step, seconds: it bounds a stalled client.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// How long to wait for a client's keys after accepting it, seconds (the client generates
+    /// them then: about a minute for all-MiniLM-L6-v2 on two cores, more under load).
+    #[arg(long, default_value_t = 600)]
+    pub keys_timeout: u64,
+    /// CKKS worker threads per backend (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+/// Runs `veil serve` (forever).
+pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
+    let model = load_model(a.model.as_ref())?;
+    let weights = crate::private::prefix(&model.weights, a.layers);
+    let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
+        what: format!("listen on {}", a.listen),
+        source,
+    })?;
+    let addr = listener
+        .local_addr()
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| a.listen.clone());
+    let c = weights.cfg;
+    eprintln!(
+        "veil serve: {} ({} layers, hidden {}, {} heads, FFN {}, {} classes) on {addr}, \
+         at most {} clients at once",
+        model.dir.display(),
+        c.layers,
+        c.hidden,
+        c.heads,
+        c.ffn,
+        c.classes,
+        a.max_clients
+    );
+    serve(
+        listener,
+        Arc::new(weights),
+        cpu_cache(a.threads),
+        ServeOptions {
+            transport: transport(a.timeout),
+            session: SessionOptions {
+                keys_timeout: Some(Duration::from_secs(a.keys_timeout)),
+                ..SessionOptions::default()
+            },
+            max_clients: a.max_clients.max(1),
+            ..ServeOptions::default()
+        },
+    );
+    Ok(())
+}
+
+/// Options of `veil infer`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct InferArgs {
+    /// The server's address (`veil serve`); not with --plaintext.
+    #[arg(long, required_unless_present = "plaintext")]
+    pub server: Option<String>,
+    /// Run the plaintext reference locally instead (no server).
+    #[arg(long)]
+    pub plaintext: bool,
+    /// The model directory: the client uses its tokenizer and published embedding table (the
+    /// server's architecture must match); default: all-MiniLM-L6-v2.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Use the first K layers only (the server must serve the same prefix); 0: all.
+    #[arg(long, default_value_t = 0)]
+    pub layers: usize,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Receive timeout of every session step, seconds (the longest server block must fit).
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
+    /// CKKS worker threads (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// The text to classify.
+    #[arg(required = true, num_args = 1..)]
+    pub text: Vec<String>,
+}
+
+/// Runs `veil infer`.
+pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
+    let text = a.text.join(" ");
+    let model = load_model(a.model.as_ref())?;
+    let weights = crate::private::prefix(&model.weights, a.layers);
+    let classes = weights.cfg.classes;
+    let (x, valid) = encode_text(&model, &text)?;
+    if a.plaintext {
+        let logits = plaintext_logits(&weights, &x, valid)?;
+        if a.json {
+            let mut v = crate::private::classification_json(classes, &logits);
+            v["text"] = serde_json::json!(text);
+            v["tokens"] = serde_json::json!(valid);
+            v["m"] = serde_json::json!(x.rows);
+            v["mode"] = serde_json::json!("plaintext");
+            return print_json(&v);
+        }
+        println!(
+            "{text:?} (plaintext reference, {valid} tokens, m = {})",
+            x.rows
+        );
+        print!("{}", render_classification(classes, &logits));
+        return Ok(());
+    }
+    let addr = a
+        .server
+        .clone()
+        .ok_or_else(|| CliError::Usage("--server ADDR is required without --plaintext".into()))?;
+    let mut t = TcpTransport::connect(addr.as_str(), transport(a.timeout)).map_err(|source| {
+        CliError::Connect {
+            addr: addr.clone(),
+            source,
+        }
+    })?;
+    let pb = spinner("private inference", a.json);
+    let cache = cpu_cache(a.threads);
+    let r = run_client(
+        &mut t,
+        &cache,
+        &weights.cfg,
+        &x,
+        valid,
+        &SessionOptions::default(),
+        &mut |row| tick(&pb, row),
+    );
+    pb.finish_and_clear();
+    let r = r?;
+    if a.json {
+        let mut v = result_json(&text, classes, &r);
+        v["mode"] = serde_json::json!("private");
+        v["server"] = serde_json::json!(addr);
+        return print_json(&v);
+    }
+    println!("{text:?} (private inference with {addr})");
+    print!("{}", render_classification(classes, &r.logits));
+    print!("{}", render_session(&r));
+    print!("{}", render_table(&r));
+    Ok(())
+}

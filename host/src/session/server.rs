@@ -1,0 +1,409 @@
+//! The server's side of a session, and the accept loop.
+
+use super::messages::{
+    encode_report, fingerprint, Accept, Hello, Refusal, RefuseCode, ReportBlock, SESSION_VERSION,
+    TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
+};
+use super::{
+    frame, plan, recv, setup_party, BlockRow, CkksCache, Clock, Patient, SessionError,
+    SessionOptions,
+};
+use crate::party::{KeyExchangeStats, Server};
+use crate::transport::{TcpTransport, Transport, TransportConfig};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use veil_core::bert::{server_run, EncoderWeights};
+use veil_core::mpc::{PartyId, Stats};
+use veil_core::PolyBackend;
+
+/// What the server saw of one session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerStats {
+    /// Padded sequence length.
+    pub m: usize,
+    /// Non-padding tokens.
+    pub valid: usize,
+    /// The CKKS parameter set's name.
+    pub params: String,
+    /// Per block: the server's wall time, CKKS operations and MPC traffic.
+    pub blocks: Vec<BlockRow>,
+    /// The key exchange as the server saw it.
+    pub key_exchange: KeyExchangeStats,
+    /// Base-OT setup wall time, seconds.
+    pub setup_s: f64,
+    /// Inference wall time, seconds.
+    pub run_s: f64,
+    /// Whole session, seconds.
+    pub total_s: f64,
+    /// The server's MPC channel counters.
+    pub mpc: Stats,
+}
+
+impl ServerStats {
+    /// MPC bytes sent and received over the whole session (setup included).
+    pub fn mpc_bytes(&self) -> u64 {
+        let s = &self.mpc;
+        [s.setup, s.offline, s.online]
+            .iter()
+            .map(|p| p.bytes_sent + p.bytes_recv)
+            .sum()
+    }
+}
+
+/// Sends `r` to the client and fails with it.
+fn reject<T>(t: &mut dyn Transport, r: Refusal) -> Result<T, SessionError> {
+    // A failed send still ends the session with the refusal: the client is gone.
+    let _ = t.send(vec![frame(TAG_REFUSE, r.encode())]);
+    Err(SessionError::Rejected(r))
+}
+
+/// Reads the client's Hello and checks it against the served model; the accepted `(m, valid)`.
+fn read_hello<B: PolyBackend>(
+    t: &mut dyn Transport,
+    weights: &EncoderWeights,
+    ckks: &CkksCache<B>,
+) -> Result<(usize, usize, std::sync::Arc<veil_core::ckks::Ckks<B>>), SessionError> {
+    let f = recv(t)?;
+    if f.tag != TAG_HELLO {
+        return reject(
+            t,
+            Refusal::new(
+                RefuseCode::Malformed,
+                format!("expected a hello (tag 0x0b01), got tag {:#06x}", f.tag),
+            ),
+        );
+    }
+    if let Some(v) = Hello::peek_version(&f.payload) {
+        if v != SESSION_VERSION {
+            return reject(
+                t,
+                Refusal::new(
+                    RefuseCode::UnsupportedVersion,
+                    format!("this server speaks version {SESSION_VERSION}, the client {v}"),
+                ),
+            );
+        }
+    }
+    let hello = match Hello::decode(&f.payload) {
+        Ok(h) => h,
+        Err(e) => {
+            return reject(
+                t,
+                Refusal::new(RefuseCode::Malformed, format!("hello: {e}")),
+            )
+        }
+    };
+    let cfg = &weights.cfg;
+    if hello.fingerprint != fingerprint(cfg) {
+        return reject(
+            t,
+            Refusal::new(
+                RefuseCode::OtherModel,
+                format!(
+                    "this server serves {} layers, hidden {}, {} heads, FFN {}, {} classes",
+                    cfg.layers, cfg.hidden, cfg.heads, cfg.ffn, cfg.classes
+                ),
+            ),
+        );
+    }
+    let (m, valid) = match hello.check_lengths() {
+        Ok(mv) => mv,
+        Err(text) => return reject(t, Refusal::new(RefuseCode::BadLength, text)),
+    };
+    let ck = match ckks.get(cfg, m) {
+        Ok(ck) => ck,
+        Err(e) => return reject(t, Refusal::new(RefuseCode::Unavailable, e.to_string())),
+    };
+    let expected = ck.params().id();
+    if hello.params_id != expected {
+        return reject(
+            t,
+            Refusal::new(
+                RefuseCode::OtherParams,
+                format!(
+                    "at m = {m} this server uses {} (id {expected:#018x}), the client {:#018x}",
+                    ck.params().name(),
+                    hello.params_id
+                ),
+            ),
+        );
+    }
+    Ok((m, valid, ck))
+}
+
+/// Serves one session over `t`: the Hello (refused with a typed [`Refusal`] when it does not
+/// match `weights`' architecture, the parameter set of its shape or the supported lengths), the
+/// key exchange, the base OT, the inference, the report. Takes public key material only.
+pub fn serve_one<B: PolyBackend>(
+    t: &mut dyn Transport,
+    weights: &EncoderWeights,
+    ckks: &CkksCache<B>,
+    opts: &SessionOptions,
+) -> Result<ServerStats, SessionError> {
+    let (m, valid, ck) = read_hello(t, weights, ckks)?;
+    let t0 = Instant::now();
+    let plan = match plan(&ck, &weights.cfg, m) {
+        Ok(p) => p,
+        Err(e) => return reject(t, Refusal::new(RefuseCode::Unavailable, e.to_string())),
+    };
+    t.send(vec![frame(
+        TAG_ACCEPT,
+        Accept {
+            version: SESSION_VERSION,
+        }
+        .encode(),
+    )])?;
+
+    // The client generates its keys now: wait for them up to `keys_timeout`.
+    let (server, key_exchange) = match opts.keys_timeout {
+        Some(d) => Server::receive_keys(
+            &ck,
+            &mut Patient {
+                t: &mut *t,
+                until: Instant::now() + d,
+            },
+        ),
+        None => Server::receive_keys(&ck, t),
+    }
+    .map_err(SessionError::Keys)?;
+
+    let ts = Instant::now();
+    let mut p = setup_party(PartyId::P1, opts, t)?;
+    let setup_s = ts.elapsed().as_secs_f64();
+
+    let tr = Instant::now();
+    let mut blocks = Vec::new();
+    let mut clock = Clock::new();
+    let mut on_block = |c: &veil_core::bert::BlockCost| blocks.push(clock.row(c));
+    crate::mpc::drive(
+        p.channel(),
+        server_run(
+            &mut p,
+            &ck,
+            server.public_key(),
+            server.evaluation_keys(),
+            &plan,
+            weights,
+            valid,
+            &mut on_block,
+        ),
+        t,
+    )
+    .map_err(|source| SessionError::Mpc {
+        step: "inference",
+        source,
+    })?;
+    let run_s = tr.elapsed().as_secs_f64();
+
+    let report: Vec<ReportBlock> = blocks
+        .iter()
+        .map(|r| ReportBlock {
+            layer: u32::try_from(r.cost.layer).unwrap_or(u32::MAX),
+            block: r.cost.block.to_string(),
+            ckks: r.cost.ckks,
+            converted_cts: r.cost.converted_cts as u64,
+            converted_bytes: r.cost.converted_bytes,
+            mpc_bytes: r.cost.mpc_bytes,
+            mpc_rounds: r.cost.mpc_rounds,
+            wall_s: r.wall_s,
+        })
+        .collect();
+    t.send(vec![frame(TAG_REPORT, encode_report(&report))])?;
+    Ok(ServerStats {
+        m,
+        valid,
+        params: ck.params().name().to_string(),
+        blocks,
+        key_exchange,
+        setup_s,
+        run_s,
+        total_s: t0.elapsed().as_secs_f64(),
+        mpc: p.channel().stats(),
+    })
+}
+
+/// Settings of [`serve`].
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// Every session's transport (receive timeout, frame limit).
+    pub transport: TransportConfig,
+    /// Settings both parties agree on.
+    pub session: SessionOptions,
+    /// Sessions served at once; a client beyond is refused with [`RefuseCode::Busy`].
+    pub max_clients: usize,
+    /// Stop after this many connections (all finished before [`serve`] returns); `None` serves
+    /// forever.
+    pub max_connections: Option<u64>,
+    /// Print no per-session line on standard error.
+    pub quiet: bool,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            transport: TransportConfig::default(),
+            session: SessionOptions::default(),
+            max_clients: 4,
+            max_connections: None,
+            quiet: false,
+        }
+    }
+}
+
+/// Counts of a finished [`serve`] (one with [`ServeOptions::max_connections`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeSummary {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Sessions that finished.
+    pub served: u64,
+    /// Sessions that failed (refusals of a bad request included).
+    pub failed: u64,
+    /// Clients refused because the server was busy.
+    pub busy: u64,
+}
+
+/// Refusal threads for busy clients at most at once (beyond, a connection is closed at once).
+const MAX_BUSY_THREADS: usize = 16;
+
+/// Decrements a counter when dropped (also when a session thread panics).
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| Slot(c.clone()))
+}
+
+/// Accepts clients on `listener` and serves each on its own thread, at most
+/// [`ServeOptions::max_clients`] at once (one more is told [`RefuseCode::Busy`]). One line per
+/// session goes to standard error. A failed or panicking session ends only itself; an accept
+/// error is logged and the loop goes on. Returns only after
+/// [`ServeOptions::max_connections`] connections, once their sessions have finished.
+pub fn serve<B: PolyBackend>(
+    listener: TcpListener,
+    weights: Arc<EncoderWeights>,
+    ckks: Arc<CkksCache<B>>,
+    opts: ServeOptions,
+) -> ServeSummary {
+    let active = Arc::new(AtomicUsize::new(0));
+    let busy_threads = Arc::new(AtomicUsize::new(0));
+    let summary = Arc::new(Mutex::new(ServeSummary::default()));
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let log = move |line: String| {
+        if !opts.quiet {
+            eprintln!("veil serve: {line}");
+        }
+    };
+    let bump = |f: &dyn Fn(&mut ServeSummary)| {
+        if let Ok(mut s) = summary.lock() {
+            f(&mut s)
+        }
+    };
+    let mut id = 0u64;
+    while opts.max_connections.is_none_or(|n| id < n) {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                log(format!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        id += 1;
+        bump(&|s| s.connections += 1);
+        workers.retain(|h| !h.is_finished());
+        let mut t = match TcpTransport::new(stream, opts.transport) {
+            Ok(t) => t,
+            Err(e) => {
+                log(format!("#{id} {peer}: transport: {e}"));
+                bump(&|s| s.failed += 1);
+                continue;
+            }
+        };
+        let Some(slot) = take_slot(&active, opts.max_clients.max(1)) else {
+            bump(&|s| s.busy += 1);
+            log(format!(
+                "#{id} {peer}: refused, busy ({} sessions)",
+                opts.max_clients
+            ));
+            // Read the Hello first (so that closing does not reset the connection under the
+            // refusal), off the accept loop, on a bounded number of threads.
+            if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
+                let spawned = std::thread::Builder::new()
+                    .name(format!("veil-busy-{id}"))
+                    .spawn(move || {
+                        let _b = b;
+                        let _ = t.recv();
+                        let _ = reject::<()>(
+                            &mut t,
+                            Refusal::new(
+                                RefuseCode::Busy,
+                                format!("{} sessions running", opts.max_clients),
+                            ),
+                        );
+                    });
+                if let Ok(h) = spawned {
+                    workers.push(h);
+                }
+            }
+            continue;
+        };
+        let (weights, ckks, summary) = (weights.clone(), ckks.clone(), summary.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("veil-session-{id}"))
+            .spawn(move || {
+                let _slot = slot;
+                let t0 = Instant::now();
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve_one(&mut t, &weights, &ckks, &opts.session)
+                }));
+                let secs = t0.elapsed().as_secs_f64();
+                let ok = matches!(res, Ok(Ok(_)));
+                match res {
+                    Ok(Ok(st)) => log(format!(
+                        "#{id} {peer}: ok, m = {}, {} tokens, {:.2} s, {:.1} MB MPC, {:.1} MB keys",
+                        st.m,
+                        st.valid,
+                        secs,
+                        st.mpc_bytes() as f64 / 1e6,
+                        (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes)
+                            as f64
+                            / 1e6
+                    )),
+                    Ok(Err(e)) => log(format!("#{id} {peer}: failed after {secs:.2} s: {e}")),
+                    Err(_) => log(format!("#{id} {peer}: session panicked after {secs:.2} s")),
+                }
+                if let Ok(mut s) = summary.lock() {
+                    if ok {
+                        s.served += 1;
+                    } else {
+                        s.failed += 1;
+                    }
+                }
+            });
+        match spawned {
+            Ok(h) => workers.push(h),
+            Err(e) => {
+                log(format!("#{id} {peer}: no thread: {e}"));
+                bump(&|s| s.failed += 1);
+            }
+        }
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+    let s = summary.lock().map(|g| *g).unwrap_or_default();
+    s
+}
