@@ -22,8 +22,8 @@ use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use veil_core::bert::{
-    client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights,
-    SessionPlan, MPC_CONFIG,
+    client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights, SessionPlan,
+    MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
 use veil_core::mpc::{Party, PartyId};
@@ -227,7 +227,9 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let ck = Ckks::new(Arc::new(crate::cpu_backend(&params, a.threads)?));
     let t = Instant::now();
     let sk = ck.gen_secret_key(&mut rng);
-    let pk = ck.gen_public_key(&sk, &mut rng).map_err(core_err("public key"))?;
+    let pk = ck
+        .gen_public_key(&sk, &mut rng)
+        .map_err(core_err("public key"))?;
     let keys = ck
         .gen_evaluation_keys(&sk, plan.rotations(), true, &mut rng, |_, _| {})
         .map_err(core_err("evaluation keys"))?;
@@ -236,8 +238,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         .serialize_public_key(&pk, true)
         .map_err(core_err("public key bytes"))?
         .len()
-        + ck
-            .serialize_evaluation_keys(&keys, true)
+        + ck.serialize_evaluation_keys(&keys, true)
             .map_err(core_err("evaluation key bytes"))?
             .len()) as u64;
     let server_rows = Arc::new(Mutex::new(Vec::<BlockRow>::new()));

@@ -7,6 +7,7 @@
 //! - [`nonlinear`]: the nonlinear MPC blocks of `veil_core::nn` at BERT-base shapes, beside SPU;
 //! - [`scp`]: operation counts of the Transformer attention kernels (EncFormer Table II) and a
 //!   timed, checked real run;
+//! - [`accuracy`]: the sentiment head on the held-out sentences, exact, fixed-point and encrypted;
 //! - [`e2e`]: private inference of a BERT-architecture encoder end to end, per block;
 //! - [`convert`]: CKKS↔MPC conversion (EncFormer Table VII), with a two-process run over an
 //!   emulated link ([`netem`]) in which the client sends its keys to the server
@@ -16,6 +17,7 @@
 //! only when measured in the same run or labelled as a reference with their source and date.
 //! Failures are [`BenchError`]s.
 
+pub mod accuracy;
 pub mod ckks;
 pub mod convert;
 pub mod e2e;

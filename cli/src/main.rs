@@ -8,7 +8,7 @@ mod private;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_bench::{ckks, convert, e2e, mpc, nonlinear, scp, to_json, BenchError};
+use veil_bench::{accuracy, ckks, convert, e2e, mpc, nonlinear, scp, to_json, BenchError};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -63,6 +63,9 @@ enum Bench {
     /// One BERT-base layer (m = 128, d = 768, 12 heads, FFN 3072) privately: `bench e2e` with
     /// `--shape bert-base --m 128 --layers 1` unless given otherwise.
     Layer(e2e::BenchE2eArgs),
+    /// The sentiment head on the 300 held-out UCI sentences: exact, fixed-point emulation of the
+    /// protocol, and encrypted (--private N sentences).
+    Accuracy(accuracy::BenchAccuracyArgs),
 }
 
 fn print_e2e(a: &e2e::BenchE2eArgs) -> Result<(), BenchError> {
@@ -80,6 +83,15 @@ fn bench(b: Bench) -> Result<(), BenchError> {
         Bench::Mpc(a) => mpc::cli::run(&a),
         Bench::Nonlinear(a) => nonlinear::run(&a),
         Bench::E2e(a) => print_e2e(&a),
+        Bench::Accuracy(a) => {
+            let r = accuracy::run(&a)?;
+            if a.json {
+                println!("{}", to_json("the accuracy report", &r)?);
+            } else {
+                print!("{}", accuracy::render(&r));
+            }
+            Ok(())
+        }
         Bench::Layer(mut a) => {
             if a.shape == "minilm" {
                 a.shape = "bert-base".into();

@@ -43,6 +43,13 @@ pub enum CliError {
     Json(serde_json::Error),
     /// The demo's server thread failed.
     Server(String),
+    /// The private result is farther from the plaintext reference than the stated bound.
+    Disagrees {
+        /// Worst `|Δlogit|` seen.
+        worst: f64,
+        /// The bound.
+        bound: f64,
+    },
 }
 
 impl std::fmt::Display for CliError {
@@ -56,6 +63,10 @@ impl std::fmt::Display for CliError {
             CliError::Usage(s) => write!(f, "{s}"),
             CliError::Json(e) => write!(f, "JSON: {e}"),
             CliError::Server(s) => write!(f, "server: {s}"),
+            CliError::Disagrees { worst, bound } => write!(
+                f,
+                "the private logits differ from the plaintext reference by {worst:.4} (bound {bound})"
+            ),
         }
     }
 }

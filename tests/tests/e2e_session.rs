@@ -109,7 +109,7 @@ fn input(seed: u64) -> Mat {
 }
 
 fn plaintext(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
-    local_reference(w, x, valid)
+    veil_core::bert::reference::logits(w, x, valid).expect("reference")
 }
 
 /// The parameter set of these tests: the insecure N = 2^12 test set (fast); the product's
@@ -829,89 +829,4 @@ fn pipeline_four_concurrent_clients() {
     }
     let s = h.join().unwrap();
     assert_eq!((s.served, s.failed, s.busy), (4, 0, 0));
-}
-
-// ---- f64 reference (the one of tests/bert_private.rs; local until the product's
-// `veil_core::bert::reference::logits` is on main) ----
-fn ln_rows(x: &Mat, g: &[f64], b: &[f64], eps: f64) -> Mat {
-    let mut y = x.clone();
-    for r in 0..x.rows {
-        let row = &x.data[r * x.cols..(r + 1) * x.cols];
-        let mu = row.iter().sum::<f64>() / x.cols as f64;
-        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / x.cols as f64;
-        for c in 0..x.cols {
-            y.set(r, c, (row[c] - mu) / (var + eps).sqrt() * g[c] + b[c]);
-        }
-    }
-    y
-}
-fn lin(x: &Mat, w: &Mat, b: &[f64]) -> Mat {
-    let mut y = x.matmul(w);
-    for r in 0..y.rows {
-        for c in 0..y.cols {
-            y.data[r * y.cols + c] += b[c];
-        }
-    }
-    y
-}
-fn erf(x: f64) -> f64 {
-    libm::erf(x)
-}
-fn local_reference(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
-    let c = w.cfg;
-    let (m, d, h) = (x.rows, c.hidden, c.heads);
-    let dh = d / h;
-    let mut x = x.clone();
-    for l in &w.layers {
-        let (q, k, v) = (
-            lin(&x, &l.wq, &l.bq),
-            lin(&x, &l.wk, &l.bk),
-            lin(&x, &l.wv, &l.bv),
-        );
-        let mut o = Mat::zeros(m, d);
-        for hh in 0..h {
-            for i in 0..m {
-                let s: Vec<f64> = (0..valid)
-                    .map(|j| {
-                        (0..dh)
-                            .map(|u| q.get(i, hh * dh + u) * k.get(j, hh * dh + u))
-                            .sum::<f64>()
-                            / (dh as f64).sqrt()
-                    })
-                    .collect();
-                let mx = s.iter().cloned().fold(f64::MIN, f64::max);
-                let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for u in 0..dh {
-                    let acc: f64 = (0..valid).map(|j| e[j] / z * v.get(j, hh * dh + u)).sum();
-                    o.set(i, hh * dh + u, acc);
-                }
-            }
-        }
-        let mut y = lin(&o, &l.wo, &l.bo);
-        for (a, b) in y.data.iter_mut().zip(&x.data) {
-            *a += b;
-        }
-        let hid = ln_rows(&y, &l.ln1_g, &l.ln1_b, c.ln_eps);
-        let mut f = lin(&hid, &l.w1, &l.b1);
-        for v in f.data.iter_mut() {
-            *v = 0.5 * *v * (1.0 + erf(*v / std::f64::consts::SQRT_2));
-        }
-        let mut f2 = lin(&f, &l.w2, &l.b2);
-        for (a, b) in f2.data.iter_mut().zip(&hid.data) {
-            *a += b;
-        }
-        x = ln_rows(&f2, &l.ln2_g, &l.ln2_b, c.ln_eps);
-    }
-    let pooled: Vec<f64> = (0..d)
-        .map(|cc| (0..valid).map(|r| x.get(r, cc)).sum::<f64>() / valid as f64)
-        .collect();
-    (0..c.classes)
-        .map(|k| {
-            w.head.b[k]
-                + (0..d)
-                    .map(|cc| pooled[cc] * w.head.w.get(cc, k))
-                    .sum::<f64>()
-        })
-        .collect()
 }

@@ -35,7 +35,7 @@
 //! # Levels and scales
 //!
 //! [`SessionPlan::new`] dry-runs every FHE block with a symbolic executor that follows levels
-//! and exact scales ([`super::track`]), and picks for every M2C the lowest level from which the
+//! and exact scales (the `track` module), and picks for every M2C the lowest level from which the
 //! block still ends at or above the shortest admissible C2M level of its output (modulus
 //! trimming). Both parties derive the same plan from public data only.
 //!
@@ -809,8 +809,8 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
     }
 
     async fn run(&mut self, x: RingShares) -> Result<Option<Vec<f64>>, ProtocolError> {
+        // Base OTs unless the party has an OT already, and a fresh common seed.
         self.p.setup().await?;
-        self.p.setup_common_seed().await?;
         self.mark();
         let mut h = x;
         for l in 0..self.plan.cfg.layers {
@@ -833,7 +833,8 @@ fn check_party<R: RngCore + CryptoRng>(p: &Party<R>, want: PartyId) -> Result<()
 
 /// The client (P0): sends its input `x` (`m × d`, rows `valid..m` are padding) through the
 /// conversion into the pipeline, takes part in every MPC block and returns the logits. It runs
-/// the party's setup (base OTs, common seed) first, so `p` must be fresh. `progress` is called
+/// [`Party::setup`] first (base OTs unless `p` already has an OT, and a fresh common seed).
+/// `progress` is called
 /// after every block.
 pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
     p: &mut Party<R>,
@@ -884,8 +885,8 @@ pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
 }
 
 /// The server (P1): evaluates the linear layers on ciphertexts, takes part in every MPC block,
-/// and opens the logits to the client. Takes public key material only. Runs the party's setup
-/// first (`p` must be fresh).
+/// and opens the logits to the client. Takes public key material only. Runs [`Party::setup`]
+/// first, as [`client_run`] does.
 #[allow(clippy::too_many_arguments)]
 pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
     p: &mut Party<R>,
