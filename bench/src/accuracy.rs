@@ -119,8 +119,8 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
         let valid = ids.len();
         let m = *SEQ_LENS.iter().find(|&&m| m >= valid).unwrap_or(&128);
         let x = md.embeddings.embed(&ids, m).map_err(err("embed"))?;
-        let e = veil_core::bert::reference::logits(&md.weights, &x, valid)
-            .map_err(err("reference"))?;
+        let e =
+            veil_core::bert::reference::logits(&md.weights, &x, valid).map_err(err("reference"))?;
         if let std::collections::btree_map::Entry::Vacant(v) = plans.entry(m) {
             v.insert(SessionPlan::new(&params, &cfg, m).map_err(err("plan"))?);
         }
@@ -154,12 +154,11 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                 Link::Tcp,
                 tcfg,
                 |t0| {
-                    let mut p0 =
-                        Party::new(PartyId::P0, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                            .map_err(|source| BenchError::Mpc {
-                                step: "client party",
-                                source,
-                            })?;
+                    let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
+                        .map_err(|source| BenchError::Mpc {
+                            step: "client party",
+                            source,
+                        })?;
                     let ch = p0.channel();
                     drive(
                         ch,
@@ -172,12 +171,11 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                     })
                 },
                 |t1| {
-                    let mut p1 =
-                        Party::new(PartyId::P1, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                            .map_err(|source| BenchError::Mpc {
-                                step: "server party",
-                                source,
-                            })?;
+                    let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
+                        .map_err(|source| BenchError::Mpc {
+                            step: "server party",
+                            source,
+                        })?;
                     let ch = p1.channel();
                     drive(
                         ch,
@@ -204,7 +202,10 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
             }
         }
     }
-    let mut rows = vec![row("exact (f64)", &exact), row("fixed-point emulation", &fixed)];
+    let mut rows = vec![
+        row("exact (f64)", &exact),
+        row("fixed-point emulation", &fixed),
+    ];
     if !private.is_empty() {
         rows.push(row("encrypted", &private));
     }
