@@ -43,10 +43,19 @@
 //! sender sets `q_j = q'_j ⊕ d_j·Δ`. IKNP costs 128 bits per COT on the wire;
 //! Ferret's amortized cost is on the order of one bit per COT or less, plus
 //! the 1-bit derandomization.
+//!
+//! Pools are filled through [`CotSender::extend_random`] /
+//! [`CotReceiver::extend_random`]: random COTs whose choice bits the
+//! generator may pick itself (IKNP takes the suggested uniform bits, the
+//! silent OT of [`silent`] returns its own LPN-derived bits). A generator whose
+//! `extend_random` flows the other way (the sender only sends, the receiver
+//! waits: [`silent`]) says so with [`CotSender::random_sender_sends`], and
+//! [`crate::mpc::Party::preprocess_ot`] then runs the sender fills first.
 
 pub mod base;
 pub mod iknp;
 pub mod pool;
+pub mod silent;
 
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
@@ -72,6 +81,24 @@ pub trait CotSender {
     fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
     }
+    /// Produces `m` *random* COTs `q_j`: the paired
+    /// [`CotReceiver::extend_random`] picks (or is given) uniformly random
+    /// choice bits. The default is [`CotSender::extend`].
+    fn extend_random<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        m: usize,
+    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+        self.extend(ch, m)
+    }
+    /// True when [`CotSender::extend_random`] only sends and the paired
+    /// [`CotReceiver::extend_random`] waits for it (the reverse of IKNP's
+    /// flow); both parties' generators answer alike, and
+    /// [`crate::mpc::Party::preprocess_ot`] then runs the sender fills before
+    /// the receiver fills.
+    fn random_sender_sends(&self) -> bool {
+        false
+    }
 }
 
 /// Receiver side of a correlated-OT generator.
@@ -92,6 +119,21 @@ pub trait CotReceiver {
         _random_choices: Vec<u8>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
+    /// Random COTs `(t_j, r_j)` for `suggested.len()` OTs: `suggested` are
+    /// uniformly random choice bits the generator may use (the default, via
+    /// [`CotReceiver::extend`]) or replace by its own pseudorandom ones (a
+    /// silent OT, whose choice bits come out of the LPN expansion). Returns
+    /// the outputs and the choice bits actually used.
+    fn extend_random<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        suggested: Vec<u8>,
+    ) -> BoxFuture<'a, Result<(Vec<u128>, Vec<u8>)>> {
+        Box::pin(async move {
+            let t = self.extend(ch, &suggested).await?;
+            Ok((t, suggested))
+        })
     }
 }
 
