@@ -396,3 +396,124 @@ fn the_receivers_view_is_independent_of_the_punctured_leaf() {
         assert_eq!(same, !leak, "leak = {leak}");
     }
 }
+
+/// Primitives over two parties whose pools are filled by the silent OT
+/// (INSECURE test set): each op is preprocessed to its exact demand (learnt
+/// in a warm-up run, which goes to the IKNP fallback), runs from the pool, and
+/// reconstructs to the plaintext answer.
+#[test]
+fn primitives_over_the_silent_pool_match_plaintext() {
+    use crate::mpc::{BoolShares, MpcConfig, Party, PartyId, RingShares};
+    let cfg = MpcConfig::ENCFORMER;
+    let r = cfg.ring;
+    let mk = |id, s| {
+        Party::with_silent_ot(id, cfg, ChaCha20Rng::seed_from_u64(s), INSECURE_SILENT_TEST).unwrap()
+    };
+    let (mut p0, mut p1) = (mk(PartyId::P0, 20), mk(PartyId::P1, 21));
+    macro_rules! both {
+        ($b0:expr, $b1:expr) => {{
+            let (c0, c1) = (p0.channel(), p1.channel());
+            let (r0, r1) = run_pair(
+                Session::new(c0, async { $b0 }),
+                Session::new(c1, async { $b1 }),
+            );
+            (r0.unwrap(), r1.unwrap())
+        }};
+    }
+    both!(p0.setup().await, p1.setup().await);
+    let mut rng = ChaCha20Rng::seed_from_u64(22);
+    let n = 300;
+    let xs: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() % (1 << 24)) as i64 - (1 << 23))
+        .collect();
+    let ys: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() % (1 << 12)) as i64 - (1 << 11))
+        .collect();
+    let bs: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let share = |v: &[i64], rng: &mut ChaCha20Rng| {
+        let a: Vec<u64> = v.iter().map(|_| rng.next_u64() & r.mask()).collect();
+        let b: Vec<u64> = v
+            .iter()
+            .zip(&a)
+            .map(|(&x, &a)| r.sub(r.from_signed(x), a))
+            .collect();
+        (RingShares::new(a), RingShares::new(b))
+    };
+    let (x0, x1) = share(&xs, &mut rng);
+    let (y0, y1) = share(&ys, &mut rng);
+    let b0: Vec<u8> = (0..n).map(|_| (rng.next_u32() & 1) as u8).collect();
+    let b1: Vec<u8> = b0.iter().zip(&bs).map(|(a, b)| a ^ b).collect();
+    let (b0, b1) = (BoolShares::new(b0), BoolShares::new(b1));
+    let open = |a: &RingShares, b: &RingShares| -> Vec<i64> {
+        a.as_slice()
+            .iter()
+            .zip(b.as_slice())
+            .map(|(&x, &y)| r.to_signed(r.add(x, y)))
+            .collect()
+    };
+    let mut spcot_frames = 0u64;
+    for op in ["mul", "less", "relu", "b2a"] {
+        // Warm-up (IKNP fallback) to learn the demand, then preprocess it.
+        let d0 = p0.ot_counts();
+        let d1 = p1.ot_counts();
+        macro_rules! run {
+            () => {
+                match op {
+                    "mul" => both!(p0.mul(&x0, &y0).await, p1.mul(&x1, &y1).await),
+                    "less" => {
+                        let (a, b) =
+                            both!(p0.less_than(&x0, &y0).await, p1.less_than(&x1, &y1).await);
+                        let a = a.as_slice().iter().map(|&v| v as u64).collect();
+                        let b = b.as_slice().iter().map(|&v| v as u64).collect();
+                        (RingShares::new(a), RingShares::new(b))
+                    }
+                    "relu" => both!(p0.relu(&x0).await, p1.relu(&x1).await),
+                    _ => both!(p0.b2a(&b0).await, p1.b2a(&b1).await),
+                }
+            };
+        }
+        let _ = run!();
+        let (e0, e1) = (p0.ot_counts(), p1.ot_counts());
+        let (s0, r0) = ((e0.0 - d0.0) as usize, (e0.1 - d0.1) as usize);
+        let (s1, r1) = ((e1.0 - d1.0) as usize, (e1.1 - d1.1) as usize);
+        let before = p1.channel().stats();
+        both!(
+            p0.preprocess_ot(s0, r0).await,
+            p1.preprocess_ot(s1, r1).await
+        );
+        let mid = p1.channel().stats();
+        let off = mid.since(&before).offline;
+        spcot_frames += off.frames_sent;
+        let (a, b) = run!();
+        let online = p1.channel().stats().since(&mid).online;
+        // Served from the pool: no IKNP matrix online (≤ 2 bytes per COT
+        // from P1, the derandomization bits and the protocol's own messages).
+        assert!(
+            (online.bytes_sent as f64) < 2.0 * (s1 + r1) as f64 + 64.0 * n as f64,
+            "{op}: online {} bytes for {} COTs",
+            online.bytes_sent,
+            s1 + r1
+        );
+        let z = open(&a, &b);
+        for k in 0..n {
+            let (x, y) = (xs[k], ys[k]);
+            match op {
+                "mul" => {
+                    let e = ((x as i128 * y as i128 + (1 << (r.frac - 1))) >> r.frac) as i64;
+                    assert!(z[k] == e || z[k] == e - 1, "mul {k}");
+                }
+                "less" => assert_eq!(
+                    (a.as_slice()[k] ^ b.as_slice()[k]) & 1,
+                    (x < y) as u64,
+                    "less {k}"
+                ),
+                "relu" => assert_eq!(z[k], x.max(0), "relu {k}"),
+                _ => assert_eq!(z[k], bs[k] as i64, "b2a {k}"),
+            }
+        }
+    }
+    assert!(
+        spcot_frames > 0,
+        "the pools were filled by silent extensions"
+    );
+}
