@@ -286,19 +286,20 @@ impl Core {
     }
 }
 
-/// The sender's end (holds `Δ`): one extension, pure computation plus one
-/// message. `seed` = `k` LPN base COTs then `t·h` SPCOT base COTs.
-/// Returns the `n` outputs `q = s ⊕ A·v`.
+/// The sender's end (holds `Δ`) of one extension: pure computation, writing
+/// the `n` outputs `q = s ⊕ A·v` into `out` and returning the message.
+/// `seed` = `k` LPN base COTs then `t·h` SPCOT base COTs.
 fn sender_extension(
     c: &Core,
     delta: u128,
     prg: &mut AesPrg,
     seed: &[u128],
-) -> (Vec<u128>, SilentSpcot) {
+    out: &mut [u128],
+) -> SilentSpcot {
     let (p, lpn) = c.current();
     let (h, l) = (p.h as usize, p.leaves());
     let (v, qs) = seed.split_at(p.k);
-    let mut out = vec![0u128; p.n];
+    let out = &mut out[..p.n];
     let mut blocks = Vec::with_capacity(p.shape().blocks());
     let mut scratch = vec![0u128; l / 2];
     let mut sums = vec![(0u128, 0u128); h];
@@ -324,31 +325,31 @@ fn sender_extension(
     sums.zeroize();
     h0.zeroize();
     h1.zeroize();
-    lpn.encode_add(v, &mut out);
-    (
-        out,
-        SilentSpcot {
-            blocks,
-            shape: p.shape(),
-        },
-    )
+    lpn.encode_add(v, out);
+    SilentSpcot {
+        blocks,
+        shape: p.shape(),
+    }
 }
 
 /// The receiver's end of one extension: `seed_t`/`seed_b` are its base COTs
-/// and their choice bits. Returns the outputs `t = r ⊕ A·w` and the choice
-/// bits `u = e ⊕ A·x`.
+/// and their choice bits. Writes the outputs `t = r ⊕ A·w` into `out` and the
+/// choice bits `u = e ⊕ A·x` into `u`.
 fn receiver_extension(
     c: &Core,
     seed_t: &[u128],
     seed_b: &[u8],
     msg: &SilentSpcot,
-) -> (Vec<u128>, Vec<u8>) {
+    out: &mut [u128],
+    u: &mut [u8],
+) {
     let (p, lpn) = c.current();
     let (h, l) = (p.h as usize, p.leaves());
     let (w, ts) = seed_t.split_at(p.k);
     let (x, bs) = seed_b.split_at(p.k);
-    let mut out = vec![0u128; p.n];
-    let mut u = vec![0u8; p.n];
+    let out = &mut out[..p.n];
+    let u = &mut u[..p.n];
+    u.fill(0);
     let mut scratch = vec![0u128; l / 2];
     let mut known = vec![0u128; h];
     let mut ht = vec![0u128; h];
@@ -372,55 +373,53 @@ fn receiver_extension(
     scratch.zeroize();
     known.zeroize();
     ht.zeroize();
-    lpn.encode_add_with_bits(w, x, &mut out, &mut u);
-    (out, u)
+    lpn.encode_add_with_bits(w, x, out, u);
 }
 
-/// Random outputs not yet handed out.
-struct Buffer<T: DefaultIsZeroes> {
+/// The outputs of the last extension: `v[pos..len]` are not yet handed out
+/// (the storage is reused by every extension, so large runs allocate once).
+struct Work<T: DefaultIsZeroes> {
     v: Vec<T>,
     pos: usize,
+    len: usize,
 }
 
-impl<T: DefaultIsZeroes> Buffer<T> {
+impl<T: DefaultIsZeroes> Work<T> {
     fn new() -> Self {
-        Buffer {
+        Work {
             v: Vec::new(),
             pos: 0,
+            len: 0,
         }
     }
     fn available(&self) -> usize {
-        self.v.len() - self.pos
+        self.len - self.pos
     }
-    /// Appends `out[from..]` (taking `out` over when nothing is left).
-    fn push(&mut self, mut out: Vec<T>, from: usize) {
-        if self.available() == 0 {
+    /// Storage for an extension of `n` outputs (its previous contents must
+    /// have been handed out).
+    fn storage(&mut self, n: usize) -> &mut [T] {
+        if self.v.len() < n {
             self.v.zeroize();
-            out[..from].zeroize();
-            self.v = out;
-            self.pos = from;
-        } else {
-            self.v[..self.pos].zeroize();
-            self.v.drain(..self.pos);
-            self.pos = 0;
-            self.v.extend_from_slice(&out[from..]);
-            out.zeroize();
+            self.v = vec![T::default(); n];
         }
+        &mut self.v[..n]
     }
-    fn take(&mut self, m: usize) -> Vec<T> {
-        let o = self.v[self.pos..self.pos + m].to_vec();
-        self.v[self.pos..self.pos + m].zeroize();
-        self.pos += m;
-        if self.pos == self.v.len() {
-            self.v.zeroize();
-            self.v = Vec::new();
-            self.pos = 0;
-        }
-        o
+    /// After an extension of `n` outputs whose first `reserved` are the next seed.
+    fn filled(&mut self, n: usize, reserved: usize) {
+        self.v[..reserved].zeroize();
+        self.pos = reserved;
+        self.len = n;
+    }
+    /// Moves up to `m − out.len()` outputs to `out`.
+    fn drain_into(&mut self, out: &mut Vec<T>, m: usize) {
+        let c = (m - out.len()).min(self.available());
+        out.extend_from_slice(&self.v[self.pos..self.pos + c]);
+        self.v[self.pos..self.pos + c].zeroize();
+        self.pos += c;
     }
 }
 
-impl<T: DefaultIsZeroes> Drop for Buffer<T> {
+impl<T: DefaultIsZeroes> Drop for Work<T> {
     fn drop(&mut self) {
         self.v.zeroize();
     }
@@ -434,7 +433,7 @@ pub struct SilentSender {
     prg: AesPrg,
     /// Base COTs of the next extension (`None` before the bootstrap).
     seed: Option<Vec<u128>>,
-    buf: Buffer<u128>,
+    work: Work<u128>,
 }
 
 impl core::fmt::Debug for SilentSender {
@@ -444,7 +443,7 @@ impl core::fmt::Debug for SilentSender {
             "SilentSender {{ params: {:?}, bootstrapped: {}, available: {}, stats: {:?} }}",
             self.core.params,
             self.seed.is_some(),
-            self.buf.available(),
+            self.work.available(),
             self.core.stats
         )
     }
@@ -470,7 +469,7 @@ impl SilentSender {
             core,
             prg,
             seed: None,
-            buf: Buffer::new(),
+            work: Work::new(),
         })
     }
 
@@ -489,33 +488,43 @@ impl SilentSender {
 
     /// Random COTs ready without another extension.
     pub fn available(&self) -> usize {
-        self.buf.available()
+        self.work.available()
     }
 
-    /// Runs one extension (sends its message).
+    /// Runs one extension (sends its message); the previous outputs must
+    /// have been handed out.
     fn run_extension(&mut self, ch: &Channel) -> Result<()> {
-        let mut seed = self.seed.take().ok_or(MpcError::NotSetUp)?;
+        let seed = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
         let delta = self.iknp.delta();
         let (p, _) = self.core.current();
-        let (out, msg) = sender_extension(&self.core, delta, &mut self.prg, &seed);
-        seed.zeroize();
+        let out = self.work.storage(p.n);
+        let msg = sender_extension(&self.core, delta, &mut self.prg, seed, out);
         self.core.tweak += (p.t * p.h as usize) as u64;
         self.core.stats.extensions += 1;
         self.core.stats.message_bytes += p.message_bytes() as u64;
         self.core.main_next = true;
         let next = self.core.params.main.seed_cots();
-        self.seed = Some(out[..next].to_vec());
-        self.buf.push(out, next);
+        seed.zeroize();
+        seed.extend_from_slice(&out[..next]);
+        self.work.filled(p.n, next);
         ch.send_owned(msg);
         Ok(())
     }
 
     fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<Vec<u128>> {
-        while self.buf.available() < m {
-            self.run_extension(ch)?;
+        let mut out = Vec::with_capacity(m);
+        loop {
+            self.work.drain_into(&mut out, m);
+            if out.len() == m {
+                break;
+            }
+            if let Err(e) = self.run_extension(ch) {
+                out.zeroize();
+                return Err(e);
+            }
         }
         self.core.stats.handed_out += m as u64;
-        Ok(self.buf.take(m))
+        Ok(out)
     }
 }
 
@@ -547,8 +556,8 @@ pub struct SilentReceiver {
     prg: AesPrg,
     /// Base COTs and their choice bits for the next extension.
     seed: Option<(Vec<u128>, Vec<u8>)>,
-    buf_t: Buffer<u128>,
-    buf_u: Buffer<u8>,
+    work_t: Work<u128>,
+    work_u: Work<u8>,
 }
 
 impl core::fmt::Debug for SilentReceiver {
@@ -558,7 +567,7 @@ impl core::fmt::Debug for SilentReceiver {
             "SilentReceiver {{ params: {:?}, bootstrapped: {}, available: {}, stats: {:?} }}",
             self.core.params,
             self.seed.is_some(),
-            self.buf_t.available(),
+            self.work_t.available(),
             self.core.stats
         )
     }
@@ -585,8 +594,8 @@ impl SilentReceiver {
             core,
             prg,
             seed: None,
-            buf_t: Buffer::new(),
-            buf_u: Buffer::new(),
+            work_t: Work::new(),
+            work_u: Work::new(),
         })
     }
 
@@ -594,7 +603,7 @@ impl SilentReceiver {
     /// bits (sends only).
     pub async fn bootstrap(&mut self, ch: &Channel) -> Result<()> {
         let m = self.core.params.bootstrap_cots();
-        let mut bytes = vec![0u8; m.div_ceil(16) * 16];
+        let mut bytes = vec![0u8; m.div_ceil(128) * 16];
         self.prg.fill(&mut bytes);
         let mut bits: Vec<u8> = (0..m).map(|j| (bytes[j / 8] >> (j % 8)) & 1).collect();
         bytes.zeroize();
@@ -617,7 +626,7 @@ impl SilentReceiver {
 
     /// Random COTs ready without another extension.
     pub fn available(&self) -> usize {
-        self.buf_t.available()
+        self.work_t.available()
     }
 
     async fn run_extension(&mut self, ch: &Channel) -> Result<()> {
@@ -626,27 +635,41 @@ impl SilentReceiver {
             return Err(MpcError::NotSetUp);
         }
         let msg = ch.recv_msg::<SilentSpcot>(&p.shape()).await?;
-        let (mut st, mut sb) = self.seed.take().ok_or(MpcError::NotSetUp)?;
-        let (out, u) = receiver_extension(&self.core, &st, &sb, &msg);
-        st.zeroize();
-        sb.zeroize();
+        let (st, sb) = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
+        let out = self.work_t.storage(p.n);
+        let u = self.work_u.storage(p.n);
+        receiver_extension(&self.core, st, sb, &msg, out, u);
         self.core.tweak += (p.t * p.h as usize) as u64;
         self.core.stats.extensions += 1;
         self.core.stats.message_bytes += p.message_bytes() as u64;
         self.core.main_next = true;
         let next = self.core.params.main.seed_cots();
-        self.seed = Some((out[..next].to_vec(), u[..next].to_vec()));
-        self.buf_t.push(out, next);
-        self.buf_u.push(u, next);
+        st.zeroize();
+        sb.zeroize();
+        st.extend_from_slice(&out[..next]);
+        sb.extend_from_slice(&u[..next]);
+        self.work_t.filled(p.n, next);
+        self.work_u.filled(p.n, next);
         Ok(())
     }
 
     async fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<(Vec<u128>, Vec<u8>)> {
-        while self.buf_t.available() < m {
-            self.run_extension(ch).await?;
+        let mut t = Vec::with_capacity(m);
+        let mut u = Vec::with_capacity(m);
+        loop {
+            self.work_t.drain_into(&mut t, m);
+            self.work_u.drain_into(&mut u, m);
+            if t.len() == m {
+                break;
+            }
+            if let Err(e) = self.run_extension(ch).await {
+                t.zeroize();
+                u.zeroize();
+                return Err(e);
+            }
         }
         self.core.stats.handed_out += m as u64;
-        Ok((self.buf_t.take(m), self.buf_u.take(m)))
+        Ok((t, u))
     }
 }
 

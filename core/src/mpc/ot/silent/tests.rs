@@ -324,7 +324,8 @@ fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
         rng.fill_bytes(&mut k);
         k
     });
-    let (out, mut msg) = sender_extension(&c, delta, &mut prg, &q);
+    let mut out = vec![0u128; 1 << h];
+    let mut msg = sender_extension(&c, delta, &mut prg, &q, &mut out);
     let t: Vec<u128> = q[1..]
         .iter()
         .zip(&b)
@@ -347,7 +348,9 @@ fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
     st.extend_from_slice(&t);
     let mut sb = vec![0u8];
     sb.extend_from_slice(&b);
-    let (r, u) = receiver_extension(&c, &st, &sb, &msg);
+    let mut r = vec![0u128; 1 << h];
+    let mut u = vec![0u8; 1 << h];
+    receiver_extension(&c, &st, &sb, &msg, &mut r, &mut u);
     assert_eq!(u[alpha], 1);
     let mut view = msg.encode();
     for x in t.iter().chain(&r) {
