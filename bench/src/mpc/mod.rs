@@ -64,7 +64,7 @@ impl OtMode {
         }
     }
 
-    fn preprocessed(self) -> bool {
+    pub(crate) fn preprocessed(self) -> bool {
         !matches!(self, OtMode::Iknp)
     }
 }
@@ -155,10 +155,11 @@ pub struct BenchRow {
     pub cots_per_elem: f64,
     /// Estimated bytes per element. IKNP rows: the IKNP extension (16 B per
     /// COT) replaced by a silent OT at 1 bit per COT, all other messages
-    /// unchanged. Silent rows: the online bytes plus the COTs at the
-    /// generator's steady-state cost (its extension message over its usable
-    /// outputs), i.e. the offline part amortized over long runs instead of
-    /// whichever op happened to trigger an extension.
+    /// unchanged. Silent rows: the measured bytes with the silent extensions
+    /// this op triggered replaced by its COTs at the generator's
+    /// steady-state cost (its extension message over its usable outputs),
+    /// i.e. the extensions amortized over long runs instead of charged to
+    /// whichever op happened to trigger one.
     pub est_silent_bytes_per_elem: f64,
     /// SPU Cheetah time, seconds.
     pub spu_time_s: Option<f64>,
@@ -329,7 +330,7 @@ impl BenchMpcReport {
               an op's offline bytes are the extensions it triggered).\n";
         s +=
             "silent* (est) = iknp/pool rows: B/elem with IKNP (16 B/COT) replaced by silent OT at \
-              1 bit/COT; silent rows: online B/elem + COTs at the generator's steady-state cost.\n";
+              1 bit/COT; silent rows: measured B/elem with the silent extensions the op triggered replaced by its COTs at the generator's steady-state cost.\n";
         if let Some(b) = self.silent_setup_bytes {
             s += &format!(
                 "silent setup (base OT + IKNP bootstrap, both directions): {} bytes, {}\n",
@@ -475,6 +476,8 @@ struct OpOut {
     pre_s: f64,
     /// Session depths of the preprocessing and of the op.
     depths: (u32, u32),
+    /// Silent-extension bytes this party sent during the op (frames included).
+    silent_bytes: u64,
 }
 
 /// One party's run: setup wall time, setup statistics, one [`OpOut`] per op.
@@ -529,6 +532,7 @@ fn party_main(
         };
         bar.wait();
         let before = p.channel().stats();
+        let sil0 = p.silent_stats().unwrap_or_default();
         let mut d0 = 0;
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
@@ -546,7 +550,11 @@ fn party_main(
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
         let d1 = p.channel().depth();
+        let sil1 = p.silent_stats().unwrap_or_default();
+        let silent_bytes = sil1.message_bytes - sil0.message_bytes
+            + (sil1.extensions - sil0.extensions) * FRAME_OVERHEAD;
         out.push(OpOut {
+            silent_bytes,
             wall_s: el,
             stats: p.channel().stats().since(&before),
             cots,
@@ -632,7 +640,11 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             // receiver (the other): P0's sent + received covers all of them.
             let cots = a.cots as f64 / n;
             let est = match mode {
-                OtMode::Silent => on + cots * steady,
+                // The extensions this op happened to trigger, replaced by its COTs at the
+                // steady-state cost.
+                OtMode::Silent => {
+                    off + on - (a.silent_bytes + b.silent_bytes) as f64 / n + cots * steady
+                }
                 _ => off + on - 16.0 * cots + cots / 8.0,
             };
             rows.push(BenchRow {

@@ -9,8 +9,11 @@
 //!   fractional bits, EncFormer uses `ℓ = 43, F = 13`) — [`ring`];
 //! * additive shares over `Z_q`, `q < 2^124` a product of RNS primes, used by
 //!   the CKKS↔MPC conversion — [`zq`];
-//! * oblivious transfer: Chou–Orlandi base OT on Ristretto255 and IKNP OT
-//!   extension behind the [`ot::CotSender`]/[`ot::CotReceiver`] traits — [`ot`];
+//! * oblivious transfer: Chou–Orlandi base OT on Ristretto255, IKNP OT
+//!   extension and the Ferret silent OT ([`ot::silent`], random-COT pools at
+//!   ≈ 0.45 bit per COT plus 1 derandomization bit online, via
+//!   [`Party::with_silent_ot`]) behind the [`ot::CotSender`]/[`ot::CotReceiver`]
+//!   traits — [`ot`];
 //! * batched protocols (multiplication, truncation, millionaires' comparison,
 //!   MSB/DReLU/ReLU, B2A, multiplexer, ring↔field extension, polynomials) —
 //!   [`party`], [`arith`], [`cmp`], [`ext`];

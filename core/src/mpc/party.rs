@@ -229,6 +229,13 @@ impl<R: RngCore + CryptoRng> Party<R> {
         self.ot.as_ref().map_or((0, 0), |o| (o.sent, o.received))
     }
 
+    /// Counters of this party's silent-OT sender (extensions run, COTs handed
+    /// out, extension-message bytes it sent), for a party built with
+    /// [`Party::with_silent_ot`] after setup; `None` otherwise.
+    pub fn silent_stats(&self) -> Option<crate::mpc::ot::silent::SilentStats> {
+        self.ot.as_ref().and_then(|o| o.sender.silent_stats())
+    }
+
     /// Mutable access to the party's randomness (e.g. to sample shares).
     pub fn rng(&mut self) -> &mut R {
         &mut self.rng

@@ -8,6 +8,9 @@
 //!   this model).
 //! * [`pool`]: random-COT pools filled offline and derandomized online
 //!   (1 bit per OT), the shape in which a silent OT plugs in.
+//! * [`silent`]: the Ferret silent OT (Yang et al. CCS 2020, semi-honest),
+//!   a random-COT generator at ≈ 0.45 bit per COT that fills the pools;
+//!   bootstrapped once from IKNP.
 //! * [`CrHash`]: tweakable correlation-robust hash from fixed-key AES,
 //!   `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` (Guo–Katz–Wang–Yu, S&P 2020), turning
 //!   COT into random OT and into `k`-bit correlated OT.
@@ -98,6 +101,10 @@ pub trait CotSender {
     /// the receiver fills.
     fn random_sender_sends(&self) -> bool {
         false
+    }
+    /// Counters of a silent generator behind this sender (`None` for others).
+    fn silent_stats(&self) -> Option<silent::SilentStats> {
+        None
     }
 }
 

@@ -86,6 +86,10 @@ impl CotSender for PooledSender {
         self.inner.random_sender_sends()
     }
 
+    fn silent_stats(&self) -> Option<super::silent::SilentStats> {
+        self.inner.silent_stats()
+    }
+
     fn fill<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let mut q = self.inner.extend_random(ch, m).await?;

@@ -547,6 +547,9 @@ impl CotSender for SilentSender {
     fn random_sender_sends(&self) -> bool {
         true
     }
+    fn silent_stats(&self) -> Option<SilentStats> {
+        Some(self.core.stats)
+    }
 }
 
 /// Receiver of the silent random-COT generator.
