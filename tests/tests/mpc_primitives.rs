@@ -1,6 +1,8 @@
 //! Per-primitive tests: both parties as threads over the in-memory duplex,
 //! random inputs plus edge values, outputs reconstructed and compared with
-//! the plaintext reference.
+//! the plaintext reference. `VEIL_TEST_OT=silent cargo test -p veil-tests --test
+//! mpc_primitives` runs the whole suite over silent-OT pools (see
+//! `mpc_common::silent_mode`).
 
 mod mpc_common;
 use mpc_common::*;
@@ -373,6 +375,10 @@ fn mul_accounting_matches_analytic_cost() {
             p.channel().stats().since(&before)
         };
     let (s0, s1) = run_mem(cfg, |p, t| f(p, t, &x0), |p, t| f(p, t, &x1));
+    if silent_mode() {
+        eprintln!("VEIL_TEST_OT=silent: the IKNP byte counts are not checked");
+        return;
+    }
     let offline = 128 * 43 * 16 + 10 + (n * 946).div_ceil(8) + 10;
     assert_eq!(s0.offline.bytes_sent as usize, offline);
     assert_eq!(s1.offline.bytes_sent as usize, offline);
@@ -433,6 +439,10 @@ fn preprocessed_ot_pool() {
     }
     // Pools pair up: P0's sender count is P1's receiver count.
     assert_eq!(a.4 .0, b.4 .1);
+    if silent_mode() {
+        eprintln!("VEIL_TEST_OT=silent: the IKNP byte counts are not checked");
+        return;
+    }
     let cots = (a.4 .0 + a.4 .1) as f64;
     // Preprocessing carried the IKNP matrices (≈16 B per COT in total) ...
     let pre = (a.2.offline.bytes_sent + b.2.offline.bytes_sent) as f64;
