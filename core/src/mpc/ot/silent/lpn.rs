@@ -76,11 +76,13 @@ impl Lpn {
     }
 
     /// Calls `f(r, columns)` for every row `r` in `0..n`, generating the
-    /// columns in AES batches.
+    /// columns in AES batches (all columns of a batch first, so that the
+    /// gathers of `f` are independent loads).
     fn for_rows(&self, n: usize, mut f: impl FnMut(usize, &[usize; D])) {
         let mut blk = [GenericArray::from([0u8; 16]); 5 * PAIRS];
+        let mut cols = [[0usize; D]; 2 * PAIRS];
         let pairs = n.div_ceil(2);
-        let mut cols = [0usize; D];
+        let k = self.k as u64;
         for p0 in (0..pairs).step_by(PAIRS) {
             let np = PAIRS.min(pairs - p0);
             for (i, b) in blk[..5 * np].iter_mut().enumerate() {
@@ -88,20 +90,22 @@ impl Lpn {
             }
             self.aes.encrypt_blocks(&mut blk[..5 * np]);
             for p in 0..np {
-                for s in 0..2 {
-                    let r = 2 * (p0 + p) + s;
-                    if r >= n {
-                        break;
+                let mut w = [0u32; 20];
+                for b in 0..5 {
+                    let x = u128::from_le_bytes(blk[5 * p + b].into());
+                    for q in 0..4 {
+                        w[4 * b + q] = (x >> (32 * q)) as u32;
                     }
-                    for (i, c) in cols.iter_mut().enumerate() {
-                        let o = 10 * s + i; // word index within the pair's 20
-                        let b = &blk[5 * p + o / 4];
-                        let mut x = [0u8; 4];
-                        x.copy_from_slice(&b[4 * (o % 4)..4 * (o % 4) + 4]);
-                        *c = self.col(u32::from_le_bytes(x));
-                    }
-                    f(r, &cols);
                 }
+                for s in 0..2 {
+                    for i in 0..D {
+                        cols[2 * p + s][i] = ((w[D * s + i] as u64 * k) >> 32) as usize;
+                    }
+                }
+            }
+            let r0 = 2 * p0;
+            for (j, c) in cols[..(2 * np).min(n - r0)].iter().enumerate() {
+                f(r0 + j, c);
             }
         }
     }
