@@ -94,6 +94,21 @@ pub trait CotSender {
     ) -> BoxFuture<'a, Result<Vec<u128>>> {
         self.extend(ch, m)
     }
+    /// [`CotSender::extend_random`] appending the `m` outputs to `out` (a
+    /// pool), which a generator may fill without an intermediate copy.
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        m: usize,
+        out: &'a mut Vec<u128>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut q = self.extend_random(ch, m).await?;
+            out.extend_from_slice(&q);
+            zeroize::Zeroize::zeroize(&mut q);
+            Ok(())
+        })
+    }
     /// True when [`CotSender::extend_random`] only sends and the paired
     /// [`CotReceiver::extend_random`] waits for it (the reverse of IKNP's
     /// flow); both parties' generators answer alike, and
@@ -140,6 +155,24 @@ pub trait CotReceiver {
         Box::pin(async move {
             let t = self.extend(ch, &suggested).await?;
             Ok((t, suggested))
+        })
+    }
+    /// [`CotReceiver::extend_random`] appending the outputs and choice bits
+    /// to `t` and `r` (a pool).
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        suggested: Vec<u8>,
+        t: &'a mut Vec<u128>,
+        r: &'a mut Vec<u8>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let (mut tt, mut rr) = self.extend_random(ch, suggested).await?;
+            t.extend_from_slice(&tt);
+            r.extend_from_slice(&rr);
+            zeroize::Zeroize::zeroize(&mut tt);
+            zeroize::Zeroize::zeroize(&mut rr);
+            Ok(())
         })
     }
 }

@@ -92,11 +92,8 @@ impl CotSender for PooledSender {
 
     fn fill<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let mut q = self.inner.extend_random(ch, m).await?;
             self.compact();
-            self.pool.extend_from_slice(&q);
-            q.zeroize();
-            Ok(())
+            self.inner.extend_random_into(ch, m, &mut self.pool).await
         })
     }
 }
@@ -172,15 +169,14 @@ impl CotReceiver for PooledReceiver {
         random_choices: Vec<u8>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let (mut t, mut r) = self.inner.extend_random(ch, random_choices).await?;
+            self.t[..self.pos].zeroize();
+            self.r[..self.pos].zeroize();
             self.t.drain(..self.pos);
             self.r.drain(..self.pos);
             self.pos = 0;
-            self.t.extend_from_slice(&t);
-            self.r.extend_from_slice(&r);
-            t.zeroize();
-            r.zeroize();
-            Ok(())
+            self.inner
+                .extend_random_into(ch, random_choices, &mut self.t, &mut self.r)
+                .await
         })
     }
 }

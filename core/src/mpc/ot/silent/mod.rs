@@ -511,19 +511,27 @@ impl SilentSender {
         Ok(())
     }
 
-    fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<Vec<u128>> {
-        let mut out = Vec::with_capacity(m);
+    /// Appends `m` random COTs to `out`.
+    fn random_into(&mut self, ch: &Channel, m: usize, out: &mut Vec<u128>) -> Result<()> {
+        let target = out.len() + m;
+        out.reserve(m);
         loop {
-            self.work.drain_into(&mut out, m);
-            if out.len() == m {
+            self.work.drain_into(out, target);
+            if out.len() == target {
                 break;
             }
-            if let Err(e) = self.run_extension(ch) {
-                out.zeroize();
-                return Err(e);
-            }
+            self.run_extension(ch)?;
         }
         self.core.stats.handed_out += m as u64;
+        Ok(())
+    }
+
+    fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<Vec<u128>> {
+        let mut out = Vec::new();
+        if let Err(e) = self.random_into(ch, m, &mut out) {
+            out.zeroize();
+            return Err(e);
+        }
         Ok(out)
     }
 }
@@ -542,6 +550,15 @@ impl CotSender for SilentSender {
         m: usize,
     ) -> BoxFuture<'a, Result<Vec<u128>>> {
         let r = self.random_impl(ch, m);
+        Box::pin(async move { r })
+    }
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        m: usize,
+        out: &'a mut Vec<u128>,
+    ) -> BoxFuture<'a, Result<()>> {
+        let r = self.random_into(ch, m, out);
         Box::pin(async move { r })
     }
     fn random_sender_sends(&self) -> bool {
@@ -656,22 +673,37 @@ impl SilentReceiver {
         Ok(())
     }
 
-    async fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<(Vec<u128>, Vec<u8>)> {
-        let mut t = Vec::with_capacity(m);
-        let mut u = Vec::with_capacity(m);
+    /// Appends `m` random COTs and their choice bits to `t` and `u`.
+    async fn random_into(
+        &mut self,
+        ch: &Channel,
+        m: usize,
+        t: &mut Vec<u128>,
+        u: &mut Vec<u8>,
+    ) -> Result<()> {
+        let target = t.len() + m;
+        let target_u = u.len() + m;
+        t.reserve(m);
+        u.reserve(m);
         loop {
-            self.work_t.drain_into(&mut t, m);
-            self.work_u.drain_into(&mut u, m);
-            if t.len() == m {
+            self.work_t.drain_into(t, target);
+            self.work_u.drain_into(u, target_u);
+            if t.len() == target {
                 break;
             }
-            if let Err(e) = self.run_extension(ch).await {
-                t.zeroize();
-                u.zeroize();
-                return Err(e);
-            }
+            self.run_extension(ch).await?;
         }
         self.core.stats.handed_out += m as u64;
+        Ok(())
+    }
+
+    async fn random_impl(&mut self, ch: &Channel, m: usize) -> Result<(Vec<u128>, Vec<u8>)> {
+        let (mut t, mut u) = (Vec::new(), Vec::new());
+        if let Err(e) = self.random_into(ch, m, &mut t, &mut u).await {
+            t.zeroize();
+            u.zeroize();
+            return Err(e);
+        }
         Ok((t, u))
     }
 }
@@ -696,5 +728,16 @@ impl CotReceiver for SilentReceiver {
         let m = suggested.len();
         suggested.zeroize();
         Box::pin(self.random_impl(ch, m))
+    }
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        mut suggested: Vec<u8>,
+        t: &'a mut Vec<u128>,
+        r: &'a mut Vec<u8>,
+    ) -> BoxFuture<'a, Result<()>> {
+        let m = suggested.len();
+        suggested.zeroize();
+        Box::pin(self.random_into(ch, m, t, r))
     }
 }
