@@ -16,7 +16,7 @@
 //! `MBMax + GELU (split) + 2·MBLN`, against the paper's 7 (3 + 4 + 0).
 
 use crate::error::{mpc, protocol};
-use crate::mpc::{thread_cpu_s, TransportKind};
+use crate::mpc::{thread_cpu_s, OtMode, TransportKind};
 use crate::peers::PeerFigures;
 use crate::progress::Progress;
 use crate::BenchError;
@@ -26,6 +26,7 @@ use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use veil_core::mpc::ot::silent::SilentParams;
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
 use veil_core::nn::fixed::{self, ErrStats};
 use veil_core::nn::gelu::{Gelu, GeluKind};
@@ -500,6 +501,8 @@ struct Measured {
     scale: f64,
     /// OT preprocessing part of `wall_s` (pool mode), s.
     pre_s: f64,
+    /// Silent-extension bytes this party sent during the run (frames included).
+    silent_bytes: u64,
 }
 
 /// One party's run: setup wall time and statistics, then one [`Measured`] per variant.
@@ -515,10 +518,16 @@ fn party_main(
     inputs: &[&PartyInput],
     bar: &Barrier,
     progress: Option<(&str, bool)>,
-    pool: bool,
+    mode: OtMode,
+    silent: SilentParams,
 ) -> Result<PartyOut, BenchError> {
     let rng = ChaCha20Rng::from_rng(OsRng)?;
-    let mut p = Party::new(id, cfg, rng).map_err(mpc("build a party"))?;
+    let pool = mode != OtMode::Iknp;
+    let mut p = match mode {
+        OtMode::Silent => Party::with_silent_ot(id, cfg, rng, silent),
+        _ => Party::new(id, cfg, rng),
+    }
+    .map_err(mpc("build a party"))?;
     bar.wait();
     let t0 = Instant::now();
     drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
@@ -542,6 +551,7 @@ fn party_main(
         };
         bar.wait();
         let before = p.channel().stats();
+        let sil0 = p.silent_stats().unwrap_or_default();
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
         let (mut pre_s, mut pre_depth) = (0.0, 0);
@@ -569,7 +579,10 @@ fn party_main(
         if let Some(pr) = bar_progress.as_mut() {
             pr.update(k + 1, variants.len());
         }
+        let sil1 = p.silent_stats().unwrap_or_default();
         out.push(Measured {
+            silent_bytes: sil1.message_bytes - sil0.message_bytes
+                + (sil1.extensions - sil0.extensions) * veil_core::mpc::channel::FRAME_OVERHEAD,
             wall_s,
             cpu_s,
             stats: p.channel().stats().since(&before),
@@ -600,9 +613,12 @@ pub struct BenchNonlinearOptions {
     pub spu: PeerFigures,
     /// No progress lines.
     pub quiet: bool,
-    /// OT modes: `false` = IKNP on demand, `true` = random-COT pools preprocessed offline
-    /// (`Party::preprocess_ot`, sized by a warm-up run), derandomized online.
-    pub pool_modes: Vec<bool>,
+    /// OT modes: IKNP on demand, random-COT pools preprocessed offline
+    /// (`Party::preprocess_ot`, sized by a warm-up run) and derandomized online, filled by
+    /// IKNP (`Pool`) or by the silent OT (`Silent`).
+    pub ot_modes: Vec<OtMode>,
+    /// Silent-OT parameters of [`OtMode::Silent`].
+    pub silent: SilentParams,
 }
 
 impl Default for BenchNonlinearOptions {
@@ -615,7 +631,8 @@ impl Default for BenchNonlinearOptions {
             timeout: Duration::from_secs(600),
             spu: PeerFigures::spu_nonlinear_reference(),
             quiet: false,
-            pool_modes: vec![false],
+            ot_modes: vec![OtMode::Iknp],
+            silent: veil_core::mpc::ot::silent::FERRET_EMP_OT,
         }
     }
 }
@@ -628,6 +645,8 @@ pub struct NonlinearRow {
     /// Whether the COTs came from a pool preprocessed offline (then `offline_*` holds the
     /// whole OT extension and `online_*` what depends on the input).
     pub ot_pool: bool,
+    /// The OT mode.
+    pub ot: OtMode,
     /// Part of `time_s` spent preprocessing the pool, s (0 without a pool).
     pub pre_s: f64,
     /// Block.
@@ -657,7 +676,8 @@ pub struct NonlinearRow {
     /// Correlated OTs per element (each counted once).
     pub cots_per_elem: f64,
     /// Estimated bytes per element with IKNP (16 B per COT) replaced by a silent OT at 1 bit per
-    /// COT, every other message unchanged.
+    /// COT, every other message unchanged; silent rows: the measured bytes with the silent
+    /// extensions the run triggered replaced by its COTs at the generator's steady-state cost.
     pub est_silent_bytes_per_elem: f64,
     /// Max absolute error of the reconstructed output against the f64 reference.
     pub max_abs_err: f64,
@@ -713,6 +733,8 @@ pub struct BenchNonlinearReport {
     pub setup_bytes: u64,
     /// Where the SPU columns come from.
     pub spu_source: String,
+    /// Setup bytes of the silent mode (base OT + the IKNP bootstrap, both directions), if it ran.
+    pub silent_setup_bytes: Option<u64>,
     /// Rows.
     pub rows: Vec<NonlinearRow>,
     /// Rounds per Transformer layer of the surrogate path (first transport).
@@ -732,11 +754,17 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         ..TransportConfig::default()
     };
     let (mut rows, mut setup_s, mut setup_bytes) = (Vec::new(), Vec::new(), 0);
-    for (&kind, &pool) in opts
+    let mut silent_setup_bytes = None;
+    for (&kind, &mode) in opts
         .transports
         .iter()
-        .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
+        .flat_map(|k| opts.ot_modes.iter().map(move |m| (k, m)))
     {
+        let pool = mode != OtMode::Iknp;
+        let sp = opts.silent;
+        let steady = (sp.main.message_bytes() as f64
+            + veil_core::mpc::channel::FRAME_OVERHEAD as f64)
+            / sp.main.usable() as f64;
         let link = match kind {
             TransportKind::Memory => Link::Memory,
             TransportKind::Tcp => Link::Tcp,
@@ -767,17 +795,21 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                     &i0,
                     &bar,
                     Some((tname, opts.quiet)),
-                    pool,
+                    mode,
+                    sp,
                 )
             },
-            |t| party_main(PartyId::P1, cfg, t, vs, sh, &i1, &bar, None, pool),
+            |t| party_main(PartyId::P1, cfg, t, vs, sh, &i1, &bar, None, mode, sp),
         )?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
-        if !pool || !opts.pool_modes.contains(&false) {
+        if mode != OtMode::Silent && (!pool || !opts.ot_modes.contains(&OtMode::Iknp)) {
             setup_s.push((kind, s0.max(s1)));
+            setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
         }
-        setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
+        if mode == OtMode::Silent {
+            silent_setup_bytes = Some(st0.setup.bytes_sent + st1.setup.bytes_sent);
+        }
         for (k, &v) in opts.variants.iter().enumerate() {
             let (a, b, d) = (&o0[k], &o1[k], &drawn[k]);
             let n = v.input_len(&opts.shapes).max(1) as f64;
@@ -814,6 +846,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             rows.push(NonlinearRow {
                 transport: kind,
                 ot_pool: pool,
+                ot: mode,
                 pre_s: a.pre_s.max(b.pre_s),
                 block: v.block(),
                 variant: v.name().into(),
@@ -828,7 +861,14 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 offline_rounds: a.stats.offline.rounds.max(b.stats.offline.rounds),
                 online_rounds: a.stats.online.rounds.max(b.stats.online.rounds),
                 cots_per_elem: cots,
-                est_silent_bytes_per_elem: off + on - 16.0 * cots + cots / 8.0,
+                est_silent_bytes_per_elem: match mode {
+                    // The extensions this run triggered, replaced by its COTs at the
+                    // generator's steady-state cost.
+                    OtMode::Silent => {
+                        off + on - (a.silent_bytes + b.silent_bytes) as f64 / n + cots * steady
+                    }
+                    _ => off + on - 16.0 * cots + cots / 8.0,
+                },
                 max_abs_err: err.max_abs,
                 mean_abs_err: err.mean_abs,
                 spu_op,
@@ -846,7 +886,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         "bytes/elem: both directions, offline + online, per input element; setup (base OT) \
          excluded and shown apart."
             .into(),
-        "silent*: bytes/elem with IKNP (16 B/COT) replaced by a silent OT at 1 bit/COT.".into(),
+        "silent*: bytes/elem with IKNP (16 B/COT) replaced by a silent OT at 1 bit/COT; silent rows: the extensions the run triggered replaced by its COTs at the steady-state cost.".into(),
         "rounds: exact (session depth, larger of the two parties); off/on: per phase.".into(),
         "err: max and mean abs error of the reconstructed output against the f64 reference.".into(),
         format!(
@@ -878,6 +918,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         setup_s,
         setup_bytes,
         spu_source: opts.spu.source.clone(),
+        silent_setup_bytes,
         rows,
         layer_rounds,
         notes,
@@ -916,7 +957,7 @@ impl BenchNonlinearReport {
     /// Human-readable table with ratios to SPU Cheetah.
     pub fn to_table(&self) -> String {
         let mut s = format!(
-            "veil bench nonlinear: l = {}, F = {}, IKNP OT (iknp: on demand; pool: preprocessed offline); setup (base OT) {} bytes, {}\n",
+            "veil bench nonlinear: l = {}, F = {}, OT iknp: IKNP on demand; pool: IKNP preprocessed offline; silent: pools filled by the Ferret silent OT; setup (base OT) {} bytes, {}\n",
             self.ell,
             self.frac,
             self.setup_bytes,
@@ -927,8 +968,11 @@ impl BenchNonlinearReport {
                 .join(", ")
         );
         s += &format!("SPU columns: {}\n", self.spu_source);
+        if let Some(b) = self.silent_setup_bytes {
+            s += &format!("silent setup (base OT + IKNP bootstrap, both directions): {b} bytes\n");
+        }
         s += &format!(
-            "{:<5} {:<5} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+            "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
             "link", "ot", "block", "variant", "shape", "time s", "cpu s", "B/elem", "off B/e", "on B/e",
             "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err", "spu s", "spu B/e",
             "spu r", "t/spu", "B/spu", "r/spu"
@@ -936,12 +980,12 @@ impl BenchNonlinearReport {
         let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
         for r in &self.rows {
             s += &format!(
-                "{:<5} {:<5} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+                "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
                 match r.transport {
                     TransportKind::Memory => "mem",
                     TransportKind::Tcp => "tcp",
                 },
-                if r.ot_pool { "pool" } else { "iknp" },
+                r.ot.name(),
                 r.block.name(),
                 r.variant,
                 r.shape,
@@ -1020,8 +1064,10 @@ pub struct BenchNonlinearArgs {
     /// Receive timeout, seconds.
     #[arg(long, default_value_t = 600)]
     pub timeout_s: u64,
-    /// OT mode(s): iknp (extension on demand), pool (random COTs preprocessed offline, sized
-    /// by a warm-up run; the online columns then carry only what depends on the input) or both.
+    /// OT mode(s), comma-separated: iknp (extension on demand), pool (random COTs preprocessed
+    /// offline by IKNP, sized by a warm-up run; the online columns then carry only what depends
+    /// on the input), silent (the same pools filled by the Ferret silent OT); `both` =
+    /// iknp,pool; `all` = iknp,pool,silent.
     #[arg(long, default_value = "iknp")]
     pub ot: String,
 }
@@ -1112,14 +1158,30 @@ pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
         v => return Err(invalid("--transport", v, "tcp, mem or both")),
     };
     let variants = select_variants(args.blocks.as_deref(), args.variants.as_deref())?;
-    let pool_modes = match args.ot.as_str() {
-        "iknp" => vec![false],
-        "pool" => vec![true],
-        "both" => vec![false, true],
-        v => return Err(invalid("--ot", v, "iknp, pool or both")),
-    };
+    let mut ot_modes = Vec::new();
+    for v in args.ot.split(',').map(str::trim) {
+        let add: &[OtMode] = match v {
+            "iknp" => &[OtMode::Iknp],
+            "pool" => &[OtMode::Pool],
+            "silent" => &[OtMode::Silent],
+            "both" => &[OtMode::Iknp, OtMode::Pool],
+            "all" => &[OtMode::Iknp, OtMode::Pool, OtMode::Silent],
+            v => {
+                return Err(invalid(
+                    "--ot",
+                    v,
+                    "iknp, pool, silent, both or all (comma-separated)",
+                ))
+            }
+        };
+        for m in add {
+            if !ot_modes.contains(m) {
+                ot_modes.push(*m);
+            }
+        }
+    }
     let mut opts = BenchNonlinearOptions {
-        pool_modes,
+        ot_modes,
         shapes,
         variants,
         transports,
@@ -1212,17 +1274,38 @@ mod tests {
             variants: vec![Variant::SoftmaxAccurate, Variant::GeluBolt],
             transports: vec![TransportKind::Memory],
             quiet: true,
-            pool_modes: vec![false, true],
+            ot_modes: vec![OtMode::Iknp, OtMode::Pool, OtMode::Silent],
+            silent: veil_core::mpc::ot::silent::INSECURE_SILENT_TEST,
             ..BenchNonlinearOptions::default()
         };
         let rep = bench_nonlinear(&opts).unwrap();
-        assert_eq!(rep.rows.len(), 4);
+        assert_eq!(rep.rows.len(), 6);
+        for v in ["accurate", "bolt"] {
+            let row = |m: OtMode| {
+                rep.rows
+                    .iter()
+                    .find(|r| r.variant == v && r.ot == m)
+                    .unwrap()
+            };
+            let (pool, silent) = (row(OtMode::Pool), row(OtMode::Silent));
+            // Same online traffic; the silent pool's offline part is a fraction of IKNP's.
+            assert!((silent.online_bytes_per_elem - pool.online_bytes_per_elem).abs() < 1.0);
+            assert!(
+                silent.offline_bytes_per_elem < 0.25 * pool.offline_bytes_per_elem,
+                "{v}: offline {} (silent) vs {} (pool)",
+                silent.offline_bytes_per_elem,
+                pool.offline_bytes_per_elem
+            );
+            assert!(silent.max_abs_err <= 2.0 * pool.max_abs_err + 1e-3);
+        }
         eprintln!("{}", rep.to_table());
         for v in ["accurate", "bolt"] {
             let find = |pool: bool| {
                 rep.rows
                     .iter()
-                    .find(|r| r.variant == v && r.ot_pool == pool)
+                    .find(|r| {
+                        r.variant == v && r.ot == if pool { OtMode::Pool } else { OtMode::Iknp }
+                    })
                     .unwrap()
             };
             let (iknp, pool) = (find(false), find(true));
@@ -1240,7 +1323,7 @@ mod tests {
         let sm = rep
             .rows
             .iter()
-            .find(|r| r.variant == "accurate" && r.ot_pool)
+            .find(|r| r.variant == "accurate" && r.ot == OtMode::Pool)
             .unwrap()
             .max_abs_err;
         assert!(

@@ -96,7 +96,7 @@ use veil_core::mpc::msgs::*;
 use veil_core::mpc::Modulus;
 
 /// Names of the MPC message decoders of [`fuzz_mpc_msgs`], indexed by the selector byte.
-pub const MPC_DECODERS: [&str; 21] = [
+pub const MPC_DECODERS: [&str; 22] = [
     "SeedShare",
     "SetupHello",
     "BaseOtReply",
@@ -118,6 +118,7 @@ pub const MPC_DECODERS: [&str; 21] = [
     "M2cCiphertexts",
     "SquareCorr",
     "WideCorr",
+    "SilentSpcot",
 ];
 
 /// Moduli a fuzz input may pick for the `Z_q` messages.
@@ -234,6 +235,14 @@ pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
         16 => check::<ExtMsbCorr>(payload, &zq),
         17 => check::<C2mCiphertexts>(payload, &(count % 8)),
         18 => check::<M2cCiphertexts>(payload, &(count % 8)),
+        21 => {
+            // Silent-OT extension: `count % 64` trees of depth `(bits − 1) % 24 + 1`.
+            let s = SpcotShape {
+                trees: count % 64,
+                depth: (bits - 1) % 24 + 1,
+            };
+            check::<SilentSpcot>(payload, &s)
+        }
         k => {
             // Squaring (19) and broadcast products (20): Gilboa widths over `n·ℓ`
             // corrections (for WideCorr, `n` = rows·cols and the `m·g` corrections of
@@ -282,6 +291,19 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
     };
     let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); MPC_DECODERS.len()];
     out[0].push(input(0, 0, 1, 0, SeedShare { seed: [7; 16] }.encode()));
+    for (trees, depth) in [(1usize, 1u32), (3, 5), (2, 9)] {
+        let shape = SpcotShape { trees, depth };
+        let blocks = (0..shape.blocks() as u128)
+            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835))
+            .collect();
+        out[21].push(input(
+            21,
+            trees,
+            depth,
+            0,
+            SilentSpcot { blocks, shape }.encode(),
+        ));
+    }
     let pts = point_samples(4);
     out[1].push(input(
         1,

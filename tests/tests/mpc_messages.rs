@@ -15,6 +15,7 @@ use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 use std::time::{Duration, Instant};
 use veil_core::mpc::insecure::insecure_ideal_party;
+use veil_core::mpc::ot::silent::INSECURE_SILENT_TEST;
 use veil_core::mpc::{
     BoolShares, Defect, Frame, Modulus, MpcConfig, MpcError, MsgKind, Party, PartyId, RingShares,
 };
@@ -125,6 +126,8 @@ enum Op {
     B2a,
     Mux,
     MuxPooled,
+    /// A party with the silent OT: its pool fill carries `SilentSpcot`.
+    SilentPooled,
     Millionaire,
     Input,
     Reveal,
@@ -157,13 +160,18 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
                 drive(p.channel(), p.preprocess_ot(64, 64), t)?;
             }
             t.armed = arm;
+            if matches!(op, Op::SilentPooled) {
+                drive(p.channel(), p.preprocess_ot(64, 64), t)?;
+            }
             let q = q100();
             match op {
                 Op::Mul => drive(p.channel(), p.mul(&x, &x), t).map(drop)?,
                 Op::Trunc => drive(p.channel(), p.trunc(&x, 13), t).map(drop)?,
                 Op::RoundExact => drive(p.channel(), p.trunc_round_exact(&x, 4), t).map(drop)?,
                 Op::B2a => drive(p.channel(), p.b2a(&b), t).map(drop)?,
-                Op::Mux | Op::MuxPooled => drive(p.channel(), p.mux(&b, &x), t).map(drop)?,
+                Op::Mux | Op::MuxPooled | Op::SilentPooled => {
+                    drive(p.channel(), p.mux(&b, &x), t).map(drop)?
+                }
                 Op::Millionaire => {
                     drive(p.channel(), p.millionaire(x.as_slice(), 41), t).map(drop)?
                 }
@@ -204,6 +212,14 @@ fn corrupted(kind: MsgKind, sender: PartyId, op: Op, mode: Mode) -> (DriverError
         };
         let mut p = if matches!(op, Op::IdealSetup) {
             ideal(id, cfg)
+        } else if matches!(op, Op::SilentPooled) {
+            Party::with_silent_ot(
+                id,
+                cfg,
+                ChaCha20Rng::from_rng(OsRng).unwrap(),
+                INSECURE_SILENT_TEST,
+            )
+            .unwrap()
         } else {
             Party::new(id, cfg, ChaCha20Rng::from_rng(OsRng).unwrap()).unwrap()
         };
@@ -240,6 +256,7 @@ fn every_message_kind_malformed_gives_typed_errors_on_both_sides() {
         (K::SeedShare, P1, Op::IdealSetup, &[Truncate, Extend]),
         (K::IknpU, P1, Op::Mul, &[Truncate, Extend]),
         (K::Derand, P1, Op::MuxPooled, &[Truncate, Extend, Padding]),
+        (K::SilentSpcot, P1, Op::SilentPooled, &[Truncate, Extend]),
         (K::TripleCorr, P1, Op::Mul, &[Truncate, Extend, Padding]),
         (K::BeaverOpen, P1, Op::Mul, &[Truncate, Extend, Padding]),
         (K::TruncCorr, P0, Op::Trunc, &[Truncate, Extend, Padding]),

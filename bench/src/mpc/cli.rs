@@ -1,7 +1,7 @@
 //! `veil bench mpc` arguments (clap derive), kept apart from the `veil` binary so the CLI merges
 //! with other subcommands by adding one enum variant.
 
-use super::{bench_mpc, BenchMpcOptions, TransportKind};
+use super::{bench_mpc, BenchMpcOptions, OtMode, TransportKind};
 use crate::peers::PeerFigures;
 use crate::BenchError;
 use std::path::PathBuf;
@@ -18,9 +18,15 @@ pub struct BenchMpcArgs {
     /// Transport(s): mem, tcp or both.
     #[arg(long, default_value = "both")]
     pub transport: String,
-    /// OT mode(s): iknp (on demand), pool (preprocessed offline) or both.
+    /// OT mode(s), comma-separated: iknp (on demand), pool (IKNP preprocessed offline), silent
+    /// (pools filled by the Ferret silent OT, plus the raw generator); `both` = iknp,pool;
+    /// `all` = iknp,pool,silent.
     #[arg(long, default_value = "both")]
     pub ot: String,
+    /// COTs per direction of the raw silent-generator measurement (silent mode; 0 skips it;
+    /// default: two main extensions).
+    #[arg(long)]
+    pub generator_cots: Option<usize>,
     /// Radix m (bits per digit) of the millionaires' protocol, 1..=6.
     #[arg(long, default_value_t = 4)]
     pub radix: u32,
@@ -58,18 +64,37 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
         "both" => vec![TransportKind::Memory, TransportKind::Tcp],
         v => return Err(invalid("--transport", v, "mem, tcp or both")),
     };
-    let pool_modes = match args.ot.as_str() {
-        "iknp" => vec![false],
-        "pool" => vec![true],
-        "both" => vec![false, true],
-        v => return Err(invalid("--ot", v, "iknp, pool or both")),
-    };
+    let mut ot_modes = Vec::new();
+    for v in args.ot.split(',').map(str::trim) {
+        let add: &[OtMode] = match v {
+            "iknp" => &[OtMode::Iknp],
+            "pool" => &[OtMode::Pool],
+            "silent" => &[OtMode::Silent],
+            "both" => &[OtMode::Iknp, OtMode::Pool],
+            "all" => &[OtMode::Iknp, OtMode::Pool, OtMode::Silent],
+            v => {
+                return Err(invalid(
+                    "--ot",
+                    v,
+                    "iknp, pool, silent, both or all (comma-separated)",
+                ))
+            }
+        };
+        for m in add {
+            if !ot_modes.contains(m) {
+                ot_modes.push(*m);
+            }
+        }
+    }
     let mut opts = BenchMpcOptions {
         n: args.n,
         transports,
-        pool_modes,
+        ot_modes,
         ..BenchMpcOptions::default()
     };
+    if let Some(c) = args.generator_cots {
+        opts.generator_cots = c;
+    }
     opts.cfg.radix_bits = args.radix;
     opts.cfg.trunc = match args.trunc.as_str() {
         "known-msb" => veil_core::mpc::TruncMode::KnownMsb,

@@ -5,6 +5,12 @@
 //! bytes count both directions, offline (OT extension, triples) + online;
 //! the one-time base-OT setup is reported separately, as SPU does.
 //!
+//! OT modes: `iknp` (extension on demand), `pool` (IKNP random COTs preprocessed offline,
+//! derandomized online with 1 bit each) and `silent` (the same pools filled by the Ferret
+//! silent OT of `veil_core::mpc::ot::silent`, bootstrapped once from IKNP in setup); with
+//! `silent` the report also has the raw generator: COTs per second on one thread and bits per
+//! COT, with and without the bootstrap.
+//!
 //! Both parties run through [`veil_host::harness::run_pair`]. The SPU columns are what
 //! [`crate::peers`] gives: measured in this run (`--peers`, with `../shared/peers` present), or
 //! the labelled reference; the report says which in `spu_source`.
@@ -19,6 +25,8 @@ use rand_core::{OsRng, RngCore, SeedableRng};
 use serde::Serialize;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
+use veil_core::mpc::channel::FRAME_OVERHEAD;
+use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_core::mpc::{
     BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats,
 };
@@ -35,6 +43,32 @@ pub enum TransportKind {
     Tcp,
 }
 
+/// Where a run's correlated OTs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum OtMode {
+    /// IKNP extension on demand, with the real choice bits.
+    Iknp,
+    /// IKNP random COTs preprocessed offline (`Party::preprocess_ot`), derandomized online.
+    Pool,
+    /// The same pools filled by the silent OT (Ferret, [`FERRET_EMP_OT`]).
+    Silent,
+}
+
+impl OtMode {
+    /// Short name (the `--ot` value).
+    pub fn name(self) -> &'static str {
+        match self {
+            OtMode::Iknp => "iknp",
+            OtMode::Pool => "pool",
+            OtMode::Silent => "silent",
+        }
+    }
+
+    pub(crate) fn preprocessed(self) -> bool {
+        !matches!(self, OtMode::Iknp)
+    }
+}
+
 /// Benchmark options.
 #[derive(Clone, Debug)]
 pub struct BenchMpcOptions {
@@ -48,9 +82,12 @@ pub struct BenchMpcOptions {
     pub ops: Vec<String>,
     /// Receive timeout.
     pub timeout: Duration,
-    /// OT modes to run: `false` = IKNP on demand, `true` = random-COT pools
-    /// filled offline (`Party::preprocess_ot`) and derandomized online.
-    pub pool_modes: Vec<bool>,
+    /// OT modes to run.
+    pub ot_modes: Vec<OtMode>,
+    /// Silent-OT parameters of [`OtMode::Silent`].
+    pub silent: SilentParams,
+    /// COTs per direction of the raw silent-generator measurement (0: skipped).
+    pub generator_cots: usize,
     /// The SPU figures printed beside ours (live or the labelled reference).
     pub spu: PeerFigures,
 }
@@ -63,7 +100,9 @@ impl Default for BenchMpcOptions {
             cfg: MpcConfig::ENCFORMER,
             ops: ALL_OPS.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(120),
-            pool_modes: vec![false, true],
+            ot_modes: vec![OtMode::Iknp, OtMode::Pool],
+            silent: FERRET_EMP_OT,
+            generator_cots: 2 * FERRET_EMP_OT.main.usable(),
             spu: PeerFigures::spu_reference(),
         }
     }
@@ -86,8 +125,10 @@ pub const ALL_OPS: [&str; 8] = [
 pub struct BenchRow {
     /// Transport.
     pub transport: TransportKind,
-    /// Whether OT came from a pool preprocessed offline.
+    /// Whether OT came from a pool preprocessed offline (pool and silent modes).
     pub ot_pool: bool,
+    /// The OT mode.
+    pub ot: OtMode,
     /// Primitive.
     pub primitive: String,
     /// Elements.
@@ -112,9 +153,13 @@ pub struct BenchRow {
     pub online_rounds: u32,
     /// Correlated OTs per element (both directions).
     pub cots_per_elem: f64,
-    /// Estimated bytes per element if the IKNP extension (16 B per COT) were
-    /// replaced by a silent OT at 1 bit per COT (a conservative figure for
-    /// Ferret-style LPN-based COT); all other messages unchanged.
+    /// Estimated bytes per element. IKNP rows: the IKNP extension (16 B per
+    /// COT) replaced by a silent OT at 1 bit per COT, all other messages
+    /// unchanged. Silent rows: the measured bytes with the silent extensions
+    /// this op triggered replaced by its COTs at the generator's
+    /// steady-state cost (its extension message over its usable outputs),
+    /// i.e. the extensions amortized over long runs instead of charged to
+    /// whichever op happened to trigger one.
     pub est_silent_bytes_per_elem: f64,
     /// SPU Cheetah time, seconds.
     pub spu_time_s: Option<f64>,
@@ -140,8 +185,95 @@ pub struct BenchMpcReport {
     /// Where the SPU columns come from: measured in this run, or a labelled reference with
     /// its source and date.
     pub spu_source: String,
+    /// Setup of the silent mode (base OT + the IKNP bootstrap of both
+    /// directions): seconds per transport.
+    pub silent_setup_s: Vec<(TransportKind, f64)>,
+    /// Setup bytes of the silent mode (both directions), if it ran.
+    pub silent_setup_bytes: Option<u64>,
     /// Rows.
     pub rows: Vec<BenchRow>,
+    /// The raw silent generator, if the silent mode ran.
+    pub generator: Vec<GeneratorRow>,
+}
+
+/// The raw silent random-COT generator: both parties fill pools of `cots`
+/// random COTs in each direction (`Party::preprocess_ot(cots, cots)`), each party
+/// on its own thread, so each thread computes one end of all `2·cots` COTs.
+#[derive(Clone, Debug, Serialize)]
+pub struct GeneratorRow {
+    /// Transport.
+    pub transport: TransportKind,
+    /// Parameter set (`n`, `k`, `t` of the main set).
+    pub params: String,
+    /// COTs per direction.
+    pub cots: usize,
+    /// Wall time of the fills (slower party), s.
+    pub time_s: f64,
+    /// CPU time of the busier party's thread, s.
+    pub cpu_s: f64,
+    /// COTs per second on one thread: `2·cots / cpu_s`.
+    pub cots_per_s_thread: f64,
+    /// Bytes of the setup (base OT + IKNP bootstrap, both directions).
+    pub setup_bytes: u64,
+    /// Bytes of the fills (both directions, frame headers included).
+    pub fill_bytes: u64,
+    /// `8·(setup + fill bytes) / (2·cots)`: bits per COT including the base OTs and the bootstrap.
+    pub bits_per_cot_with_bootstrap: f64,
+    /// `8·fill bytes / (2·cots)`: bits per COT of the fills alone (measured).
+    pub bits_per_cot_fills: f64,
+    /// Steady state from the message size: `8·(message + frame) / usable COTs` per extension.
+    pub bits_per_cot_steady: f64,
+    /// The generator alone, both ends on one thread (no pools, no transport):
+    /// `cots` random COTs after the bootstrap, seconds.
+    pub one_thread_both_ends_s: f64,
+    /// `cots / one_thread_both_ends_s`.
+    pub one_thread_both_ends_cots_per_s: f64,
+}
+
+/// The generator alone on the calling thread: base OT and IKNP in memory,
+/// the bootstrap, then `cots` random COTs through both ends (seconds of the
+/// last step).
+fn generator_one_thread(sp: SilentParams, cots: usize) -> Result<f64, BenchError> {
+    use veil_core::mpc::channel::{run_pair as core_pair, Session};
+    use veil_core::mpc::ot::base::{receive, BaseSender};
+    use veil_core::mpc::ot::iknp::{IknpReceiver, IknpSender};
+    use veil_core::mpc::ot::silent::{SilentReceiver, SilentSender};
+    use veil_core::mpc::ot::{CotReceiver, CotSender};
+    use veil_core::mpc::Channel;
+    let step = "the one-thread silent generator";
+    let e = |source| BenchError::Mpc { step, source };
+    let mut rng = ChaCha20Rng::from_rng(OsRng)?;
+    let delta = ((rng.next_u64() as u128) << 64) | rng.next_u64() as u128;
+    let (bs, s) = BaseSender::start(&mut rng);
+    let choices: Vec<u8> = (0..128).map(|i| ((delta >> i) & 1) as u8).collect();
+    let (reply, keys) = receive(&mut rng, &s, &choices);
+    let pairs = bs.finish(&reply);
+    let mut k = [[0u8; 16]; 2];
+    rng.fill_bytes(&mut k[0]);
+    rng.fill_bytes(&mut k[1]);
+    let mut ss =
+        SilentSender::new(IknpSender::new(delta, &keys).map_err(e)?, sp, k[0]).map_err(e)?;
+    let mut sr = SilentReceiver::new(IknpReceiver::new(&pairs).map_err(e)?, sp, k[1]).map_err(e)?;
+    let (cs, cr) = (Channel::new(), Channel::new());
+    let (a, b) = core_pair(
+        Session::new(cs.clone(), ss.bootstrap(&cs)),
+        Session::new(cr.clone(), sr.bootstrap(&cr)),
+    );
+    a.map_err(e)?;
+    b.map_err(e)?;
+    let t0 = Instant::now();
+    let (a, b) = core_pair(
+        Session::new(cs.clone(), ss.extend_random(&cs, cots)),
+        Session::new(cr.clone(), sr.extend_random(&cr, vec![0; cots])),
+    );
+    let el = t0.elapsed().as_secs_f64();
+    let (q, (t, _)) = (a.map_err(e)?, b.map_err(e)?);
+    if q.len() != cots || t.len() != cots || q[0] == t[0] && q[1] == t[1] && q[2] == t[2] {
+        return Err(e(veil_core::mpc::MpcError::InvalidInput(
+            "unexpected generator output",
+        )));
+    }
+    Ok(el)
 }
 
 impl BenchMpcReport {
@@ -171,7 +303,7 @@ impl BenchMpcReport {
             s += &format!(
                 "{:<8} {:<5} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
                 format!("{:?}", r.transport),
-                if r.ot_pool { "pool" } else { "iknp" },
+                r.ot.name(),
                 r.primitive,
                 r.time_s,
                 r.cpu_s,
@@ -193,9 +325,43 @@ impl BenchMpcReport {
         }
         s += "OT iknp = IKNP extension on demand, with the real choice bits (online where the \
               protocol step is online); OT pool = random COTs preprocessed offline \
-              (Party::preprocess_ot, included in time s), derandomized online with 1 bit/COT.\n";
+              (Party::preprocess_ot, included in time s), derandomized online with 1 bit/COT; \
+              OT silent = the same pools filled by the Ferret silent OT (one party across the ops: \
+              an op's offline bytes are the extensions it triggered).\n";
         s +=
-            "silent* = estimated B/elem with IKNP (16 B/COT) replaced by silent OT at 1 bit/COT.\n";
+            "silent* (est) = iknp/pool rows: B/elem with IKNP (16 B/COT) replaced by silent OT at \
+              1 bit/COT; silent rows: measured B/elem with the silent extensions the op triggered replaced by its COTs at the generator's steady-state cost.\n";
+        if let Some(b) = self.silent_setup_bytes {
+            s += &format!(
+                "silent setup (base OT + IKNP bootstrap, both directions): {} bytes, {}\n",
+                b,
+                self.silent_setup_s
+                    .iter()
+                    .map(|(k, t)| format!("{k:?} {t:.3} s"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        for g in &self.generator {
+            s += &format!(
+                "silent generator ({:?}, {}): {} COTs per direction in {:.3} s wall, {:.3} s CPU/thread: \
+                 {:.2} M COT/s on one thread; {:.3} bit/COT with setup and bootstrap, {:.3} fills only, \
+                 {:.3} steady state; the generator alone, both ends on one thread: {} COTs in {:.3} s \
+                 ({:.2} M COT/s)\n",
+                g.transport,
+                g.params,
+                g.cots,
+                g.time_s,
+                g.cpu_s,
+                g.cots_per_s_thread / 1e6,
+                g.bits_per_cot_with_bootstrap,
+                g.bits_per_cot_fills,
+                g.bits_per_cot_steady,
+                g.cots,
+                g.one_thread_both_ends_s,
+                g.one_thread_both_ends_cots_per_s / 1e6
+            );
+        }
         s
     }
 }
@@ -310,6 +476,8 @@ struct OpOut {
     pre_s: f64,
     /// Session depths of the preprocessing and of the op.
     depths: (u32, u32),
+    /// Silent-extension bytes this party sent during the op (frames included).
+    silent_bytes: u64,
 }
 
 /// One party's run: setup wall time, setup statistics, one [`OpOut`] per op.
@@ -335,10 +503,16 @@ fn party_main(
     inp: &Inputs,
     ops: &[String],
     bar: &Barrier,
-    pool: bool,
+    mode: OtMode,
+    silent: SilentParams,
 ) -> Result<PartyOut, BenchError> {
     let rng = ChaCha20Rng::from_rng(OsRng)?;
-    let mut p = Party::new(id, cfg, rng).map_err(mpc("build a party"))?;
+    let pool = mode.preprocessed();
+    let mut p = match mode {
+        OtMode::Silent => Party::with_silent_ot(id, cfg, rng, silent),
+        _ => Party::new(id, cfg, rng),
+    }
+    .map_err(mpc("build a party"))?;
     bar.wait();
     let t0 = Instant::now();
     drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
@@ -358,6 +532,7 @@ fn party_main(
         };
         bar.wait();
         let before = p.channel().stats();
+        let sil0 = p.silent_stats().unwrap_or_default();
         let mut d0 = 0;
         let c0 = thread_cpu_s();
         let t0 = Instant::now();
@@ -375,7 +550,11 @@ fn party_main(
         let ot1 = p.ot_counts();
         let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
         let d1 = p.channel().depth();
+        let sil1 = p.silent_stats().unwrap_or_default();
+        let silent_bytes = sil1.message_bytes - sil0.message_bytes
+            + (sil1.extensions - sil0.extensions) * FRAME_OVERHEAD;
         out.push(OpOut {
+            silent_bytes,
             wall_s: el,
             stats: p.channel().stats().since(&before),
             cots,
@@ -402,14 +581,24 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         timeout: opts.timeout,
         ..TransportConfig::default()
     };
+    opts.silent
+        .validate()
+        .map_err(mpc("the silent-OT parameters"))?;
     let mut rows = Vec::new();
     let mut setup_s = Vec::new();
     let mut setup_bytes = 0;
-    for (&kind, &pool) in opts
+    let mut silent_setup_s = Vec::new();
+    let mut silent_setup_bytes = None;
+    let mut generator = Vec::new();
+    let sp = opts.silent;
+    // Steady-state cost of one silent extension, bytes per usable COT.
+    let steady = (sp.main.message_bytes() as f64 + FRAME_OVERHEAD as f64) / sp.main.usable() as f64;
+    for (&kind, &mode) in opts
         .transports
         .iter()
-        .flat_map(|k| opts.pool_modes.iter().map(move |m| (k, m)))
+        .flat_map(|k| opts.ot_modes.iter().map(move |m| (k, m)))
     {
+        let pool = mode.preprocessed();
         let link = match kind {
             TransportKind::Memory => Link::Memory,
             TransportKind::Tcp => Link::Tcp,
@@ -420,15 +609,25 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         let (r0, r1) = run_pair(
             link,
             tcfg,
-            |t| party_main(PartyId::P0, cfg, t, &i0, ops, &bar, pool),
-            |t| party_main(PartyId::P1, cfg, t, &i1, ops, &bar, pool),
+            |t| party_main(PartyId::P0, cfg, t, &i0, ops, &bar, mode, sp),
+            |t| party_main(PartyId::P1, cfg, t, &i1, ops, &bar, mode, sp),
         )?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
-        if !pool {
-            setup_s.push((kind, s0.max(s1)));
+        match mode {
+            OtMode::Iknp => {
+                setup_s.push((kind, s0.max(s1)));
+                setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
+            }
+            OtMode::Pool => setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent,
+            OtMode::Silent => {
+                silent_setup_s.push((kind, s0.max(s1)));
+                silent_setup_bytes = Some(st0.setup.bytes_sent + st1.setup.bytes_sent);
+                if opts.generator_cots > 0 {
+                    generator.push(bench_generator(kind, tcfg, opts)?);
+                }
+            }
         }
-        setup_bytes = st0.setup.bytes_sent + st1.setup.bytes_sent;
         let n = opts.n as f64;
         for (k, op) in ops.iter().enumerate() {
             let (a, b) = (&o0[k], &o1[k]);
@@ -440,10 +639,18 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.
             let cots = a.cots as f64 / n;
-            let est = off + on - 16.0 * cots + cots / 8.0;
+            let est = match mode {
+                // The extensions this op happened to trigger, replaced by its COTs at the
+                // steady-state cost.
+                OtMode::Silent => {
+                    off + on - (a.silent_bytes + b.silent_bytes) as f64 / n + cots * steady
+                }
+                _ => off + on - 16.0 * cots + cots / 8.0,
+            };
             rows.push(BenchRow {
                 transport: kind,
                 ot_pool: pool,
+                ot: mode,
                 primitive: op.clone(),
                 n: opts.n,
                 time_s: a.wall_s.max(b.wall_s),
@@ -469,6 +676,79 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         setup_s,
         setup_bytes,
         spu_source: opts.spu.source.clone(),
+        silent_setup_s,
+        silent_setup_bytes,
         rows,
+        generator,
+    })
+}
+
+/// One party of the generator measurement: setup, then pools of `cots` random
+/// COTs in each direction. Returns (setup stats, fill stats, fill wall s, fill CPU s).
+fn generator_party(
+    id: PartyId,
+    cfg: MpcConfig,
+    sp: SilentParams,
+    cots: usize,
+    t: &mut dyn Transport,
+    bar: &Barrier,
+) -> Result<(Stats, Stats, f64, f64), BenchError> {
+    let rng = ChaCha20Rng::from_rng(OsRng)?;
+    let mut p = Party::with_silent_ot(id, cfg, rng, sp).map_err(mpc("build a party"))?;
+    drive(p.channel(), p.setup(), t).map_err(protocol("silent setup"))?;
+    let setup = p.channel().stats();
+    bar.wait();
+    let c0 = thread_cpu_s();
+    let t0 = Instant::now();
+    drive(p.channel(), p.preprocess_ot(cots, cots), t).map_err(protocol("silent fills"))?;
+    let wall = t0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s() - c0;
+    Ok((setup, p.channel().stats().since(&setup), wall, cpu))
+}
+
+/// The raw silent generator over one transport (see [`GeneratorRow`]).
+pub fn bench_generator(
+    kind: TransportKind,
+    tcfg: TransportConfig,
+    opts: &BenchMpcOptions,
+) -> Result<GeneratorRow, BenchError> {
+    let link = match kind {
+        TransportKind::Memory => Link::Memory,
+        TransportKind::Tcp => Link::Tcp,
+    };
+    let (sp, cots, cfg) = (opts.silent, opts.generator_cots, opts.cfg);
+    let bar = Barrier::new(2);
+    let (r0, r1) = run_pair(
+        link,
+        tcfg,
+        |t| generator_party(PartyId::P0, cfg, sp, cots, t, &bar),
+        |t| generator_party(PartyId::P1, cfg, sp, cots, t, &bar),
+    )?;
+    let (s0, f0, w0, c0) = r0?;
+    let (s1, f1, w1, c1) = r1?;
+    let setup_bytes = s0.setup.bytes_sent + s1.setup.bytes_sent;
+    let fill_bytes = f0.offline.bytes_sent + f1.offline.bytes_sent;
+    let total = 2.0 * cots as f64;
+    let cpu = c0.max(c1);
+    let one = generator_one_thread(sp, cots)?;
+    Ok(GeneratorRow {
+        transport: kind,
+        params: format!("n = {}, k = {}, t = {}", sp.main.n, sp.main.k, sp.main.t),
+        cots,
+        time_s: w0.max(w1),
+        cpu_s: cpu,
+        cots_per_s_thread: if cpu > 0.0 {
+            total / cpu
+        } else {
+            total / w0.max(w1)
+        },
+        setup_bytes,
+        fill_bytes,
+        bits_per_cot_with_bootstrap: 8.0 * (setup_bytes + fill_bytes) as f64 / total,
+        bits_per_cot_fills: 8.0 * fill_bytes as f64 / total,
+        bits_per_cot_steady: 8.0 * (sp.main.message_bytes() as f64 + FRAME_OVERHEAD as f64)
+            / sp.main.usable() as f64,
+        one_thread_both_ends_s: one,
+        one_thread_both_ends_cots_per_s: cots as f64 / one,
     })
 }

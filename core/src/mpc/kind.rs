@@ -20,6 +20,9 @@ pub enum MsgKind {
     IknpU = 0x0101,
     /// Pool derandomization bits `r ⊕ r'` (`Derand`).
     Derand = 0x0103,
+    /// Silent-OT extension: the GGM level messages and correction words of
+    /// all `t` single-point COTs (`SilentSpcot`).
+    SilentSpcot = 0x0104,
     /// Beaver opening `(x − a, y − b)` (`BeaverOpen`).
     BeaverOpen = 0x0201,
     /// Gilboa triple COT corrections (`TripleCorr`).
@@ -56,12 +59,13 @@ pub enum MsgKind {
 
 impl MsgKind {
     /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 21] = [
+    pub const ALL: [MsgKind; 22] = [
         MsgKind::SetupHello,
         MsgKind::BaseOtReply,
         MsgKind::SeedShare,
         MsgKind::IknpU,
         MsgKind::Derand,
+        MsgKind::SilentSpcot,
         MsgKind::BeaverOpen,
         MsgKind::TripleCorr,
         MsgKind::TruncCorr,

@@ -24,6 +24,7 @@
 //! | [`MsgKind::SeedShare`] | `0x0003` | 16 | both, setup with an injected OT |
 //! | [`MsgKind::IknpU`] | `0x0101` | `2048·⌈m/128⌉` for `m` COTs | COT receiver |
 //! | [`MsgKind::Derand`] | `0x0103` | `⌈m/8⌉` | COT receiver (pool) |
+//! | [`MsgKind::SilentSpcot`] | `0x0104` | `16·t·(2h+1)` for `t` trees of depth `h` | COT sender (silent OT) |
 //! | [`MsgKind::BeaverOpen`] | `0x0201` | `⌈2nℓ/8⌉` | both |
 //! | [`MsgKind::TripleCorr`] | `0x0202` | `⌈n·ℓ(ℓ+1)/2 / 8⌉` | both (Gilboa) |
 //! | [`MsgKind::TruncCorr`] | `0x0203` | `⌈n·s/8⌉` | P0 (`KnownMsb` trunc) |
@@ -290,6 +291,75 @@ impl Message for IknpU {
     fn decode_payload(bytes: Vec<u8>, &m: &usize) -> Result<Self> {
         check_len(Self::KIND, &bytes, IknpU::len_for(m))?;
         Ok(IknpU { matrix: bytes })
+    }
+}
+
+/// Shape of a [`SilentSpcot`]: `t` GGM trees of depth `h`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpcotShape {
+    /// Trees (the noise weight `t`).
+    pub trees: usize,
+    /// Depth `h = log2(n/t)` of each tree.
+    pub depth: u32,
+}
+
+impl SpcotShape {
+    /// Blocks of the message: per tree `2h` level blocks and one correction.
+    pub fn blocks(&self) -> usize {
+        self.trees
+            .saturating_mul(2usize.saturating_mul(self.depth as usize).saturating_add(1))
+    }
+}
+
+/// One silent-OT extension ([`crate::mpc::ot::silent`]): for each of the `t`
+/// trees, the `h` level pairs `(K_0^j ⊕ H(q_j), K_1^j ⊕ H(q_j ⊕ Δ))` (sums
+/// of the left/right nodes of level `j`, masked by one COT each) followed by
+/// the correction `Δ ⊕ Σ_i v_i`; 16 bytes per block, little-endian.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SilentSpcot {
+    /// `t·(2h + 1)` blocks, tree after tree.
+    pub blocks: Vec<u128>,
+    /// The shape the blocks were made for.
+    pub shape: SpcotShape,
+}
+
+impl fmt::Debug for SilentSpcot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "SilentSpcot({} trees × depth {})",
+            self.shape.trees, self.shape.depth
+        )
+    }
+}
+
+impl Message for SilentSpcot {
+    const KIND: MsgKind = MsgKind::SilentSpcot;
+    type Shape = SpcotShape;
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(16 * self.blocks.len());
+        for b in &self.blocks {
+            v.extend_from_slice(&b.to_le_bytes());
+        }
+        v
+    }
+    fn decode(bytes: &[u8], s: &SpcotShape) -> Result<Self> {
+        if s.depth == 0 || s.depth > 31 {
+            return Err(MpcError::InvalidConfig("SPCOT tree depth out of range"));
+        }
+        check_len(Self::KIND, bytes, s.blocks().saturating_mul(16))?;
+        let blocks = bytes
+            .chunks_exact(16)
+            .map(|c| {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(c);
+                u128::from_le_bytes(b)
+            })
+            .collect();
+        Ok(SilentSpcot { blocks, shape: *s })
+    }
+    fn shape(&self) -> SpcotShape {
+        self.shape
     }
 }
 

@@ -10,6 +10,7 @@ use crate::mpc::msgs::{
 use crate::mpc::ot::base::{self, BaseSender};
 use crate::mpc::ot::iknp::{IknpReceiver, IknpSender};
 use crate::mpc::ot::pool::{PooledReceiver, PooledSender};
+use crate::mpc::ot::silent::{SilentParams, SilentReceiver, SilentSender};
 use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, CotReceiver, CotSender, OtEngine};
 use crate::mpc::ring::{mask, RingCfg};
 use crate::mpc::triples::TripleSource;
@@ -107,6 +108,9 @@ pub struct Party<R: RngCore + CryptoRng> {
     pub(crate) ot: Option<OtEngine>,
     pub(crate) common: Option<AesPrg>,
     pub(crate) triple_src: Option<Box<dyn TripleSource>>,
+    /// Silent-OT parameters: [`Party::setup`] then builds the silent
+    /// generator behind the pools ([`Party::with_silent_ot`]).
+    pub(crate) silent: Option<SilentParams>,
 }
 
 impl<R: RngCore + CryptoRng> core::fmt::Debug for Party<R> {
@@ -141,7 +145,27 @@ impl<R: RngCore + CryptoRng> Party<R> {
             ot: None,
             common: None,
             triple_src: None,
+            silent: None,
         })
+    }
+
+    /// New party whose [`Party::setup`] builds the silent OT
+    /// ([`crate::mpc::ot::silent`], Ferret) behind the random-COT pools: base
+    /// OTs and IKNP as in the default setup, then IKNP makes the first
+    /// extension's base COTs once (1 more round) and every later
+    /// [`Party::preprocess_ot`] fills the pools silently (≈ 0.45 bit per COT,
+    /// sender to receiver). Calls too large for the pool fall back to IKNP
+    /// on demand. The peer must be built with the same `params`.
+    pub fn with_silent_ot(
+        id: PartyId,
+        cfg: MpcConfig,
+        rng: R,
+        params: SilentParams,
+    ) -> Result<Self> {
+        params.validate()?;
+        let mut p = Self::new(id, cfg, rng)?;
+        p.silent = Some(params);
+        Ok(p)
     }
 
     /// New party with an injected correlated OT: `sender` for this party as
@@ -205,6 +229,13 @@ impl<R: RngCore + CryptoRng> Party<R> {
         self.ot.as_ref().map_or((0, 0), |o| (o.sent, o.received))
     }
 
+    /// Counters of this party's silent-OT sender (extensions run, COTs handed
+    /// out, extension-message bytes it sent), for a party built with
+    /// [`Party::with_silent_ot`] after setup; `None` otherwise.
+    pub fn silent_stats(&self) -> Option<crate::mpc::ot::silent::SilentStats> {
+        self.ot.as_ref().and_then(|o| o.sender.silent_stats())
+    }
+
     /// Mutable access to the party's randomness (e.g. to sample shares).
     pub fn rng(&mut self) -> &mut R {
         &mut self.rng
@@ -216,7 +247,9 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// [`Party::field_to_ring`]; 2 rounds, the seed shares ride in the first
     /// message ([`SetupHello`]). Party that already has an OT (injected with
     /// [`Party::with_ot`], or from an earlier setup): only
-    /// [`Party::setup_common_seed`] (1 round).
+    /// [`Party::setup_common_seed`] (1 round). Party built with
+    /// [`Party::with_silent_ot`]: the default setup, then IKNP makes the base
+    /// COTs of the first silent extension in both directions (3 rounds).
     pub async fn setup(&mut self) -> Result<()> {
         if self.ot.is_some() {
             return self.setup_common_seed().await;
@@ -243,9 +276,24 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let sender = IknpSender::new(delta, &keys)?;
         let receiver = IknpReceiver::new(&pairs)?;
         self.common = Some(self.common_prg(&seed, &hello.seed));
+        let (s, r): (Box<dyn CotSender>, Box<dyn CotReceiver>) = match self.silent {
+            None => (Box::new(sender), Box::new(receiver)),
+            Some(params) => {
+                let mut k = [[0u8; 16]; 2];
+                self.rng.fill_bytes(&mut k[0]);
+                self.rng.fill_bytes(&mut k[1]);
+                let mut ss = SilentSender::new(sender, params, k[0])?;
+                let mut sr = SilentReceiver::new(receiver, params, k[1])?;
+                k.zeroize();
+                // Receiver first (it only sends), so both directions share one round.
+                sr.bootstrap(&ch).await?;
+                ss.bootstrap(&ch).await?;
+                (Box::new(ss), Box::new(sr))
+            }
+        };
         self.ot = Some(OtEngine::new(
-            Box::new(PooledSender::new(Box::new(sender))),
-            Box::new(PooledReceiver::new(Box::new(receiver))),
+            Box::new(PooledSender::new(s)),
+            Box::new(PooledReceiver::new(r)),
         ));
         ch.set_phase(prev);
         Ok(())
@@ -309,14 +357,25 @@ impl<R: RngCore + CryptoRng> Party<R> {
         // these two swapped). Both sides cut the batches at the same
         // `PREPROCESS_CHUNK`, so the frames stay far below the transport's
         // frame limit (16 B per COT: 64 MiB per IKNP matrix) and pair up.
-        for c in r.chunks(PREPROCESS_CHUNK) {
-            ot.receiver.fill(&ch, c.to_vec()).await?;
+        // IKNP: the receiver fills only send, so they go first; a silent OT
+        // flows the other way (its sender fills only send), so its sender
+        // fills go first. Both parties' generators answer alike.
+        let sender_first = ot.sender.random_sender_sends();
+        if !sender_first {
+            for c in r.chunks(PREPROCESS_CHUNK) {
+                ot.receiver.fill(&ch, c.to_vec()).await?;
+            }
         }
         let mut left = as_sender;
         while left > 0 {
             let m = left.min(PREPROCESS_CHUNK);
             ot.sender.fill(&ch, m).await?;
             left -= m;
+        }
+        if sender_first {
+            for c in r.chunks(PREPROCESS_CHUNK) {
+                ot.receiver.fill(&ch, c.to_vec()).await?;
+            }
         }
         ch.set_phase(prev);
         Ok(())

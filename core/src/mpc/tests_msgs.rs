@@ -93,6 +93,14 @@ fn every_kind_rejects_malformed_payloads() {
         false,
     );
     check_malformed(&Derand { bits: vec![1; 13] }, true);
+    let sp = SpcotShape { trees: 3, depth: 2 };
+    check_malformed(
+        &SilentSpcot {
+            blocks: (0..sp.blocks() as u128).map(|i| i << 100 | i).collect(),
+            shape: sp,
+        },
+        false,
+    );
     check_malformed(&CmpAnd { bits: vec![1; 9] }, true);
     let w = |bits: u32, n: usize| {
         (0..n as u64)
@@ -324,7 +332,12 @@ proptest! {
         m in 0usize..400,
         items in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..5),
         seed in any::<[u8; 16]>(),
+        trees in 0usize..5,
+        depth in 1u32..6,
+        blk in any::<u128>(),
     ) {
+        let sp = SpcotShape { trees, depth };
+        rt(&SilentSpcot { blocks: (0..sp.blocks() as u128).map(|i| blk.rotate_left(i as u32) ^ i).collect(), shape: sp });
         rt(&Derand { bits: bits.clone() });
         rt(&CmpAnd { bits });
         rt(&IknpU { matrix: vec![0xa5; IknpU::len_for(m)] });
@@ -384,6 +397,7 @@ proptest! {
         total::<BaseOtReply>(b, &(count % 7));
         total::<IknpU>(b, &count);
         total::<Derand>(b, &count);
+        total::<SilentSpcot>(b, &SpcotShape { trees: count % 4, depth: radix });
         total::<CmpAnd>(b, &count);
         total::<BeaverOpen>(b, &ws);
         total::<InputShare>(b, &ws);

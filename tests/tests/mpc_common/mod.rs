@@ -19,8 +19,36 @@ pub fn tcfg(ms: u64) -> TransportConfig {
     }
 }
 
+/// `VEIL_TEST_OT=silent`: the parties of [`run_with`] (and [`new_party`]) run with the silent
+/// OT (INSECURE test set), and [`run_with`] fills their pools with [`SILENT_POOL`] random COTs
+/// per direction right after setup, so the suite's protocol calls up to that size are served
+/// by silent COTs (larger ones fall back to IKNP on demand). Tests that pin IKNP byte counts
+/// skip those checks in this mode.
+pub fn silent_mode() -> bool {
+    std::env::var("VEIL_TEST_OT").is_ok_and(|v| v == "silent")
+}
+
+/// Random COTs per direction preprocessed by [`run_with`] in [`silent_mode`].
+pub const SILENT_POOL: usize = 1 << 18;
+
 pub fn new_party(id: PartyId, cfg: MpcConfig) -> P {
-    Party::new(id, cfg, ChaCha20Rng::from_rng(OsRng).unwrap()).unwrap()
+    let rng = ChaCha20Rng::from_rng(OsRng).unwrap();
+    if silent_mode() {
+        use veil_core::mpc::ot::silent::INSECURE_SILENT_TEST;
+        Party::with_silent_ot(id, cfg, rng, INSECURE_SILENT_TEST).unwrap()
+    } else {
+        Party::new(id, cfg, rng).unwrap()
+    }
+}
+
+/// Setup, then (in [`silent_mode`]) the silent pools.
+fn setup_party<T: Transport>(p: &mut P, t: &mut T) {
+    drive(p.channel(), p.setup(), t).unwrap();
+    if silent_mode() {
+        drive(p.channel(), p.preprocess_ot(SILENT_POOL, SILENT_POOL), t).unwrap();
+        let st = p.silent_stats().expect("a silent party");
+        assert!(st.extensions > 0 && st.handed_out >= SILENT_POOL as u64);
+    }
 }
 
 /// Runs `f0` (P0) and `f1` (P1) in two threads over `t0`/`t1`, after setup.
@@ -42,11 +70,11 @@ where
     std::thread::scope(|s| {
         let h = s.spawn(move || {
             let mut p = new_party(PartyId::P1, cfg);
-            drive(p.channel(), p.setup(), &mut t1).unwrap();
+            setup_party(&mut p, &mut t1);
             f1(&mut p, &mut t1)
         });
         let mut p = new_party(PartyId::P0, cfg);
-        drive(p.channel(), p.setup(), &mut t0).unwrap();
+        setup_party(&mut p, &mut t0);
         let a = f0(&mut p, &mut t0);
         (a, h.join().unwrap())
     })

@@ -8,6 +8,9 @@
 //!   this model).
 //! * [`pool`]: random-COT pools filled offline and derandomized online
 //!   (1 bit per OT), the shape in which a silent OT plugs in.
+//! * [`silent`]: the Ferret silent OT (Yang et al. CCS 2020, semi-honest),
+//!   a random-COT generator at ≈ 0.45 bit per COT that fills the pools;
+//!   bootstrapped once from IKNP.
 //! * [`CrHash`]: tweakable correlation-robust hash from fixed-key AES,
 //!   `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` (Guo–Katz–Wang–Yu, S&P 2020), turning
 //!   COT into random OT and into `k`-bit correlated OT.
@@ -43,10 +46,19 @@
 //! sender sets `q_j = q'_j ⊕ d_j·Δ`. IKNP costs 128 bits per COT on the wire;
 //! Ferret's amortized cost is on the order of one bit per COT or less, plus
 //! the 1-bit derandomization.
+//!
+//! Pools are filled through [`CotSender::extend_random`] /
+//! [`CotReceiver::extend_random`]: random COTs whose choice bits the
+//! generator may pick itself (IKNP takes the suggested uniform bits, the
+//! silent OT of [`silent`] returns its own LPN-derived bits). A generator whose
+//! `extend_random` flows the other way (the sender only sends, the receiver
+//! waits: [`silent`]) says so with [`CotSender::random_sender_sends`], and
+//! [`crate::mpc::Party::preprocess_ot`] then runs the sender fills first.
 
 pub mod base;
 pub mod iknp;
 pub mod pool;
+pub mod silent;
 
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
@@ -72,6 +84,43 @@ pub trait CotSender {
     fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
     }
+    /// Produces `m` *random* COTs `q_j`: the paired
+    /// [`CotReceiver::extend_random`] picks (or is given) uniformly random
+    /// choice bits. The default is [`CotSender::extend`].
+    fn extend_random<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        m: usize,
+    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+        self.extend(ch, m)
+    }
+    /// [`CotSender::extend_random`] appending the `m` outputs to `out` (a
+    /// pool), which a generator may fill without an intermediate copy.
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        m: usize,
+        out: &'a mut Vec<u128>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let mut q = self.extend_random(ch, m).await?;
+            out.extend_from_slice(&q);
+            zeroize::Zeroize::zeroize(&mut q);
+            Ok(())
+        })
+    }
+    /// True when [`CotSender::extend_random`] only sends and the paired
+    /// [`CotReceiver::extend_random`] waits for it (the reverse of IKNP's
+    /// flow); both parties' generators answer alike, and
+    /// [`crate::mpc::Party::preprocess_ot`] then runs the sender fills before
+    /// the receiver fills.
+    fn random_sender_sends(&self) -> bool {
+        false
+    }
+    /// Counters of a silent generator behind this sender (`None` for others).
+    fn silent_stats(&self) -> Option<silent::SilentStats> {
+        None
+    }
 }
 
 /// Receiver side of a correlated-OT generator.
@@ -92,6 +141,39 @@ pub trait CotReceiver {
         _random_choices: Vec<u8>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
+    /// Random COTs `(t_j, r_j)` for `suggested.len()` OTs: `suggested` are
+    /// uniformly random choice bits the generator may use (the default, via
+    /// [`CotReceiver::extend`]) or replace by its own pseudorandom ones (a
+    /// silent OT, whose choice bits come out of the LPN expansion). Returns
+    /// the outputs and the choice bits actually used.
+    fn extend_random<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        suggested: Vec<u8>,
+    ) -> BoxFuture<'a, Result<(Vec<u128>, Vec<u8>)>> {
+        Box::pin(async move {
+            let t = self.extend(ch, &suggested).await?;
+            Ok((t, suggested))
+        })
+    }
+    /// [`CotReceiver::extend_random`] appending the outputs and choice bits
+    /// to `t` and `r` (a pool).
+    fn extend_random_into<'a>(
+        &'a mut self,
+        ch: &'a Channel,
+        suggested: Vec<u8>,
+        t: &'a mut Vec<u128>,
+        r: &'a mut Vec<u8>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let (mut tt, mut rr) = self.extend_random(ch, suggested).await?;
+            t.extend_from_slice(&tt);
+            r.extend_from_slice(&rr);
+            zeroize::Zeroize::zeroize(&mut tt);
+            zeroize::Zeroize::zeroize(&mut rr);
+            Ok(())
+        })
     }
 }
 

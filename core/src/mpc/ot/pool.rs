@@ -9,7 +9,8 @@
 //! unknown to the sender, `d` reveals nothing about `r`. If the pool is too
 //! small the call goes to the inner generator unchanged (both parties decide
 //! identically, since paired pools always have equal sizes). This is also the
-//! shape in which a silent OT (Ferret) plugs in: it only has to fill pools.
+//! shape in which a silent OT (Ferret, [`super::silent`]) plugs in: it only
+//! has to fill pools (`fill` calls the inner generator's `extend_random`).
 
 use super::{BoxFuture, CotReceiver, CotSender};
 use crate::mpc::channel::Channel;
@@ -81,12 +82,18 @@ impl CotSender for PooledSender {
         })
     }
 
+    fn random_sender_sends(&self) -> bool {
+        self.inner.random_sender_sends()
+    }
+
+    fn silent_stats(&self) -> Option<super::silent::SilentStats> {
+        self.inner.silent_stats()
+    }
+
     fn fill<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let q = self.inner.extend(ch, m).await?;
             self.compact();
-            self.pool.extend_from_slice(&q);
-            Ok(())
+            self.inner.extend_random_into(ch, m, &mut self.pool).await
         })
     }
 }
@@ -162,13 +169,14 @@ impl CotReceiver for PooledReceiver {
         random_choices: Vec<u8>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let t = self.inner.extend(ch, &random_choices).await?;
+            self.t[..self.pos].zeroize();
+            self.r[..self.pos].zeroize();
             self.t.drain(..self.pos);
             self.r.drain(..self.pos);
             self.pos = 0;
-            self.t.extend_from_slice(&t);
-            self.r.extend_from_slice(&random_choices);
-            Ok(())
+            self.inner
+                .extend_random_into(ch, random_choices, &mut self.t, &mut self.r)
+                .await
         })
     }
 }
