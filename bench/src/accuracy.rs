@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use veil_core::bert::{client_run, server_run, session_params, SessionPlan, MPC_CONFIG, SEQ_LENS};
+use veil_core::bert::{client_run, server_run, session_params, SessionPlan, SEQ_LENS};
 use veil_core::ckks::Ckks;
-use veil_core::mpc::{Party, PartyId};
+use veil_core::mpc::PartyId;
 use veil_host::harness::{run_pair, Link};
 use veil_host::model::{self, head};
 use veil_host::mpc::drive;
@@ -154,11 +154,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                 Link::Tcp,
                 tcfg,
                 |t0| {
-                    let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                        .map_err(|source| BenchError::Mpc {
-                            step: "client party",
-                            source,
-                        })?;
+                    let mut p0 = crate::e2e::party(PartyId::P0, true)?;
                     let ch = p0.channel();
                     drive(
                         ch,
@@ -171,11 +167,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                     })
                 },
                 |t1| {
-                    let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                        .map_err(|source| BenchError::Mpc {
-                            step: "server party",
-                            source,
-                        })?;
+                    let mut p1 = crate::e2e::party(PartyId::P1, true)?;
                     let ch = p1.channel();
                     drive(
                         ch,

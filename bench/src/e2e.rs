@@ -26,6 +26,7 @@ use veil_core::bert::{
     MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
+use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
 use veil_core::nn::gelu::GeluKind;
 use veil_host::harness::{run_pair, Link};
@@ -51,6 +52,10 @@ pub struct BenchE2eArgs {
     /// GELU approximation: erf (the checkpoint's) or bolt.
     #[arg(long, default_value = "erf")]
     pub gelu: String,
+    /// OT: iknp (16 bytes per correlated OT) or silent (Ferret, ≈ 0.45 bit per COT; every
+    /// layer after the first runs on silently preprocessed COTs).
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
     /// CPU worker threads of the server's backend (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -130,6 +135,8 @@ pub struct E2eReport {
     pub params: String,
     /// GELU approximation.
     pub gelu: String,
+    /// OT.
+    pub ot: String,
     /// One entry per sequence length.
     pub runs: Vec<E2eRun>,
 }
@@ -190,6 +197,20 @@ fn accumulate(rows: &mut Vec<BlockRow>, c: &BlockCost, wall: Option<f64>) {
     }
 }
 
+/// A fresh party seeded from the OS, with the silent OT or IKNP.
+pub fn party(id: PartyId, silent: bool) -> Result<Party<ChaCha20Rng>, BenchError> {
+    let rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
+    let p = if silent {
+        Party::with_silent_ot(id, MPC_CONFIG, rng, FERRET_EMP_OT)
+    } else {
+        Party::new(id, MPC_CONFIG, rng)
+    };
+    p.map_err(|source| BenchError::Mpc {
+        step: "a party",
+        source,
+    })
+}
+
 /// One private run at `m`.
 fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, BenchError> {
     let params = session_params().map_err(core_err("session parameters"))?;
@@ -211,6 +232,17 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         })?
         .with_gelu(gelu);
     let valid = a.valid.unwrap_or(m - m / 4).clamp(1, m);
+    let silent = match a.ot.as_str() {
+        "silent" => true,
+        "iknp" => false,
+        v => {
+            return Err(BenchError::InvalidOption {
+                option: "--ot",
+                value: v.into(),
+                expected: "iknp or silent",
+            })
+        }
+    };
     let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
     let w = EncoderWeights::random(cfg, &mut rng);
     let x = {
@@ -247,7 +279,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         timeout: Duration::from_secs(a.timeout_s),
         max_frame: 1 << 30,
     };
-    let blocks_total = plan.cfg.layers * 17 + 1;
+    let blocks_total = plan.cfg.layers * 17 + 1 + if silent { plan.cfg.layers - 1 } else { 0 };
     let mut bar = Progress::new(&format!("m = {m}"), a.json);
     let mut done = 0usize;
     let t = Instant::now();
@@ -255,11 +287,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         Link::Tcp,
         tcfg,
         |t0| {
-            let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                .map_err(|source| BenchError::Mpc {
-                    step: "client party",
-                    source,
-                })?;
+            let mut p0 = party(PartyId::P0, silent)?;
             let ch = p0.channel();
             drive(
                 ch,
@@ -273,11 +301,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             .map_err(proto("client"))
         },
         |t1| {
-            let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, ChaCha20Rng::from_rng(OsRng)?)
-                .map_err(|source| BenchError::Mpc {
-                    step: "server party",
-                    source,
-                })?;
+            let mut p1 = party(PartyId::P1, silent)?;
             let ch = p1.channel();
             let mut last = Instant::now();
             let rows = server_rows.clone();
@@ -361,6 +385,7 @@ pub fn run(a: &BenchE2eArgs) -> Result<E2eReport, BenchError> {
         shape: a.shape.clone(),
         params: params.name().to_string(),
         gelu: a.gelu.clone(),
+        ot: a.ot.clone(),
         runs,
     })
 }
@@ -368,8 +393,8 @@ pub fn run(a: &BenchE2eArgs) -> Result<E2eReport, BenchError> {
 /// The report as tables.
 pub fn render(r: &E2eReport) -> String {
     let mut s = format!(
-        "private inference, {} ({}), GELU {}; TCP loopback, this machine\n",
-        r.shape, r.params, r.gelu
+        "private inference, {} ({}), GELU {}, OT {}; TCP loopback, this machine\n",
+        r.shape, r.params, r.gelu, r.ot
     );
     for run in &r.runs {
         s += &format!(
