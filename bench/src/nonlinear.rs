@@ -1158,28 +1158,7 @@ pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
         v => return Err(invalid("--transport", v, "tcp, mem or both")),
     };
     let variants = select_variants(args.blocks.as_deref(), args.variants.as_deref())?;
-    let mut ot_modes = Vec::new();
-    for v in args.ot.split(',').map(str::trim) {
-        let add: &[OtMode] = match v {
-            "iknp" => &[OtMode::Iknp],
-            "pool" => &[OtMode::Pool],
-            "silent" => &[OtMode::Silent],
-            "both" => &[OtMode::Iknp, OtMode::Pool],
-            "all" => &[OtMode::Iknp, OtMode::Pool, OtMode::Silent],
-            v => {
-                return Err(invalid(
-                    "--ot",
-                    v,
-                    "iknp, pool, silent, both or all (comma-separated)",
-                ))
-            }
-        };
-        for m in add {
-            if !ot_modes.contains(m) {
-                ot_modes.push(*m);
-            }
-        }
-    }
+    let ot_modes = OtMode::parse_list(&args.ot)?;
     let mut opts = BenchNonlinearOptions {
         ot_modes,
         shapes,

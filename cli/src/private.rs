@@ -157,16 +157,7 @@ pub fn softmax(logits: &[f64]) -> Vec<f64> {
     e.iter().map(|v| v / s).collect()
 }
 
-/// The index of the largest logit.
-pub fn argmax(logits: &[f64]) -> usize {
-    let mut best = 0;
-    for (i, v) in logits.iter().enumerate() {
-        if *v > logits[best] {
-            best = i;
-        }
-    }
-    best
-}
+pub use veil_host::model::head::argmax;
 
 /// The label of class `i` of a `classes`-way head (the sentiment head's two labels).
 pub fn label(classes: usize, i: usize) -> String {

@@ -55,6 +55,34 @@ pub enum OtMode {
 }
 
 impl OtMode {
+    /// The modes of an `--ot` value: `iknp`, `pool`, `silent`, `both` (IKNP and pool) or `all`,
+    /// comma-separated, each mode once in the order given.
+    pub fn parse_list(arg: &str) -> Result<Vec<OtMode>, crate::BenchError> {
+        let mut modes = Vec::new();
+        for v in arg.split(',').map(str::trim) {
+            let add: &[OtMode] = match v {
+                "iknp" => &[OtMode::Iknp],
+                "pool" => &[OtMode::Pool],
+                "silent" => &[OtMode::Silent],
+                "both" => &[OtMode::Iknp, OtMode::Pool],
+                "all" => &[OtMode::Iknp, OtMode::Pool, OtMode::Silent],
+                v => {
+                    return Err(crate::BenchError::InvalidOption {
+                        option: "--ot",
+                        value: v.into(),
+                        expected: "iknp, pool, silent, both or all (comma-separated)",
+                    })
+                }
+            };
+            for m in add {
+                if !modes.contains(m) {
+                    modes.push(*m);
+                }
+            }
+        }
+        Ok(modes)
+    }
+
     /// Short name (the `--ot` value).
     pub fn name(self) -> &'static str {
         match self {

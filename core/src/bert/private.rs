@@ -620,7 +620,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
     /// One Transformer layer on the shares of its input; returns the shares of its output.
     async fn layer(&mut self, x: RingShares) -> Result<RingShares, ProtocolError> {
         let plan = self.plan;
-        let (m, d, ffn) = (plan.m, plan.cfg.hidden, plan.cfg.ffn);
+        let (d, ffn) = (plan.cfg.hidden, plan.cfg.ffn);
         let r = ring(self);
         let server = self.is_server();
         let w = self.weights();
@@ -670,17 +670,14 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
         };
         self.done("value+out");
         let y = self.c2m(C_Y, y_cts, &plan.lay_x, "c2m:y").await?;
-        let y = add_bias(r, server, y, w.map(|w| &w.bo[..]), d);
-        let y = ops::add(r, &y, &x)?;
-        let ln = plan.layernorm();
-        let aff = w.map(|w| LnAffine {
-            gamma: &w.ln1_g,
-            beta: &w.ln1_b,
-        });
-        let h = ln
-            .run_owned(self.p, &y, aff.as_ref(), 0, PartyId::P1)
+        let h = self
+            .residual_ln(
+                y,
+                &x,
+                w.map(|w| (&w.bo[..], &w.ln1_g[..], &w.ln1_b[..])),
+                "ln1",
+            )
             .await?;
-        self.done("ln1");
 
         // Feed-forward.
         let hc = self.m2c(M_H, &h, &plan.lay_x, "m2c:h").await?;
@@ -717,17 +714,35 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
         };
         self.done("fc2");
         let o = self.c2m(C_F2, f2, &plan.lay_x, "c2m:f2").await?;
-        let o = add_bias(r, server, o, w.map(|w| &w.b2[..]), d);
-        let o = ops::add(r, &o, &h)?;
-        let aff = w.map(|w| LnAffine {
-            gamma: &w.ln2_g,
-            beta: &w.ln2_b,
-        });
-        let out = ln
-            .run_owned(self.p, &o, aff.as_ref(), 0, PartyId::P1)
+        self.residual_ln(
+            o,
+            &h,
+            w.map(|w| (&w.b2[..], &w.ln2_g[..], &w.ln2_b[..])),
+            "ln2",
+        )
+        .await
+    }
+
+    /// `LayerNorm(y + b + res)`: the bias and the affine map are the server's (`None` at the
+    /// client), the residual is shared.
+    async fn residual_ln(
+        &mut self,
+        y: RingShares,
+        res: &RingShares,
+        bias_affine: Option<(&[f64], &[f64], &[f64])>,
+        name: &'static str,
+    ) -> Result<RingShares, ProtocolError> {
+        let r = ring(self);
+        let d = self.plan.cfg.hidden;
+        let y = add_bias(r, self.is_server(), y, bias_affine.map(|b| b.0), d);
+        let y = ops::add(r, &y, res)?;
+        let aff = bias_affine.map(|(_, gamma, beta)| LnAffine { gamma, beta });
+        let out = self
+            .plan
+            .layernorm()
+            .run_owned(self.p, &y, aff.as_ref(), 0, PartyId::P1)
             .await?;
-        self.done("ln2");
-        let _ = m;
+        self.done(name);
         Ok(out)
     }
 
