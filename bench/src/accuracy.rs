@@ -5,7 +5,8 @@
 //! - **fixed-point**: the emulation of the private pipeline ([`veil_core::bert::fixed`]): the
 //!   protocol's integer blocks and boundary roundings, at plaintext speed, on every sentence;
 //! - **encrypted**: the private pipeline itself (client and server over TCP loopback) on the
-//!   first `--private N` sentences (about two minutes each on two cores).
+//!   `--private N` sentences from `--private-from K` on (about two minutes each on two cores;
+//!   each sentence's result is printed as it comes, so a long run can be split).
 //!
 //! It reports accuracy per path, the agreement of each path's prediction with the exact one, and
 //! the worst logit difference.
@@ -32,9 +33,13 @@ pub struct BenchAccuracyArgs {
     /// A BERT checkpoint directory (default: all-MiniLM-L6-v2 with the sentiment head).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Run the encrypted pipeline on the first N held-out sentences.
+    /// Run the encrypted pipeline on N held-out sentences (from --private-from on).
     #[arg(long, default_value_t = 0)]
     pub private: usize,
+    /// The first held-out sentence (0-based) of the encrypted run, so that the split can be
+    /// covered in several runs.
+    #[arg(long, default_value_t = 0)]
+    pub private_from: usize,
     /// Use only the first N held-out sentences (default: all 300).
     #[arg(long)]
     pub limit: Option<usize>,
@@ -129,7 +134,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
             .map_err(err("fixed-point path"))?;
         exact.push((e.clone(), e.clone(), s.label));
         fixed.push((f, e.clone(), s.label));
-        if i < a.private {
+        if (a.private_from..a.private_from.saturating_add(a.private)).contains(&i) {
             let t = Instant::now();
             let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
             let sk = ck.gen_secret_key(&mut rng);
@@ -182,16 +187,26 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
             )
             .map_err(BenchError::Harness)?;
             srv?;
-            private.push((lg?, e, s.label));
-            private_s += t.elapsed().as_secs_f64();
+            let lg = lg?;
             if !a.json {
+                let err = lg
+                    .iter()
+                    .zip(&e)
+                    .map(|(g, r)| (g - r).abs())
+                    .fold(0.0, f64::max);
+                let am = head::argmax;
                 eprintln!(
-                    "encrypted {}/{}: {:.1} s",
-                    i + 1,
+                    "encrypted {}/{} (held-out #{i}, m = {m}): {:.1} s, label {} (plaintext {}, true {}), max |Δlogit| {err:.4}",
+                    private.len() + 1,
                     a.private,
-                    t.elapsed().as_secs_f64()
+                    t.elapsed().as_secs_f64(),
+                    am(&lg),
+                    am(&e),
+                    s.label,
                 );
             }
+            private.push((lg, e, s.label));
+            private_s += t.elapsed().as_secs_f64();
         }
     }
     let mut rows = vec![

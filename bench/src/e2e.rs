@@ -21,6 +21,7 @@ use rand_core::{OsRng, SeedableRng};
 use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use veil_core::bert::cost::Measured;
 use veil_core::bert::{
     client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights, SessionPlan,
     MPC_CONFIG,
@@ -65,6 +66,18 @@ pub struct BenchE2eArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Comma-separated network profiles (loopback, lan, wan1, wan2, wan3). With it, the benchmark runs
+    /// the product itself, `veil serve` and `veil infer`, as two processes on the real
+    /// checkpoint: over TCP loopback, then over each emulated link (root, iproute2), with the
+    /// network model's prediction beside each measurement.
+    #[arg(long, value_delimiter = ',')]
+    pub netem: Vec<String>,
+    /// With --netem: the sentence (default: a fixed sentence per m, so peers can be given it).
+    #[arg(long)]
+    pub text: Option<String>,
+    /// With --netem: a local BERT checkpoint directory (default: all-MiniLM-L6-v2, fetched once).
+    #[arg(long)]
+    pub model: Option<std::path::PathBuf>,
 }
 
 /// One block's costs in one run (per layer, or summed over the layers).
@@ -124,6 +137,8 @@ pub struct E2eRun {
     pub hotspot: String,
     /// `|logit| ` sanity: both parties finished and the client got this many logits.
     pub logits: usize,
+    /// Every block event of the run, per layer (the cost model's calibration).
+    pub raw: Vec<Measured>,
 }
 
 /// The report.
@@ -141,7 +156,8 @@ pub struct E2eReport {
     pub runs: Vec<E2eRun>,
 }
 
-fn shape(name: &str) -> Result<EncoderConfig, BenchError> {
+/// The architecture named `name` (`minilm` or `bert-base`).
+pub fn shape(name: &str) -> Result<EncoderConfig, BenchError> {
     match name {
         "minilm" => Ok(EncoderConfig::MINILM_L6),
         "bert-base" => Ok(EncoderConfig {
@@ -168,6 +184,19 @@ fn proto(what: &'static str) -> impl Fn(veil_host::mpc::DriverError) -> BenchErr
     move |source| BenchError::Protocol {
         protocol: what.into(),
         source,
+    }
+}
+
+/// One block event as the cost model's [`Measured`] (`wall`: the server's seconds for it).
+fn measured(c: &BlockCost, wall: f64) -> Measured {
+    Measured {
+        layer: c.layer,
+        block: c.block.into(),
+        compute_s: wall,
+        ckks: c.ckks,
+        converted_cts: c.converted_cts,
+        bytes: c.mpc_bytes,
+        rounds: c.mpc_rounds,
     }
 }
 
@@ -274,7 +303,9 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             .map_err(core_err("evaluation key bytes"))?
             .len()) as u64;
     let server_rows = Arc::new(Mutex::new(Vec::<BlockRow>::new()));
+    let server_raw = Arc::new(Mutex::new(Vec::<Measured>::new()));
     let mut client_rows = Vec::<BlockRow>::new();
+    let mut client_raw = Vec::<Measured>::new();
     let tcfg = TransportConfig {
         timeout: Duration::from_secs(a.timeout_s),
         max_frame: 1 << 30,
@@ -293,6 +324,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
                 ch,
                 client_run(&mut p0, &ck, &sk, &plan, &x, valid, &mut |c| {
                     accumulate(&mut client_rows, c, None);
+                    client_raw.push(measured(c, 0.0));
                     done += 1;
                     bar.update(done, blocks_total);
                 }),
@@ -305,12 +337,14 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             let ch = p1.channel();
             let mut last = Instant::now();
             let rows = server_rows.clone();
+            let raw = server_raw.clone();
             drive(
                 ch,
                 server_run(&mut p1, &ck, &pk, &keys, &plan, &w, valid, &mut |c| {
                     let dt = last.elapsed().as_secs_f64();
                     last = Instant::now();
                     accumulate(&mut rows.lock().unwrap(), c, Some(dt));
+                    raw.lock().unwrap().push(measured(c, dt));
                 }),
                 t1,
             )
@@ -327,6 +361,14 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         b.converted_bytes = c.converted_bytes;
         b.bytes = c.bytes;
         b.rounds = c.rounds;
+    }
+    let mut raw = server_raw.lock().unwrap().clone();
+    for (r, c) in raw.iter_mut().zip(&client_raw) {
+        if r.block == c.block && r.layer == c.layer {
+            r.converted_cts = c.converted_cts;
+            r.bytes = c.bytes;
+            r.rounds = c.rounds;
+        }
     }
     let run_bytes: u64 = blocks.iter().map(|b| b.bytes).sum();
     let rounds: u64 = blocks.iter().map(|b| b.rounds).sum();
@@ -360,12 +402,17 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         networks,
         hotspot,
         logits: logits.len(),
+        raw,
     })
 }
 
 /// Runs the benchmark.
 pub fn run(a: &BenchE2eArgs) -> Result<E2eReport, BenchError> {
-    let mut cfg = shape(&a.shape)?;
+    run_cfg(a, shape(&a.shape)?)
+}
+
+/// [`run`] on the architecture `cfg` (`a.shape` only labels the report).
+pub fn run_cfg(a: &BenchE2eArgs, mut cfg: EncoderConfig) -> Result<E2eReport, BenchError> {
     if let Some(l) = a.layers {
         if l == 0 || l > cfg.layers {
             return Err(BenchError::InvalidOption {

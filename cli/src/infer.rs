@@ -8,6 +8,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_host::session::{run_client, serve, ServeOptions, SessionOptions};
 use veil_host::transport::TcpTransport;
 
@@ -37,6 +38,21 @@ pub struct ServeArgs {
     /// CKKS worker threads per backend (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// OT behind the MPC blocks: silent (Ferret; every layer after the first on silently
+    /// preprocessed COTs) or iknp (16 bytes per COT). Clients must choose the same.
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
+}
+
+/// The silent-OT parameters of an `--ot` value (`None`: IKNP alone).
+fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
+    match v {
+        "silent" => Ok(Some(FERRET_EMP_OT)),
+        "iknp" => Ok(None),
+        _ => Err(CliError::Usage(format!(
+            "--ot {v:?}: expected silent or iknp"
+        ))),
+    }
 }
 
 /// Runs `veil serve` (forever).
@@ -71,6 +87,7 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
             transport: transport(a.timeout),
             session: SessionOptions {
                 keys_timeout: Some(Duration::from_secs(a.keys_timeout)),
+                silent: silent_ot(&a.ot)?,
                 ..SessionOptions::default()
             },
             max_clients: a.max_clients.max(1),
@@ -105,6 +122,9 @@ pub struct InferArgs {
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// OT behind the MPC blocks: silent or iknp (the server's choice).
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
     /// The text to classify.
     #[arg(required = true, num_args = 1..)]
     pub text: Vec<String>,
@@ -152,7 +172,10 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         &weights.cfg,
         &x,
         valid,
-        &SessionOptions::default(),
+        &SessionOptions {
+            silent: silent_ot(&a.ot)?,
+            ..SessionOptions::default()
+        },
         &mut |row| tick(&pb, row),
     );
     pb.finish_and_clear();

@@ -8,7 +8,9 @@ mod private;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use veil_bench::{accuracy, ckks, convert, e2e, mpc, nonlinear, scp, to_json, BenchError};
+use veil_bench::{
+    accuracy, ckks, convert, e2e, e2e_link, mpc, nonlinear, plan, scp, to_json, BenchError,
+};
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
 // pages instead of fresh zero-filled mappings (page faults were ~15% of a rotation's time).
@@ -35,6 +37,9 @@ enum Cmd {
     Serve(infer::ServeArgs),
     /// Classify a text privately with a `veil serve` server (or --plaintext, locally).
     Infer(infer::InferArgs),
+    /// The cost model's decisions (OT, GELU split, packing) and predicted time and bytes per
+    /// network profile, calibrated on this machine by a short run (or a saved calibration).
+    Plan(plan::PlanArgs),
     /// Encrypt a vector, compute on it under encryption, decrypt; print precision and timings.
     DemoCkks(demo_ckks::DemoOptions),
     /// Benchmarks.
@@ -68,7 +73,26 @@ enum Bench {
     Accuracy(accuracy::BenchAccuracyArgs),
 }
 
+fn run_plan(a: &plan::PlanArgs) -> Result<(), BenchError> {
+    let r = plan::run(a)?;
+    if a.json {
+        println!("{}", to_json("the plan", &r)?);
+    } else {
+        print!("{}", plan::render(&r));
+    }
+    Ok(())
+}
+
 fn print_e2e(a: &e2e::BenchE2eArgs) -> Result<(), BenchError> {
+    if !a.netem.is_empty() {
+        let r = e2e_link::run(a)?;
+        if a.json {
+            println!("{}", to_json("the e2e link report", &r)?);
+        } else {
+            print!("{}", e2e_link::render(&r));
+        }
+        return Ok(());
+    }
     let r = e2e::run(a)?;
     if a.json {
         println!("{}", to_json("the e2e report", &r)?);
@@ -148,6 +172,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run(&a).map_err(Into::into),
         Cmd::Serve(a) => infer::run_serve(&a).map_err(Into::into),
         Cmd::Infer(a) => infer::run_infer(&a).map_err(Into::into),
+        Cmd::Plan(a) => run_plan(&a).map_err(Into::into),
         Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
         Cmd::Bench(b) => bench(b).map_err(Into::into),
     };

@@ -256,6 +256,15 @@ impl PartyProcesses {
     /// printed on stdout, in party order. A failed party is [`HarnessError::ProcessFailed`] with
     /// its stderr.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<String>, HarnessError> {
+        Ok(self
+            .wait_output(timeout)?
+            .iter()
+            .map(|o| o.lines().last().unwrap_or("").to_string())
+            .collect())
+    }
+
+    /// As [`PartyProcesses::wait`], but returns everything each party printed on stdout.
+    pub fn wait_output(&mut self, timeout: Duration) -> Result<Vec<String>, HarnessError> {
         let deadline = Instant::now() + timeout;
         let mut outs: Vec<Option<String>> = vec![None; self.parties.len()];
         loop {
@@ -281,7 +290,7 @@ impl PartyProcesses {
                                 stderr: e.trim().to_string(),
                             });
                         }
-                        outs[i] = Some(o.lines().last().unwrap_or("").to_string());
+                        outs[i] = Some(o);
                     }
                 }
             }

@@ -4,6 +4,7 @@
 //! boundary. The client is MPC party P0 (it holds the CKKS secret key); the server is P1 (it
 //! holds the ciphertexts and the weights).
 
+pub mod cost;
 pub mod fixed;
 pub mod layout;
 pub mod private;

@@ -1,0 +1,322 @@
+//! `veil bench e2e --netem PROFILES`: the product itself, `veil serve` and `veil infer`, as two
+//! processes on the real checkpoint, first on plain TCP loopback and then over emulated links
+//! ([`crate::netem`]: two network namespaces, a rate-limited veth pair, the one-way delay by
+//! `netem` or, on kernels without `sch_netem`, by a user-space delay line in the client's
+//! namespace).
+//!
+//! Each profile's measured wall time stands beside the network model's prediction from the
+//! loopback run: `loopback + bytes·8/bandwidth + rounds·2·one-way`, the overlay that `bench e2e`
+//! and the cost model use. The relative error of that prediction is the model's validation.
+//!
+//! The sentence of each `m` is fixed ([`text_for`]) so that the peer (SPU's MiniLM script) can be
+//! given the same one; `--text` overrides it.
+
+use crate::convert::NETWORKS;
+use crate::netem::{NetemLink, Shaping};
+use crate::BenchError;
+use serde::Serialize;
+use std::process::Command;
+use std::time::Duration;
+use veil_host::harness::PartyProcesses;
+
+/// The sentence used at each sequence length: its WordPiece tokens with `[CLS]`/`[SEP]` fill more
+/// than half of `m` (so `m` is the supported size it rounds up to).
+pub fn text_for(m: usize) -> &'static str {
+    match m {
+        0..=16 => "The food was wonderful and the staff were friendly.",
+        17..=32 => {
+            "The food was wonderful and the staff were friendly, and the room was bright and \
+             quiet, with a lovely view of the old harbour."
+        }
+        _ => {
+            "The food was wonderful and the staff were friendly, but the room was small and \
+             the music downstairs was far too loud. We asked twice for a quieter table, waited \
+             almost an hour for the main course, and left feeling that the place is better \
+             for a quick lunch."
+        }
+    }
+}
+
+/// One profile's run.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkRun {
+    /// `loopback` or a profile of [`NETWORKS`].
+    pub network: String,
+    /// How the link was shaped (`None` on loopback).
+    pub shaping: Option<Shaping>,
+    /// Bandwidth of the profile, bits per second (0 on loopback).
+    pub bandwidth_bps: f64,
+    /// One-way delay of the profile, seconds.
+    pub one_way_s: f64,
+    /// Sequence length.
+    pub m: usize,
+    /// Real tokens.
+    pub tokens: usize,
+    /// Client wall time, connection to logits, seconds.
+    pub total_s: f64,
+    /// The private run after the keys, seconds.
+    pub run_s: f64,
+    /// Key generation and upload, seconds.
+    pub keys_s: f64,
+    /// Public + evaluation key bytes.
+    pub key_bytes: u64,
+    /// Bytes of the private run (both directions).
+    pub run_bytes: u64,
+    /// Rounds of the private run.
+    pub rounds: u64,
+    /// The model's prediction from the loopback run of the same `m` (`None` for loopback).
+    pub predicted_s: Option<f64>,
+    /// `(predicted − measured) / measured`.
+    pub rel_err: Option<f64>,
+    /// The encrypted logits.
+    pub logits: Vec<f64>,
+}
+
+/// The report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkReport {
+    /// The OT of both parties (`silent` or `iknp`).
+    pub ot: String,
+    /// The sentence of each `m`.
+    pub texts: Vec<(usize, String)>,
+    /// One entry per (m, profile).
+    pub runs: Vec<LinkRun>,
+}
+
+fn invalid(option: &'static str, value: String, expected: &'static str) -> BenchError {
+    BenchError::InvalidOption {
+        option,
+        value,
+        expected,
+    }
+}
+
+fn field_f(v: &serde_json::Value, path: &[&str]) -> f64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_f64()
+        .unwrap_or(f64::NAN)
+}
+
+fn field_u(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or(0)
+}
+
+/// Runs `veil serve` and `veil infer --json` over one link and parses the client's report.
+fn one(
+    exe: &str,
+    a: &super::e2e::BenchE2eArgs,
+    text: &str,
+    profile: Option<(&str, f64, f64)>,
+    port: u16,
+) -> Result<(serde_json::Value, Option<Shaping>), BenchError> {
+    let layers = a.layers.unwrap_or(0).to_string();
+    let timeout = a.timeout_s.to_string();
+    let threads = a.threads.to_string();
+    let mut procs = PartyProcesses::new();
+    let mut model_args: Vec<String> = Vec::new();
+    if let Some(d) = &a.model {
+        model_args = vec!["--model".into(), d.to_string_lossy().into_owned()];
+    }
+    let link = match profile {
+        None => None,
+        Some((_, bw, lat)) => {
+            Some(NetemLink::new(Duration::from_secs_f64(lat), bw).map_err(BenchError::Netem)?)
+        }
+    };
+    let wrap = |ns: Option<&str>| -> Command {
+        match ns {
+            None => Command::new(exe),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, exe]);
+                c
+            }
+        }
+    };
+    let (server_addr, mut client_addr, ns) = match &link {
+        None => (
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{port}"),
+            [None, None],
+        ),
+        Some(l) => (
+            format!("{}:{port}", l.addr(0)),
+            format!("{}:{port}", l.addr(0)),
+            [Some(l.namespace(0)), Some(l.namespace(1))],
+        ),
+    };
+    procs
+        .spawn_helper(
+            wrap(ns[0])
+                .args(["serve", "--listen", &server_addr, "--max-clients", "1"])
+                .args(["--layers", &layers, "--timeout", &timeout])
+                .args(["--threads", &threads, "--ot", &a.ot])
+                .args(&model_args),
+        )
+        .map_err(BenchError::Harness)?;
+    let mut shaping = link.as_ref().map(NetemLink::shaping);
+    if let (Some(l), Some((_, _, lat))) = (&link, profile) {
+        if l.shaping() == Shaping::TbfRateOnly && lat > 0.0 {
+            let relay = format!("127.0.0.1:{}", port + 1);
+            procs
+                .spawn_helper(
+                    wrap(Some(l.namespace(1)))
+                        .args([
+                            "bench",
+                            "convert",
+                            "--relay",
+                            &relay,
+                            "--addr",
+                            &server_addr,
+                        ])
+                        .args([
+                            "--relay-delay-us",
+                            &((lat * 1e6).round() as u64).to_string(),
+                        ]),
+                )
+                .map_err(BenchError::Harness)?;
+            shaping = Some(Shaping::TbfRateUserDelay);
+            client_addr = relay;
+        }
+    }
+    // The server loads the model before it listens; the client's connect retries until its
+    // timeout, and the delay line connects upstream only once the client is in.
+    std::thread::sleep(Duration::from_millis(500));
+    procs
+        .spawn_party(
+            wrap(ns[1])
+                .args(["infer", "--server", &client_addr, "--json"])
+                .args(["--layers", &layers, "--timeout", &timeout])
+                .args(["--threads", &threads, "--ot", &a.ot])
+                .args(&model_args)
+                .arg(text),
+        )
+        .map_err(BenchError::Harness)?;
+    let lines = procs
+        .wait_output(Duration::from_secs(a.timeout_s.max(60) * 4))
+        .map_err(BenchError::Harness)?;
+    let out = lines.first().cloned().unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|source| BenchError::Report {
+        from: "veil infer".into(),
+        line: out.chars().take(200).collect(),
+        source,
+    })?;
+    Ok((v, shaping))
+}
+
+/// Runs the product over loopback and each profile in `a.netem`, for each `m` of `a.m`.
+pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
+    let mut profiles = Vec::new();
+    for p in a
+        .netem
+        .iter()
+        .filter(|p| !p.eq_ignore_ascii_case("loopback"))
+    {
+        let f = NETWORKS
+            .iter()
+            .find(|(n, _, _)| n.eq_ignore_ascii_case(p))
+            .ok_or_else(|| invalid("--netem", p.clone(), "loopback, lan, wan1, wan2 or wan3"))?;
+        profiles.push(*f);
+    }
+    if !profiles.is_empty() {
+        if let Some(why) = crate::netem::unavailable_reason() {
+            return Err(BenchError::Netem(crate::netem::NetemError::Unavailable {
+                reason: why,
+            }));
+        }
+    }
+    let exe = std::env::current_exe().map_err(crate::error::io("locating this executable"))?;
+    let exe = exe.to_string_lossy().into_owned();
+    let base = 41_000 + (std::process::id() % 500) as u16 * 4;
+    let mut runs = Vec::new();
+    let mut texts = Vec::new();
+    for &m in &a.m {
+        let text = a.text.clone().unwrap_or_else(|| text_for(m).to_string());
+        texts.push((m, text.clone()));
+        let mut loop_s = None;
+        let todo: Vec<Option<(&str, f64, f64)>> = std::iter::once(None)
+            .chain(profiles.iter().map(|p| Some(*p)))
+            .collect();
+        for (k, prof) in todo.into_iter().enumerate() {
+            let name = prof.map_or("loopback".to_string(), |p| p.0.to_string());
+            eprintln!("m = {m}, {name}: veil serve + veil infer ...");
+            let (v, shaping) = one(&exe, a, &text, prof, base + 2 * k as u16)?;
+            let key_bytes = field_u(&v, &["key_exchange", "public_key_bytes"])
+                + field_u(&v, &["key_exchange", "evaluation_key_bytes"]);
+            let run_bytes = field_u(&v, &["totals", "mpc_bytes"]);
+            let rounds = field_u(&v, &["totals", "mpc_rounds"]);
+            let total_s = field_f(&v, &["total_s"]);
+            let (bw, lat) = prof.map_or((0.0, 0.0), |p| (p.1, p.2));
+            let predicted_s = match (prof, loop_s) {
+                (Some(_), Some(l)) => {
+                    Some(l + (key_bytes + run_bytes) as f64 * 8.0 / bw + rounds as f64 * 2.0 * lat)
+                }
+                _ => None,
+            };
+            if prof.is_none() {
+                loop_s = Some(total_s);
+            }
+            let logits = v["logits"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_f64()).collect())
+                .unwrap_or_default();
+            runs.push(LinkRun {
+                network: name,
+                shaping,
+                bandwidth_bps: bw,
+                one_way_s: lat,
+                m: field_u(&v, &["m"]) as usize,
+                tokens: field_u(&v, &["tokens"]) as usize,
+                total_s,
+                run_s: field_f(&v, &["run_s"]),
+                keys_s: field_f(&v, &["key_exchange", "seconds"]),
+                key_bytes,
+                run_bytes,
+                rounds,
+                predicted_s,
+                rel_err: predicted_s.map(|p| (p - total_s) / total_s),
+                logits,
+            });
+        }
+    }
+    Ok(LinkReport {
+        ot: a.ot.clone(),
+        texts,
+        runs,
+    })
+}
+
+/// The report as a table.
+pub fn render(r: &LinkReport) -> String {
+    let mut s = format!(
+        "private inference, the product's `veil serve` + `veil infer` as two processes, real checkpoint, OT {}\n",
+        r.ot
+    );
+    for (m, t) in &r.texts {
+        s += &format!("m = {m}: {t:?}\n");
+    }
+    s += "| m | tokens | network | shaping | total s | run s | keys MB | run MB | rounds | predicted s | rel. err | logits |\n|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for x in &r.runs {
+        s += &format!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {:?} |\n",
+            x.m,
+            x.tokens,
+            x.network,
+            x.shaping.map_or("-".to_string(), |s| format!("{s:?}")),
+            x.total_s,
+            x.run_s,
+            x.key_bytes as f64 / 1e6,
+            x.run_bytes as f64 / 1e6,
+            x.rounds,
+            x.predicted_s.map_or("-".into(), |p| format!("{p:.1}")),
+            x.rel_err
+                .map_or("-".into(), |e| format!("{:+.1}%", e * 100.0)),
+            x.logits
+                .iter()
+                .map(|v| (v * 1e4).round() / 1e4)
+                .collect::<Vec<_>>()
+        );
+    }
+    s
+}

@@ -1,0 +1,594 @@
+//! EncFormer's cost model (§V-A): `T = T_conv + T_ckks + T_mpc`, each block's time its measured
+//! compute plus what the network adds, `bytes·8/BW + rounds·RTT`.
+//!
+//! The model is calibrated on the machine at hand ([`Calibration`]): the blocks of a short
+//! private run on loopback (their compute time, CKKS operation counts, bytes and rounds), from
+//! which [`fit_op_latency`] also fits per-operation CKKS latencies (a key switch, a plaintext
+//! product, a rescale) by least squares over the FHE blocks. [`predict`] then extends the
+//! calibrated layers to the whole model on any [`Network`]:
+//! layer 0 as calibrated, every later layer as the last calibrated one (with the silent OT only
+//! layer 0 extends COTs with IKNP; later layers run on silently preprocessed pools), the head
+//! once, and the key upload.
+//!
+//! Decisions. [`decide_gelu`] weighs GELU fully in MPC against EncFormer's split (CKKS
+//! pre-evaluates the candidate polynomials `F0`, `F1`; MPC only compares and selects), with the
+//! split's CKKS work costed from the fitted latencies ([`candidate_counts`]), its two extra
+//! conversions from the measured `c2m:f1` boundary and its select from a measured run. The split
+//! is *feasible* only when the candidates stay inside the boundary's bound over the block's input
+//! range; [`candidate_peak`] gives their peak. The choice between OT modes is the smaller
+//! [`predict`] of two calibrations.
+
+use crate::transformer::OpCounts;
+use alloc::string::String;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+/// A network profile.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Network {
+    /// Name.
+    pub name: &'static str,
+    /// Bandwidth, bits per second (`f64::INFINITY` for none).
+    pub bandwidth_bps: f64,
+    /// One-way latency, seconds.
+    pub one_way_s: f64,
+}
+
+impl Network {
+    /// Round-trip time.
+    pub fn rtt_s(&self) -> f64 {
+        2.0 * self.one_way_s
+    }
+
+    /// What the link adds to `bytes` moved in `rounds` rounds: `bytes·8/BW + rounds·RTT`.
+    pub fn transfer_s(&self, bytes: u64, rounds: u64) -> f64 {
+        bytes as f64 * 8.0 / self.bandwidth_bps + rounds as f64 * self.rtt_s()
+    }
+}
+
+/// Loopback: no network term (the calibration's own link).
+pub const LOOPBACK: Network = Network {
+    name: "loopback",
+    bandwidth_bps: f64::INFINITY,
+    one_way_s: 0.0,
+};
+
+/// The evaluation's profiles (EncFormer's LAN and WAN settings): 1 Gbps / 0.3 ms,
+/// 400 Mbps / 4 ms, 100 Mbps / 4 ms and 100 Mbps / 80 ms (one-way).
+pub const NETWORKS: [Network; 4] = [
+    Network {
+        name: "LAN",
+        bandwidth_bps: 1e9,
+        one_way_s: 0.3e-3,
+    },
+    Network {
+        name: "WAN1",
+        bandwidth_bps: 400e6,
+        one_way_s: 4e-3,
+    },
+    Network {
+        name: "WAN2",
+        bandwidth_bps: 100e6,
+        one_way_s: 4e-3,
+    },
+    Network {
+        name: "WAN3",
+        bandwidth_bps: 100e6,
+        one_way_s: 80e-3,
+    },
+];
+
+/// The profile named `name` (case-insensitive; `loopback` too).
+pub fn network(name: &str) -> Option<Network> {
+    if name.eq_ignore_ascii_case(LOOPBACK.name) {
+        return Some(LOOPBACK);
+    }
+    NETWORKS
+        .iter()
+        .copied()
+        .find(|n| n.name.eq_ignore_ascii_case(name))
+}
+
+/// The term of `T = T_conv + T_ckks + T_mpc` a block belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Term {
+    /// A CKKS↔MPC conversion (`m2c:*`, `c2m:*`).
+    Conv,
+    /// An FHE block (projections, attention kernels, FFN, head).
+    Ckks,
+    /// An MPC block (softmax, LayerNorm, GELU, the silent-OT pool fill).
+    Mpc,
+}
+
+/// The term of the block named `block` (see [`crate::bert::BlockCost::block`]).
+pub fn term_of(block: &str) -> Term {
+    if block.starts_with("m2c") || block.starts_with("c2m") {
+        Term::Conv
+    } else if matches!(block, "qkv+score" | "value+out" | "fc1" | "fc2" | "head") {
+        Term::Ckks
+    } else {
+        Term::Mpc
+    }
+}
+
+/// One block of one layer, measured on loopback.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Layer (`usize::MAX` for the head).
+    pub layer: usize,
+    /// Block name.
+    pub block: String,
+    /// Wall seconds (the server's clock, between its progress events).
+    pub compute_s: f64,
+    /// CKKS operations (zero outside FHE blocks).
+    pub ckks: OpCounts,
+    /// Ciphertexts converted.
+    pub converted_cts: usize,
+    /// Bytes on the link, both directions.
+    pub bytes: u64,
+    /// Rounds.
+    pub rounds: u64,
+}
+
+/// A calibration: the blocks of a private run of the first `layers` layers (and the head) on
+/// loopback, with the key generation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Sequence length.
+    pub m: usize,
+    /// Layers run.
+    pub layers: usize,
+    /// OT of the run (`iknp` or `silent`).
+    pub ot: String,
+    /// Client key generation, seconds.
+    pub keygen_s: f64,
+    /// Key upload, bytes.
+    pub key_bytes: u64,
+    /// Every block event of the run, in order.
+    pub blocks: Vec<Measured>,
+}
+
+/// Per-operation CKKS latencies fitted to the FHE blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct OpLatency {
+    /// One key switch (rotation, conjugation or relinearization), seconds.
+    pub key_switch_s: f64,
+    /// One ciphertext × plaintext product, seconds.
+    pub pt_mult_s: f64,
+    /// One rescale, seconds.
+    pub rescale_s: f64,
+    /// Root-mean-square relative residual of the fit over the blocks it used.
+    pub rel_rms: f64,
+}
+
+impl OpLatency {
+    /// The fitted time of `c`.
+    pub fn time(&self, c: &OpCounts) -> f64 {
+        c.key_switches() as f64 * self.key_switch_s
+            + (c.pt_mults + c.ct_mults) as f64 * self.pt_mult_s
+            + c.rescales as f64 * self.rescale_s
+    }
+}
+
+fn features(c: &OpCounts) -> [f64; 3] {
+    [
+        c.key_switches() as f64,
+        (c.pt_mults + c.ct_mults) as f64,
+        c.rescales as f64,
+    ]
+}
+
+/// Solves the 3×3 system `a·x = b` by Gaussian elimination with partial pivoting.
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+    for c in 0..3 {
+        let p = (c..3).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..3 {
+            let f = a[r][c] / a[c][c];
+            for k in c..3 {
+                a[r][k] -= f * a[c][k];
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut x = [0.0; 3];
+    for c in (0..3).rev() {
+        let s: f64 = (c + 1..3).map(|k| a[c][k] * x[k]).sum();
+        x[c] = (b[c] - s) / a[c][c];
+    }
+    Some(x)
+}
+
+/// Least-squares per-operation latencies over the FHE blocks of `blocks`, each row weighted by
+/// `1/time` (so that the fit minimizes relative error). Coordinates that come out negative are
+/// dropped and the rest refitted. `None` without at least one FHE block with operations.
+pub fn fit_op_latency(blocks: &[Measured]) -> Option<OpLatency> {
+    let rows: Vec<([f64; 3], f64)> = blocks
+        .iter()
+        .filter(|b| term_of(&b.block) == Term::Ckks && b.compute_s > 0.0)
+        .map(|b| (features(&b.ckks), b.compute_s))
+        .filter(|(f, _)| f.iter().any(|&v| v > 0.0))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut active = [true; 3];
+    for _ in 0..3 {
+        let mut a = [[0.0; 3]; 3];
+        let mut b = [0.0; 3];
+        for (f, t) in &rows {
+            let w = 1.0 / (t * t);
+            for i in 0..3 {
+                for j in 0..3 {
+                    a[i][j] += w * f[i] * f[j];
+                }
+                b[i] += w * f[i] * t;
+            }
+        }
+        for i in 0..3 {
+            if !active[i] {
+                a[i] = [0.0; 3];
+                for row in a.iter_mut() {
+                    row[i] = 0.0;
+                }
+                a[i][i] = 1.0;
+                b[i] = 0.0;
+            }
+        }
+        let x = solve3(a, b).or_else(|| {
+            // Collinear features (e.g. one block only): one latency per key switch.
+            let ks: f64 = rows.iter().map(|(f, _)| f[0]).sum();
+            let t: f64 = rows.iter().map(|(_, t)| t).sum();
+            (ks > 0.0).then_some([t / ks, 0.0, 0.0])
+        })?;
+        if let Some(i) = (0..3).find(|&i| active[i] && x[i] < 0.0) {
+            active[i] = false;
+            continue;
+        }
+        let lat = OpLatency {
+            key_switch_s: x[0],
+            pt_mult_s: x[1],
+            rescale_s: x[2],
+            rel_rms: 0.0,
+        };
+        let ss: f64 = rows
+            .iter()
+            .map(|(f, t)| {
+                let p = f[0] * x[0] + f[1] * x[1] + f[2] * x[2];
+                ((p - t) / t).powi(2)
+            })
+            .sum();
+        return Some(OpLatency {
+            rel_rms: libm::sqrt(ss / rows.len() as f64),
+            ..lat
+        });
+    }
+    None
+}
+
+/// One block's estimate, summed over the layers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BlockEstimate {
+    /// Block name.
+    pub block: String,
+    /// Its term.
+    pub term: Term,
+    /// Compute seconds (from the calibration).
+    pub compute_s: f64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Rounds.
+    pub rounds: u64,
+    /// Compute plus the network's term.
+    pub total_s: f64,
+}
+
+/// A whole-model estimate on one network.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Estimate {
+    /// The network.
+    pub network: Network,
+    /// Layers of the model.
+    pub layers: usize,
+    /// Key generation and upload.
+    pub keys_s: f64,
+    /// `T_conv`.
+    pub conv_s: f64,
+    /// `T_ckks`.
+    pub ckks_s: f64,
+    /// `T_mpc`.
+    pub mpc_s: f64,
+    /// Keys + the three terms.
+    pub total_s: f64,
+    /// Bytes of the run (keys excluded).
+    pub run_bytes: u64,
+    /// Key bytes.
+    pub key_bytes: u64,
+    /// Rounds of the run.
+    pub rounds: u64,
+    /// Per block (summed over the layers), in first-seen order.
+    pub blocks: Vec<BlockEstimate>,
+}
+
+/// Extends `cal` to a model of `layers` layers on `net` (see the module documentation).
+/// `None` when the calibration has no layer.
+pub fn predict(cal: &Calibration, layers: usize, net: &Network) -> Option<Estimate> {
+    let last = cal
+        .blocks
+        .iter()
+        .filter(|b| b.layer != usize::MAX)
+        .map(|b| b.layer)
+        .max()?;
+    let mut blocks: Vec<BlockEstimate> = Vec::new();
+    let mut add = |b: &Measured, times: usize| {
+        if times == 0 {
+            return;
+        }
+        let k = times as u64;
+        let i = match blocks.iter().position(|e| e.block == b.block) {
+            Some(i) => i,
+            None => {
+                blocks.push(BlockEstimate {
+                    block: b.block.clone(),
+                    term: term_of(&b.block),
+                    compute_s: 0.0,
+                    bytes: 0,
+                    rounds: 0,
+                    total_s: 0.0,
+                });
+                blocks.len() - 1
+            }
+        };
+        let e = &mut blocks[i];
+        e.compute_s += b.compute_s * times as f64;
+        e.bytes += b.bytes * k;
+        e.rounds += b.rounds * k;
+        e.total_s += (b.compute_s + net.transfer_s(b.bytes, b.rounds)) * times as f64;
+    };
+    for b in &cal.blocks {
+        let times = if b.layer == usize::MAX {
+            1
+        } else if b.layer < last {
+            usize::from(b.layer < layers)
+        } else {
+            layers.saturating_sub(last)
+        };
+        add(b, times);
+    }
+    let sum = |t: Term| -> f64 {
+        blocks
+            .iter()
+            .filter(|b| b.term == t)
+            .map(|b| b.total_s)
+            .sum()
+    };
+    let (conv_s, ckks_s, mpc_s) = (sum(Term::Conv), sum(Term::Ckks), sum(Term::Mpc));
+    let keys_s = cal.keygen_s + net.transfer_s(cal.key_bytes, 1);
+    Some(Estimate {
+        network: *net,
+        layers,
+        keys_s,
+        conv_s,
+        ckks_s,
+        mpc_s,
+        total_s: keys_s + conv_s + ckks_s + mpc_s,
+        run_bytes: blocks.iter().map(|b| b.bytes).sum(),
+        key_bytes: cal.key_bytes,
+        rounds: blocks.iter().map(|b| b.rounds).sum(),
+        blocks,
+    })
+}
+
+/// CKKS operations to evaluate two polynomials of degree `degree` (sharing their powers) on
+/// each of `cts` ciphertexts by baby-step giant-step: `k = ⌈√(d+1)⌉` baby powers (`k − 1`
+/// products), `g = ⌈(d+1)/k⌉` giant steps (`g − 1` further powers), and per polynomial `d + 1`
+/// scalar products and `g − 1` products joining the giant steps; one relinearization and one
+/// rescale per ciphertext product.
+pub fn candidate_counts(degree: usize, cts: usize) -> OpCounts {
+    let d1 = degree + 1;
+    let k = (1..=d1).find(|&k| k * k >= d1).unwrap_or(1);
+    let g = d1.div_ceil(k);
+    let prods = (k - 1) + g.saturating_sub(1) + 2 * g.saturating_sub(1);
+    let per = OpCounts {
+        ct_mults: prods as u64,
+        relins: prods as u64,
+        pt_mults: 2 * d1 as u64,
+        rescales: (prods + 2) as u64,
+        adds: 2 * d1 as u64,
+        ..OpCounts::default()
+    };
+    let c = cts as u64;
+    OpCounts {
+        ct_mults: per.ct_mults * c,
+        relins: per.relins * c,
+        pt_mults: per.pt_mults * c,
+        rescales: per.rescales * c,
+        adds: per.adds * c,
+        ..OpCounts::default()
+    }
+}
+
+/// The largest `|F0(x)|`, `|F1(x)|` over `|x| ≤ bound` (ascending coefficients), sampled on a
+/// grid of 4097 points.
+pub fn candidate_peak(f0: &[f64], f1: &[f64], bound: f64) -> f64 {
+    let ev = |c: &[f64], v: f64| c.iter().rev().fold(0.0, |acc, &k| acc * v + k);
+    (0..=4096)
+        .map(|i| -bound + 2.0 * bound * i as f64 / 4096.0)
+        .map(|x| ev(f0, x).abs().max(ev(f1, x).abs()))
+        .fold(0.0, f64::max)
+}
+
+/// What the GELU decision weighs, per layer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GeluInputs {
+    /// GELU fully in MPC, as calibrated (the `gelu` block of a layer ≥ 1).
+    pub mpc: Measured,
+    /// The split's MPC part (compare and select), measured at the same shape.
+    pub split_select: Measured,
+    /// The `c2m:f1` boundary of the same layer (the split converts `x`, `F0(x)` and `F1(x)`:
+    /// two more of these).
+    pub c2m_f1: Measured,
+    /// The split's CKKS work: [`candidate_counts`].
+    pub candidates: OpCounts,
+    /// Largest `|F|` over the block's input range ([`candidate_peak`]).
+    pub peak: f64,
+    /// The bound of the boundary the candidates would cross (`2^log_bmax`).
+    pub bound: f64,
+}
+
+/// The GELU decision on one network.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GeluDecision {
+    /// GELU in MPC, seconds per layer.
+    pub mpc_s: f64,
+    /// The split, seconds per layer (CKKS candidates + two extra conversions + select).
+    pub split_s: f64,
+    /// Whether the split's candidates fit the boundary over the input range.
+    pub split_feasible: bool,
+    /// True when the split is chosen (feasible and predicted faster).
+    pub split_chosen: bool,
+}
+
+/// Decides GELU's split on `net` with the fitted latencies `lat`.
+pub fn decide_gelu(lat: &OpLatency, g: &GeluInputs, net: &Network) -> GeluDecision {
+    let t = |b: &Measured| b.compute_s + net.transfer_s(b.bytes, b.rounds);
+    let mpc_s = t(&g.mpc);
+    let split_s = lat.time(&g.candidates) + 2.0 * t(&g.c2m_f1) + t(&g.split_select);
+    let split_feasible = g.peak <= g.bound;
+    GeluDecision {
+        mpc_s,
+        split_s,
+        split_feasible,
+        split_chosen: split_feasible && split_s < mpc_s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
+
+    fn blk(layer: usize, name: &str, s: f64, bytes: u64, rounds: u64) -> Measured {
+        Measured {
+            layer,
+            block: name.to_string(),
+            compute_s: s,
+            bytes,
+            rounds,
+            ..Measured::default()
+        }
+    }
+
+    #[test]
+    fn network_terms() {
+        let n = network("wan2").unwrap();
+        assert_eq!(n.name, "WAN2");
+        // 100 Mbps: 12.5 MB per second; 8 ms per round.
+        let t = n.transfer_s(12_500_000, 10);
+        assert!((t - 1.08).abs() < 1e-9, "{t}");
+        assert_eq!(LOOPBACK.transfer_s(1 << 30, 1000), 0.0);
+        assert!(network("nope").is_none());
+        assert_eq!(term_of("c2m:f1"), Term::Conv);
+        assert_eq!(term_of("fc1"), Term::Ckks);
+        assert_eq!(term_of("gelu"), Term::Mpc);
+    }
+
+    #[test]
+    fn prediction_extends_the_last_layer() {
+        let cal = Calibration {
+            m: 16,
+            layers: 2,
+            ot: "silent".into(),
+            keygen_s: 1.0,
+            key_bytes: 1000,
+            blocks: vec![
+                blk(0, "softmax", 2.0, 100, 10),
+                blk(1, "ot-fill", 0.5, 10, 2),
+                blk(1, "softmax", 1.0, 20, 10),
+                blk(usize::MAX, "head", 0.25, 5, 1),
+            ],
+        };
+        let e = predict(&cal, 6, &LOOPBACK).unwrap();
+        // Layer 0 once, layer 1 five times, the head once.
+        assert!((e.mpc_s - (2.0 + 5.0 * 1.5)).abs() < 1e-12);
+        assert!((e.ckks_s - 0.25).abs() < 1e-12);
+        assert_eq!(e.run_bytes, 100 + 5 * 30 + 5);
+        assert_eq!(e.rounds, 10 + 5 * 12 + 1);
+        assert!((e.total_s - (1.0 + 2.0 + 7.5 + 0.25)).abs() < 1e-12);
+        // One layer: layer 0 alone, nothing of layer 1.
+        let one = predict(&cal, 1, &LOOPBACK).unwrap();
+        assert!((one.mpc_s - 2.0).abs() < 1e-12);
+        let w = predict(&cal, 6, &NETWORKS[3]).unwrap();
+        assert!(w.total_s > e.total_s + e.rounds as f64 * 0.16 - 1e-9);
+    }
+
+    #[test]
+    fn the_fit_recovers_planted_latencies() {
+        let (ks, pt, rs) = (2e-3, 1e-4, 5e-5);
+        let mk = |r: u64, p: u64, s: u64| {
+            let c = OpCounts {
+                rotations: r,
+                pt_mults: p,
+                rescales: s,
+                ..OpCounts::default()
+            };
+            Measured {
+                layer: 0,
+                block: "fc1".to_string(),
+                compute_s: r as f64 * ks + p as f64 * pt + s as f64 * rs,
+                ckks: c,
+                ..Measured::default()
+            }
+        };
+        let rows = vec![
+            mk(100, 2000, 50),
+            mk(30, 500, 200),
+            mk(64, 4000, 10),
+            mk(10, 100, 100),
+        ];
+        let lat = fit_op_latency(&rows).unwrap();
+        assert!((lat.key_switch_s - ks).abs() / ks < 1e-6, "{lat:?}");
+        assert!((lat.pt_mult_s - pt).abs() / pt < 1e-6, "{lat:?}");
+        assert!((lat.rescale_s - rs).abs() / rs < 1e-6, "{lat:?}");
+        assert!(lat.rel_rms < 1e-9);
+        // A wrong latency would be visible: the fitted time of a block is its measured time.
+        assert!((lat.time(&rows[0].ckks) - rows[0].compute_s).abs() < 1e-9);
+        assert!(fit_op_latency(&[blk(0, "softmax", 1.0, 0, 0)]).is_none());
+    }
+
+    #[test]
+    fn gelu_decision_weighs_both_sides() {
+        let lat = OpLatency {
+            key_switch_s: 1e-2,
+            pt_mult_s: 1e-3,
+            rescale_s: 1e-3,
+            rel_rms: 0.0,
+        };
+        let c = candidate_counts(7, 4);
+        // d = 7: k = 3 baby powers (2 products), g = 3 giant steps: 2 + 2 + 4 = 8 products.
+        assert_eq!(c.ct_mults, 8 * 4);
+        assert_eq!(c.pt_mults, 16 * 4);
+        let mut g = GeluInputs {
+            mpc: blk(1, "gelu", 5.0, 50_000_000, 25),
+            split_select: blk(1, "gelu", 1.0, 5_000_000, 9),
+            c2m_f1: blk(1, "c2m:f1", 0.5, 2_000_000, 6),
+            candidates: c,
+            peak: 10.0,
+            bound: 128.0,
+        };
+        let d = decide_gelu(&lat, &g, &LOOPBACK);
+        assert!((d.mpc_s - 5.0).abs() < 1e-12);
+        assert!((d.split_s - (lat.time(&c) + 1.0 + 1.0)).abs() < 1e-12);
+        assert!(d.split_feasible && d.split_chosen);
+        // Out of range: never chosen, whatever the times.
+        g.peak = 1e7;
+        assert!(!decide_gelu(&lat, &g, &LOOPBACK).split_chosen);
+        // The peak of x + x^2 on [-2, 2] is 6.
+        assert!((candidate_peak(&[0.0, 1.0, 1.0], &[0.0], 2.0) - 6.0).abs() < 1e-9);
+    }
+}
