@@ -259,7 +259,8 @@ pub fn fit_op_latency(blocks: &[Measured]) -> Option<OpLatency> {
             .iter()
             .map(|(f, t)| {
                 let p = f[0] * x[0] + f[1] * x[1] + f[2] * x[2];
-                ((p - t) / t).powi(2)
+                let r = (p - t) / t;
+                r * r
             })
             .sum();
         return Some(OpLatency {
