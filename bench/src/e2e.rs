@@ -200,30 +200,33 @@ fn measured(c: &BlockCost, wall: f64) -> Measured {
     }
 }
 
-fn accumulate(rows: &mut Vec<BlockRow>, c: &BlockCost, wall: Option<f64>) {
-    let i = match rows.iter().position(|r| r.block == c.block) {
-        Some(i) => i,
-        None => {
-            rows.push(BlockRow {
-                block: c.block.into(),
-                ..BlockRow::default()
-            });
-            rows.len() - 1
-        }
-    };
-    let r = &mut rows[i];
-    if let Some(w) = wall {
-        r.wall_s += w;
-        r.rotations += c.ckks.rotations;
-        r.ct_mults += c.ckks.ct_mults;
-        r.pt_mults += c.ckks.pt_mults;
-        r.rescales += c.ckks.rescales;
-    } else {
-        r.converted_cts += c.converted_cts;
-        r.converted_bytes += c.converted_bytes;
-        r.bytes += c.mpc_bytes;
-        r.rounds += c.mpc_rounds;
+/// The per-layer events summed per block, in first-seen order (`conv_bytes[i]`: the converted
+/// ciphertext bytes of `events[i]`).
+fn per_block(events: &[Measured], conv_bytes: &[u64]) -> Vec<BlockRow> {
+    let mut rows: Vec<BlockRow> = Vec::new();
+    for (e, &cb) in events.iter().zip(conv_bytes) {
+        let i = match rows.iter().position(|r| r.block == e.block) {
+            Some(i) => i,
+            None => {
+                rows.push(BlockRow {
+                    block: e.block.clone(),
+                    ..BlockRow::default()
+                });
+                rows.len() - 1
+            }
+        };
+        let r = &mut rows[i];
+        r.wall_s += e.compute_s;
+        r.rotations += e.ckks.rotations;
+        r.ct_mults += e.ckks.ct_mults;
+        r.pt_mults += e.ckks.pt_mults;
+        r.rescales += e.ckks.rescales;
+        r.converted_cts += e.converted_cts;
+        r.converted_bytes += cb;
+        r.bytes += e.bytes;
+        r.rounds += e.rounds;
     }
+    rows
 }
 
 /// A fresh party seeded from the OS, with the silent OT or IKNP.
@@ -302,10 +305,10 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         + ck.serialize_evaluation_keys(&keys, true)
             .map_err(core_err("evaluation key bytes"))?
             .len()) as u64;
-    let server_rows = Arc::new(Mutex::new(Vec::<BlockRow>::new()));
+    // The server's events carry the wall time and the CKKS counts; the client's the bytes,
+    // rounds and conversions.
     let server_raw = Arc::new(Mutex::new(Vec::<Measured>::new()));
-    let mut client_rows = Vec::<BlockRow>::new();
-    let mut client_raw = Vec::<Measured>::new();
+    let mut client_raw = Vec::<(Measured, u64)>::new();
     let tcfg = TransportConfig {
         timeout: Duration::from_secs(a.timeout_s),
         max_frame: 1 << 30,
@@ -323,8 +326,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             drive(
                 ch,
                 client_run(&mut p0, &ck, &sk, &plan, &x, valid, &mut |c| {
-                    accumulate(&mut client_rows, c, None);
-                    client_raw.push(measured(c, 0.0));
+                    client_raw.push((measured(c, 0.0), c.converted_bytes));
                     done += 1;
                     bar.update(done, blocks_total);
                 }),
@@ -336,14 +338,12 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             let mut p1 = party(PartyId::P1, silent)?;
             let ch = p1.channel();
             let mut last = Instant::now();
-            let rows = server_rows.clone();
             let raw = server_raw.clone();
             drive(
                 ch,
                 server_run(&mut p1, &ck, &pk, &keys, &plan, &w, valid, &mut |c| {
                     let dt = last.elapsed().as_secs_f64();
                     last = Instant::now();
-                    accumulate(&mut rows.lock().unwrap(), c, Some(dt));
                     raw.lock().unwrap().push(measured(c, dt));
                 }),
                 t1,
@@ -355,21 +355,17 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let wall_s = t.elapsed().as_secs_f64();
     let logits = logits?;
     srv?;
-    let mut blocks = server_rows.lock().unwrap().clone();
-    for (b, c) in blocks.iter_mut().zip(&client_rows) {
-        b.converted_cts = c.converted_cts;
-        b.converted_bytes = c.converted_bytes;
-        b.bytes = c.bytes;
-        b.rounds = c.rounds;
-    }
     let mut raw = server_raw.lock().unwrap().clone();
-    for (r, c) in raw.iter_mut().zip(&client_raw) {
+    let mut conv_bytes = vec![0u64; raw.len()];
+    for ((r, cb), (c, bytes)) in raw.iter_mut().zip(conv_bytes.iter_mut()).zip(&client_raw) {
         if r.block == c.block && r.layer == c.layer {
             r.converted_cts = c.converted_cts;
             r.bytes = c.bytes;
             r.rounds = c.rounds;
+            *cb = *bytes;
         }
     }
+    let blocks = per_block(&raw, &conv_bytes);
     let run_bytes: u64 = blocks.iter().map(|b| b.bytes).sum();
     let rounds: u64 = blocks.iter().map(|b| b.rounds).sum();
     let hotspot = blocks
