@@ -4,11 +4,13 @@
 //!
 //! * [`math`] → [`params`] → [`backend`] ([`PolyBackend`], the only door to polynomial compute)
 //!   → [`rlwe`] (ciphertexts, keys, encryption, key switching as composable steps) → [`ckks`]
-//!   (encoder, evaluator with scales, precision statistics);
+//!   (encoder, evaluator with scales, precision statistics) → [`circuits`] (the executor every
+//!   homomorphic kernel runs through: real CKKS or a counting dry run);
 //! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
 //! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
 //! * [`nn`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;
-//! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion) and [`transformer`] above;
+//! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion), [`transformer`] and [`cnn`]
+//!   (FEnc2's fragment-encoded convolutions) above;
 //! * [`bert`] (private inference of a BERT-architecture encoder) on top, composing them.
 #![no_std]
 extern crate alloc;
@@ -17,7 +19,9 @@ extern crate std;
 
 pub mod backend;
 pub mod bert;
+pub mod circuits;
 pub mod ckks;
+pub mod cnn;
 pub mod convert;
 pub mod error;
 pub mod math;

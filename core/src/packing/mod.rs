@@ -21,6 +21,10 @@
 //!   `K_min(S) = ⌈H·m²/2n⌉` ciphertexts.
 //! * the **minimal folded-diagonal `P`** ([`PLayout`], Appendix A-C2): block `ℓ` holds, for each
 //!   head `h̃` of the block and each `t < m/2`, the folded pair in segment `h̃·S_P + t`.
+//!
+//! FEnc2's fragment encoding of CNN feature maps is in [`fragment`].
+
+pub mod fragment;
 
 use crate::ckks::C64;
 use alloc::vec;

@@ -5,7 +5,8 @@
 //! on real CKKS ([`exec::CkksExec`]) or as a symbolic dry run ([`exec::SymExec`]).
 
 pub mod ablation;
-pub mod exec;
+/// The executors, now in [`crate::circuits::exec`] (re-exported under their old path).
+pub use crate::circuits::exec;
 pub mod pipeline;
 pub mod plan;
 pub mod projection;

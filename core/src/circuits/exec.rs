@@ -1,4 +1,4 @@
-//! Executors: the one interface through which every Transformer kernel runs, with two
+//! Executors: the one interface through which every homomorphic kernel (Transformer and CNN) runs, with two
 //! implementations — [`CkksExec`] (real RNS-CKKS on a [`PolyBackend`]) and [`SymExec`] (a
 //! symbolic dry run that only tracks levels and degrees). Both count every homomorphic operation
 //! in the same place ([`OpCounts`]), so a dry run at BERT-base shape exercises exactly the code
@@ -143,7 +143,7 @@ pub trait Exec {
     fn mul_i(&self, a: &mut Self::Ct) -> Result<()>;
     /// Drops moduli down to `level` (free).
     fn drop_to(&self, a: &mut Self::Ct, level: usize) -> Result<()>;
-    /// Records one generic repack (called by [`crate::transformer::ablation::repack_generic`]).
+    /// Records one generic repack (the Transformer ablation `repack_generic` calls it).
     fn note_repack(&self);
     /// The counts so far.
     fn counts(&self) -> OpCounts;

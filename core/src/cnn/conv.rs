@@ -1,0 +1,467 @@
+//! Convolution, average pooling and fully connected layers on FEnc2's fragment layout, compiled to
+//! the two-stage rotation form of [`super::linear`] and run through an [`Exec`] (real CKKS or the
+//! counting dry run: one code path).
+//!
+//! **Convolution** (`N_in → N_out`, kernel `K`, stride `s`, padding `p`). Output pixel
+//! `(y_o, x_o)` at intra-block position `(u_o, v_o)` of block `(i, j)` reads input pixel
+//! `y_o·s + d_i − p = (i + q)·S + u'` for tap `d_i`: the input ciphertext at position `(u', v')`,
+//! rotated by the block offset `(q, r)`, i.e. by `(q·m + r)·BS` slots (an inner rotation). For a
+//! fixed output position, input position and offset the tap is unique, so each product carries one
+//! weight per channel pair. Channel `c` in chunk `t_i` reaches output channel `o` in chunk `t_o` by
+//! the outer rotation `((t_i − t_o) mod α)·BS·m²`, applied once per output ciphertext to the sum
+//! over all inputs. Taps that fall on padding, and blocks that a rotation wraps around, get zero
+//! weight in the diagonal, so padding slots may hold anything.
+//!
+//! **Stride** `s` (dividing `S`): only output positions `u_o < S/s` are computed — the others are
+//! the discarded ciphertexts of FEnc2 — and the output layout has block `S/s` on a grid `M/s`, with
+//! the same `m`, batch and chunk. **Average pooling** is a depthwise convolution (weight
+//! `1/K²`, stride `K`); at `S ≥ K` it needs no rotation at all.
+//!
+//! **Fully connected** layers use the diagonal method with baby-step giant-step over feature
+//! groups of `BS` slots (the batch stays innermost): feature `f` at slot group `γ_f` of input `t`
+//! reaches output `o` at group `o mod G` (`G = n / BS`) through the shift `δ = γ_f − o (mod G)`,
+//! split as `δ = a + n₁·b` into a baby and a giant step.
+//!
+//! Every layer may take an *input affine* `x ↦ α_c·x + β_c` per input channel (or feature): the
+//! scale and offset that a polynomial activation `a·x² + b·x + c = a·(x + b/2a)² + (c − b²/4a)`
+//! leaves after its single squaring. The weights absorb `α`, the bias absorbs `β` exactly over
+//! the taps that are valid at each output position, so the activation costs one level.
+
+use super::linear::{RotationCounts, Term, TwoStage, TwoStageBuilder};
+use crate::circuits::exec::Exec;
+use crate::ckks::C64;
+use crate::error::{Error, Result};
+use crate::packing::fragment::FragmentLayout;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// A per-channel affine map `x ↦ scale·x + shift` applied to a layer's input before its weights.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputAffine {
+    /// `α_c`.
+    pub scale: Vec<f64>,
+    /// `β_c`.
+    pub shift: Vec<f64>,
+}
+
+/// A 2-D convolution's weights and geometry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv2d {
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel side `K`.
+    pub kernel: usize,
+    /// Stride `s`.
+    pub stride: usize,
+    /// Zero padding `p` on each side.
+    pub padding: usize,
+    /// Depthwise (`groups = channels`): output channel `o` reads input channel `o` only, and
+    /// `weight` holds `C·K·K` values.
+    pub depthwise: bool,
+    /// Weights `[o][c][d_i][d_j]` row-major (`[c][d_i][d_j]` when depthwise).
+    pub weight: Vec<f64>,
+    /// Bias per output channel.
+    pub bias: Vec<f64>,
+}
+
+impl Conv2d {
+    /// A validated convolution.
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        weight: Vec<f64>,
+        bias: Vec<f64>,
+    ) -> Result<Self> {
+        let c = Self {
+            in_channels,
+            out_channels,
+            kernel,
+            stride,
+            padding,
+            depthwise: false,
+            weight,
+            bias,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Average pooling `K × K` with stride `K` over `channels`, as a depthwise convolution.
+    pub fn avg_pool(channels: usize, kernel: usize) -> Result<Self> {
+        let w = 1.0 / (kernel * kernel) as f64;
+        let c = Self {
+            in_channels: channels,
+            out_channels: channels,
+            kernel,
+            stride: kernel,
+            padding: 0,
+            depthwise: true,
+            weight: vec![w; channels * kernel * kernel],
+            bias: vec![0.0; channels],
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.in_channels == 0 || self.out_channels == 0 || self.kernel == 0 || self.stride == 0 {
+            return Err(Error::InvalidParameters(
+                "convolution: channels, kernel and stride must be positive",
+            ));
+        }
+        if self.depthwise && self.in_channels != self.out_channels {
+            return Err(Error::InvalidParameters(
+                "convolution: a depthwise layer keeps its channel count",
+            ));
+        }
+        let k2 = self.kernel * self.kernel;
+        let want = if self.depthwise {
+            self.in_channels * k2
+        } else {
+            self.out_channels * self.in_channels * k2
+        };
+        if self.weight.len() != want {
+            return Err(Error::Shape {
+                what: "convolution weights",
+                expected: want,
+                found: self.weight.len(),
+            });
+        }
+        if self.bias.len() != self.out_channels {
+            return Err(Error::Shape {
+                what: "convolution bias",
+                expected: self.out_channels,
+                found: self.bias.len(),
+            });
+        }
+        if self.weight.iter().chain(&self.bias).any(|v| !v.is_finite()) {
+            return Err(Error::NonFinite);
+        }
+        Ok(())
+    }
+
+    /// `W[o][c][d_i][d_j]` (zero off the diagonal of a depthwise layer).
+    pub fn w(&self, o: usize, c: usize, di: usize, dj: usize) -> f64 {
+        let k = self.kernel;
+        if self.depthwise {
+            if o != c {
+                return 0.0;
+            }
+            self.weight[(c * k + di) * k + dj]
+        } else {
+            self.weight[((o * self.in_channels + c) * k + di) * k + dj]
+        }
+    }
+
+    /// The output side for an input side `h`: `⌊(h + 2p − K)/s⌋ + 1`.
+    pub fn out_side(&self, h: usize) -> Result<usize> {
+        let span = h + 2 * self.padding;
+        if span < self.kernel {
+            return Err(Error::Shape {
+                what: "input side (with padding) against the kernel",
+                expected: self.kernel,
+                found: span,
+            });
+        }
+        Ok((span - self.kernel) / self.stride + 1)
+    }
+
+    /// The output layout for `input`.
+    pub fn out_layout(&self, input: &FragmentLayout) -> Result<FragmentLayout> {
+        if input.channels != self.in_channels {
+            return Err(Error::Shape {
+                what: "input channels of the convolution",
+                expected: self.in_channels,
+                found: input.channels,
+            });
+        }
+        if !input.block.is_multiple_of(self.stride) || !input.grid.is_multiple_of(self.stride) {
+            return Err(Error::InvalidParameters(
+                "convolution: the stride must divide the block size (FEnc2 discards the other positions)",
+            ));
+        }
+        let (ho, wo) = (self.out_side(input.height)?, self.out_side(input.width)?);
+        let grid = input.grid / self.stride;
+        if ho > grid || wo > grid {
+            return Err(Error::InvalidParameters(
+                "convolution: the output does not fit the grid (padding larger than (K-1)/2)",
+            ));
+        }
+        FragmentLayout::new(
+            input.batch,
+            self.out_channels,
+            ho,
+            wo,
+            Some(grid),
+            input.block / self.stride,
+            input.slots,
+        )
+    }
+
+    /// Compiles the layer for `input` (the plan every run and dry run follows).
+    pub fn plan(&self, input: &FragmentLayout) -> Result<ConvPlan> {
+        let out = self.out_layout(input)?;
+        let (s, so, m, bs) = (input.block, out.block, input.blocks(), input.batch);
+        let alpha = input.channels_per_ct();
+        let chunk = input.chunk() as i64;
+        let mut b = TwoStageBuilder::new(input.ciphertexts(), out.ciphertexts(), input.slots);
+        let k = self.kernel;
+        for go in 0..out.groups() {
+            // Valid output chunks of this group.
+            let to_valid = (self.out_channels - go * alpha).min(alpha);
+            for uo in 0..so {
+                for vo in 0..so {
+                    let oct = out.ct_index(go, uo, vo);
+                    for gi in 0..input.groups() {
+                        let ti_valid = (self.in_channels - gi * alpha).min(alpha);
+                        // Outer shifts: (t_i − t_o) mod α over valid pairs.
+                        let mut shifts: Vec<usize> = Vec::new();
+                        if self.depthwise {
+                            if gi == go {
+                                shifts.push(0);
+                            }
+                        } else {
+                            let mut seen = vec![false; alpha];
+                            for to in 0..to_valid {
+                                for ti in 0..ti_valid {
+                                    seen[(ti + alpha - to) % alpha] = true;
+                                }
+                            }
+                            shifts.extend((0..alpha).filter(|&x| seen[x]));
+                        }
+                        for &kk in &shifts {
+                            for di in 0..k {
+                                let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+                                let (q, u1) = (ey.div_euclid(s as i64), ey.rem_euclid(s as i64));
+                                for dj in 0..k {
+                                    let ex = (vo * self.stride + dj) as i64 - self.padding as i64;
+                                    let (r, v1) =
+                                        (ex.div_euclid(s as i64), ex.rem_euclid(s as i64));
+                                    let ict = input.ct_index(gi, u1 as usize, v1 as usize);
+                                    let baby = (q * m as i64 + r) * bs as i64;
+                                    let tag = ((gi * k + di) * k + dj) as u64;
+                                    b.add(oct, kk as i64 * chunk, ict, baby, tag);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ConvPlan {
+            input: *input,
+            output: out,
+            stages: b.finish(),
+        })
+    }
+
+    /// Runs the layer on `cts` (in `plan.input`'s layout), with an optional input affine, and
+    /// rescales. The result is in `plan.output`'s layout.
+    pub fn run<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+    ) -> Result<Vec<E::Ct>> {
+        if let Some(a) = affine {
+            check_affine(a, self.in_channels)?;
+        }
+        let (inl, outl) = (&plan.input, &plan.output);
+        if ex.slots() != inl.slots {
+            return Err(Error::SlotMismatch {
+                expected: inl.slots,
+                found: ex.slots(),
+            });
+        }
+        let alpha = inl.channels_per_ct();
+        let chunk = inl.chunk();
+        let k = self.kernel;
+        let n = inl.slots;
+        let diag = |o: usize, gi: usize, t: &Term| -> Vec<C64> {
+            let (go, uo, vo) = outl.ct_coords(o);
+            let kk = (plan.stages.outputs[o][gi].shift as usize / chunk) % alpha;
+            let tag = t.tag as usize;
+            let (gin, di, dj) = (tag / (k * k), (tag / k) % k, tag % k);
+            let mut d = vec![C64::default(); n];
+            for ti in 0..alpha {
+                let c = gin * alpha + ti;
+                if c >= self.in_channels {
+                    break;
+                }
+                let to = (ti + alpha - kk) % alpha;
+                let o_ch = go * alpha + to;
+                if o_ch >= self.out_channels {
+                    continue;
+                }
+                let mut w = self.w(o_ch, c, di, dj);
+                if let Some(a) = affine {
+                    w *= a.scale[c];
+                }
+                if w == 0.0 {
+                    continue;
+                }
+                self.for_valid(inl, outl, uo, vo, di, dj, |i, j| {
+                    for b in 0..inl.batch {
+                        d[inl.slot(ti, i, j, b)] = C64::real(w);
+                    }
+                });
+            }
+            d
+        };
+        let mut outs = plan
+            .stages
+            .run(ex, cts, layer_tag(self, &plan.input, affine), &diag)?;
+        for (o, ct) in outs.iter_mut().enumerate() {
+            ex.rescale(ct)?;
+            let (go, uo, vo) = outl.ct_coords(o);
+            let bias = || -> Vec<C64> {
+                let mut v = vec![C64::default(); n];
+                for to in 0..alpha {
+                    let o_ch = go * alpha + to;
+                    if o_ch >= self.out_channels {
+                        break;
+                    }
+                    for i in 0..outl.blocks() {
+                        for j in 0..outl.blocks() {
+                            let (yo, xo) = (i * outl.block + uo, j * outl.block + vo);
+                            if yo >= outl.height || xo >= outl.width {
+                                continue;
+                            }
+                            let mut val = self.bias[o_ch];
+                            if let Some(a) = affine {
+                                val += self.shifted_bias(inl, a, o_ch, yo, xo);
+                            }
+                            for b in 0..outl.batch {
+                                v[outl.slot(to, i, j, b)] = C64::real(val);
+                            }
+                        }
+                    }
+                }
+                v
+            };
+            let any_bias = self.bias.iter().any(|&b| b != 0.0)
+                || affine.is_some_and(|a| a.shift.iter().any(|&s| s != 0.0));
+            if any_bias {
+                ex.add_plain(ct, &bias)?;
+            }
+        }
+        Ok(outs)
+    }
+
+    /// `Σ_{c, valid taps} W[o][c][d]·β_c` at output pixel `(y_o, x_o)`.
+    fn shifted_bias(
+        &self,
+        inl: &FragmentLayout,
+        a: &InputAffine,
+        o: usize,
+        yo: usize,
+        xo: usize,
+    ) -> f64 {
+        let mut acc = 0.0;
+        let k = self.kernel;
+        for di in 0..k {
+            let yi = (yo * self.stride + di) as i64 - self.padding as i64;
+            if yi < 0 || yi >= inl.height as i64 {
+                continue;
+            }
+            for dj in 0..k {
+                let xi = (xo * self.stride + dj) as i64 - self.padding as i64;
+                if xi < 0 || xi >= inl.width as i64 {
+                    continue;
+                }
+                for c in 0..self.in_channels {
+                    acc += self.w(o, c, di, dj) * a.shift[c];
+                }
+            }
+        }
+        acc
+    }
+
+    /// Calls `f(i, j)` for every output block `(i, j)` at position `(u_o, v_o)` whose tap
+    /// `(d_i, d_j)` lands on a valid input pixel.
+    #[allow(clippy::too_many_arguments)]
+    fn for_valid(
+        &self,
+        inl: &FragmentLayout,
+        outl: &FragmentLayout,
+        uo: usize,
+        vo: usize,
+        di: usize,
+        dj: usize,
+        mut f: impl FnMut(usize, usize),
+    ) {
+        for i in 0..outl.blocks() {
+            let yo = i * outl.block + uo;
+            let yi = (yo * self.stride + di) as i64 - self.padding as i64;
+            if yo >= outl.height || yi < 0 || yi >= inl.height as i64 {
+                continue;
+            }
+            for j in 0..outl.blocks() {
+                let xo = j * outl.block + vo;
+                let xi = (xo * self.stride + dj) as i64 - self.padding as i64;
+                if xo >= outl.width || xi < 0 || xi >= inl.width as i64 {
+                    continue;
+                }
+                f(i, j);
+            }
+        }
+    }
+}
+
+fn check_affine(a: &InputAffine, channels: usize) -> Result<()> {
+    if a.scale.len() != channels || a.shift.len() != channels {
+        return Err(Error::Shape {
+            what: "channels of the input affine",
+            expected: channels,
+            found: a.scale.len().min(a.shift.len()),
+        });
+    }
+    Ok(())
+}
+
+/// A cache-key seed for a layer's plaintexts (its geometry, weights and input affine).
+fn layer_tag(c: &Conv2d, l: &FragmentLayout, affine: Option<&InputAffine>) -> u64 {
+    let mut parts = vec![
+        l.batch as u64,
+        l.height as u64,
+        l.width as u64,
+        l.grid as u64,
+        l.block as u64,
+        l.slots as u64,
+        c.in_channels as u64,
+        c.out_channels as u64,
+        c.kernel as u64,
+        c.stride as u64,
+        c.padding as u64,
+        c.depthwise as u64,
+    ];
+    parts.extend(c.weight.iter().map(|w| w.to_bits()));
+    if let Some(a) = affine {
+        parts.extend(a.scale.iter().map(|w| w.to_bits()));
+    }
+    crate::circuits::exec::pt_key(0xc0_47, &parts)
+}
+
+/// A compiled convolution: input and output layouts and the rotation structure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvPlan {
+    /// The input layout.
+    pub input: FragmentLayout,
+    /// The output layout.
+    pub output: FragmentLayout,
+    /// Baby (inner) and giant (outer) rotations.
+    pub stages: TwoStage,
+}
+
+impl ConvPlan {
+    /// Inner and outer rotation counts of the layer.
+    pub fn counts(&self) -> RotationCounts {
+        self.stages.counts()
+    }
+}

@@ -1,0 +1,224 @@
+//! The two-stage rotation form every CNN linear layer compiles to:
+//!
+//! ```text
+//! out_o = Σ_{b ∈ B_o} ρ( Σ_{(t, a)} d_{o,b,t,a} ⊙ ρ(x_t; a) ; b )
+//! ```
+//!
+//! Baby rotations `ρ(x_t; a)` are taken once per input ciphertext, hoisted (one decomposition),
+//! and shared by every output. Giant rotations `ρ(·; b)` act on sums, once per output and shift,
+//! with the key-switch outputs summed over `Q ∪ P` and one ModDown per output (lazy key
+//! switching). In a convolution on the fragment layout the baby shifts are FEnc2's inner
+//! rotations (spatial: whole blocks move) and the giant shifts its outer rotations (channel
+//! aggregation), so the counts of Eqs. 3–6 are the sizes of these sets.
+
+use crate::circuits::exec::{pt_key, Exec};
+use crate::ckks::C64;
+use crate::error::{Error, Result};
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+
+/// One product `d ⊙ ρ(x_input; babies[input][baby])` inside a giant step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Term {
+    /// The input ciphertext.
+    pub input: usize,
+    /// Index into that input's baby shifts.
+    pub baby: usize,
+    /// An identifier the layer uses to build the diagonal (opaque here).
+    pub tag: u64,
+}
+
+/// One giant step of one output: a shift and the products summed before it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Giant {
+    /// The rotation applied to the sum.
+    pub shift: i64,
+    /// The products.
+    pub terms: Vec<Term>,
+}
+
+/// A compiled linear layer: the baby shifts of each input and the giant steps of each output.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TwoStage {
+    /// Baby shifts per input ciphertext (`0` when the unrotated input is used).
+    pub babies: Vec<Vec<i64>>,
+    /// Giant steps per output ciphertext.
+    pub outputs: Vec<Vec<Giant>>,
+}
+
+/// Rotation counts of a compiled layer, as FEnc2 counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RotationCounts {
+    /// Inner (baby) rotations: nonzero baby shifts over all inputs.
+    pub inner: u64,
+    /// Outer (giant) rotations: nonzero giant shifts over all outputs.
+    pub outer: u64,
+    /// Plaintext multiplications (one per product).
+    pub pt_mults: u64,
+}
+
+impl RotationCounts {
+    /// Inner + outer.
+    pub fn total(&self) -> u64 {
+        self.inner + self.outer
+    }
+}
+
+/// The products registered for one output: giant shift → `(input, baby shift, tag)`.
+type GiantTerms = BTreeMap<i64, Vec<(usize, i64, u64)>>;
+
+/// Builds a [`TwoStage`]: register products with [`TwoStageBuilder::add`], then
+/// [`TwoStageBuilder::finish`].
+pub struct TwoStageBuilder {
+    slots: i64,
+    babies: Vec<BTreeMap<i64, usize>>,
+    outputs: Vec<GiantTerms>,
+}
+
+impl TwoStageBuilder {
+    /// A builder for `inputs` input and `outputs` output ciphertexts of `slots` slots.
+    pub fn new(inputs: usize, outputs: usize, slots: usize) -> Self {
+        Self {
+            slots: slots as i64,
+            babies: (0..inputs).map(|_| BTreeMap::new()).collect(),
+            outputs: (0..outputs).map(|_| BTreeMap::new()).collect(),
+        }
+    }
+
+    /// Adds the product `d_tag ⊙ ρ(x_input; baby)` to the giant step `giant` of `output`.
+    pub fn add(&mut self, output: usize, giant: i64, input: usize, baby: i64, tag: u64) {
+        let (giant, baby) = (giant.rem_euclid(self.slots), baby.rem_euclid(self.slots));
+        let next = self.babies[input].len();
+        self.babies[input].entry(baby).or_insert(next);
+        self.outputs[output]
+            .entry(giant)
+            .or_default()
+            .push((input, baby, tag));
+    }
+
+    /// The compiled layer.
+    pub fn finish(self) -> TwoStage {
+        // Baby shifts in ascending order; renumber the terms to match.
+        let mut order: Vec<BTreeMap<i64, usize>> = Vec::with_capacity(self.babies.len());
+        let mut babies = Vec::with_capacity(self.babies.len());
+        for b in &self.babies {
+            let shifts: Vec<i64> = b.keys().copied().collect();
+            order.push(shifts.iter().enumerate().map(|(i, &s)| (s, i)).collect());
+            babies.push(shifts);
+        }
+        let outputs = self
+            .outputs
+            .into_iter()
+            .map(|g| {
+                g.into_iter()
+                    .map(|(shift, terms)| Giant {
+                        shift,
+                        terms: terms
+                            .into_iter()
+                            .map(|(input, baby, tag)| Term {
+                                input,
+                                baby: order[input][&baby],
+                                tag,
+                            })
+                            .collect(),
+                    })
+                    .collect()
+            })
+            .collect();
+        TwoStage { babies, outputs }
+    }
+}
+
+impl TwoStage {
+    /// Rotation and product counts (what [`TwoStage::run`] will issue).
+    pub fn counts(&self) -> RotationCounts {
+        let inner = self
+            .babies
+            .iter()
+            .map(|b| b.iter().filter(|&&s| s != 0).count() as u64)
+            .sum();
+        let outer = self
+            .outputs
+            .iter()
+            .map(|g| g.iter().filter(|x| x.shift != 0).count() as u64)
+            .sum();
+        let pt_mults = self
+            .outputs
+            .iter()
+            .flat_map(|g| g.iter().map(|x| x.terms.len() as u64))
+            .sum();
+        RotationCounts {
+            inner,
+            outer,
+            pt_mults,
+        }
+    }
+
+    /// Every rotation amount the layer uses (the Galois keys it needs), normalized to `[1, n)`.
+    pub fn rotations(&self) -> Vec<i64> {
+        let mut r: Vec<i64> = self
+            .babies
+            .iter()
+            .flatten()
+            .copied()
+            .chain(self.outputs.iter().flatten().map(|g| g.shift))
+            .filter(|&s| s != 0)
+            .collect();
+        r.sort_unstable();
+        r.dedup();
+        r
+    }
+
+    /// Runs the layer: `diag(output, giant, term)` gives the slot values of a product's diagonal
+    /// (never called by a dry run). The outputs are not rescaled. `layer` seeds the plaintext
+    /// cache keys, so a real executor encodes each diagonal once per level.
+    pub fn run<E: Exec>(
+        &self,
+        ex: &E,
+        inputs: &[E::Ct],
+        layer: u64,
+        diag: &dyn Fn(usize, usize, &Term) -> Vec<C64>,
+    ) -> Result<Vec<E::Ct>> {
+        if inputs.len() != self.babies.len() {
+            return Err(Error::Shape {
+                what: "input ciphertexts of a linear layer",
+                expected: self.babies.len(),
+                found: inputs.len(),
+            });
+        }
+        let rotated: Vec<Vec<E::Ct>> = inputs
+            .iter()
+            .zip(&self.babies)
+            .map(|(ct, ks)| {
+                if ks.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    ex.rotate_many(ct, ks)
+                }
+            })
+            .collect::<Result<_>>()?;
+        let mut outs = Vec::with_capacity(self.outputs.len());
+        for (o, giants) in self.outputs.iter().enumerate() {
+            let mut sums = Vec::with_capacity(giants.len());
+            for (gi, g) in giants.iter().enumerate() {
+                let mut acc: Option<E::Ct> = None;
+                for t in &g.terms {
+                    let key = pt_key(layer, &[o as u64, gi as u64, t.tag, t.input as u64]);
+                    ex.mul_plain_acc(&mut acc, &rotated[t.input][t.baby], Some(key), &|| {
+                        diag(o, gi, t)
+                    })?;
+                }
+                if let Some(a) = acc {
+                    sums.push((a, g.shift));
+                }
+            }
+            if sums.is_empty() {
+                return Err(Error::InvalidParameters(
+                    "linear layer: an output ciphertext has no contribution",
+                ));
+            }
+            outs.push(ex.rotate_sum_lazy(sums)?);
+        }
+        Ok(outs)
+    }
+}

@@ -1,0 +1,23 @@
+//! Encrypted CNN layers on FEnc2's packing (`002_7f21cb2252c146ba.txt`, §IV): the fragment layout
+//! ([`crate::packing::fragment`]), convolutions with any kernel, stride and padding, average
+//! pooling and fully connected layers compiled to one two-stage rotation form ([`linear`]), the
+//! one-level polynomial activation ([`act`]), and the block-size planner of Eqs. 3–8 ([`plan`]).
+//!
+//! Every layer runs through [`crate::circuits::Exec`], so the dry run that counts rotations for
+//! the planner and the tables is the code path of the real run.
+
+pub mod act;
+pub mod conv;
+pub mod fc;
+pub mod linear;
+pub mod plan;
+pub mod reference;
+
+pub use act::Quadratic;
+pub use conv::{Conv2d, ConvPlan, InputAffine};
+pub use fc::{FcPlan, FeatureMap, Linear};
+pub use linear::{RotationCounts, TwoStage};
+pub use plan::{choose_block, BlockChoice, BlockPoint};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+//! FEnc2's block-size planner (§IV-B2–3): the analytic rotation counts of Eqs. 3–6, the bound of
+//! Eq. 7, the optimal block size of Eq. 8 (Theorem 1), and the exact counts of the compiled layer
+//! for every admissible `S`, from which the planner picks.
+//!
+//! Notation: `α = n / M²` channels per ciphertext at `S = 1`, `BS = 1` (the paper's
+//! `N / 2HW`); at block size `S` and batch `BS` a ciphertext holds `α·S²/BS` channels.
+//!
+//! * inner (Eq. 3): `(N_in·BS/α)·(⌈K/S⌉² − 1)` for `K > S`, `(N_in·BS/α)·4(S − 1)/S²` for
+//!   `K ≤ S < M`, and 0 at `S = M`;
+//! * outer (Eq. 4): `(N_out·BS/α)·(α·S²/BS − 1)`;
+//! * Eq. 7: `S ≤ √(BS·N_in/α)`, beyond which ciphertexts hold more channel capacity than channels;
+//! * Eq. 8: the two terms balance at `S⁴ = K²·N_in·BS/(α·N_out)`, so
+//!   `S* = ⌈(K²·N_in·BS / (α·N_out))^{1/4}⌉`. (The printed Eq. 8 omits `BS`; the paper's own
+//!   example, `S* = 3.57` for Conv(128, 32, 9) at batch 8, includes it.)
+//!
+//! The counts are per batch (not amortized per sample). The compiled layer's exact counts differ
+//! from the analytic ones only at the edges (Eq. 3's `K ≤ S` case is an upper estimate) and when
+//! a channel group is partly filled.
+
+use super::conv::Conv2d;
+use super::linear::RotationCounts;
+use crate::error::Result;
+use crate::packing::fragment::FragmentLayout;
+use alloc::vec::Vec;
+
+/// The analytic inner and outer rotation counts of Eqs. 3–4 (real-valued, per batch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Analytic {
+    /// Eq. 3.
+    pub inner: f64,
+    /// Eq. 4.
+    pub outer: f64,
+}
+
+impl Analytic {
+    /// Eq. 5/6: inner + outer.
+    pub fn total(&self) -> f64 {
+        self.inner + self.outer
+    }
+}
+
+/// `α = n / M²`.
+pub fn alpha(slots: usize, grid: usize) -> f64 {
+    slots as f64 / (grid * grid) as f64
+}
+
+/// Eqs. 3–4 for a convolution `(N_in, N_out, K)` at block size `s`.
+pub fn analytic(conv: &Conv2d, batch: usize, grid: usize, block: usize, slots: usize) -> Analytic {
+    let a = alpha(slots, grid);
+    let (bs, s, k) = (batch as f64, block as f64, conv.kernel);
+    let nin = conv.in_channels as f64;
+    let nout = conv.out_channels as f64;
+    let in_cts = nin * bs / a;
+    let inner = if block == grid {
+        0.0
+    } else if k > block {
+        let c = k.div_ceil(block) as f64;
+        in_cts * (c * c - 1.0)
+    } else {
+        in_cts * 4.0 * (s - 1.0) / (s * s)
+    };
+    let outer = nout * bs / a * (a * s * s / bs - 1.0).max(0.0);
+    Analytic { inner, outer }
+}
+
+/// Eq. 7: the largest useful block size `√(BS·N_in/α)`.
+pub fn eq7_bound(conv: &Conv2d, batch: usize, grid: usize, slots: usize) -> f64 {
+    (batch as f64 * conv.in_channels as f64 / alpha(slots, grid)).sqrt()
+}
+
+/// Eq. 8 before rounding: `(K²·N_in·BS / (α·N_out))^{1/4}`.
+pub fn eq8_real(conv: &Conv2d, batch: usize, grid: usize, slots: usize) -> f64 {
+    let k2 = (conv.kernel * conv.kernel) as f64;
+    let v = k2 * conv.in_channels as f64 * batch as f64
+        / (alpha(slots, grid) * conv.out_channels as f64);
+    libm::sqrt(libm::sqrt(v))
+}
+
+/// One block size of a sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockPoint {
+    /// `S`.
+    pub block: usize,
+    /// The compiled layer's exact counts (what a run issues).
+    pub exact: RotationCounts,
+    /// Eqs. 3–4.
+    pub analytic: Analytic,
+    /// Input ciphertexts.
+    pub in_cts: usize,
+    /// Output ciphertexts.
+    pub out_cts: usize,
+    /// Whether `S` is within Eq. 7's bound.
+    pub within_eq7: bool,
+}
+
+/// The planner's decision for one convolution.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockChoice {
+    /// Eq. 8 before rounding.
+    pub s_star_real: f64,
+    /// Eq. 8 rounded up to the next admissible power of two.
+    pub s_star: usize,
+    /// The admissible `S` with the fewest exact rotations (ties: the smaller `S`).
+    pub best: usize,
+    /// Every admissible power-of-two `S`, ascending.
+    pub sweep: Vec<BlockPoint>,
+}
+
+/// Sweeps every power-of-two block size for which a channel fits a ciphertext (`BS·m² ≤ n`),
+/// compiling the layer at each (no ciphertext is touched).
+pub fn choose_block(
+    conv: &Conv2d,
+    batch: usize,
+    height: usize,
+    width: usize,
+    slots: usize,
+) -> Result<BlockChoice> {
+    let grid = height.max(width).next_power_of_two();
+    let bound = eq7_bound(conv, batch, grid, slots);
+    let mut sweep = Vec::new();
+    let mut s = 1;
+    let mut first_err = None;
+    while s <= grid {
+        if s.is_multiple_of(conv.stride) {
+            match FragmentLayout::new(batch, conv.in_channels, height, width, Some(grid), s, slots)
+                .and_then(|l| conv.plan(&l))
+            {
+                Ok(p) => sweep.push(BlockPoint {
+                    block: s,
+                    exact: p.counts(),
+                    analytic: analytic(conv, batch, grid, s, slots),
+                    in_cts: p.input.ciphertexts(),
+                    out_cts: p.output.ciphertexts(),
+                    within_eq7: s as f64 <= bound + 1e-9,
+                }),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        s *= 2;
+    }
+    if sweep.is_empty() {
+        return Err(first_err.unwrap_or(crate::error::Error::InvalidParameters(
+            "block planner: no admissible block size",
+        )));
+    }
+    let s_star_real = eq8_real(conv, batch, grid, slots);
+    let target = libm::ceil(s_star_real - 1e-9).max(1.0) as usize;
+    let s_star = sweep
+        .iter()
+        .map(|p| p.block)
+        .find(|&b| b >= target)
+        .unwrap_or(sweep[sweep.len() - 1].block);
+    let best = sweep
+        .iter()
+        .min_by_key(|p| (p.exact.total(), p.block))
+        .map(|p| p.block)
+        .unwrap_or(1);
+    Ok(BlockChoice {
+        s_star_real,
+        s_star,
+        best,
+        sweep,
+    })
+}
