@@ -19,6 +19,7 @@
 
 pub mod accuracy;
 pub mod ckks;
+pub mod cnn;
 pub mod convert;
 pub mod e2e;
 pub mod e2e_link;

@@ -9,7 +9,7 @@ mod private;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use veil_bench::{
-    accuracy, ckks, convert, e2e, e2e_link, mpc, nonlinear, plan, scp, to_json, BenchError,
+    accuracy, ckks, cnn, convert, e2e, e2e_link, mpc, nonlinear, plan, scp, to_json, BenchError,
 };
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
@@ -71,6 +71,8 @@ enum Bench {
     /// The sentiment head on the 300 held-out UCI sentences: exact, fixed-point emulation of the
     /// protocol, and encrypted (--private N sentences).
     Accuracy(accuracy::BenchAccuracyArgs),
+    /// FEnc2's CNN packing: the Table IX block-size sweep (`--table-ix`).
+    Cnn(cnn::BenchCnnArgs),
 }
 
 fn run_plan(a: &plan::PlanArgs) -> Result<(), BenchError> {
@@ -105,6 +107,10 @@ fn print_e2e(a: &e2e::BenchE2eArgs) -> Result<(), BenchError> {
 fn bench(b: Bench) -> Result<(), BenchError> {
     match b {
         Bench::Mpc(a) => mpc::cli::run(&a),
+        Bench::Cnn(a) => {
+            print!("{}", cnn::run(&a)?);
+            Ok(())
+        }
         Bench::Nonlinear(a) => nonlinear::run(&a),
         Bench::E2e(a) => print_e2e(&a),
         Bench::Accuracy(a) => {

@@ -65,7 +65,7 @@ pub fn analytic(conv: &Conv2d, batch: usize, grid: usize, block: usize, slots: u
 
 /// Eq. 7: the largest useful block size `√(BS·N_in/α)`.
 pub fn eq7_bound(conv: &Conv2d, batch: usize, grid: usize, slots: usize) -> f64 {
-    (batch as f64 * conv.in_channels as f64 / alpha(slots, grid)).sqrt()
+    libm::sqrt(batch as f64 * conv.in_channels as f64 / alpha(slots, grid))
 }
 
 /// Eq. 8 before rounding: `(K²·N_in·BS / (α·N_out))^{1/4}`.
