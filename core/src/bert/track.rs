@@ -62,6 +62,9 @@ impl Exec for ScaleExec {
     fn slots(&self) -> usize {
         self.inner.slots()
     }
+    fn rescale_prime(&self, level: usize) -> f64 {
+        self.q(level).unwrap_or(f64::NAN)
+    }
     fn level(&self, ct: &Tracked) -> usize {
         ct.sym.level
     }

@@ -32,6 +32,10 @@ pub struct OpCounts {
     pub relins: u64,
     /// Ciphertext × plaintext multiplications.
     pub pt_mults: u64,
+    /// Ciphertext × real-constant multiply-accumulates ([`Exec::mul_const_acc`]: one scalar per
+    /// RNS limb, no plaintext, no NTT).
+    #[serde(default)]
+    pub const_mults: u64,
     /// Multiplications by `i` (exact monomial `X^{N/2}`; no key switch, no level).
     pub mul_i: u64,
     /// Rescales.
@@ -64,6 +68,7 @@ impl OpCounts {
             ct_mults: self.ct_mults - before.ct_mults,
             relins: self.relins - before.relins,
             pt_mults: self.pt_mults - before.pt_mults,
+            const_mults: self.const_mults - before.const_mults,
             mul_i: self.mul_i - before.mul_i,
             rescales: self.rescales - before.rescales,
             hoists: self.hoists - before.hoists,
@@ -88,6 +93,12 @@ pub trait Exec {
     type Ct;
     /// Slots per ciphertext `n`.
     fn slots(&self) -> usize;
+    /// The prime `q_level` the next rescale divides by. Executors without a parameter set (the
+    /// dry run) return the nominal `2^40`; they track no scales.
+    fn rescale_prime(&self, level: usize) -> f64 {
+        let _ = level;
+        (1u64 << 40) as f64
+    }
     /// The level of a ciphertext.
     fn level(&self, ct: &Self::Ct) -> usize;
     /// A deep copy (free).
@@ -125,6 +136,36 @@ pub trait Exec {
                 Ok(())
             }
         }
+    }
+    /// `ct ⊙ pt` with `pt` encoded at an explicit `scale` instead of `q_level` (no rescale): the
+    /// first factor of a split-scale product `Δ₁·Δ₂ = q_level` (FEnc2 §IV-C), whose second
+    /// factor is [`Exec::mul_const_acc`]. Executors that do not support it refuse it.
+    fn mul_plain_at(
+        &self,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        scale: f64,
+    ) -> Result<Self::Ct> {
+        let _ = (ct, key, values, scale);
+        Err(Error::Backend(
+            "this executor does not support split-scale products",
+        ))
+    }
+    /// `acc += ⌊w·scale⌉·ct` (`acc = …` when empty): a real constant encoded at `scale`, the
+    /// result's scale being the ciphertext's times `scale` (one scalar per RNS limb; no
+    /// plaintext, no NTT).
+    fn mul_const_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        w: f64,
+        scale: f64,
+    ) -> Result<()> {
+        let _ = (acc, ct, w, scale);
+        Err(Error::Backend(
+            "this executor does not support constant multiply-accumulates",
+        ))
     }
     /// `ct + pt` where `pt` has the slot values `values()`, encoded at the ciphertext's level
     /// and scale (a bias; no level consumed).
@@ -275,6 +316,9 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
     fn slots(&self) -> usize {
         self.slots
     }
+    fn rescale_prime(&self, level: usize) -> f64 {
+        self.ck.rescale_prime(level)
+    }
     fn level(&self, ct: &Self::Ct) -> usize {
         ct.level()
     }
@@ -355,6 +399,55 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
     fn mul_plain(&self, ct: &Self::Ct, key: Option<u64>, values: PtValues<'_>) -> Result<Self::Ct> {
         self.bump(|c| c.pt_mults += 1);
         self.with_pt(ct.level(), key, values, |pt| self.ck.mul_plain(ct, pt))
+    }
+    fn mul_plain_at(
+        &self,
+        ct: &Self::Ct,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        scale: f64,
+    ) -> Result<Self::Ct> {
+        self.bump(|c| c.pt_mults += 1);
+        let level = ct.level();
+        let encode = || -> Result<Plaintext<B>> {
+            let v = values();
+            if v.len() != self.slots {
+                return Err(Error::SlotCount {
+                    given: v.len(),
+                    slots: self.slots,
+                });
+            }
+            self.ck.encode(&v, self.slots, level, scale)
+        };
+        match key {
+            Some(k) => {
+                let k = pt_key(k, &[scale.to_bits()]);
+                let mut cache = self.cache.borrow_mut();
+                if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    e.insert(encode()?);
+                }
+                self.ck.mul_plain(ct, &cache[&(k, level)])
+            }
+            None => self.ck.mul_plain(ct, &encode()?),
+        }
+    }
+    fn mul_const_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        ct: &Self::Ct,
+        w: f64,
+        scale: f64,
+    ) -> Result<()> {
+        let mut t = self.ck.clone_ct(ct);
+        self.ck.mul_const_assign(&mut t, C64::real(w), scale)?;
+        self.bump(|c| c.const_mults += 1);
+        match acc {
+            Some(a) => self.add_assign(a, &t),
+            None => {
+                *acc = Some(t);
+                Ok(())
+            }
+        }
     }
     fn mul_plain_acc(
         &self,
@@ -570,6 +663,38 @@ impl Exec for SymExec {
     fn mul_plain(&self, ct: &SymCt, _key: Option<u64>, _values: PtValues<'_>) -> Result<SymCt> {
         self.bump(|c| c.pt_mults += 1);
         Ok(*ct)
+    }
+    fn mul_plain_at(
+        &self,
+        ct: &SymCt,
+        _key: Option<u64>,
+        _values: PtValues<'_>,
+        _scale: f64,
+    ) -> Result<SymCt> {
+        self.bump(|c| c.pt_mults += 1);
+        Ok(*ct)
+    }
+    fn mul_const_acc(
+        &self,
+        acc: &mut Option<SymCt>,
+        ct: &SymCt,
+        _w: f64,
+        _scale: f64,
+    ) -> Result<()> {
+        if ct.degree != 1 {
+            return Err(Error::DegreeMismatch {
+                found: ct.degree,
+                expected: 1,
+            });
+        }
+        self.bump(|c| c.const_mults += 1);
+        match acc {
+            Some(a) => self.add_assign(a, ct),
+            None => {
+                *acc = Some(*ct);
+                Ok(())
+            }
+        }
     }
     fn add_plain(&self, _ct: &mut SymCt, _values: PtValues<'_>) -> Result<()> {
         self.bump(|c| c.adds += 1);

@@ -272,13 +272,32 @@ impl Conv2d {
         if let Some(a) = affine {
             check_affine(a, self.in_channels)?;
         }
-        let (inl, outl) = (&plan.input, &plan.output);
+        let inl = &plan.input;
         if ex.slots() != inl.slots {
             return Err(Error::SlotMismatch {
                 expected: inl.slots,
                 found: ex.slots(),
             });
         }
+        let mut outs = if inl.channels_per_ct() == 1 {
+            self.products_scalar(ex, plan, cts, affine)?
+        } else {
+            self.products_diagonal(ex, plan, cts, affine)?
+        };
+        self.finish(ex, plan, &mut outs, affine)?;
+        Ok(outs)
+    }
+
+    /// The general path: one plaintext diagonal per product (weights vary across the channel
+    /// chunks of a ciphertext).
+    fn products_diagonal<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+    ) -> Result<Vec<E::Ct>> {
+        let (inl, outl) = (&plan.input, &plan.output);
         let alpha = inl.channels_per_ct();
         let chunk = inl.chunk();
         let k = self.kernel;
@@ -314,9 +333,123 @@ impl Conv2d {
             }
             d
         };
-        let mut outs = plan
-            .stages
-            .run(ex, cts, layer_tag(self, &plan.input, affine), &diag)?;
+        plan.stages
+            .run(ex, cts, layer_tag(self, &plan.input, affine), &diag)
+    }
+
+    /// FEnc2's large-batch mode (one channel per ciphertext): every product's diagonal is a
+    /// scalar weight times a 0/1 validity mask that depends only on the input ciphertext and the
+    /// block shift. Each rotated input is masked once, with the mask encoded at `Δ₁` (no
+    /// rescale), and every output accumulates `⌊w·Δ₂⌉ ⊙ masked` with `Δ₁·Δ₂ = q_level`: one
+    /// level, one plaintext per (input, shift) instead of one per product, and no NTT per weight.
+    fn products_scalar<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+    ) -> Result<Vec<E::Ct>> {
+        let (inl, outl) = (&plan.input, &plan.output);
+        let (k, s, m, n) = (self.kernel, inl.block as i64, inl.blocks(), inl.slots);
+        let rotated = plan.stages.rotate_inputs(ex, cts)?;
+        let level = cts.first().map_or(0, |c| ex.level(c));
+        let q = ex.rescale_prime(level);
+        let d1 = mask_scale(q);
+        let d2 = q / d1;
+        let tag = layer_tag(self, inl, None);
+        // The masked rotated inputs by (input, block offset), made on first use. (Two offsets
+        // may share a rotation amount on small grids; their masks differ.)
+        let mut masked: alloc::collections::BTreeMap<(usize, i64, i64), E::Ct> =
+            alloc::collections::BTreeMap::new();
+        let mut outs = Vec::with_capacity(plan.stages.outputs.len());
+        for (o, giants) in plan.stages.outputs.iter().enumerate() {
+            let (o_ch, uo, vo) = outl.ct_coords(o);
+            let mut acc: Option<E::Ct> = None;
+            for g in giants {
+                if g.shift != 0 {
+                    return Err(Error::InvalidParameters(
+                        "convolution: an outer rotation in the one-channel mode",
+                    ));
+                }
+                for t in &g.terms {
+                    let tg = t.tag as usize;
+                    let (c, di, dj) = (tg / (k * k), (tg / k) % k, tg % k);
+                    let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+                    let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
+                    let (qy, u1) = (ey.div_euclid(s), ey.rem_euclid(s));
+                    let (qx, v1) = (ex_.div_euclid(s), ex_.rem_euclid(s));
+                    let mkey = (t.input, qy, qx);
+                    if !masked.contains_key(&mkey) {
+                        let mask = || {
+                            let mut v = vec![C64::default(); n];
+                            for i in 0..m {
+                                let yi = (i as i64 + qy) * s + u1;
+                                if yi < 0 || yi >= inl.height as i64 {
+                                    continue;
+                                }
+                                for j in 0..m {
+                                    let xi = (j as i64 + qx) * s + v1;
+                                    if xi < 0 || xi >= inl.width as i64 {
+                                        continue;
+                                    }
+                                    for b in 0..inl.batch {
+                                        v[inl.slot(0, i, j, b)] = C64::real(1.0);
+                                    }
+                                }
+                            }
+                            v
+                        };
+                        let key = crate::circuits::exec::pt_key(
+                            tag,
+                            &[t.input as u64, qy as u64, qx as u64, 0x6d61_736b],
+                        );
+                        let mc =
+                            ex.mul_plain_at(&rotated[t.input][t.baby], Some(key), &mask, d1)?;
+                        masked.insert(mkey, mc);
+                    }
+                    let mut w = self.w(o_ch, c, di, dj);
+                    if let Some(a) = affine {
+                        w *= a.scale[c];
+                    }
+                    if w == 0.0 {
+                        continue;
+                    }
+                    let src = masked
+                        .get(&mkey)
+                        .ok_or(Error::InvalidParameters("convolution: a mask was not made"))?;
+                    ex.mul_const_acc(&mut acc, src, w, d2)?;
+                }
+            }
+            let acc = match acc {
+                Some(a) => a,
+                None => {
+                    // Every weight of this output is zero: a masked input times zero.
+                    let src = masked
+                        .values()
+                        .next()
+                        .ok_or(Error::InvalidParameters("convolution: no input"))?;
+                    let mut z = None;
+                    ex.mul_const_acc(&mut z, src, 0.0, d2)?;
+                    z.ok_or(Error::InvalidParameters("convolution: no output"))?
+                }
+            };
+            outs.push(acc);
+        }
+        Ok(outs)
+    }
+
+    /// Rescales the products and adds the bias (with the input affine's shift, exact at the
+    /// borders).
+    fn finish<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        outs: &mut [E::Ct],
+        affine: Option<&InputAffine>,
+    ) -> Result<()> {
+        let (inl, outl) = (&plan.input, &plan.output);
+        let alpha = inl.channels_per_ct();
+        let n = inl.slots;
         for (o, ct) in outs.iter_mut().enumerate() {
             ex.rescale(ct)?;
             let (go, uo, vo) = outl.ct_coords(o);
@@ -351,7 +484,7 @@ impl Conv2d {
                 ex.add_plain(ct, &bias)?;
             }
         }
-        Ok(outs)
+        Ok(())
     }
 
     /// `Σ_{c, valid taps} W[o][c][d]·β_c` at output pixel `(y_o, x_o)`.
@@ -412,6 +545,13 @@ impl Conv2d {
             }
         }
     }
+}
+
+/// `Δ₁` of a split-scale product under the prime `q`: `2^⌈0.55·log₂ q⌉` (`2^22` for a 40-bit
+/// prime). The mask's encoding error is about `√N/Δ₁` relative; the weights are rounded to
+/// `1/Δ₂ = Δ₁/q`.
+fn mask_scale(q: f64) -> f64 {
+    libm::exp2(libm::ceil(0.55 * libm::log2(q)))
 }
 
 fn check_affine(a: &InputAffine, channels: usize) -> Result<()> {

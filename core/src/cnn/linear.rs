@@ -169,6 +169,29 @@ impl TwoStage {
         r
     }
 
+    /// The baby rotations of every input (hoisted: one decomposition per input), indexed like
+    /// [`TwoStage::babies`].
+    pub fn rotate_inputs<E: Exec>(&self, ex: &E, inputs: &[E::Ct]) -> Result<Vec<Vec<E::Ct>>> {
+        if inputs.len() != self.babies.len() {
+            return Err(Error::Shape {
+                what: "input ciphertexts of a linear layer",
+                expected: self.babies.len(),
+                found: inputs.len(),
+            });
+        }
+        inputs
+            .iter()
+            .zip(&self.babies)
+            .map(|(ct, ks)| {
+                if ks.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    ex.rotate_many(ct, ks)
+                }
+            })
+            .collect()
+    }
+
     /// Runs the layer: `diag(output, giant, term)` gives the slot values of a product's diagonal
     /// (never called by a dry run). The outputs are not rescaled. `layer` seeds the plaintext
     /// cache keys, so a real executor encodes each diagonal once per level.
@@ -186,17 +209,7 @@ impl TwoStage {
                 found: inputs.len(),
             });
         }
-        let rotated: Vec<Vec<E::Ct>> = inputs
-            .iter()
-            .zip(&self.babies)
-            .map(|(ct, ks)| {
-                if ks.is_empty() {
-                    Ok(Vec::new())
-                } else {
-                    ex.rotate_many(ct, ks)
-                }
-            })
-            .collect::<Result<_>>()?;
+        let rotated = self.rotate_inputs(ex, inputs)?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (o, giants) in self.outputs.iter().enumerate() {
             let mut sums = Vec::with_capacity(giants.len());

@@ -10,6 +10,7 @@ pub mod act;
 pub mod conv;
 pub mod fc;
 pub mod linear;
+pub mod net;
 pub mod plan;
 pub mod reference;
 
@@ -17,6 +18,7 @@ pub use act::Quadratic;
 pub use conv::{Conv2d, ConvPlan, InputAffine};
 pub use fc::{FcPlan, FeatureMap, Linear};
 pub use linear::{RotationCounts, TwoStage};
+pub use net::{Layer, LayerCost, LayerPlan, NetPlan, Network};
 pub use plan::{choose_block, BlockChoice, BlockPoint};
 
 #[cfg(test)]

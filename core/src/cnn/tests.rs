@@ -75,6 +75,34 @@ impl Exec for SlotExec {
             level: ct.level,
         })
     }
+    fn mul_plain_at(
+        &self,
+        ct: &SlotCt,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        _scale: f64,
+    ) -> Result<SlotCt> {
+        self.mul_plain(ct, key, values)
+    }
+    fn mul_const_acc(
+        &self,
+        acc: &mut Option<SlotCt>,
+        ct: &SlotCt,
+        w: f64,
+        _scale: f64,
+    ) -> Result<()> {
+        let t = SlotCt {
+            v: ct.v.iter().map(|x| *x * w).collect(),
+            level: ct.level,
+        };
+        match acc {
+            Some(a) => self.add_assign(a, &t),
+            None => {
+                *acc = Some(t);
+                Ok(())
+            }
+        }
+    }
     fn add_plain(&self, ct: &mut SlotCt, values: PtValues<'_>) -> Result<()> {
         for (a, b) in ct.v.iter_mut().zip(values()) {
             *a = *a + b;
@@ -180,6 +208,11 @@ fn convolutions_match_the_reference_at_every_block_size() {
         (4, 2, 3, 8, 3, 2, 1, 4, 1024),
         (1, 5, 2, 8, 1, 1, 0, 2, 128),
         (1, 2, 2, 8, 3, 1, 1, 8, 64),
+        // One channel per ciphertext (the large-batch, scalar-weight mode), also on a 2 × 2
+        // block grid where two block offsets share a rotation amount.
+        (16, 2, 3, 8, 3, 1, 1, 2, 256),
+        (4, 1, 2, 8, 5, 2, 2, 4, 16),
+        (4, 2, 2, 8, 5, 1, 2, 4, 16),
     ];
     for &(bs, ci, co, h, k, s, p, blk, n) in &cases {
         let conv = random_conv(&mut r, ci, co, k, s, p);
@@ -206,7 +239,14 @@ fn convolutions_match_the_reference_at_every_block_size() {
         conv.run(&sym, &plan, &sx, None).unwrap();
         let c = sym.counts();
         assert_eq!(c.rotations, plan.counts().total());
-        assert_eq!(c.pt_mults, plan.counts().pt_mults);
+        if l.channels_per_ct() == 1 {
+            // Scalar mode: one constant multiply-accumulate per product, a mask per
+            // (input, offset).
+            assert_eq!(c.const_mults, plan.counts().pt_mults);
+            assert!(c.pt_mults < c.const_mults);
+        } else {
+            assert_eq!(c.pt_mults, plan.counts().pt_mults);
+        }
     }
 }
 
@@ -402,4 +442,64 @@ fn bad_layers_are_refused() {
     assert!(c.plan(&l).is_err(), "stride 2 needs S ≥ 2");
     assert!(Quadratic::new(0.0, 1.0, 0.0).is_err());
     assert!(Linear::new(3, 2, vec![0.0; 5], vec![0.0; 2]).is_err());
+}
+
+#[test]
+fn an_orion_shaped_lenet_matches_its_reference() {
+    // Orion's LeNet at reduced width: conv 5×5 stride 2 pad 2 → quad → conv 5×5 stride 2
+    // pad 2 → quad → flatten → FC → quad → FC, on 28×28 inputs padded to 32.
+    let mut r = rng(5);
+    let net = Network {
+        name: "lenet-small".into(),
+        channels: 1,
+        side: 28,
+        layers: vec![
+            Layer::Conv(random_conv(&mut r, 1, 4, 5, 2, 2)),
+            Layer::Quad(Quadratic::new(0.1, 0.5, 0.2).unwrap()),
+            Layer::Conv(random_conv(&mut r, 4, 6, 5, 2, 2)),
+            Layer::Quad(Quadratic::new(0.05, 0.4, -0.1).unwrap()),
+            Layer::Flatten,
+            Layer::Linear(
+                Linear::new(
+                    294,
+                    12,
+                    rand_vec(&mut r, 294 * 12, 0.1),
+                    rand_vec(&mut r, 12, 0.2),
+                )
+                .unwrap(),
+            ),
+            Layer::Quad(Quadratic::new(0.2, 0.3, 0.0).unwrap()),
+            Layer::Linear(
+                Linear::new(
+                    12,
+                    10,
+                    rand_vec(&mut r, 120, 0.3),
+                    rand_vec(&mut r, 10, 0.2),
+                )
+                .unwrap(),
+            ),
+        ],
+    };
+    for &(bs, blk, n) in &[(1, 4, 4096), (4, 4, 4096), (64, 8, 1024)] {
+        let plan = net.plan(bs, blk, n).unwrap();
+        assert_eq!(plan.depth, 7);
+        let x = rand_vec(&mut r, bs * 28 * 28, 1.0);
+        let ex = SlotExec { n };
+        let mut names = Vec::new();
+        let y = net
+            .run(&ex, &plan, encrypt_plain(&plan.input, &x, 7), |c| {
+                names.push(c.name.clone())
+            })
+            .unwrap();
+        assert_eq!(names.len(), 8);
+        assert_eq!(y[0].level, 0);
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let want = net.reference(&x, bs).unwrap();
+        let e = max_err(&got, &want);
+        assert!(e < 1e-9, "bs {bs} S {blk}: error {e}");
+    }
+    // A chain that does not fit is refused with a typed error.
+    let mut bad = net.clone();
+    bad.layers.swap(4, 5);
+    assert!(bad.plan(1, 4, 4096).is_err());
 }

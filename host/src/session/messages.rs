@@ -355,6 +355,8 @@ fn ops_from_array(a: [u64; OPS]) -> OpCounts {
         ct_mults: a[2],
         relins: a[3],
         pt_mults: a[4],
+        // Not carried on the wire: the Transformer path issues no constant multiply-accumulates.
+        const_mults: 0,
         mul_i: a[5],
         rescales: a[6],
         hoists: a[7],

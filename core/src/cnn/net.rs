@@ -1,0 +1,322 @@
+//! A sequential CNN (convolutions, average pooling, polynomial activations, flatten, fully
+//! connected layers) planned onto FEnc2's fragment layout and run through an [`Exec`]; the same
+//! network also runs as the `f64` reference.
+//!
+//! Activations hand their affine remainder to the next linear layer ([`super::act`]), so an
+//! activation costs one level and every linear layer one level. The planner picks one block size
+//! for the input; each stride-`s` layer divides it by `s`.
+
+use super::act::Quadratic;
+use super::conv::{Conv2d, ConvPlan, InputAffine};
+use super::fc::{FcPlan, FeatureMap, Linear};
+use super::linear::RotationCounts;
+use super::reference;
+use crate::circuits::exec::{Exec, OpCounts};
+use crate::error::{Error, Result};
+use crate::packing::fragment::FragmentLayout;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// One layer of a sequential CNN.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layer {
+    /// A convolution (or a depthwise one, such as average pooling).
+    Conv(Conv2d),
+    /// `a·x² + b·x + c`, elementwise.
+    Quad(Quadratic),
+    /// `(C, H, W)` → `C·H·W` features (free: the next layer reads the slots in place).
+    Flatten,
+    /// A fully connected layer.
+    Linear(Linear),
+}
+
+/// A sequential network on `channels × side × side` inputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Network {
+    /// A name for reports.
+    pub name: String,
+    /// Input channels.
+    pub channels: usize,
+    /// Input side (square inputs).
+    pub side: usize,
+    /// The layers in order.
+    pub layers: Vec<Layer>,
+}
+
+/// A layer's compiled form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LayerPlan {
+    /// A convolution's plan.
+    Conv(ConvPlan),
+    /// An activation over `cts` ciphertexts.
+    Quad {
+        /// Ciphertexts squared.
+        cts: usize,
+    },
+    /// Flatten into a feature map.
+    Flatten(FeatureMap),
+    /// A fully connected layer's plan.
+    Linear(FcPlan),
+}
+
+/// A compiled network.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetPlan {
+    /// The input layout.
+    pub input: FragmentLayout,
+    /// One plan per layer.
+    pub layers: Vec<LayerPlan>,
+    /// The output feature map (classes × batch).
+    pub output: FeatureMap,
+    /// Levels consumed.
+    pub depth: usize,
+}
+
+/// What one layer cost in a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerCost {
+    /// The layer (`"conv1"`, `"quad2"`, …).
+    pub name: String,
+    /// Input ciphertexts.
+    pub cts_in: usize,
+    /// Output ciphertexts.
+    pub cts_out: usize,
+    /// Valid elements over slots at the output.
+    pub utilization: f64,
+    /// The compiled rotation counts (zero for activations).
+    pub rotations: RotationCounts,
+    /// Every homomorphic operation the executor counted in this layer.
+    pub ops: OpCounts,
+}
+
+enum State {
+    Tensor(FragmentLayout),
+    Features(FeatureMap),
+}
+
+impl Network {
+    /// Validates the chain (channel and feature counts agree layer to layer).
+    pub fn validate(&self) -> Result<()> {
+        let (mut ch, mut side) = (self.channels, self.side);
+        let mut feats: Option<usize> = None;
+        for l in &self.layers {
+            match (l, feats) {
+                (Layer::Conv(c), None) => {
+                    if c.in_channels != ch {
+                        return Err(Error::Shape {
+                            what: "input channels of a convolution",
+                            expected: ch,
+                            found: c.in_channels,
+                        });
+                    }
+                    side = c.out_side(side)?;
+                    ch = c.out_channels;
+                }
+                (Layer::Conv(_), Some(_)) => {
+                    return Err(Error::InvalidParameters(
+                        "network: a convolution after flatten",
+                    ))
+                }
+                (Layer::Quad(_), _) => {}
+                (Layer::Flatten, None) => feats = Some(ch * side * side),
+                (Layer::Flatten, Some(_)) => {
+                    return Err(Error::InvalidParameters("network: flatten twice"))
+                }
+                (Layer::Linear(_), None) => {
+                    return Err(Error::InvalidParameters(
+                        "network: a fully connected layer before flatten",
+                    ))
+                }
+                (Layer::Linear(f), Some(n)) => {
+                    if f.inputs != n {
+                        return Err(Error::Shape {
+                            what: "input features of a fully connected layer",
+                            expected: n,
+                            found: f.inputs,
+                        });
+                    }
+                    feats = Some(f.outputs);
+                }
+            }
+        }
+        if !matches!(self.layers.last(), Some(Layer::Linear(_))) {
+            return Err(Error::InvalidParameters(
+                "network: the last layer must be fully connected",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Classes (the last layer's outputs).
+    pub fn classes(&self) -> usize {
+        match self.layers.last() {
+            Some(Layer::Linear(f)) => f.outputs,
+            _ => 0,
+        }
+    }
+
+    /// Compiles the network for `batch` samples, input block size `block` and `slots` slots.
+    pub fn plan(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
+        self.validate()?;
+        let input = FragmentLayout::new(
+            batch,
+            self.channels,
+            self.side,
+            self.side,
+            None,
+            block,
+            slots,
+        )?;
+        let mut st = State::Tensor(input);
+        let mut layers = Vec::with_capacity(self.layers.len());
+        let mut depth = 0;
+        for l in &self.layers {
+            match (l, &st) {
+                (Layer::Conv(c), State::Tensor(t)) => {
+                    let p = c.plan(t)?;
+                    st = State::Tensor(p.output);
+                    layers.push(LayerPlan::Conv(p));
+                    depth += 1;
+                }
+                (Layer::Quad(_), State::Tensor(t)) => {
+                    layers.push(LayerPlan::Quad {
+                        cts: t.ciphertexts(),
+                    });
+                    depth += 1;
+                }
+                (Layer::Quad(_), State::Features(f)) => {
+                    layers.push(LayerPlan::Quad { cts: f.cts });
+                    depth += 1;
+                }
+                (Layer::Flatten, State::Tensor(t)) => {
+                    let f = FeatureMap::flatten(t);
+                    st = State::Features(f.clone());
+                    layers.push(LayerPlan::Flatten(f));
+                }
+                (Layer::Linear(f), State::Features(m)) => {
+                    let p = f.plan(m)?;
+                    st = State::Features(p.output.clone());
+                    layers.push(LayerPlan::Linear(p));
+                    depth += 1;
+                }
+                _ => return Err(Error::InvalidParameters("network: layer order")),
+            }
+        }
+        let output = match st {
+            State::Features(f) => f,
+            _ => return Err(Error::InvalidParameters("network: no output features")),
+        };
+        Ok(NetPlan {
+            input,
+            layers,
+            output,
+            depth,
+        })
+    }
+
+    /// Runs the network on the input ciphertexts; `on_layer` sees each layer's cost as it ends.
+    pub fn run<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &NetPlan,
+        input: Vec<E::Ct>,
+        mut on_layer: impl FnMut(&LayerCost),
+    ) -> Result<Vec<E::Ct>> {
+        if plan.layers.len() != self.layers.len() {
+            return Err(Error::Shape {
+                what: "layers of the network plan",
+                expected: self.layers.len(),
+                found: plan.layers.len(),
+            });
+        }
+        let mut cts = input;
+        let mut pending: Option<(f64, f64)> = None;
+        let (mut nconv, mut nquad, mut nfc) = (0, 0, 0);
+        for (l, p) in self.layers.iter().zip(&plan.layers) {
+            let before = ex.counts();
+            let cts_in = cts.len();
+            let (name, rot, util);
+            match (l, p) {
+                (Layer::Conv(c), LayerPlan::Conv(cp)) => {
+                    let aff = pending.take().map(|(a, g)| InputAffine {
+                        scale: alloc::vec![a; c.in_channels],
+                        shift: alloc::vec![g; c.in_channels],
+                    });
+                    cts = c.run(ex, cp, &cts, aff.as_ref())?;
+                    nconv += 1;
+                    name = alloc::format!("conv{nconv}");
+                    rot = cp.counts();
+                    util = cp.output.utilization();
+                }
+                (Layer::Quad(q), LayerPlan::Quad { .. }) => {
+                    if pending.is_some() {
+                        return Err(Error::InvalidParameters(
+                            "network: two activations without a linear layer between",
+                        ));
+                    }
+                    cts = q.run(ex, cts)?;
+                    let a = q.affine(1);
+                    pending = Some((a.scale[0], a.shift[0]));
+                    nquad += 1;
+                    name = alloc::format!("quad{nquad}");
+                    rot = RotationCounts::default();
+                    util = f64::NAN;
+                }
+                (Layer::Flatten, LayerPlan::Flatten(_)) => {
+                    name = String::from("flatten");
+                    rot = RotationCounts::default();
+                    util = f64::NAN;
+                }
+                (Layer::Linear(f), LayerPlan::Linear(fp)) => {
+                    let aff = pending.take().map(|(a, g)| InputAffine {
+                        scale: alloc::vec![a; f.inputs],
+                        shift: alloc::vec![g; f.inputs],
+                    });
+                    cts = f.run(ex, fp, &cts, aff.as_ref())?;
+                    nfc += 1;
+                    name = alloc::format!("fc{nfc}");
+                    rot = fp.counts();
+                    util = (f.outputs * fp.output.batch) as f64
+                        / (fp.output.cts * fp.output.slots) as f64;
+                }
+                _ => return Err(Error::InvalidParameters("network: plan does not match")),
+            }
+            on_layer(&LayerCost {
+                name,
+                cts_in,
+                cts_out: cts.len(),
+                utilization: util,
+                rotations: rot,
+                ops: ex.counts().since(&before),
+            });
+        }
+        Ok(cts)
+    }
+
+    /// The `f64` reference on `batch` images (`[b][c][y][x]`): logits `[b][class]`.
+    pub fn reference(&self, x: &[f64], batch: usize) -> Result<Vec<f64>> {
+        self.validate()?;
+        let want = batch * self.channels * self.side * self.side;
+        if x.len() != want {
+            return Err(Error::Shape {
+                what: "elements of the reference input",
+                expected: want,
+                found: x.len(),
+            });
+        }
+        let mut t = x.to_vec();
+        let (mut h, mut w) = (self.side, self.side);
+        for l in &self.layers {
+            match l {
+                Layer::Conv(c) => {
+                    let (y, ho, wo) = reference::conv2d(c, &t, batch, h, w, None);
+                    (t, h, w) = (y, ho, wo);
+                }
+                Layer::Quad(q) => t.iter_mut().for_each(|v| *v = q.eval(*v)),
+                Layer::Flatten => {}
+                Layer::Linear(f) => t = reference::linear(f, &t, batch, None),
+            }
+        }
+        Ok(t)
+    }
+}
