@@ -379,7 +379,7 @@ impl Conv2d {
                     let (qy, u1) = (ey.div_euclid(s), ey.rem_euclid(s));
                     let (qx, v1) = (ex_.div_euclid(s), ex_.rem_euclid(s));
                     let mkey = (t.input, qy, qx);
-                    if !masked.contains_key(&mkey) {
+                    if let alloc::collections::btree_map::Entry::Vacant(slot) = masked.entry(mkey) {
                         let mask = || {
                             let mut v = vec![C64::default(); n];
                             for i in 0..m {
@@ -405,7 +405,7 @@ impl Conv2d {
                         );
                         let mc =
                             ex.mul_plain_at(&rotated[t.input][t.baby], Some(key), &mask, d1)?;
-                        masked.insert(mkey, mc);
+                        slot.insert(mc);
                     }
                     let mut w = self.w(o_ch, c, di, dj);
                     if let Some(a) = affine {
