@@ -4,6 +4,7 @@
 mod demo;
 mod demo_ckks;
 mod infer;
+mod infer_image;
 mod private;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Cmd {
     Serve(infer::ServeArgs),
     /// Classify a text privately with a `veil serve` server (or --plaintext, locally).
     Infer(infer::InferArgs),
+    /// Classify images privately (FEnc2's CNN packing, FHE-only): a client and a server over
+    /// TCP loopback, each prediction beside the plaintext model's, with a per-layer cost table.
+    InferImage(infer_image::InferImageArgs),
     /// The cost model's decisions (OT, GELU split, packing) and predicted time and bytes per
     /// network profile, calibrated on this machine by a short run (or a saved calibration).
     Plan(plan::PlanArgs),
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run(&a).map_err(Into::into),
         Cmd::Serve(a) => infer::run_serve(&a).map_err(Into::into),
         Cmd::Infer(a) => infer::run_infer(&a).map_err(Into::into),
+        Cmd::InferImage(a) => infer_image::run(&a).map_err(Into::into),
         Cmd::Plan(a) => run_plan(&a).map_err(Into::into),
         Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
         Cmd::Bench(b) => bench(b).map_err(Into::into),

@@ -43,6 +43,8 @@ pub enum CliError {
     Json(serde_json::Error),
     /// The demo's server thread failed.
     Server(String),
+    /// A private CNN run failed.
+    Vision(veil_host::vision::VisionError),
     /// The private result is farther from the plaintext reference than the stated bound.
     Disagrees {
         /// Worst `|Δlogit|` seen.
@@ -63,6 +65,7 @@ impl std::fmt::Display for CliError {
             CliError::Usage(s) => write!(f, "{s}"),
             CliError::Json(e) => write!(f, "JSON: {e}"),
             CliError::Server(s) => write!(f, "server: {s}"),
+            CliError::Vision(e) => write!(f, "private CNN inference: {e}"),
             CliError::Disagrees { worst, bound } => write!(
                 f,
                 "the private logits differ from the plaintext reference by {worst:.4} (bound {bound})"

@@ -8,7 +8,9 @@
 //!   and keeps the secret key; the [`party::Server`] receives the public, relinearization and
 //!   Galois keys and holds nothing else;
 //! - [`session`]: one private inference between them (hello, keys, base OT, the run, the
-//!   report) and the multi-client accept loop behind `veil serve`.
+//!   report) and the multi-client accept loop behind `veil serve`;
+//! - [`vision`]: private CNN inference on FEnc2's packing (FHE-only), client and server over a
+//!   transport.
 //!
 //! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
 //! (`cli/`).
@@ -19,6 +21,7 @@ pub mod mpc;
 pub mod party;
 pub mod session;
 pub mod transport;
+pub mod vision;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;

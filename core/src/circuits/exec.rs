@@ -254,10 +254,13 @@ pub struct CkksExec<'a, B: PolyBackend> {
     slots: usize,
     counts: RefCell<OpCounts>,
     cache: RefCell<BTreeMap<(u64, usize), Plaintext<B>>>,
+    cache_budget: usize,
+    cached_bytes: core::cell::Cell<usize>,
 }
 
 impl<'a, B: PolyBackend> CkksExec<'a, B> {
-    /// An executor over `ck` with `keys`, packing `slots` slots per ciphertext.
+    /// An executor over `ck` with `keys`, packing `slots` slots per ciphertext. Keyed plaintexts
+    /// are cached without limit (see [`CkksExec::with_cache_budget`]).
     pub fn new(ck: &'a Ckks<B>, keys: &'a EvaluationKeys<B>, slots: usize) -> Self {
         Self {
             ck,
@@ -265,7 +268,33 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
             slots,
             counts: RefCell::new(OpCounts::default()),
             cache: RefCell::new(BTreeMap::new()),
+            cache_budget: usize::MAX,
+            cached_bytes: core::cell::Cell::new(0),
         }
+    }
+
+    /// Caches keyed plaintexts only while their total size stays within `bytes`; beyond it each
+    /// is encoded when used and dropped (a layer with more distinct diagonals than memory, such
+    /// as a large fully connected layer at a large batch).
+    pub fn with_cache_budget(mut self, bytes: usize) -> Self {
+        self.cache_budget = bytes;
+        self
+    }
+
+    /// Bytes of plaintexts held in the cache.
+    pub fn cached_bytes(&self) -> usize {
+        self.cached_bytes.get()
+    }
+
+    /// Whether a plaintext at `level` still fits the cache budget (and reserves it if so).
+    fn reserve(&self, level: usize) -> bool {
+        let sz = (level + 1) * self.ck.params().n() * 8;
+        let now = self.cached_bytes.get();
+        if now.saturating_add(sz) > self.cache_budget {
+            return false;
+        }
+        self.cached_bytes.set(now + sz);
+        true
     }
 
     /// The CKKS engine.
@@ -289,6 +318,10 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
             Some(k) => {
                 let mut cache = self.cache.borrow_mut();
                 if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    if !self.reserve(level) {
+                        drop(cache);
+                        return f(&self.encode_at(level, values)?);
+                    }
                     e.insert(self.encode_at(level, values)?);
                 }
                 f(&cache[&(k, level)])
@@ -424,6 +457,10 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
                 let k = pt_key(k, &[scale.to_bits()]);
                 let mut cache = self.cache.borrow_mut();
                 if let alloc::collections::btree_map::Entry::Vacant(e) = cache.entry((k, level)) {
+                    if !self.reserve(level) {
+                        drop(cache);
+                        return self.ck.mul_plain(ct, &encode()?);
+                    }
                     e.insert(encode()?);
                 }
                 self.ck.mul_plain(ct, &cache[&(k, level)])

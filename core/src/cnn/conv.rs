@@ -349,22 +349,38 @@ impl Conv2d {
         cts: &[E::Ct],
         affine: Option<&InputAffine>,
     ) -> Result<Vec<E::Ct>> {
+        use alloc::collections::BTreeMap;
         let (inl, outl) = (&plan.input, &plan.output);
         let (k, s, m, n) = (self.kernel, inl.block as i64, inl.blocks(), inl.slots);
-        let rotated = plan.stages.rotate_inputs(ex, cts)?;
+        if cts.len() != plan.stages.babies.len() {
+            return Err(Error::Shape {
+                what: "input ciphertexts of a convolution",
+                expected: plan.stages.babies.len(),
+                found: cts.len(),
+            });
+        }
         let level = cts.first().map_or(0, |c| ex.level(c));
         let q = ex.rescale_prime(level);
         let d1 = mask_scale(q);
         let d2 = q / d1;
         let tag = layer_tag(self, inl, None);
-        // The masked rotated inputs by (input, block offset), made on first use. (Two offsets
-        // may share a rotation amount on small grids; their masks differ.)
-        let mut masked: alloc::collections::BTreeMap<(usize, i64, i64), E::Ct> =
-            alloc::collections::BTreeMap::new();
-        let mut outs = Vec::with_capacity(plan.stages.outputs.len());
+        // The block offset (q_y, q_x) and input position (u', v') of a product. Two offsets may
+        // share a rotation amount on small grids; their masks differ, so masks are keyed by the
+        // offset.
+        let geometry = |uo: usize, vo: usize, di: usize, dj: usize| {
+            let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+            let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
+            (
+                ey.div_euclid(s),
+                ey.rem_euclid(s),
+                ex_.div_euclid(s),
+                ex_.rem_euclid(s),
+            )
+        };
+        // Pass 1: the masks each input needs: (input, q_y, q_x) → (baby, u', v').
+        let mut need: BTreeMap<(usize, i64, i64), (usize, i64, i64)> = BTreeMap::new();
         for (o, giants) in plan.stages.outputs.iter().enumerate() {
-            let (o_ch, uo, vo) = outl.ct_coords(o);
-            let mut acc: Option<E::Ct> = None;
+            let (_, uo, vo) = outl.ct_coords(o);
             for g in giants {
                 if g.shift != 0 {
                     return Err(Error::InvalidParameters(
@@ -373,52 +389,71 @@ impl Conv2d {
                 }
                 for t in &g.terms {
                     let tg = t.tag as usize;
-                    let (c, di, dj) = (tg / (k * k), (tg / k) % k, tg % k);
-                    let ey = (uo * self.stride + di) as i64 - self.padding as i64;
-                    let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
-                    let (qy, u1) = (ey.div_euclid(s), ey.rem_euclid(s));
-                    let (qx, v1) = (ex_.div_euclid(s), ex_.rem_euclid(s));
-                    let mkey = (t.input, qy, qx);
-                    if let alloc::collections::btree_map::Entry::Vacant(slot) = masked.entry(mkey) {
-                        let mask = || {
-                            let mut v = vec![C64::default(); n];
-                            for i in 0..m {
-                                let yi = (i as i64 + qy) * s + u1;
-                                if yi < 0 || yi >= inl.height as i64 {
-                                    continue;
-                                }
-                                for j in 0..m {
-                                    let xi = (j as i64 + qx) * s + v1;
-                                    if xi < 0 || xi >= inl.width as i64 {
-                                        continue;
-                                    }
-                                    for b in 0..inl.batch {
-                                        v[inl.slot(0, i, j, b)] = C64::real(1.0);
-                                    }
-                                }
-                            }
-                            v
-                        };
-                        let key = crate::circuits::exec::pt_key(
-                            tag,
-                            &[t.input as u64, qy as u64, qx as u64, 0x6d61_736b],
-                        );
-                        let mc =
-                            ex.mul_plain_at(&rotated[t.input][t.baby], Some(key), &mask, d1)?;
-                        slot.insert(mc);
-                    }
-                    let mut w = self.w(o_ch, c, di, dj);
-                    if let Some(a) = affine {
-                        w *= a.scale[c];
-                    }
-                    if w == 0.0 {
-                        continue;
-                    }
-                    let src = masked
-                        .get(&mkey)
-                        .ok_or(Error::InvalidParameters("convolution: a mask was not made"))?;
-                    ex.mul_const_acc(&mut acc, src, w, d2)?;
+                    let (qy, u1, qx, v1) = geometry(uo, vo, (tg / k) % k, tg % k);
+                    need.entry((t.input, qy, qx)).or_insert((t.baby, u1, v1));
                 }
+            }
+        }
+        // Pass 2: per input, its hoisted rotations, each masked once; the rotations are dropped
+        // as soon as their masked copies exist.
+        let mut masked: BTreeMap<(usize, i64, i64), E::Ct> = BTreeMap::new();
+        for (input, ct) in cts.iter().enumerate() {
+            let babies = &plan.stages.babies[input];
+            if babies.is_empty() {
+                continue;
+            }
+            let rotated = ex.rotate_many(ct, babies)?;
+            for (&(i_, qy, qx), &(baby, u1, v1)) in need.range((input, i64::MIN, i64::MIN)..) {
+                if i_ != input {
+                    break;
+                }
+                let mask = || {
+                    let mut v = vec![C64::default(); n];
+                    for i in 0..m {
+                        let yi = (i as i64 + qy) * s + u1;
+                        if yi < 0 || yi >= inl.height as i64 {
+                            continue;
+                        }
+                        for j in 0..m {
+                            let xi = (j as i64 + qx) * s + v1;
+                            if xi < 0 || xi >= inl.width as i64 {
+                                continue;
+                            }
+                            for b in 0..inl.batch {
+                                v[inl.slot(0, i, j, b)] = C64::real(1.0);
+                            }
+                        }
+                    }
+                    v
+                };
+                let key = crate::circuits::exec::pt_key(
+                    tag,
+                    &[input as u64, qy as u64, qx as u64, 0x6d61_736b],
+                );
+                let mc = ex.mul_plain_at(&rotated[baby], Some(key), &mask, d1)?;
+                masked.insert((input, qy, qx), mc);
+            }
+        }
+        // Pass 3: every output accumulates its scalar-weighted masked inputs.
+        let mut outs = Vec::with_capacity(plan.stages.outputs.len());
+        for (o, giants) in plan.stages.outputs.iter().enumerate() {
+            let (o_ch, uo, vo) = outl.ct_coords(o);
+            let mut acc: Option<E::Ct> = None;
+            for t in giants.iter().flat_map(|g| &g.terms) {
+                let tg = t.tag as usize;
+                let (c, di, dj) = (tg / (k * k), (tg / k) % k, tg % k);
+                let (qy, _, qx, _) = geometry(uo, vo, di, dj);
+                let mut w = self.w(o_ch, c, di, dj);
+                if let Some(a) = affine {
+                    w *= a.scale[c];
+                }
+                if w == 0.0 {
+                    continue;
+                }
+                let src = masked
+                    .get(&(t.input, qy, qx))
+                    .ok_or(Error::InvalidParameters("convolution: a mask was not made"))?;
+                ex.mul_const_acc(&mut acc, src, w, d2)?;
             }
             let acc = match acc {
                 Some(a) => a,

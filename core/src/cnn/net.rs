@@ -24,6 +24,9 @@ pub enum Layer {
     Conv(Conv2d),
     /// `a·x² + b·x + c`, elementwise.
     Quad(Quadratic),
+    /// `max(0, x)`, elementwise: exact only in MPC (the hybrid mode); the FHE-only plan refuses
+    /// it, the `f64` reference computes it.
+    Relu,
     /// `(C, H, W)` → `C·H·W` features (free: the next layer reads the slots in place).
     Flatten,
     /// A fully connected layer.
@@ -117,7 +120,7 @@ impl Network {
                         "network: a convolution after flatten",
                     ))
                 }
-                (Layer::Quad(_), _) => {}
+                (Layer::Quad(_), _) | (Layer::Relu, _) => {}
                 (Layer::Flatten, None) => feats = Some(ch * side * side),
                 (Layer::Flatten, Some(_)) => {
                     return Err(Error::InvalidParameters("network: flatten twice"))
@@ -187,6 +190,11 @@ impl Network {
                 (Layer::Quad(_), State::Features(f)) => {
                     layers.push(LayerPlan::Quad { cts: f.cts });
                     depth += 1;
+                }
+                (Layer::Relu, _) => {
+                    return Err(Error::InvalidParameters(
+                        "network: ReLU is exact only in MPC (the hybrid mode); the FHE-only mode needs a polynomial activation",
+                    ))
                 }
                 (Layer::Flatten, State::Tensor(t)) => {
                     let f = FeatureMap::flatten(t);
@@ -313,6 +321,7 @@ impl Network {
                     (t, h, w) = (y, ho, wo);
                 }
                 Layer::Quad(q) => t.iter_mut().for_each(|v| *v = q.eval(*v)),
+                Layer::Relu => t.iter_mut().for_each(|v| *v = v.max(0.0)),
                 Layer::Flatten => {}
                 Layer::Linear(f) => t = reference::linear(f, &t, batch, None),
             }

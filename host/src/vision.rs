@@ -1,0 +1,358 @@
+//! Private CNN inference (FEnc2's packing, FHE-only mode) between a client and a server over a
+//! transport: the client holds the images and the secret key, the server holds the model and
+//! only the public, relinearization and Galois keys.
+//!
+//! 1. Both sides compile the public architecture for the batch ([`Network::plan`]); the client
+//!    derives the rotations from a dry run and sends the keys ([`Client::send_keys`]).
+//! 2. The client encrypts each batch in the fragment layout at the lowest level that suffices
+//!    (the network's depth) and sends it; the server runs the network and sends the logits back.
+//! 3. The client decrypts and takes the argmax; the server reports its per-layer costs.
+
+use crate::model::images::Images;
+use crate::party::{Client, KeyRequest, PartyError, Server};
+use crate::transport::Transport;
+use rand_core::{CryptoRng, RngCore};
+use std::time::Instant;
+use veil_core::backend::PolyBackend;
+use veil_core::circuits::{CkksExec, Exec, OpCounts, SymExec};
+use veil_core::ckks::{Ciphertext, Ckks};
+use veil_core::cnn::{Layer, LayerCost, NetPlan, Network};
+
+/// Plaintext cache budget of the server (keyed masks and diagonals): 4 GiB.
+pub const CACHE_BUDGET: usize = 4 << 30;
+
+/// What can go wrong in a private CNN run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum VisionError {
+    /// The network does not compile for this batch, block size or parameter set.
+    Plan(veil_core::Error),
+    /// A party step failed (transport, keys, ciphertexts).
+    Party(PartyError),
+    /// The parameter set has fewer levels than the network's depth.
+    TooDeep {
+        /// Levels the network needs.
+        depth: usize,
+        /// Levels the parameter set has.
+        levels: usize,
+    },
+    /// No block size admits this batch.
+    NoBlock {
+        /// The batch.
+        batch: usize,
+    },
+    /// The two-party harness failed (the loopback link, a panicked party).
+    Harness(crate::harness::HarnessError),
+}
+
+impl std::fmt::Display for VisionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VisionError::Plan(e) => write!(f, "the network does not compile: {e}"),
+            VisionError::Party(e) => write!(f, "{e}"),
+            VisionError::TooDeep { depth, levels } => write!(
+                f,
+                "the network needs {depth} levels; the parameter set has {levels}"
+            ),
+            VisionError::NoBlock { batch } => write!(
+                f,
+                "no block size fits a batch of {batch} (try a smaller batch)"
+            ),
+            VisionError::Harness(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for VisionError {}
+
+impl From<PartyError> for VisionError {
+    fn from(e: PartyError) -> Self {
+        VisionError::Party(e)
+    }
+}
+
+/// The architecture alone: every weight replaced by 1 (what the client knows; the plan and the
+/// rotations depend on the geometry only).
+pub fn public_architecture(net: &Network) -> Network {
+    let mut a = net.clone();
+    for l in &mut a.layers {
+        match l {
+            Layer::Conv(c) => {
+                c.weight.iter_mut().for_each(|w| *w = 1.0);
+                c.bias.iter_mut().for_each(|w| *w = 0.0);
+            }
+            Layer::Linear(f) => {
+                f.weight.iter_mut().for_each(|w| *w = 1.0);
+                f.bias.iter_mut().for_each(|w| *w = 0.0);
+            }
+            _ => {}
+        }
+    }
+    a
+}
+
+/// A whole-network cost proxy for choosing the block size, in key-switch units: a key switch
+/// (rotation or relinearization) 1, a plaintext product with its encoding 1/25, a constant
+/// multiply-accumulate 1/100 (their measured ratios at `N = 2^15` on this project's CPU backend).
+pub fn cost_proxy(c: &OpCounts) -> f64 {
+    (c.rotations + c.relins) as f64 + c.pt_mults as f64 / 25.0 + c.const_mults as f64 / 100.0
+}
+
+/// The dry run of `net` at `batch`, block `block`: the plan and its counts.
+pub fn dry_run(
+    net: &Network,
+    batch: usize,
+    block: usize,
+    slots: usize,
+) -> Result<(NetPlan, OpCounts, Vec<i64>), veil_core::Error> {
+    let plan = net.plan(batch, block, slots)?;
+    let sym = SymExec::new(slots);
+    let xs: Vec<_> = (0..plan.input.ciphertexts())
+        .map(|_| sym.fresh(plan.depth))
+        .collect();
+    net.run(&sym, &plan, xs, |_| {})?;
+    Ok((plan, sym.counts(), sym.rotations_used()))
+}
+
+/// The block size with the lowest [`cost_proxy`] among the admissible ones.
+pub fn choose_block(net: &Network, batch: usize, slots: usize) -> Result<usize, VisionError> {
+    let mut best: Option<(f64, usize)> = None;
+    let mut s = 1;
+    while s <= net.side.next_power_of_two() {
+        if let Ok((_, c, _)) = dry_run(net, batch, s, slots) {
+            let v = cost_proxy(&c);
+            if best.is_none_or(|(b, _)| v < b) {
+                best = Some((v, s));
+            }
+        }
+        s *= 2;
+    }
+    best.map(|b| b.1).ok_or(VisionError::NoBlock { batch })
+}
+
+/// One batch's server-side cost, per layer.
+#[derive(Clone, Debug)]
+pub struct BatchCost {
+    /// The server's evaluation time, seconds.
+    pub eval_s: f64,
+    /// Per layer: the executor's counts and the wall time.
+    pub layers: Vec<(LayerCost, f64)>,
+    /// Ciphertext bytes returned to the client.
+    pub bytes_back: u64,
+}
+
+/// The client's view of a run.
+#[derive(Clone, Debug)]
+pub struct ClientOutcome {
+    /// Logits, `[image][class]`.
+    pub logits: Vec<Vec<f64>>,
+    /// Galois keys sent.
+    pub galois_keys: usize,
+    /// Bytes of the evaluation keys (seed-compressed).
+    pub key_bytes: u64,
+    /// Ciphertext bytes sent (the server reports the bytes it returns).
+    pub ct_bytes: u64,
+    /// Key generation and transfer, seconds.
+    pub keys_s: f64,
+    /// Encryption, seconds.
+    pub encrypt_s: f64,
+    /// Decryption, seconds.
+    pub decrypt_s: f64,
+    /// Wall time from the first batch sent to the last logits decrypted, seconds.
+    pub wall_s: f64,
+}
+
+/// The client: plans `arch` (public) for `batch` and `block`, sends the keys, encrypts `images`
+/// in batches, and decrypts the logits.
+pub fn run_client<B: PolyBackend>(
+    ck: &Ckks<B>,
+    t: &mut dyn Transport,
+    arch: &Network,
+    images: &Images,
+    batch: usize,
+    block: usize,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<ClientOutcome, VisionError> {
+    let slots = ck.params().n() / 2;
+    let (plan, _, rotations) = dry_run(arch, batch, block, slots).map_err(VisionError::Plan)?;
+    if plan.depth > ck.params().max_level() {
+        return Err(VisionError::TooDeep {
+            depth: plan.depth,
+            levels: ck.params().max_level(),
+        });
+    }
+    let client = Client::new(ck, rng)?;
+    let t0 = Instant::now();
+    let ks = client.send_keys(
+        t,
+        &KeyRequest {
+            rotations,
+            conjugation: false,
+        },
+        rng,
+    )?;
+    let keys_s = t0.elapsed().as_secs_f64();
+    let per = arch.channels * arch.side * arch.side;
+    let classes = arch.classes();
+    let (mut encrypt_s, mut decrypt_s, mut ct_bytes) = (0.0, 0.0, 0u64);
+    let mut logits = Vec::with_capacity(images.count);
+    let t_all = Instant::now();
+    for start in (0..images.count).step_by(batch) {
+        let n = batch.min(images.count - start);
+        let mut x = vec![0.0; batch * per];
+        for i in 0..n {
+            x[i * per..(i + 1) * per].copy_from_slice(&images.unit(start + i));
+        }
+        let te = Instant::now();
+        let slots_v = plan.input.pack(&x).map_err(VisionError::Plan)?;
+        let cts: Vec<Ciphertext<B>> = slots_v
+            .iter()
+            .map(|v| {
+                let pt = ck
+                    .encode_real(v, slots, plan.depth, ck.params().default_scale())
+                    .map_err(|source| PartyError::Ckks {
+                        step: "encode an image batch",
+                        source,
+                    })?;
+                ck.encrypt_sk(client.secret_key(), &pt, rng)
+                    .map_err(|source| PartyError::Ckks {
+                        step: "encrypt an image batch",
+                        source,
+                    })
+            })
+            .collect::<Result<_, PartyError>>()?;
+        encrypt_s += te.elapsed().as_secs_f64();
+        ct_bytes += client.send_ciphertexts(t, &cts)?;
+        let back = client.recv_ciphertexts(t)?;
+        let td = Instant::now();
+        let dec: Vec<Vec<f64>> = back
+            .iter()
+            .map(|c| client.decrypt(c).map(|v| v.iter().map(|z| z.re).collect()))
+            .collect::<Result<_, _>>()?;
+        let flat = plan.output.unpack(&dec).map_err(VisionError::Plan)?;
+        for i in 0..n {
+            logits.push(flat[i * classes..(i + 1) * classes].to_vec());
+        }
+        decrypt_s += td.elapsed().as_secs_f64();
+    }
+    Ok(ClientOutcome {
+        logits,
+        galois_keys: ks.galois_keys,
+        key_bytes: ks.evaluation_key_bytes + ks.public_key_bytes,
+        ct_bytes,
+        keys_s,
+        encrypt_s,
+        decrypt_s,
+        wall_s: t_all.elapsed().as_secs_f64(),
+    })
+}
+
+/// The server: receives the keys, then evaluates `net` on each batch of ciphertexts until the
+/// client has sent `batches`, returning each batch's costs. `on_layer` sees every layer as it
+/// ends (for progress).
+pub fn run_server<B: PolyBackend>(
+    ck: &Ckks<B>,
+    t: &mut dyn Transport,
+    net: &Network,
+    batch: usize,
+    block: usize,
+    batches: usize,
+    mut on_layer: impl FnMut(usize, &LayerCost),
+) -> Result<Vec<BatchCost>, VisionError> {
+    let slots = ck.params().n() / 2;
+    let plan = net.plan(batch, block, slots).map_err(VisionError::Plan)?;
+    let (server, _) = Server::receive_keys(ck, t)?;
+    let ex = CkksExec::new(ck, server.evaluation_keys(), slots).with_cache_budget(CACHE_BUDGET);
+    let mut out = Vec::with_capacity(batches);
+    for b in 0..batches {
+        let cts = crate::party::recv_ciphertexts(ck, t)?;
+        let t0 = Instant::now();
+        let mut layers = Vec::new();
+        let mut tl = Instant::now();
+        let y = net
+            .run(&ex, &plan, cts, |c| {
+                layers.push((c.clone(), tl.elapsed().as_secs_f64()));
+                on_layer(b, c);
+                tl = Instant::now();
+            })
+            .map_err(VisionError::Plan)?;
+        let eval_s = t0.elapsed().as_secs_f64();
+        let bytes_back = crate::party::send_ciphertexts(ck, t, &y)?;
+        out.push(BatchCost {
+            eval_s,
+            layers,
+            bytes_back,
+        });
+    }
+    Ok(out)
+}
+
+/// Peak resident memory of this process (`VmHWM` of `/proc/self/status`), bytes; `None` where
+/// the file does not exist.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// A loopback run: both parties in this process, over TCP on 127.0.0.1.
+#[derive(Clone, Debug)]
+pub struct LoopbackRun {
+    /// The block size used.
+    pub block: usize,
+    /// The batch.
+    pub batch: usize,
+    /// The client's outcome.
+    pub client: ClientOutcome,
+    /// The server's costs per batch.
+    pub batches: Vec<BatchCost>,
+    /// The dry run's counts for one batch.
+    pub counts: OpCounts,
+}
+
+/// Runs a client and a server on TCP loopback: the server with `net`, the client with its public
+/// architecture and `images`. `block = None` lets [`choose_block`] pick.
+pub fn run_loopback<B: PolyBackend + Sync>(
+    ck: &Ckks<B>,
+    net: &Network,
+    images: &Images,
+    batch: usize,
+    block: Option<usize>,
+    on_layer: impl FnMut(usize, &LayerCost) + Send,
+) -> Result<LoopbackRun, VisionError>
+where
+    B::Buffer: Send + Sync,
+{
+    let slots = ck.params().n() / 2;
+    let arch = public_architecture(net);
+    let block = match block {
+        Some(b) => b,
+        None => choose_block(&arch, batch, slots)?,
+    };
+    let (_, counts, _) = dry_run(&arch, batch, block, slots).map_err(VisionError::Plan)?;
+    let batches = images.count.div_ceil(batch);
+    let cfg = crate::transport::TransportConfig {
+        timeout: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    let (c, s) = crate::harness::run_pair(
+        crate::harness::Link::Tcp,
+        cfg,
+        |t| {
+            let mut rng = crate::os_rng();
+            run_client(ck, t, &arch, images, batch, block, &mut rng)
+        },
+        |t| run_server(ck, t, net, batch, block, batches, on_layer),
+    )
+    .map_err(VisionError::Harness)?;
+    let client = c?;
+    let batches = s?;
+    Ok(LoopbackRun {
+        block,
+        batch,
+        client,
+        batches,
+        counts,
+    })
+}
