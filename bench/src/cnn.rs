@@ -1,7 +1,9 @@
 //! `veil bench cnn`: FEnc2's block-size study. `--table-ix` compiles the five convolution
 //! settings of Table IX at every power-of-two block size (the same plan a real run follows,
 //! checked by a dry run through the executor) and sets the rotation counts beside the paper's,
-//! Eqs. 3–4 and the planner's `S*` (Eq. 8).
+//! Eqs. 3–4 and the planner's `S*` (Eq. 8). `--lenet` runs the built-in LeNet privately (client
+//! and server over TCP loopback, real MNIST test images) at each batch of `--batches`, and
+//! reports seconds per image, peak memory, bytes and agreement with the plaintext model.
 
 use crate::BenchError;
 use serde::Serialize;
@@ -18,6 +20,202 @@ pub struct BenchCnnArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Private LeNet on MNIST test images at each batch of `--batches`.
+    #[arg(long)]
+    pub lenet: bool,
+    /// Batches for `--lenet` (powers of two; each runs as many images as its batch).
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256")]
+    pub batches: Vec<usize>,
+    /// CKKS worker threads (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+}
+
+/// One `--lenet` point.
+#[derive(Clone, Debug, Serialize)]
+pub struct LenetPoint {
+    /// Images per batch.
+    pub batch: usize,
+    /// Block size.
+    pub block: usize,
+    /// Images run (one batch).
+    pub images: usize,
+    /// Server evaluation, seconds.
+    pub server_s: f64,
+    /// Server seconds per image.
+    pub seconds_per_image: f64,
+    /// Key generation and transfer, seconds.
+    pub keys_s: f64,
+    /// Galois keys.
+    pub galois_keys: usize,
+    /// Public + evaluation key bytes.
+    pub key_bytes: u64,
+    /// Ciphertext bytes per image, both directions.
+    pub ct_bytes_per_image: f64,
+    /// Peak resident memory during this point, bytes (both parties in one process).
+    pub peak_rss: Option<u64>,
+    /// Predictions equal to the plaintext model's.
+    pub agreement: usize,
+    /// Predictions equal to the label.
+    pub correct: usize,
+    /// Worst `|Δlogit|` against the plaintext model.
+    pub worst_logit_error: f64,
+    /// Per layer: name, rotations, relinearizations, plaintext products, constant MACs, seconds.
+    pub layers: Vec<(String, u64, u64, u64, u64, f64)>,
+}
+
+fn argmax(v: &[f64]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold(
+            (0, f64::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
+        .0
+}
+
+/// Runs `--lenet`.
+pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
+    use veil_host::model::{cnn, images};
+    let model = |e: veil_host::model::ModelError| BenchError::Cnn {
+        step: "the built-in LeNet or MNIST",
+        reason: e.to_string(),
+    };
+    let net = cnn::load("lenet").map_err(model)?;
+    let all = images::read_images("mnist-test").map_err(model)?;
+    let labels = images::read_labels("mnist-test").map_err(model)?;
+    let p = veil_core::params::ckks_128_logn15()
+        .validate()
+        .map_err(core("the parameter set"))?;
+    let threads = if a.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        a.threads
+    };
+    let be = veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
+        reason: e.to_string(),
+    })?;
+    let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
+    let mut out = Vec::new();
+    for &batch in &a.batches {
+        if !batch.is_power_of_two() {
+            return Err(BenchError::InvalidOption {
+                option: "--batches",
+                value: batch.to_string(),
+                expected: "powers of two",
+            });
+        }
+        let imgs = all.take(batch);
+        let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
+        let plain = net
+            .reference(&x, imgs.count)
+            .map_err(core("the reference"))?;
+        eprintln!("lenet: batch {batch} …");
+        veil_host::vision::reset_peak_rss();
+        let run = veil_host::vision::run_loopback(&ck, &net, &imgs, batch, None, |_, c| {
+            eprintln!(
+                "  {:<8} {:>4} → {:>4} ciphertexts",
+                c.name, c.cts_in, c.cts_out
+            )
+        })
+        .map_err(|e| BenchError::Cnn {
+            step: "the private LeNet run",
+            reason: e.to_string(),
+        })?;
+        let classes = net.classes();
+        let mut agreement = 0;
+        let mut correct = 0;
+        let mut worst = 0.0f64;
+        for (i, l) in run.client.logits.iter().enumerate() {
+            let pp = argmax(&plain[i * classes..(i + 1) * classes]);
+            let pe = argmax(l);
+            agreement += (pp == pe) as usize;
+            correct += (pe == labels[i] as usize) as usize;
+            for (u, v) in l.iter().zip(&plain[i * classes..(i + 1) * classes]) {
+                worst = worst.max((u - v).abs());
+            }
+        }
+        let server_s: f64 = run.batches.iter().map(|b| b.eval_s).sum();
+        let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
+        out.push(LenetPoint {
+            batch,
+            block: run.block,
+            images: imgs.count,
+            server_s,
+            seconds_per_image: server_s / imgs.count as f64,
+            keys_s: run.client.keys_s,
+            galois_keys: run.client.galois_keys,
+            key_bytes: run.client.key_bytes,
+            ct_bytes_per_image: (run.client.ct_bytes + back) as f64 / imgs.count as f64,
+            peak_rss: veil_host::vision::peak_rss_bytes(),
+            agreement,
+            correct,
+            worst_logit_error: worst,
+            layers: run.batches[0]
+                .layers
+                .iter()
+                .map(|(c, s)| {
+                    (
+                        c.name.clone(),
+                        c.ops.rotations,
+                        c.ops.relins,
+                        c.ops.pt_mults,
+                        c.ops.const_mults,
+                        *s,
+                    )
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// A text rendering of `--lenet`.
+pub fn render_lenet(pts: &[LenetPoint]) -> String {
+    let mut s = String::from(
+        "Private LeNet (Orion's architecture, trained quadratics) on MNIST test images, CKKS N = 2^15, client and server over TCP loopback\n\n",
+    );
+    s += &format!(
+        "{:>6} {:>3} {:>9} {:>9} {:>6} {:>9} {:>10} {:>9} {:>10} {:>10}\n",
+        "batch",
+        "S",
+        "server s",
+        "s/image",
+        "keys",
+        "key MB",
+        "MB/image",
+        "peak GB",
+        "agree",
+        "worst Δ"
+    );
+    for p in pts {
+        s += &format!(
+            "{:>6} {:>3} {:>9.2} {:>9.3} {:>6} {:>9.1} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
+            p.batch,
+            p.block,
+            p.server_s,
+            p.seconds_per_image,
+            p.galois_keys,
+            p.key_bytes as f64 / 1e6,
+            p.ct_bytes_per_image / 1e6,
+            p.peak_rss
+                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
+            p.agreement,
+            p.images,
+            p.worst_logit_error
+        );
+    }
+    for p in pts {
+        s += &format!("\nbatch {} per layer:\n", p.batch);
+        s += &format!(
+            "  {:<8} {:>6} {:>6} {:>7} {:>8} {:>8}\n",
+            "layer", "rot", "relin", "ptmul", "constMAC", "seconds"
+        );
+        for (n, r, rl, pm, cm, t) in &p.layers {
+            s += &format!("  {n:<8} {r:>6} {rl:>6} {pm:>7} {cm:>8} {t:>8.2}\n");
+        }
+    }
+    s
 }
 
 /// One block size of one Table IX setting.
@@ -198,17 +396,34 @@ pub fn render(t: &TableIx) -> String {
 
 /// Runs `veil bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
-    if !a.table_ix {
+    if !a.table_ix && !a.lenet {
         return Err(BenchError::InvalidOption {
-            option: "--table-ix",
+            option: "--table-ix / --lenet",
             value: "absent".into(),
-            expected: "--table-ix (the block-size sweep; the LeNet benchmark is not built yet)",
+            expected: "--table-ix (the block-size sweep) or --lenet (private LeNet on MNIST)",
         });
     }
-    let t = table_ix()?;
+    let mut text = String::new();
+    let mut json = serde_json::Map::new();
+    if a.table_ix {
+        let t = table_ix()?;
+        text += &render(&t);
+        json.insert(
+            "table_ix".into(),
+            serde_json::to_value(&t).unwrap_or_default(),
+        );
+    }
+    if a.lenet {
+        let pts = lenet(a)?;
+        text += &render_lenet(&pts);
+        json.insert(
+            "lenet".into(),
+            serde_json::to_value(&pts).unwrap_or_default(),
+        );
+    }
     if a.json {
-        crate::to_json("the bench cnn report", &t)
+        crate::to_json("the bench cnn report", &json)
     } else {
-        Ok(render(&t))
+        Ok(text)
     }
 }

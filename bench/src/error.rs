@@ -97,6 +97,13 @@ pub enum BenchError {
         /// The JSON error.
         source: serde_json::Error,
     },
+    /// A model or image file did not load, or a private CNN run failed.
+    Cnn {
+        /// The step.
+        step: &'static str,
+        /// The error, as it prints.
+        reason: String,
+    },
     /// A peer benchmark (in `../shared/peers`) could not run.
     Peer {
         /// The peer.
@@ -140,6 +147,7 @@ impl std::fmt::Display for BenchError {
             }
             BenchError::Encode { what, source } => write!(f, "encoding {what}: {source}"),
             BenchError::Peer { peer, reason } => write!(f, "peer {peer}: {reason}"),
+            BenchError::Cnn { step, reason } => write!(f, "{step}: {reason}"),
         }
     }
 }

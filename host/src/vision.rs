@@ -296,6 +296,12 @@ pub fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// Resets the peak-memory mark (`/proc/self/clear_refs` ← `5`, Linux ≥ 4.0), so that
+/// [`peak_rss_bytes`] measures from here; `false` where that is not possible.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
 /// A loopback run: both parties in this process, over TCP on 127.0.0.1.
 #[derive(Clone, Debug)]
 pub struct LoopbackRun {

@@ -307,3 +307,78 @@ fn large_batch_lenet_on_ckks_matches_the_reference() {
     // error: measured ≈ 1e-5; the bound leaves 20×.
     assert!(max < 2e-4, "max error {max}");
 }
+
+/// The two roles over TCP loopback (`veil_host::vision`): the client plans the public
+/// architecture and holds the secret key, the server holds the weights and the public keys; the
+/// decrypted logits match the plaintext model's.
+#[test]
+fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
+    use veil_core::cnn::{Layer, Network};
+    use veil_host::model::images::Images;
+    let mut lit = params::insecure_logn12();
+    lit.name = "INSECURE_LOGN12_L9_CNN".into();
+    lit.log_q = std::iter::once(60)
+        .chain(std::iter::repeat_n(40, 9))
+        .collect();
+    lit.dnum = Some(5);
+    let p = lit.validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut rng = test_rng(23);
+    let conv = |rng: &mut _, ci: usize, co: usize| {
+        let w = rand_vec(rng, co * ci * 25, 0.8 / (ci as f64 * 25.0).sqrt());
+        Conv2d::new(ci, co, 5, 2, 2, w, rand_vec(rng, co, 0.1)).unwrap()
+    };
+    let net = Network {
+        name: "lenet-narrow".into(),
+        channels: 1,
+        side: 28,
+        layers: vec![
+            Layer::Conv(conv(&mut rng, 1, 2)),
+            Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
+            Layer::Conv(conv(&mut rng, 2, 3)),
+            Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
+            Layer::Flatten,
+            Layer::Linear(
+                Linear::new(
+                    147,
+                    10,
+                    rand_vec(&mut rng, 1470, 0.1),
+                    rand_vec(&mut rng, 10, 0.1),
+                )
+                .unwrap(),
+            ),
+        ],
+    };
+    // 40 images in batches of 32: the second batch is partly empty.
+    let count = 40;
+    let pixels: Vec<u8> = (0..count * 784).map(|i| ((i * 37) % 251) as u8).collect();
+    let imgs = Images {
+        count,
+        channels: 1,
+        height: 28,
+        width: 28,
+        pixels,
+    };
+    let run = veil_host::vision::run_loopback(&ck, &net, &imgs, 32, None, |_, _| {}).unwrap();
+    assert_eq!(run.client.logits.len(), count);
+    assert_eq!(run.batches.len(), 2);
+    let x: Vec<f64> = (0..count).flat_map(|i| imgs.unit(i)).collect();
+    let want = net.reference(&x, count).unwrap();
+    let worst = run
+        .client
+        .logits
+        .iter()
+        .flatten()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "loopback: block {}, {} Galois keys, worst |Δlogit| {worst:.2e}",
+        run.block, run.client.galois_keys
+    );
+    assert!(worst < 2e-4, "worst {worst}");
+    // A ReLU network is refused by the FHE-only plan with a typed error, not a panic.
+    let mut relu = net.clone();
+    relu.layers[1] = Layer::Relu;
+    assert!(veil_host::vision::run_loopback(&ck, &relu, &imgs, 32, Some(4), |_, _| {}).is_err());
+}
