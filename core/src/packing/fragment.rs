@@ -296,7 +296,10 @@ mod tests {
         assert!(FragmentLayout::new(1, 1, 32, 32, None, 1, 512).is_err());
         assert!(FragmentLayout::new(1, 0, 4, 4, None, 1, 64).is_err());
         let l = FragmentLayout::new(1, 2, 4, 4, None, 1, 64).unwrap();
+        assert_eq!(l.ciphertexts(), 1);
         assert!(l.pack(&[0.0; 3]).is_err());
-        assert!(l.unpack(&[vec![0.0; 64]]).is_err());
+        assert!(l.unpack(&[vec![0.0; 64], vec![0.0; 64]]).is_err());
+        assert!(l.unpack(&[vec![0.0; 32]]).is_err());
+        assert!(l.unpack(&[vec![0.0; 64]]).is_ok());
     }
 }
