@@ -256,12 +256,26 @@ impl Conv2d {
         Ok(ConvPlan {
             input: *input,
             output: out,
+            geometry: self.geometry(),
             stages: b.finish(),
         })
     }
 
+    /// `(N_in, N_out, K, stride, padding, depthwise)`.
+    fn geometry(&self) -> [usize; 6] {
+        [
+            self.in_channels,
+            self.out_channels,
+            self.kernel,
+            self.stride,
+            self.padding,
+            self.depthwise as usize,
+        ]
+    }
+
     /// Runs the layer on `cts` (in `plan.input`'s layout), with an optional input affine, and
-    /// rescales. The result is in `plan.output`'s layout.
+    /// rescales. The result is in `plan.output`'s layout. A plan compiled for another layer
+    /// geometry is refused.
     pub fn run<E: Exec>(
         &self,
         ex: &E,
@@ -271,6 +285,11 @@ impl Conv2d {
     ) -> Result<Vec<E::Ct>> {
         if let Some(a) = affine {
             check_affine(a, self.in_channels)?;
+        }
+        if plan.geometry != self.geometry() {
+            return Err(Error::InvalidParameters(
+                "convolution: the plan was compiled for another layer",
+            ));
         }
         let inl = &plan.input;
         if ex.slots() != inl.slots {
@@ -630,6 +649,8 @@ pub struct ConvPlan {
     pub input: FragmentLayout,
     /// The output layout.
     pub output: FragmentLayout,
+    /// The layer it was compiled for: `(N_in, N_out, K, stride, padding, depthwise)`.
+    pub geometry: [usize; 6],
     /// Baby (inner) and giant (outer) rotations.
     pub stages: TwoStage,
 }

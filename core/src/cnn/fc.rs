@@ -243,6 +243,11 @@ impl Linear {
             }
         }
         let (inp, out) = (&plan.input, &plan.output);
+        if inp.len() != self.inputs || out.len() != self.outputs {
+            return Err(Error::InvalidParameters(
+                "linear: the plan was compiled for another layer",
+            ));
+        }
         if ex.slots() != inp.slots {
             return Err(Error::SlotMismatch {
                 expected: inp.slots,

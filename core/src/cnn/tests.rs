@@ -441,6 +441,19 @@ fn bad_layers_are_refused() {
     let c = Conv2d::new(3, 2, 3, 2, 1, vec![0.0; 54], vec![0.0; 2]).unwrap();
     assert!(c.plan(&l).is_err(), "stride 2 needs S ≥ 2");
     assert!(Quadratic::new(0.0, 1.0, 0.0).is_err());
+    // A plan compiled for another layer is refused, not indexed out of bounds.
+    let l2 = FragmentLayout::new(1, 2, 8, 8, None, 1, 256).unwrap();
+    let a = Conv2d::new(2, 2, 3, 1, 1, vec![0.1; 36], vec![0.0; 2]).unwrap();
+    let b = Conv2d::new(2, 2, 5, 1, 2, vec![0.1; 100], vec![0.0; 2]).unwrap();
+    let pb = b.plan(&l2).unwrap();
+    let sym = SymExec::new(256);
+    let xs: Vec<_> = (0..l2.ciphertexts()).map(|_| sym.fresh(2)).collect();
+    assert!(a.run(&sym, &pb, &xs, None).is_err());
+    let fm = FeatureMap::flatten(&l2);
+    let f1 = Linear::new(fm.len(), 3, vec![0.1; fm.len() * 3], vec![0.0; 3]).unwrap();
+    let f2 = Linear::new(fm.len(), 4, vec![0.1; fm.len() * 4], vec![0.0; 4]).unwrap();
+    let p2 = f2.plan(&fm).unwrap();
+    assert!(f1.run(&sym, &p2, &xs, None).is_err());
     assert!(Linear::new(3, 2, vec![0.0; 5], vec![0.0; 2]).is_err());
 }
 
