@@ -93,7 +93,9 @@ pub fn public_architecture(net: &Network) -> Network {
 
 /// A whole-network cost proxy for choosing the block size, in key-switch units: a key switch
 /// (rotation or relinearization) 1, a plaintext product with its encoding 1/25, a constant
-/// multiply-accumulate 1/100 (their measured ratios at `N = 2^15` on this project's CPU backend).
+/// multiply-accumulate 1/100. These are coarse weights, not a calibration: on two cores at
+/// `N = 2^15` a key switch takes tens of milliseconds, a plaintext product with its encoding
+/// about 5 ms and a constant multiply-accumulate about 1 ms (`bench/examples/prof_encode.rs`).
 pub fn cost_proxy(c: &OpCounts) -> f64 {
     (c.rotations + c.relins) as f64 + c.pt_mults as f64 / 25.0 + c.const_mults as f64 / 100.0
 }
