@@ -64,16 +64,6 @@ pub struct LenetPoint {
     pub layers: Vec<(String, u64, u64, u64, u64, f64)>,
 }
 
-fn argmax(v: &[f64]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(
-            (0, f64::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0
-}
-
 /// Runs `--lenet`.
 pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
     use veil_host::model::{cnn, images};
@@ -127,8 +117,8 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
         let mut correct = 0;
         let mut worst = 0.0f64;
         for (i, l) in run.client.logits.iter().enumerate() {
-            let pp = argmax(&plain[i * classes..(i + 1) * classes]);
-            let pe = argmax(l);
+            let pp = veil_host::vision::argmax(&plain[i * classes..(i + 1) * classes]);
+            let pe = veil_host::vision::argmax(l);
             agreement += (pp == pe) as usize;
             correct += (pe == labels[i] as usize) as usize;
             for (u, v) in l.iter().zip(&plain[i * classes..(i + 1) * classes]) {

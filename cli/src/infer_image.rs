@@ -46,16 +46,6 @@ pub struct InferImageArgs {
     pub json: bool,
 }
 
-fn argmax(v: &[f64]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(
-            (0, f64::NEG_INFINITY),
-            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
-        )
-        .0
-}
-
 /// Runs `veil infer-image`.
 pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let net = cnn::load(&a.model).map_err(CliError::Model)?;
@@ -82,7 +72,10 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
     let plain = net.reference(&x, imgs.count).map_err(CliError::Reference)?;
     let classes = net.classes();
-    let plain_pred: Vec<usize> = plain.chunks(classes).map(argmax).collect();
+    let plain_pred: Vec<usize> = plain
+        .chunks(classes)
+        .map(veil_host::vision::argmax)
+        .collect();
     let acc = |pred: &[usize]| {
         labels.as_ref().map(|l| {
             pred.iter()
@@ -145,7 +138,12 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     })
     .map_err(CliError::Vision)?;
     let wall = t0.elapsed().as_secs_f64();
-    let pred: Vec<usize> = run.client.logits.iter().map(|l| argmax(l)).collect();
+    let pred: Vec<usize> = run
+        .client
+        .logits
+        .iter()
+        .map(|l| veil_host::vision::argmax(l))
+        .collect();
     let agree = pred.iter().zip(&plain_pred).filter(|(a, b)| a == b).count();
     let worst = run
         .client

@@ -289,6 +289,17 @@ pub fn run_server<B: PolyBackend>(
     Ok(out)
 }
 
+/// The index of the largest logit (the first on ties): a prediction.
+pub fn argmax(v: &[f64]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold(
+            (0, f64::NEG_INFINITY),
+            |b, (i, &x)| if x > b.1 { (i, x) } else { b },
+        )
+        .0
+}
+
 /// Peak resident memory of this process (`VmHWM` of `/proc/self/status`), bytes; `None` where
 /// the file does not exist.
 pub fn peak_rss_bytes() -> Option<u64> {

@@ -20,6 +20,17 @@ fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
         .collect()
 }
 
+/// N = 2^12 with nine 40-bit levels: insecure, for fast tests only.
+fn cnn_params() -> veil_core::CkksParams {
+    let mut lit = params::insecure_logn12();
+    lit.name = "INSECURE_LOGN12_L9_CNN".into();
+    lit.log_q = std::iter::once(60)
+        .chain(std::iter::repeat_n(40, 9))
+        .collect();
+    lit.dnum = Some(5);
+    lit.validate().unwrap()
+}
+
 struct Net {
     c1: Conv2d,
     pool: Conv2d,
@@ -69,14 +80,7 @@ fn run_net<E: Exec>(
 
 #[test]
 fn lenet_shaped_chain_on_ckks_matches_the_reference() {
-    // N = 2^12 with nine 40-bit levels: insecure, for a fast test only.
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    let p = lit.validate().unwrap();
+    let p = cnn_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(21);
     let sk = ck.gen_secret_key(&mut rng);
@@ -192,13 +196,7 @@ fn lenet_shaped_chain_on_ckks_matches_the_reference() {
 #[test]
 fn large_batch_lenet_on_ckks_matches_the_reference() {
     use veil_core::cnn::{Layer, Network};
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    let p = lit.validate().unwrap();
+    let p = cnn_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(22);
     let sk = ck.gen_secret_key(&mut rng);
@@ -315,13 +313,7 @@ fn large_batch_lenet_on_ckks_matches_the_reference() {
 fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
     use veil_core::cnn::{Layer, Network};
     use veil_host::model::images::Images;
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    let p = lit.validate().unwrap();
+    let p = cnn_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(23);
     let conv = |rng: &mut _, ci: usize, co: usize| {
