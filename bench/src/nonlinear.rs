@@ -30,7 +30,7 @@ use veil_core::mpc::ot::silent::SilentParams;
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
 use veil_core::nn::fixed::{self, ErrStats};
 use veil_core::nn::gelu::{Gelu, GeluKind};
-use veil_core::nn::layernorm::{LayerNorm, LnKind};
+use veil_core::nn::layernorm::{LayerNorm, LnAffine, LnKind};
 use veil_core::nn::pool::MaxPool;
 use veil_core::nn::quad::{Quad, QuadKind};
 use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
@@ -120,10 +120,13 @@ pub enum Variant {
     GeluTanh,
     /// GELU, exact-erf form (degree-7 fit), everything in MPC.
     GeluErf,
-    /// LayerNorm: mean, variance, reciprocal square root, products.
+    /// LayerNorm: mean, variance, reciprocal square root, one product (no elementwise
+    /// affine, as in SPU's script).
     LnAccurate,
-    /// MBLN `(x − μ)/(l·R_d)` by `LayerNorm::run` (truncation + the owner product: γ private
-    /// to the server; here without affine, the same protocol).
+    /// The accurate LayerNorm with a checkpoint's `γ`, `β` held by P0 (the owner product).
+    LnAccurateAffine,
+    /// MBLN `(x − μ)/(l·R_d)` by `LayerNorm::run` without affine: a truncation and a
+    /// public product.
     LnMbln,
     /// MBLN in EncFormer's 0-round form (`LayerNorm::mbln_local`: `D` and the public `κ`
     /// folded into the next CKKS layer; the error is of `κ·D`).
@@ -139,7 +142,7 @@ pub enum Variant {
 }
 
 /// Every variant, in report order.
-pub const ALL_VARIANTS: [Variant; 13] = [
+pub const ALL_VARIANTS: [Variant; 14] = [
     Variant::SoftmaxAccurate,
     Variant::SoftmaxMbMax,
     Variant::GeluBolt,
@@ -147,6 +150,7 @@ pub const ALL_VARIANTS: [Variant; 13] = [
     Variant::GeluTanh,
     Variant::GeluErf,
     Variant::LnAccurate,
+    Variant::LnAccurateAffine,
     Variant::LnMbln,
     Variant::LnMblnLocal,
     Variant::MaxPool,
@@ -182,7 +186,10 @@ impl Variant {
             Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
                 Block::Gelu
             }
-            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => Block::LayerNorm,
+            Variant::LnAccurate
+            | Variant::LnAccurateAffine
+            | Variant::LnMbln
+            | Variant::LnMblnLocal => Block::LayerNorm,
             Variant::MaxPool | Variant::MaxPoolRelu => Block::MaxPool,
             Variant::QuadSquare | Variant::QuadBeaver => Block::Quad,
         }
@@ -198,6 +205,7 @@ impl Variant {
             Variant::GeluTanh => "tanh",
             Variant::GeluErf => "erf",
             Variant::LnAccurate => "accurate",
+            Variant::LnAccurateAffine => "accurate-affine",
             Variant::LnMbln => "mbln",
             Variant::LnMblnLocal => "mbln-local",
             Variant::MaxPool => "maxpool",
@@ -278,7 +286,7 @@ impl Variant {
             rows: s.layernorm.0,
             cols: s.layernorm.1,
             eps: LN_EPS,
-            kind: if self == Variant::LnAccurate {
+            kind: if matches!(self, Variant::LnAccurate | Variant::LnAccurateAffine) {
                 LnKind::Accurate
             } else {
                 LnKind::Mbln {
@@ -286,6 +294,8 @@ impl Variant {
                     rd: MBLN_PARAMS.1,
                 }
             },
+            // SPU's script normalizes only: no γ, β
+            affine: self == Variant::LnAccurateAffine,
         }
     }
 
@@ -369,6 +379,14 @@ impl Variant {
             Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => {
                 self.layernorm(s).f64_reference(x, None)
             }
+            Variant::LnAccurateAffine => {
+                let (gamma, beta) = ln_affine(s.layernorm.1);
+                let aff = LnAffine {
+                    gamma: &gamma,
+                    beta: &beta,
+                };
+                self.layernorm(s).f64_reference(x, Some(&aff))
+            }
             Variant::MaxPool => Self::pool(s).f64_reference(x),
             Variant::MaxPoolRelu => Self::pool(s)
                 .f64_reference(x)
@@ -404,6 +422,15 @@ impl Variant {
             Variant::LnAccurate | Variant::LnMbln => {
                 drive(ch, self.layernorm(s).run(p, &inp.x, None), t)
             }
+            Variant::LnAccurateAffine => {
+                let (gamma, beta) = ln_affine(s.layernorm.1);
+                let aff = LnAffine {
+                    gamma: &gamma,
+                    beta: &beta,
+                };
+                let mine = p.is_p0().then_some(&aff);
+                drive(ch, self.layernorm(s).run(p, &inp.x, mine), t)
+            }
             // Local: wrapped in a session so that its counters and depth are accounted
             // like the others (0 bytes, 0 rounds). The output is `D` with the public `κ`
             // (the consumer folds κ into its weights); the error is of `κ·D`.
@@ -418,6 +445,14 @@ impl Variant {
         }?;
         Ok((y, 1.0))
     }
+}
+
+/// The benchmark's LayerNorm `γ ∈ [0.5, 2]` and `β ∈ [−0.5, 0.5]` (deterministic: the
+/// cost does not depend on the values).
+fn ln_affine(cols: usize) -> (Vec<f64>, Vec<f64>) {
+    let gamma = (0..cols).map(|c| 0.5 + 0.25 * (c % 7) as f64).collect();
+    let beta = (0..cols).map(|c| 0.25 * (c % 5) as f64 - 0.5).collect();
+    (gamma, beta)
 }
 
 /// A standard normal sample (Box–Muller).

@@ -434,6 +434,7 @@ impl SessionPlan {
             cols: self.cfg.hidden,
             eps: self.cfg.ln_eps,
             kind: LnKind::Accurate,
+            affine: true,
         }
     }
 

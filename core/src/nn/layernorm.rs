@@ -28,6 +28,10 @@
 //! 5. `y = z·γ` ([`Party::mul_owned_fx`], `ℓ` COTs per column, `γ` at 14 bits) at 13
 //!    bits, then `+ β` at P0 (local).
 //!
+//! Without an elementwise affine ([`LayerNorm::affine`] `= false`, public), step 4
+//! truncates straight to 13 bits and step 5 is skipped. The bounds below hold with
+//! `γ = 1`, `β = 0` (the path has one rounding fewer).
+//!
 //! **Range.** Valid input `|x| ≤ 2^9` (2.3× MiniLM's 224; with the input shift `k`
 //! below, `|x| ≤ 2^{9+k}`), `cols ≤ 2^{12}`,
 //! `|γ| ≤ 2^6`. Then no value on the path wraps: `|32·D| ≤ 2^{40}`, `d_h² ≤ 2^{40}`,
@@ -123,8 +127,10 @@
 //! | form | shape | bytes/elem | COTs/elem | rounds (offline + online) |
 //! |---|---|---|---|---|
 //! | accurate | 128 × 768 | 1314 | 51.7 | 11 + 35 |
+//! | accurate, no elementwise affine (silent OT: 373) | 128 × 768 | 1172 | 50.4 | 11 + 33 |
 //! | accurate, input shift `k = 3` ([`LayerNorm::run_scaled`]) | 128 × 768 | 1314 | 51.7 | 11 + 37 |
 //! | MBLN ([`LayerNorm::run`], private `γ`; shift `k = 3`: the same, 160 B) | 128 × 768 | 159 | 2.3 | 0 + 4 |
+//! | MBLN without affine (the public factor: a local product, 2 truncations) | 128 × 768 | 36 | 2.0 | 0 + 4 |
 //! | MBLN ([`LayerNorm::mbln_local`], `γ`, `κ` folded into the next layer) | any | 0 | 0 | 0 |
 //!
 //! The accurate form's bytes are the square (`ℓ` COTs and `ℓ(ℓ+1)/2` correction bits
@@ -170,6 +176,12 @@ pub struct LayerNorm {
     pub eps: f64,
     /// Accurate or MBLN.
     pub kind: LnKind,
+    /// Whether the block ends with the checkpoint's per-column map `γ ⊙ · + β`
+    /// (PyTorch's `elementwise_affine`). It is part of the public architecture. With
+    /// `false` the owner product is skipped: the normalized value is truncated straight
+    /// to 13 bits (one product, `ℓ(ℓ+1)/2` correction bits, and one truncation fewer per
+    /// element), and an `affine` argument at the owner is refused.
+    pub affine: bool,
 }
 
 /// The checkpoint's affine parameters, held by the server = Party P0 (P1 passes None).
@@ -368,6 +380,11 @@ impl LayerNorm {
             LnKind::Accurate => (FGAM, 1.0),
             LnKind::Mbln { .. } => (FMB, self.mbln_fold(sc)),
         };
+        if !self.affine && affine.is_some() {
+            return Err(MpcError::InvalidInput(
+                "LayerNorm without an elementwise affine was given gamma and beta",
+            ));
+        }
         let Some(a) = affine else {
             return Ok((
                 alloc::vec![fixed::encode(fold, fm); cols],
@@ -484,14 +501,20 @@ impl LayerNorm {
         let y = match self.kind {
             LnKind::Mbln { .. } => {
                 let d1 = p.trunc_round(d, sc.t + sc.k).await?;
-                p.mul_owned_fx(
-                    &d1,
-                    gam.as_ref().map(|g| g.as_slice()),
-                    owner,
-                    self.cols,
-                    FMB,
-                )
-                .await?
+                if self.affine {
+                    p.mul_owned_fx(
+                        &d1,
+                        gam.as_ref().map(|g| g.as_slice()),
+                        owner,
+                        self.cols,
+                        FMB,
+                    )
+                    .await?
+                } else {
+                    // the public factor 2^k/(ρ·l·R_d): a local product and a truncation
+                    let c = fixed::encode(self.mbln_fold(&sc), FMB);
+                    p.trunc_round(mul_int(r, &d1, c), FMB).await?
+                }
             }
             LnKind::Accurate => {
                 let (dz, dh) = if sc.k == 0 {
@@ -517,15 +540,20 @@ impl LayerNorm {
                     }
                 }
                 let g = self.rsqrt(&sc).run(p, &s).await?;
-                let z = p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - FZO).await?;
-                p.mul_owned_fx(
-                    &z,
-                    gam.as_ref().map(|g| g.as_slice()),
-                    owner,
-                    self.cols,
-                    FZO + FGAM - 13,
-                )
-                .await?
+                if !self.affine {
+                    // the normalized value is the output, at 13 bits
+                    p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - 13).await?
+                } else {
+                    let z = p.mul_rows_fx(&dz, &g, self.cols, FZ + sc.fg - FZO).await?;
+                    p.mul_owned_fx(
+                        &z,
+                        gam.as_ref().map(|g| g.as_slice()),
+                        owner,
+                        self.cols,
+                        FZO + FGAM - 13,
+                    )
+                    .await?
+                }
             }
         };
         if !is_owner || beta.iter().all(|&b| b == 0) {
@@ -604,6 +632,10 @@ impl LayerNorm {
                     let g = rs.reference(&[s])[0] as i128;
                     for (c, &dv) in d.iter().enumerate() {
                         let dz = fixed::round_shift(dv.wrapping_shl(za), zs) as i128;
+                        if !self.affine {
+                            out.push(fixed::round_shift(dz * g, FZ + sc.fg - 13));
+                            continue;
+                        }
                         let z = fixed::round_shift(dz * g, FZ + sc.fg - FZO) as i128;
                         out.push(
                             fixed::round_shift(z * gam[c] as i128, FZO + FGAM - 13)
@@ -617,10 +649,12 @@ impl LayerNorm {
     }
 
     /// The exact function (population variance, as in PyTorch's `LayerNorm`); empty
-    /// when `x` is not `rows × cols` or the affine lengths are not `cols`.
+    /// when `x` is not `rows × cols`, the affine lengths are not `cols`, or an affine is
+    /// given to a block without one.
     pub fn f64_reference(&self, x: &[f64], affine: Option<&LnAffine<'_>>) -> Vec<f64> {
-        let bad_affine =
-            affine.is_some_and(|a| a.gamma.len() != self.cols || a.beta.len() != self.cols);
+        let bad_affine = affine.is_some_and(|a| {
+            !self.affine || a.gamma.len() != self.cols || a.beta.len() != self.cols
+        });
         if self.cols == 0 || self.rows.checked_mul(self.cols) != Some(x.len()) || bad_affine {
             return Vec::new();
         }
@@ -776,17 +810,26 @@ mod tests {
             cols,
             eps: 1e-12,
             kind: LnKind::Accurate,
+            affine: true,
         };
         let xf = rows(&mut g, rows_n, cols);
         let xs = enc(&xf);
         let xq = dec(&xs);
         let (gamma, beta) = affine_params(&mut g, cols);
-        for aff in [
-            None,
-            Some(LnAffine {
-                gamma: &gamma,
-                beta: &beta,
-            }),
+        let bare = LayerNorm {
+            affine: false,
+            ..ln
+        };
+        for (ln, aff) in [
+            (bare, None),
+            (ln, None),
+            (
+                ln,
+                Some(LnAffine {
+                    gamma: &gamma,
+                    beta: &beta,
+                }),
+            ),
         ] {
             let (got, (bytes, off, on, cots)) =
                 run_ln(&mut p0, &mut p1, &ln, &xs, aff.as_ref(), &mut g);
@@ -795,8 +838,8 @@ mod tests {
             let gf = dec(&got);
             let e = ErrStats::of(&gf, &exact);
             eprintln!(
-                "LN accurate {rows_n}x{cols} (affine {}): max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
-                aff.is_some(), e.max_abs, e.mean_abs
+                "LN accurate {rows_n}x{cols} (elementwise affine {}, given {}): max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                ln.affine, aff.is_some(), e.max_abs, e.mean_abs
             );
             let mut worst_ulp = 0;
             for (k, row) in xq.chunks(cols).enumerate() {
@@ -835,6 +878,7 @@ mod tests {
                 cols,
                 eps: 1e-12,
                 kind: LnKind::Accurate,
+                affine: true,
             };
             let xf = rows(&mut g, rows_n, cols);
             let xs = enc(&xf);
@@ -898,6 +942,7 @@ mod tests {
                 cols,
                 eps: 1e-12,
                 kind,
+                affine: true,
             };
             for k in [0, 3] {
                 let (_, (bytes, off, on, cots)) =
@@ -932,6 +977,7 @@ mod tests {
                 cols,
                 eps,
                 kind: LnKind::Accurate,
+                affine: true,
             };
             let xs = enc(&xf);
             let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
@@ -972,6 +1018,7 @@ mod tests {
             cols,
             eps: 1e-12,
             kind: LnKind::Accurate,
+            affine: true,
         };
         let xs = enc(&rows(&mut g, rows_n, cols));
         let xq = dec(&xs);
@@ -1034,6 +1081,7 @@ mod tests {
                 cols,
                 eps: 0.0,
                 kind: LnKind::Mbln { l, rd },
+                affine: true,
             };
             let (got, (bytes, off, on, cots)) =
                 run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
@@ -1063,6 +1111,22 @@ mod tests {
                     gf[i],
                     exact[i]
                 );
+            }
+            // no elementwise affine: the public factor, a local product
+            let bare = LayerNorm {
+                affine: false,
+                ..ln
+            };
+            let (got, (bb, _, bon, _)) = run_ln(&mut p0, &mut p1, &bare, &xs, None, &mut g);
+            let want_b = bare.reference(r, &xs, None);
+            let exact_b = bare.f64_reference(&xq, None);
+            let w = ln.mbln_fold(&sc);
+            eprintln!("MBLN without affine: {bb:.0} B/elem, {bon} online rounds");
+            assert!(bb < bytes, "the bare form must be cheaper: {bb} vs {bytes}");
+            for i in 0..got.len() {
+                assert!((got[i] - want_b[i]).abs() <= 1 + libm::ceil(w) as i64);
+                let b = mbln_bound(bare, 1.0, exact_b[i]);
+                assert!((fixed::decode(got[i], 13) - exact_b[i]).abs() <= b, "{i}");
             }
             // the 0-round form: exact D, no communication
             let (x0, x1) = share(r, &xs, &mut g);
@@ -1105,6 +1169,7 @@ mod tests {
                 cols: 4,
                 eps: 1e-5,
                 kind,
+                affine: true,
             };
             let x = [
                 a,
@@ -1144,6 +1209,7 @@ mod tests {
                     cols,
                     eps: 1e-5,
                     kind,
+                    affine: true,
                 };
                 let xs = enc(&alloc::vec![1.5; rows * cols]);
                 let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g);
@@ -1164,6 +1230,7 @@ mod tests {
             cols: 4,
             eps: 1e-5,
             kind: LnKind::Accurate,
+            affine: true,
         };
         assert!(ok.validate(r).is_ok());
         assert!(LayerNorm { cols: 0, ..ok }.validate(r).is_err());
@@ -1211,6 +1278,23 @@ mod tests {
         let mut s = crate::mpc::Session::new(q0.channel(), ok.run(&mut q0, &x, Some(&badg)));
         assert!(matches!(poll(&mut s), MpcError::InvalidInput(_)));
         drop(s);
+        // a block without an elementwise affine refuses γ and β at the owner
+        let bare = LayerNorm {
+            affine: false,
+            ..ok
+        };
+        let one = [1.0; 4];
+        let fine = LnAffine {
+            gamma: &one,
+            beta: &beta,
+        };
+        let (mut q2, _q3, _) = pair();
+        let mut s = crate::mpc::Session::new(q2.channel(), bare.run(&mut q2, &x, Some(&fine)));
+        assert!(matches!(poll(&mut s), MpcError::InvalidInput(_)));
+        drop(s);
+        assert!(bare.reference(r, &[0; 8], Some(&fine)).is_empty());
+        assert!(bare.f64_reference(&[0.0; 8], Some(&fine)).is_empty());
+        assert_eq!(bare.reference(r, &[0; 8], None).len(), 8);
         let _ = &mut q1;
         assert!(ok.reference(r, &[0; 7], None).is_empty());
         assert!(ok.f64_reference(&[0.0; 7], None).is_empty());
@@ -1276,6 +1360,7 @@ mod tests {
                 cols,
                 eps: 1e-5,
                 kind: LnKind::Accurate,
+                affine: true,
             };
             let xs = enc(&xf);
             let xq = dec(&xs);
@@ -1352,6 +1437,7 @@ mod tests {
             cols: 64,
             eps: 1e-5,
             kind: LnKind::Accurate,
+            affine: true,
         };
         for (cols, m) in [(1, 17), (768, 7), (1024, 7), (1600, 6), (4096, 5)] {
             ln.cols = cols;
@@ -1419,6 +1505,7 @@ mod tests {
             cols,
             eps: 0.0,
             kind: LnKind::Mbln { l: 1.0, rd: 100.0 },
+            affine: true,
         };
         let (got, _) = run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
         let want = ln.reference_scaled(r, &xs, Some(&aff), k);
