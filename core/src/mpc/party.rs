@@ -265,7 +265,10 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let hello = ch.recv_msg::<SetupHello>(&()).await?;
         let mut db = [0u8; 16];
         self.rng.fill_bytes(&mut db);
-        let delta = u128::from_le_bytes(db);
+        // Δ's low bit is 1 (emp-ot's convention): a COT receiver's block then carries its
+        // choice bit in its low bit once the sender's blocks have theirs cleared, which the
+        // silent OT uses to encode blocks and choice bits in one pass. Δ keeps 127 random bits.
+        let delta = u128::from_le_bytes(db) | 1;
         db.zeroize();
         let mut choices: Vec<u8> = (0..128).map(|i| ((delta >> i) & 1) as u8).collect();
         let (reply, keys) = base::receive(&mut self.rng, &hello.s, &choices);

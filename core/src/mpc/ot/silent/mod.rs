@@ -28,6 +28,14 @@
 //!    first extension is a small one whose whole output seeds the main set
 //!    (emp-ot's two-stage bootstrap), so IKNP produces only
 //!    `k_pre + t_pre·h_pre` COTs.
+//! 4. **The low-bit convention** (emp-ot's). `Δ` has its low bit set
+//!    ([`SilentSender::new`] refuses another), the sender clears the low bit of
+//!    every block it holds (the IKNP seeds, the GGM leaves), and the receiver
+//!    puts its choice bit there (the IKNP seeds' `b`, the leaves' noise bit `e`).
+//!    `t = q ⊕ u·Δ` still holds, and the receiver's block carries `u` in its
+//!    low bit. Since `A` is linear, the receiver's encoding of `w` alone yields
+//!    `A·x` in the low bits: one gather per column instead of two. `Δ` keeps
+//!    127 random bits.
 //!
 //! # Use
 //!
@@ -319,6 +327,7 @@ fn sender_extension(
             blocks.push(sums[j].1 ^ h1[j]);
         }
         blocks.push(leaves.iter().fold(delta, |a, &x| a ^ x));
+        clear_low_bits(leaves);
     }
     sb.zeroize();
     scratch.zeroize();
@@ -347,9 +356,9 @@ fn receiver_extension(
     let (h, l) = (p.h as usize, p.leaves());
     let (w, ts) = seed_t.split_at(p.k);
     let (x, bs) = seed_b.split_at(p.k);
+    debug_assert!(w.iter().zip(x).all(|(&wi, &xi)| (wi & 1) as u8 == xi & 1));
     let out = &mut out[..p.n];
     let u = &mut u[..p.n];
-    u.fill(0);
     let mut scratch = vec![0u128; l / 2];
     let mut known = vec![0u128; h];
     let mut ht = vec![0u128; h];
@@ -368,12 +377,25 @@ fn receiver_extension(
         }
         c.ggm.receiver_tree(alpha, &known, leaves, &mut scratch);
         leaves[alpha] = leaves.iter().fold(m[2 * h], |a, &y| a ^ y);
-        u[i * l + alpha] = 1;
+        // the low bit carries the noise bit e (the sender cleared its leaves' low bits)
+        clear_low_bits(leaves);
+        leaves[alpha] |= 1;
     }
     scratch.zeroize();
     known.zeroize();
     ht.zeroize();
-    lpn.encode_add_with_bits(w, x, out, u);
+    // w's low bits are x, so one pass gives t = r ⊕ A·w with u = e ⊕ A·x in its low bits
+    lpn.encode_add(w, out);
+    for (ui, &ti) in u.iter_mut().zip(out.iter()) {
+        *ui = (ti & 1) as u8;
+    }
+}
+
+/// Clears the low bit of every block (the sender's side of the low-bit convention).
+fn clear_low_bits(b: &mut [u128]) {
+    for x in b {
+        *x &= !1;
+    }
 }
 
 /// The outputs of the last extension: `v[pos..len]` are not yet handed out
@@ -461,6 +483,12 @@ impl SilentSender {
     /// Over an IKNP sender (its `Δ` becomes the silent one's); `prg_seed`
     /// keys the PRG of the GGM roots (draw it from the party's CSPRNG).
     pub fn new(iknp: IknpSender, params: SilentParams, mut prg_seed: [u8; 16]) -> Result<Self> {
+        if iknp.delta() & 1 == 0 {
+            prg_seed.zeroize();
+            return Err(MpcError::InvalidConfig(
+                "silent OT: the IKNP sender's delta must have its low bit set",
+            ));
+        }
         let core = Core::new(params)?;
         let prg = AesPrg::new(prg_seed);
         prg_seed.zeroize();
@@ -477,7 +505,9 @@ impl SilentSender {
     /// [`SilentReceiver::bootstrap`] message).
     pub async fn bootstrap(&mut self, ch: &Channel) -> Result<()> {
         let m = self.core.params.bootstrap_cots();
-        self.seed = Some(self.iknp.extend(ch, m).await?);
+        let mut q = self.iknp.extend(ch, m).await?;
+        clear_low_bits(&mut q);
+        self.seed = Some(q);
         Ok(())
     }
 
@@ -628,7 +658,11 @@ impl SilentReceiver {
         let mut bits: Vec<u8> = (0..m).map(|j| (bytes[j / 8] >> (j % 8)) & 1).collect();
         bytes.zeroize();
         match self.iknp.extend(ch, &bits).await {
-            Ok(t) => {
+            Ok(mut t) => {
+                // the low bit becomes the choice bit (the sender cleared its low bits)
+                for (tj, &bj) in t.iter_mut().zip(&bits) {
+                    *tj = (*tj & !1) | (bj & 1) as u128;
+                }
                 self.seed = Some((t, bits));
                 Ok(())
             }

@@ -105,7 +105,7 @@ fn lpn_encoding_matches_the_definition() {
 
 /// IKNP pairs for tests without base OT: the sender holds `k_i^{Δ_i}`.
 fn iknp_pair(rng: &mut ChaCha20Rng) -> (IknpSender, IknpReceiver, u128) {
-    let delta = block(rng);
+    let delta = block(rng) | 1;
     let mut pairs = Vec::new();
     let mut keys = Vec::new();
     for i in 0..128 {
@@ -121,6 +121,20 @@ fn iknp_pair(rng: &mut ChaCha20Rng) -> (IknpSender, IknpReceiver, u128) {
         IknpReceiver::new(&pairs).unwrap(),
         delta,
     )
+}
+
+#[test]
+fn a_delta_without_its_low_bit_is_refused() {
+    let mut rng = ChaCha20Rng::seed_from_u64(12);
+    let (s, _, delta) = iknp_pair(&mut rng);
+    assert_eq!(delta & 1, 1);
+    assert!(SilentSender::new(s, INSECURE_SILENT_TEST, [3; 16]).is_ok());
+    let keys: Vec<[u8; 16]> = (0..128).map(|i| [i as u8; 16]).collect();
+    let even = IknpSender::new(delta & !1, &keys).unwrap();
+    assert!(matches!(
+        SilentSender::new(even, INSECURE_SILENT_TEST, [3; 16]),
+        Err(MpcError::InvalidConfig(_))
+    ));
 }
 
 fn generators(params: SilentParams, seed: u64) -> (SilentSender, SilentReceiver, u128) {
@@ -155,6 +169,8 @@ fn every_output_satisfies_the_correlation_and_bootstraps_without_iknp() {
         let check = |q: &[u128], t: &[u128], u: &[u8]| {
             for j in 0..q.len() {
                 assert!(u[j] <= 1);
+                // the low-bit convention: the sender's low bit is 0, the receiver's is u
+                assert_eq!((q[j] & 1, t[j] & 1), (0, u[j] as u128), "COT {j} low bits");
                 assert_eq!(
                     t[j],
                     q[j] ^ (delta & 0u128.wrapping_sub(u[j] as u128)),
@@ -304,7 +320,8 @@ fn use_before_bootstrap_and_bad_params_are_refused() {
 }
 
 /// The receiver's view of one SPCOT (its base COTs and the tree message) for a
-/// fixed puncture index, and the punctured leaf's first byte.
+/// fixed puncture index, and a byte of the punctured leaf above its low bit (which
+/// the low-bit convention clears).
 fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
     let c = Core::new(SilentParams {
         main: LpnParams {
@@ -316,9 +333,10 @@ fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
         pre: None,
     })
     .unwrap();
-    let delta = block(rng);
+    let delta = block(rng) | 1;
     let b: Vec<u8> = (0..h).map(|j| (j % 2) as u8).collect(); // fixed α
-    let q: Vec<u128> = (0..=h).map(|_| block(rng)).collect();
+    // the sender's base COTs with their low bits cleared (the convention)
+    let q: Vec<u128> = (0..=h).map(|_| block(rng) & !1).collect();
     let mut prg = AesPrg::new({
         let mut k = [0u8; 16];
         rng.fill_bytes(&mut k);
@@ -356,7 +374,7 @@ fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
     for x in t.iter().chain(&r) {
         view.extend_from_slice(&x.to_le_bytes());
     }
-    (view, leaf as u8)
+    (view, (leaf >> 1) as u8)
 }
 
 /// Two-sample test on every bit of the views (as the view tests of the
