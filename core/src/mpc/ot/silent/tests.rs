@@ -335,7 +335,7 @@ fn spcot_view(rng: &mut ChaCha20Rng, h: usize, leak: bool) -> (Vec<u8>, u8) {
     .unwrap();
     let delta = block(rng) | 1;
     let b: Vec<u8> = (0..h).map(|j| (j % 2) as u8).collect(); // fixed α
-    // the sender's base COTs with their low bits cleared (the convention)
+                                                              // the sender's base COTs with their low bits cleared (the convention)
     let q: Vec<u128> = (0..=h).map(|_| block(rng) & !1).collect();
     let mut prg = AesPrg::new({
         let mut k = [0u8; 16];
