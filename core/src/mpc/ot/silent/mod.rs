@@ -36,6 +36,14 @@
 //!    low bit. Since `A` is linear, the receiver's encoding of `w` alone yields
 //!    `A·x` in the low bits: one gather per column instead of two. `Δ` keeps
 //!    127 random bits.
+//! 5. **Messages go ahead.** Right after making an extension's outputs, the
+//!    sender sends the next extension's message (its GGM trees, seeded by those
+//!    outputs; it keeps only the `t` roots and expands them again later), and
+//!    the receiver takes it at once. When the outputs run out, both ends make
+//!    the next ones each on its own, with nothing to wait for: the two LPN
+//!    encodings run at the same time instead of one after the other. The
+//!    messages and their order are those of the plain protocol; only the first
+//!    extension of a generator is sent when it is needed.
 //!
 //! # Use
 //!
@@ -286,17 +294,92 @@ impl Core {
         })
     }
 
+    #[cfg(test)]
     fn current(&self) -> (LpnParams, &Lpn) {
-        match (self.main_next, &self.lpn_pre, self.params.pre) {
+        self.stage(self.main_next)
+    }
+
+    /// The set and code of the main stage (`main`) or the bootstrap stage.
+    fn stage(&self, main: bool) -> (LpnParams, &Lpn) {
+        match (main, &self.lpn_pre, self.params.pre) {
             (false, Some(l), Some(p)) => (p, l),
             _ => (self.params.main, &self.lpn_main),
         }
     }
 }
 
-/// The sender's end (holds `Δ`) of one extension: pure computation, writing
-/// the `n` outputs `q = s ⊕ A·v` into `out` and returning the message.
-/// `seed` = `k` LPN base COTs then `t·h` SPCOT base COTs.
+/// The sender's message of one extension with the set `p` and the hash tweak
+/// `tweak`: draws the `t` GGM roots, expands each tree (into a one-tree scratch)
+/// for its level sums and correction, and returns the message and the roots
+/// (which [`sender_outputs`] expands again). `qs` = the `t·h` SPCOT base COTs.
+fn sender_message(
+    c: &Core,
+    p: LpnParams,
+    tweak: u64,
+    delta: u128,
+    prg: &mut AesPrg,
+    qs: &[u128],
+) -> (SilentSpcot, Vec<u128>) {
+    let (h, l) = (p.h as usize, p.leaves());
+    let mut blocks = Vec::with_capacity(p.shape().blocks());
+    let mut roots = Vec::with_capacity(p.t);
+    let mut leaves = vec![0u128; l];
+    let mut scratch = vec![0u128; l / 2];
+    let mut sums = vec![(0u128, 0u128); h];
+    let mut h0 = vec![0u128; h];
+    let mut h1 = vec![0u128; h];
+    let mut sb = [0u8; 16];
+    for i in 0..p.t {
+        prg.fill(&mut sb);
+        let root = u128::from_le_bytes(sb);
+        roots.push(root);
+        c.ggm
+            .sender_tree(root, &mut leaves, &mut sums, &mut scratch);
+        let q = &qs[i * h..(i + 1) * h];
+        let tw = tweak + (i * h) as u64;
+        c.hash.hash_into(q, 0, tw, SPCOT_DOMAIN, &mut h0);
+        c.hash.hash_into(q, delta, tw, SPCOT_DOMAIN, &mut h1);
+        for j in 0..h {
+            blocks.push(sums[j].0 ^ h0[j]);
+            blocks.push(sums[j].1 ^ h1[j]);
+        }
+        blocks.push(leaves.iter().fold(delta, |a, &x| a ^ x));
+    }
+    sb.zeroize();
+    leaves.zeroize();
+    scratch.zeroize();
+    sums.zeroize();
+    h0.zeroize();
+    h1.zeroize();
+    (
+        SilentSpcot {
+            blocks,
+            shape: p.shape(),
+        },
+        roots,
+    )
+}
+
+/// The sender's outputs of one extension: the GGM leaves of `roots` (low bits
+/// cleared) plus `A·v`, `q = s ⊕ A·v`, into `out[..p.n]`.
+fn sender_outputs(c: &Core, p: LpnParams, lpn: &Lpn, roots: &[u128], v: &[u128], out: &mut [u128]) {
+    let (h, l) = (p.h as usize, p.leaves());
+    let out = &mut out[..p.n];
+    let mut scratch = vec![0u128; l / 2];
+    let mut sums = vec![(0u128, 0u128); h];
+    for (leaves, &root) in out.chunks_exact_mut(l).zip(roots) {
+        c.ggm.sender_tree(root, leaves, &mut sums, &mut scratch);
+        clear_low_bits(leaves);
+    }
+    scratch.zeroize();
+    sums.zeroize();
+    lpn.encode_add(v, out);
+}
+
+/// The sender's end (holds `Δ`) of one extension at the current set and tweak:
+/// [`sender_message`] then [`sender_outputs`]. `seed` = `k` LPN base COTs then
+/// `t·h` SPCOT base COTs.
+#[cfg(test)]
 fn sender_extension(
     c: &Core,
     delta: u128,
@@ -305,45 +388,17 @@ fn sender_extension(
     out: &mut [u128],
 ) -> SilentSpcot {
     let (p, lpn) = c.current();
-    let (h, l) = (p.h as usize, p.leaves());
     let (v, qs) = seed.split_at(p.k);
-    let out = &mut out[..p.n];
-    let mut blocks = Vec::with_capacity(p.shape().blocks());
-    let mut scratch = vec![0u128; l / 2];
-    let mut sums = vec![(0u128, 0u128); h];
-    let mut h0 = vec![0u128; h];
-    let mut h1 = vec![0u128; h];
-    let mut sb = [0u8; 16];
-    for (i, leaves) in out.chunks_exact_mut(l).enumerate() {
-        prg.fill(&mut sb);
-        c.ggm
-            .sender_tree(u128::from_le_bytes(sb), leaves, &mut sums, &mut scratch);
-        let q = &qs[i * h..(i + 1) * h];
-        let tw = c.tweak + (i * h) as u64;
-        c.hash.hash_into(q, 0, tw, SPCOT_DOMAIN, &mut h0);
-        c.hash.hash_into(q, delta, tw, SPCOT_DOMAIN, &mut h1);
-        for j in 0..h {
-            blocks.push(sums[j].0 ^ h0[j]);
-            blocks.push(sums[j].1 ^ h1[j]);
-        }
-        blocks.push(leaves.iter().fold(delta, |a, &x| a ^ x));
-        clear_low_bits(leaves);
-    }
-    sb.zeroize();
-    scratch.zeroize();
-    sums.zeroize();
-    h0.zeroize();
-    h1.zeroize();
-    lpn.encode_add(v, out);
-    SilentSpcot {
-        blocks,
-        shape: p.shape(),
-    }
+    let (msg, mut roots) = sender_message(c, p, c.tweak, delta, prg, qs);
+    sender_outputs(c, p, lpn, &roots, v, out);
+    roots.zeroize();
+    msg
 }
 
 /// The receiver's end of one extension: `seed_t`/`seed_b` are its base COTs
 /// and their choice bits. Writes the outputs `t = r ⊕ A·w` into `out` and the
 /// choice bits `u = e ⊕ A·x` into `u`.
+#[cfg(test)]
 fn receiver_extension(
     c: &Core,
     seed_t: &[u128],
@@ -353,6 +408,25 @@ fn receiver_extension(
     u: &mut [u8],
 ) {
     let (p, lpn) = c.current();
+    receiver_outputs(c, p, lpn, c.tweak, seed_t, seed_b, msg, out, u);
+}
+
+/// The receiver's end of one extension for the set `p` (its code `lpn`) and
+/// the tweak of the message `msg`: `seed_t`/`seed_b` are its base COTs and their
+/// choice bits. Writes the outputs `t = r ⊕ A·w` into `out` and the choice bits
+/// `u = e ⊕ A·x` into `u`.
+#[allow(clippy::too_many_arguments)]
+fn receiver_outputs(
+    c: &Core,
+    p: LpnParams,
+    lpn: &Lpn,
+    tweak: u64,
+    seed_t: &[u128],
+    seed_b: &[u8],
+    msg: &SilentSpcot,
+    out: &mut [u128],
+    u: &mut [u8],
+) {
     let (h, l) = (p.h as usize, p.leaves());
     let (w, ts) = seed_t.split_at(p.k);
     let (x, bs) = seed_b.split_at(p.k);
@@ -366,7 +440,7 @@ fn receiver_extension(
         let t = &ts[i * h..(i + 1) * h];
         let b = &bs[i * h..(i + 1) * h];
         c.hash
-            .hash_into(t, 0, c.tweak + (i * h) as u64, SPCOT_DOMAIN, &mut ht);
+            .hash_into(t, 0, tweak + (i * h) as u64, SPCOT_DOMAIN, &mut ht);
         let m = &msg.blocks[i * (2 * h + 1)..(i + 1) * (2 * h + 1)];
         let mut alpha = 0usize;
         for j in 0..h {
@@ -455,6 +529,9 @@ pub struct SilentSender {
     prg: AesPrg,
     /// Base COTs of the next extension (`None` before the bootstrap).
     seed: Option<Vec<u128>>,
+    /// The extension whose message went out ahead: its stage (main or
+    /// bootstrap) and GGM roots.
+    ahead: Option<(bool, Vec<u128>)>,
     work: Work<u128>,
 }
 
@@ -475,6 +552,9 @@ impl Drop for SilentSender {
     fn drop(&mut self) {
         if let Some(s) = self.seed.as_mut() {
             s.zeroize();
+        }
+        if let Some((_, r)) = self.ahead.as_mut() {
+            r.zeroize();
         }
     }
 }
@@ -497,6 +577,7 @@ impl SilentSender {
             core,
             prg,
             seed: None,
+            ahead: None,
             work: Work::new(),
         })
     }
@@ -521,24 +602,45 @@ impl SilentSender {
         self.work.available()
     }
 
-    /// Runs one extension (sends its message); the previous outputs must
-    /// have been handed out.
-    fn run_extension(&mut self, ch: &Channel) -> Result<()> {
-        let seed = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
+    /// Sends the message of the next extension (seeded by the current seed)
+    /// ahead of its outputs. The receiver takes it at once; when the outputs
+    /// are needed, both ends make them each on its own, with no message
+    /// between, so that their LPN encodings run at the same time instead of
+    /// one after the other.
+    fn send_ahead(&mut self, ch: &Channel) -> Result<()> {
+        let seed = self.seed.as_ref().ok_or(MpcError::NotSetUp)?;
+        let main = self.core.main_next;
+        let (p, _) = self.core.stage(main);
         let delta = self.iknp.delta();
-        let (p, _) = self.core.current();
-        let out = self.work.storage(p.n);
-        let msg = sender_extension(&self.core, delta, &mut self.prg, seed, out);
+        let qs = &seed[p.k..p.seed_cots()];
+        let (msg, roots) = sender_message(&self.core, p, self.core.tweak, delta, &mut self.prg, qs);
         self.core.tweak += (p.t * p.h as usize) as u64;
-        self.core.stats.extensions += 1;
         self.core.stats.message_bytes += p.message_bytes() as u64;
         self.core.main_next = true;
+        self.ahead = Some((main, roots));
+        ch.send_owned(msg);
+        Ok(())
+    }
+
+    /// Runs one extension (its message sent now, unless it went ahead) and
+    /// sends the next one's message ahead; the previous outputs must have been
+    /// handed out.
+    fn run_extension(&mut self, ch: &Channel) -> Result<()> {
+        if self.ahead.is_none() {
+            self.send_ahead(ch)?;
+        }
+        let (main, mut roots) = self.ahead.take().ok_or(MpcError::NotSetUp)?;
+        let seed = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
+        let (p, lpn) = self.core.stage(main);
+        let out = self.work.storage(p.n);
+        sender_outputs(&self.core, p, lpn, &roots, &seed[..p.k], out);
+        roots.zeroize();
+        self.core.stats.extensions += 1;
         let next = self.core.params.main.seed_cots();
         seed.zeroize();
         seed.extend_from_slice(&out[..next]);
         self.work.filled(p.n, next);
-        ch.send_owned(msg);
-        Ok(())
+        self.send_ahead(ch)
     }
 
     /// Appends `m` random COTs to `out`.
@@ -606,6 +708,8 @@ pub struct SilentReceiver {
     prg: AesPrg,
     /// Base COTs and their choice bits for the next extension.
     seed: Option<(Vec<u128>, Vec<u8>)>,
+    /// The next extension's message, taken ahead: its stage and hash tweak.
+    ahead: Option<(bool, u64, SilentSpcot)>,
     work_t: Work<u128>,
     work_u: Work<u8>,
 }
@@ -644,6 +748,7 @@ impl SilentReceiver {
             core,
             prg,
             seed: None,
+            ahead: None,
             work_t: Work::new(),
             work_u: Work::new(),
         })
@@ -683,20 +788,35 @@ impl SilentReceiver {
         self.work_t.available()
     }
 
-    async fn run_extension(&mut self, ch: &Channel) -> Result<()> {
-        let (p, _) = self.core.current();
+    /// Takes the next extension's message (the sender sends it ahead of the
+    /// outputs).
+    async fn recv_ahead(&mut self, ch: &Channel) -> Result<()> {
         if self.seed.is_none() {
             return Err(MpcError::NotSetUp);
         }
+        let main = self.core.main_next;
+        let (p, _) = self.core.stage(main);
         let msg = ch.recv_msg::<SilentSpcot>(&p.shape()).await?;
+        self.ahead = Some((main, self.core.tweak, msg));
+        self.core.tweak += (p.t * p.h as usize) as u64;
+        self.core.stats.message_bytes += p.message_bytes() as u64;
+        self.core.main_next = true;
+        Ok(())
+    }
+
+    /// Runs one extension (waiting for its message unless it came ahead), then
+    /// takes the next one's message.
+    async fn run_extension(&mut self, ch: &Channel) -> Result<()> {
+        if self.ahead.is_none() {
+            self.recv_ahead(ch).await?;
+        }
+        let (main, tweak, msg) = self.ahead.take().ok_or(MpcError::NotSetUp)?;
+        let (p, lpn) = self.core.stage(main);
         let (st, sb) = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
         let out = self.work_t.storage(p.n);
         let u = self.work_u.storage(p.n);
-        receiver_extension(&self.core, st, sb, &msg, out, u);
-        self.core.tweak += (p.t * p.h as usize) as u64;
+        receiver_outputs(&self.core, p, lpn, tweak, st, sb, &msg, out, u);
         self.core.stats.extensions += 1;
-        self.core.stats.message_bytes += p.message_bytes() as u64;
-        self.core.main_next = true;
         let next = self.core.params.main.seed_cots();
         st.zeroize();
         sb.zeroize();
@@ -704,7 +824,7 @@ impl SilentReceiver {
         sb.extend_from_slice(&u[..next]);
         self.work_t.filled(p.n, next);
         self.work_u.filled(p.n, next);
-        Ok(())
+        self.recv_ahead(ch).await
     }
 
     /// Appends `m` random COTs and their choice bits to `t` and `u`.

@@ -212,8 +212,9 @@ fn every_output_satisfies_the_correlation_and_bootstraps_without_iknp() {
     }
 }
 
-/// Runs one extension and hands the sender's frame, changed by `f`, to the
-/// receiver; returns the receiver's result.
+/// Runs one extension and hands the sender's frames (the extension's message,
+/// changed by `f`, and the next one's, sent ahead) to the receiver; returns the
+/// receiver's result.
 fn corrupted_extension(f: impl Fn(&mut Frame)) -> Result<(Vec<u128>, Vec<u8>)> {
     let params = INSECURE_SILENT_TEST_NO_PRE;
     let (mut s, mut r, _) = generators(params, 9);
@@ -229,10 +230,16 @@ fn corrupted_extension(f: impl Fn(&mut Frame)) -> Result<(Vec<u128>, Vec<u8>)> {
     let mut sr = Session::new(cr.clone(), r.extend_random(&cr, vec![0; 10]));
     assert!(sr.poll().is_pending(), "the receiver waits for the sender");
     let mut frames = ss.take_outgoing();
-    assert_eq!(frames.len(), 1);
-    assert_eq!(frames[0].tag, MsgKind::SilentSpcot.tag());
+    assert_eq!(
+        frames.len(),
+        2,
+        "this extension's message and the next one's"
+    );
+    assert!(frames.iter().all(|f| f.tag == MsgKind::SilentSpcot.tag()));
     f(&mut frames[0]);
-    sr.deliver(frames.pop().unwrap());
+    for fr in frames {
+        sr.deliver(fr);
+    }
     match sr.poll() {
         core::task::Poll::Ready(res) => res,
         core::task::Poll::Pending => panic!("the receiver must finish"),
