@@ -239,6 +239,10 @@ impl Variant {
 
     /// The name of the same computation in `bench_spu.py`, if it has one.
     pub fn spu_op(self, s: &Shapes) -> Option<String> {
+        if self == Variant::LnAccurateAffine {
+            // SPU's script has no affine: not the same function
+            return None;
+        }
         match self.block() {
             Block::Softmax | Block::Gelu | Block::LayerNorm => {
                 Some(format!("{}_{}", self.block().name(), self.shape(s)))
@@ -617,7 +621,7 @@ fn party_main(
         let sil1 = p.silent_stats().unwrap_or_default();
         out.push(Measured {
             silent_bytes: sil1.message_bytes - sil0.message_bytes
-                + (sil1.extensions - sil0.extensions) * veil_core::mpc::channel::FRAME_OVERHEAD,
+                + (sil1.messages - sil0.messages) * veil_core::mpc::channel::FRAME_OVERHEAD,
             wall_s,
             cpu_s,
             stats: p.channel().stats().since(&before),
@@ -1148,7 +1152,8 @@ pub fn select_variants(
                 return Err(invalid(
                     "--variants",
                     n,
-                    "accurate, mbmax, bolt, bolt-split, tanh, erf, mbln, maxpool, maxpool-relu, \
+                    "accurate, accurate-affine, mbmax, bolt, bolt-split, tanh, erf, mbln, \
+                     mbln-local, maxpool, maxpool-relu, \
                      square, beaver (or block/variant); the transformer blocks only once merged",
                 ));
             }

@@ -271,7 +271,8 @@ fn generator_one_thread(sp: SilentParams, cots: usize) -> Result<f64, BenchError
     let step = "the one-thread silent generator";
     let e = |source| BenchError::Mpc { step, source };
     let mut rng = ChaCha20Rng::from_rng(OsRng)?;
-    let delta = ((rng.next_u64() as u128) << 64) | rng.next_u64() as u128;
+    // the low bit set, as `Party::setup` does (the silent OT's low-bit convention)
+    let delta = ((rng.next_u64() as u128) << 64) | rng.next_u64() as u128 | 1;
     let (bs, s) = BaseSender::start(&mut rng);
     let choices: Vec<u8> = (0..128).map(|i| ((delta >> i) & 1) as u8).collect();
     let (reply, keys) = receive(&mut rng, &s, &choices);
@@ -580,7 +581,7 @@ fn party_main(
         let d1 = p.channel().depth();
         let sil1 = p.silent_stats().unwrap_or_default();
         let silent_bytes = sil1.message_bytes - sil0.message_bytes
-            + (sil1.extensions - sil0.extensions) * FRAME_OVERHEAD;
+            + (sil1.messages - sil0.messages) * FRAME_OVERHEAD;
         out.push(OpOut {
             silent_bytes,
             wall_s: el,

@@ -178,9 +178,11 @@ pub struct LayerNorm {
     pub kind: LnKind,
     /// Whether the block ends with the checkpoint's per-column map `γ ⊙ · + β`
     /// (PyTorch's `elementwise_affine`). It is part of the public architecture. With
-    /// `false` the owner product is skipped: the normalized value is truncated straight
-    /// to 13 bits (one product, `ℓ(ℓ+1)/2` correction bits, and one truncation fewer per
-    /// element), and an `affine` argument at the owner is refused.
+    /// `false` the owner product is skipped: the accurate form truncates the normalized
+    /// value straight to 13 bits (one product, `ℓ(ℓ+1)/2` correction bits, and one
+    /// truncation fewer per element); MBLN multiplies by its public factor locally
+    /// (the same two truncations, no correction bits). An `affine` argument at the
+    /// owner is refused.
     pub affine: bool,
 }
 

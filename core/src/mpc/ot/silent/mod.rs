@@ -39,11 +39,13 @@
 //! 5. **Messages go ahead.** Right after making an extension's outputs, the
 //!    sender sends the next extension's message (its GGM trees, seeded by those
 //!    outputs; it keeps only the `t` roots and expands them again later), and
-//!    the receiver takes it at once. When the outputs run out, both ends make
-//!    the next ones each on its own, with nothing to wait for: the two LPN
-//!    encodings run at the same time instead of one after the other. The
-//!    messages and their order are those of the plain protocol; only the first
-//!    extension of a generator is sent when it is needed.
+//!    the receiver waits for it before its call returns. When the outputs run
+//!    out, both ends make the next ones each on its own, with no message to
+//!    wait for, so the two LPN encodings run at the same time instead of one
+//!    after the other. The cost: one message more per generator (the last one
+//!    sent ahead, which may never be used: 559,440 bytes per direction at
+//!    [`FERRET_EMP_OT`]), and no overlap for the first extension or within one
+//!    call that runs several extensions (its messages flush when it returns).
 //!
 //! # Use
 //!
@@ -261,8 +263,11 @@ pub struct SilentStats {
     /// Random COTs handed out.
     pub handed_out: u64,
     /// Payload bytes of the extension messages (sent by the sender, received
-    /// by the receiver).
+    /// by the receiver), the one sent ahead included.
     pub message_bytes: u64,
+    /// Extension messages sent (received), the one sent ahead included: after
+    /// the first extension, one more than [`SilentStats::extensions`].
+    pub messages: u64,
 }
 
 /// Shared state of both ends: parameters, primitives, the stage.
@@ -616,6 +621,7 @@ impl SilentSender {
         let (msg, roots) = sender_message(&self.core, p, self.core.tweak, delta, &mut self.prg, qs);
         self.core.tweak += (p.t * p.h as usize) as u64;
         self.core.stats.message_bytes += p.message_bytes() as u64;
+        self.core.stats.messages += 1;
         self.core.main_next = true;
         self.ahead = Some((main, roots));
         ch.send_owned(msg);
@@ -629,8 +635,8 @@ impl SilentSender {
         if self.ahead.is_none() {
             self.send_ahead(ch)?;
         }
-        let (main, mut roots) = self.ahead.take().ok_or(MpcError::NotSetUp)?;
         let seed = self.seed.as_mut().ok_or(MpcError::NotSetUp)?;
+        let (main, mut roots) = self.ahead.take().ok_or(MpcError::NotSetUp)?;
         let (p, lpn) = self.core.stage(main);
         let out = self.work.storage(p.n);
         sender_outputs(&self.core, p, lpn, &roots, &seed[..p.k], out);
@@ -800,6 +806,7 @@ impl SilentReceiver {
         self.ahead = Some((main, self.core.tweak, msg));
         self.core.tweak += (p.t * p.h as usize) as u64;
         self.core.stats.message_bytes += p.message_bytes() as u64;
+        self.core.stats.messages += 1;
         self.core.main_next = true;
         Ok(())
     }

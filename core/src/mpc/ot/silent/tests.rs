@@ -209,6 +209,8 @@ fn every_output_satisfies_the_correlation_and_bootstraps_without_iknp() {
             s.stats().message_bytes
         );
         assert_eq!(r.stats(), s.stats());
+        // one message went ahead for the extension after the last
+        assert_eq!(s.stats().messages, s.stats().extensions + 1);
     }
 }
 
