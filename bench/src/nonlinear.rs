@@ -736,6 +736,13 @@ pub struct NonlinearRow {
     pub bytes_ratio: Option<f64>,
     /// `rounds / spu_rounds`.
     pub rounds_ratio: Option<f64>,
+    /// Pool and silent rows: the online time (`time_s − pre_s`) plus this row's COTs at
+    /// the run's average fill cost per COT (Σ `pre_s` / Σ COTs over the rows of the same
+    /// link and OT), so that each block carries its share of the OT generation instead of
+    /// the extensions that happened to fall in it.
+    pub amortized_s: Option<f64>,
+    /// `amortized_s / spu_time_s`.
+    pub amortized_ratio: Option<f64>,
 }
 
 /// Rounds per Transformer layer on EncFormer's surrogate path.
@@ -917,9 +924,12 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 time_ratio: st.map(|t| time_s / t),
                 bytes_ratio: sb.map(|b| (off + on) / b),
                 rounds_ratio: sr.map(|r| rounds as f64 / r as f64),
+                amortized_s: None,
+                amortized_ratio: None,
             });
         }
     }
+    amortize(&mut rows);
     let layer_rounds = layer_rounds(&rows, opts.transports.first().copied());
     let notes = vec![
         "bytes/elem: both directions, offline + online, per input element; setup (base OT) \
@@ -927,6 +937,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             .into(),
         "silent*: bytes/elem with IKNP (16 B/COT) replaced by a silent OT at 1 bit/COT; silent rows: the extensions the run triggered replaced by its COTs at the steady-state cost.".into(),
         "rounds: exact (session depth, larger of the two parties); off/on: per phase.".into(),
+        "time s: the measured run, its OT fill included (pool/silent: the extensions that fell in it); amort s: its online time plus its COTs at the run's average fill cost per COT (sum of fill times / sum of COTs, per link and OT); ta/spu: amort s / spu s.".into(),
         "err: max and mean abs error of the reconstructed output against the f64 reference.".into(),
         format!(
             "softmax: no mask; mbmax (c, R_d) = {MBMAX_PARAMS:?}, |X + c| saturated at {:.1}.",
@@ -962,6 +973,32 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         layer_rounds,
         notes,
     })
+}
+
+/// Fills [`NonlinearRow::amortized_s`] for the pool and silent rows: per link and OT, the
+/// fill cost per COT is Σ `pre_s` / Σ COTs of its rows (each variant's unmeasured warm-up
+/// consumes as many COTs as its measured run, so on average half of the generation falls
+/// in the measured fills, and half of the COTs in the measured runs).
+fn amortize(rows: &mut [NonlinearRow]) {
+    let groups: Vec<(TransportKind, OtMode)> = rows.iter().map(|r| (r.transport, r.ot)).collect();
+    for &(link, ot) in &groups {
+        if ot == OtMode::Iknp {
+            continue;
+        }
+        let sel = |r: &NonlinearRow| r.transport == link && r.ot == ot;
+        let (pre, cots) = rows
+            .iter()
+            .filter(|r| sel(r))
+            .fold((0.0, 0.0), |(p, c), r| {
+                (p + r.pre_s, c + r.cots_per_elem * r.elements as f64)
+            });
+        let rate = if cots > 0.0 { pre / cots } else { 0.0 };
+        for r in rows.iter_mut().filter(|r| sel(r)) {
+            let t = (r.time_s - r.pre_s).max(0.0) + r.cots_per_elem * r.elements as f64 * rate;
+            r.amortized_s = Some(t);
+            r.amortized_ratio = r.spu_time_s.map(|s| t / s);
+        }
+    }
 }
 
 /// The surrogate path's rounds per Transformer layer from the rows of `transport`.
@@ -1011,15 +1048,15 @@ impl BenchNonlinearReport {
             s += &format!("silent setup (base OT + IKNP bootstrap, both directions): {b} bytes\n");
         }
         s += &format!(
-            "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
-            "link", "ot", "block", "variant", "shape", "time s", "cpu s", "B/elem", "off B/e", "on B/e",
+            "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}\n",
+            "link", "ot", "block", "variant", "shape", "time s", "amort s", "cpu s", "B/elem", "off B/e", "on B/e",
             "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err", "spu s", "spu B/e",
-            "spu r", "t/spu", "B/spu", "r/spu"
+            "spu r", "t/spu", "ta/spu", "B/spu", "r/spu"
         );
         let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
         for r in &self.rows {
             s += &format!(
-                "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6}\n",
+                "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}\n",
                 match r.transport {
                     TransportKind::Memory => "mem",
                     TransportKind::Tcp => "tcp",
@@ -1029,6 +1066,7 @@ impl BenchNonlinearReport {
                 r.variant,
                 r.shape,
                 r.time_s,
+                opt(r.amortized_s, 3),
                 r.cpu_s,
                 r.bytes_per_elem,
                 r.offline_bytes_per_elem,
@@ -1044,6 +1082,7 @@ impl BenchNonlinearReport {
                 opt(r.spu_bytes_per_elem, 0),
                 r.spu_rounds.map_or_else(|| "-".into(), |x| x.to_string()),
                 opt(r.time_ratio, 3),
+                opt(r.amortized_ratio, 3),
                 opt(r.bytes_ratio, 3),
                 opt(r.rounds_ratio, 2),
             );

@@ -96,7 +96,7 @@ use veil_core::mpc::msgs::*;
 use veil_core::mpc::Modulus;
 
 /// Names of the MPC message decoders of [`fuzz_mpc_msgs`], indexed by the selector byte.
-pub const MPC_DECODERS: [&str; 22] = [
+pub const MPC_DECODERS: [&str; 25] = [
     "SeedShare",
     "SetupHello",
     "BaseOtReply",
@@ -119,6 +119,9 @@ pub const MPC_DECODERS: [&str; 22] = [
     "SquareCorr",
     "WideCorr",
     "SilentSpcot",
+    "SquareWrapCorr",
+    "SquareCorrBounded",
+    "MulCorr",
 ];
 
 /// Moduli a fuzz input may pick for the `Z_q` messages.
@@ -242,6 +245,41 @@ pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
                 depth: (bits - 1) % 24 + 1,
             };
             check::<SilentSpcot>(payload, &s)
+        }
+        22 => check::<SquareWrapCorr>(payload, &uni),
+        23 => {
+            // The bounded squaring's P0 message: `m = aux % ℓ + 1` Gilboa blocks, then a
+            // tail block of width `ℓ − m − 1` (or 1).
+            let n = count % 64;
+            let m = (aux as u32) % bits.max(1) + 1;
+            let s = CorrShape {
+                count: n * (m as usize + 1),
+                widths: CorrWidths::GilboaTail {
+                    n,
+                    ell: bits,
+                    bits: m,
+                    tail: bits.saturating_sub(m + 1).max(1),
+                    tails: 1,
+                },
+            };
+            check::<SquareCorr>(payload, &s)
+        }
+        24 => {
+            // The bounded product: `m = aux % ℓ + 1` Gilboa blocks, then two tail blocks
+            // of width `ℓ − m` (or 1).
+            let n = count % 64;
+            let m = (aux as u32) % bits.max(1) + 1;
+            let s = CorrShape {
+                count: n * (m as usize + 2),
+                widths: CorrWidths::GilboaTail {
+                    n,
+                    ell: bits,
+                    bits: m,
+                    tail: bits.saturating_sub(m).max(1),
+                    tails: 2,
+                },
+            };
+            check::<MulCorr>(payload, &s)
         }
         k => {
             // Squaring (19) and broadcast products (20): Gilboa widths over `n·ℓ`
@@ -426,6 +464,59 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
             WideCorr::from_parts(g, d.clone()).encode(),
         ));
         out[9].push(input(9, n, b, 0, TripleCorr::from_parts(g, d).encode()));
+        if b >= 4 {
+            // The bounded squaring: m = b − 3 Gilboa blocks and a tail of width 2, and
+            // P1's wrap corrections; the bounded product: two tails of width 3.
+            let m = b - 3;
+            let gt = CorrWidths::GilboaTail {
+                n,
+                ell: b,
+                bits: m,
+                tail: 2,
+                tails: 1,
+            };
+            let d: Vec<u64> = (0..n * (m as usize + 1))
+                .map(|j| {
+                    (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        & (u64::MAX >> (64 - gt.width(j)))
+                })
+                .collect();
+            out[23].push(input(
+                23,
+                n,
+                b,
+                (m - 1) as u8,
+                SquareCorr::from_parts(gt, d).encode(),
+            ));
+            let g2 = CorrWidths::GilboaTail {
+                n,
+                ell: b,
+                bits: m,
+                tail: 3,
+                tails: 2,
+            };
+            let d: Vec<u64> = (0..n * (m as usize + 2))
+                .map(|j| {
+                    (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        & (u64::MAX >> (64 - g2.width(j)))
+                })
+                .collect();
+            out[24].push(input(
+                24,
+                n,
+                b,
+                (m - 1) as u8,
+                MulCorr::from_parts(g2, d).encode(),
+            ));
+            let w: Vec<u64> = (0..n as u64).map(|j| j & 3).collect();
+            out[22].push(input(
+                22,
+                n,
+                b,
+                0,
+                SquareWrapCorr::from_parts(CorrWidths::Uniform(b), w).encode(),
+            ));
+        }
     }
     for (n, b, radix) in [(3usize, 41u32, 4u32), (2, 43, 4), (1, 64, 6), (2, 5, 1)] {
         let s = LeafShape { n, bits: b, radix };

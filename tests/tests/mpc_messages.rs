@@ -133,10 +133,13 @@ enum Op {
     Reveal,
     Ring2Field,
     Ring2FieldKnownMsb,
-    /// `nn::ops` squaring (one Gilboa cross term; P0 sends `SquareCorr`).
+    /// `nn::ops` squaring (the bounded form: P0 sends `SquareCorr`, P1 `SquareWrapCorr`).
     Square,
     /// `nn::ops` row-broadcast product (wide COTs; both send `WideCorr`).
     MulRows,
+    /// `nn::ops` bounded product (both send `MulCorr`; bounds of 22 bits, so that the
+    /// 3-element payload has padding bits).
+    MulBounded,
 }
 
 fn q100() -> Modulus {
@@ -185,6 +188,9 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
                     drive(p.channel(), p.ring_to_field_known_msb(&x, &q, 30), t).map(drop)?
                 }
                 Op::Square => drive(p.channel(), p.square_fx(&x, 13), t).map(drop)?,
+                Op::MulBounded => {
+                    drive(p.channel(), p.mul_bounded_fx(&x, 22, &x, 22, 13), t).map(drop)?
+                }
                 Op::MulRows => {
                     let y = RingShares::new(vec![3]);
                     drive(p.channel(), p.mul_rows_fx(&x, &y, 3, 13), t).map(drop)?
@@ -269,7 +275,15 @@ fn every_message_kind_malformed_gives_typed_errors_on_both_sides() {
         (K::B2aCorr, P0, Op::B2a, &[Truncate, Extend, Padding]),
         (K::MuxCorr, P1, Op::Mux, &[Truncate, Extend, Padding]),
         (K::SquareCorr, P0, Op::Square, &[Truncate, Extend, Padding]),
+        (
+            K::SquareWrapCorr,
+            P1,
+            Op::Square,
+            &[Truncate, Extend, Padding],
+        ),
         (K::WideCorr, P1, Op::MulRows, &[Truncate, Extend, Padding]),
+        (K::MulCorr, P0, Op::MulBounded, &[Truncate, Extend, Padding]),
+        (K::MulCorr, P1, Op::MulBounded, &[Truncate, Extend, Padding]),
         (
             K::CmpLeaf,
             P0,

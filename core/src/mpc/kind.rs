@@ -39,6 +39,10 @@ pub enum MsgKind {
     SquareCorr = 0x0207,
     /// Broadcast-product COT corrections, several per COT (`WideCorr`).
     WideCorr = 0x0208,
+    /// Bounded squaring: the wrap-bit COT corrections P1 sends (`SquareWrapCorr`).
+    SquareWrapCorr = 0x0209,
+    /// Bounded-product COT corrections, sent by both (`MulCorr`).
+    MulCorr = 0x020a,
     /// Millionaires' leaf tables (`CmpLeaf`).
     CmpLeaf = 0x0301,
     /// Millionaires' AND-tree openings (`CmpAnd`).
@@ -59,7 +63,7 @@ pub enum MsgKind {
 
 impl MsgKind {
     /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 22] = [
+    pub const ALL: [MsgKind; 24] = [
         MsgKind::SetupHello,
         MsgKind::BaseOtReply,
         MsgKind::SeedShare,
@@ -74,6 +78,8 @@ impl MsgKind {
         MsgKind::MuxCorr,
         MsgKind::SquareCorr,
         MsgKind::WideCorr,
+        MsgKind::SquareWrapCorr,
+        MsgKind::MulCorr,
         MsgKind::CmpLeaf,
         MsgKind::CmpAnd,
         MsgKind::Input,

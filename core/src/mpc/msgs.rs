@@ -31,8 +31,10 @@
 //! | [`MsgKind::RoundCorr`] | `0x0204` | `⌈n(k+ℓ)/8⌉` | P0 (exact rounding) |
 //! | [`MsgKind::B2aCorr`] | `0x0205` | `⌈n·k/8⌉` | P0 (B2A into `Z_{2^k}`) |
 //! | [`MsgKind::MuxCorr`] | `0x0206` | `⌈nℓ/8⌉` | both (mux) |
-//! | [`MsgKind::SquareCorr`] | `0x0207` | `⌈n·ℓ(ℓ+1)/2 / 8⌉` | P0 (squaring) |
+//! | [`MsgKind::SquareCorr`] | `0x0207` | `⌈n·ℓ(ℓ+1)/2 / 8⌉`; bounded: `⌈n·(Σ_{i<m}(ℓ−i) + ℓ−m−1) / 8⌉` | P0 (squaring) |
 //! | [`MsgKind::WideCorr`] | `0x0208` | `⌈m·g·ℓ(ℓ+1)/2 / 8⌉` for `m` choosers, `g` per COT | both (broadcast products) |
+//! | [`MsgKind::SquareWrapCorr`] | `0x0209` | `⌈n·(ℓ−m−1) / 8⌉` | P1 (bounded squaring, `m`-bit shares) |
+//! | [`MsgKind::MulCorr`] | `0x020a` | `⌈n·(Σ_{i<m}(ℓ−i) + 2(ℓ−m)) / 8⌉` | both (bounded product, chooser operand of `m` bits) |
 //! | [`MsgKind::CmpLeaf`] | `0x0301` | `⌈n·Σ_j 2^{m_j+1} / 8⌉` | P0 (millionaires) |
 //! | [`MsgKind::CmpAnd`] | `0x0302` | `⌈3·merges/8⌉` per tree level | both |
 //! | [`MsgKind::Input`] | `0x0401` | `⌈nℓ/8⌉` | input owner |
@@ -488,6 +490,22 @@ pub enum CorrWidths {
         /// Ring width `ℓ`.
         ell: u32,
     },
+    /// Gilboa over the low `bits` bits of the chooser's value, then tail blocks:
+    /// `bits` blocks of `n` corrections, block `i` of width `ℓ − i`, then `tails`
+    /// blocks of `n` corrections of width `tail` (the wrap COTs of the bounded
+    /// squaring and product).
+    GilboaTail {
+        /// Elements in the batch.
+        n: usize,
+        /// Ring width `ℓ`.
+        ell: u32,
+        /// Chooser bits `m ≤ ℓ`.
+        bits: u32,
+        /// Width of the tail blocks.
+        tail: u32,
+        /// Number of tail blocks (`≤ 8`).
+        tails: u32,
+    },
     /// The first `n` of width `lo`, the rest of width `hi`.
     Split {
         /// Corrections of width `lo`.
@@ -506,6 +524,16 @@ impl CorrWidths {
         match *self {
             CorrWidths::Uniform(b) => b,
             CorrWidths::Gilboa { n, ell } => ell - (j / n.max(1)) as u32,
+            CorrWidths::GilboaTail {
+                n, ell, bits, tail, ..
+            } => {
+                let i = j / n.max(1);
+                if i < bits as usize {
+                    ell - i as u32
+                } else {
+                    tail
+                }
+            }
             CorrWidths::Split { n, lo, hi } => {
                 if j < n {
                     lo
@@ -522,6 +550,19 @@ impl CorrWidths {
             CorrWidths::Gilboa { n, ell } => {
                 (1..=64).contains(&ell) && count == n.saturating_mul(ell as usize)
             }
+            CorrWidths::GilboaTail {
+                n,
+                ell,
+                bits,
+                tail,
+                tails,
+            } => {
+                (1..=64).contains(&ell)
+                    && (1..=ell).contains(&bits)
+                    && (1..=64).contains(&tail)
+                    && tails <= 8
+                    && count == n.saturating_mul((bits + tails) as usize)
+            }
             CorrWidths::Split { lo, hi, .. } => (1..=64).contains(&lo) && (1..=64).contains(&hi),
         }
     }
@@ -533,6 +574,17 @@ impl CorrWidths {
             CorrWidths::Gilboa { n, ell } => {
                 let e = ell as usize;
                 n.saturating_mul(e * (e + 1) / 2)
+            }
+            CorrWidths::GilboaTail {
+                n,
+                ell,
+                bits,
+                tail,
+                tails,
+            } => {
+                let (e, m) = (ell as usize, (bits as usize).min(ell as usize));
+                let per = m * e - m * (m.saturating_sub(1)) / 2 + (tail * tails.min(8)) as usize;
+                n.saturating_mul(per)
             }
             CorrWidths::Split { n, lo, hi } => {
                 let a = n.min(count);
@@ -671,11 +723,118 @@ corr_msg!(
     SquareCorr
 );
 corr_msg!(
-    /// Broadcast products: `g` corrections per COT (pads expanded from one COT by the
-    /// hash's domain), [`CorrWidths::Gilboa`] over the `m·g` corrections of each bit.
-    WideCorr,
-    WideCorr
+    /// Bounded product ([`crate::mpc::Party::mul_bounded_fx`]): one Gilboa cross term
+    /// on the chooser operand's `m` bits and the two wrap COTs
+    /// ([`CorrWidths::GilboaTail`], two tails of width `ℓ − m`); both parties send one.
+    MulCorr,
+    MulCorr
 );
+corr_msg!(
+    /// Bounded squaring ([`crate::mpc::Party::square_bounded_fx`]): P1's wrap-bit
+    /// corrections, correlation `(1 − γ)·c mod 2^{ℓ−m−1}` ([`CorrWidths::Uniform`]).
+    SquareWrapCorr,
+    SquareWrapCorr
+);
+/// Broadcast products: `g` corrections per COT (pads expanded from one COT by the
+/// hash's domain), [`CorrWidths::Gilboa`] over the `m·g` corrections of each bit.
+///
+/// Unlike the other correction messages it keeps its payload packed, as sent: the
+/// broadcast products stream their corrections into it and out of it (one
+/// [`BitWriter`] pass, one [`BitReader`] pass) instead of materializing `m·g` words
+/// (68 MB per party at BERT-base's LayerNorm shape).
+#[derive(Clone, PartialEq, Eq)]
+pub struct WideCorr {
+    /// Widths of the corrections.
+    pub widths: CorrWidths,
+    count: usize,
+    bytes: Vec<u8>,
+}
+
+impl fmt::Debug for WideCorr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WideCorr({} corrections, {:?})", self.count, self.widths)
+    }
+}
+
+impl WideCorr {
+    /// Builds the message from its corrections `d_j < 2^{w_j}`.
+    pub fn from_parts(widths: CorrWidths, d: Vec<u64>) -> Self {
+        WideCorr {
+            widths,
+            count: d.len(),
+            bytes: encode_corr(&d, &widths),
+        }
+    }
+
+    /// The message of `count` corrections already packed by a [`BitWriter`] at `widths`.
+    pub(crate) fn from_packed(widths: CorrWidths, count: usize, bytes: Vec<u8>) -> Self {
+        WideCorr {
+            widths,
+            count,
+            bytes,
+        }
+    }
+
+    /// The corrections, unpacked.
+    pub fn corrections(&self) -> Vec<u64> {
+        decode_corr(MsgKind::WideCorr, &self.bytes, &self.shape()).unwrap_or_default()
+    }
+
+    /// A reader over the packed corrections (non-uniform widths: the layout of
+    /// [`BitWriter`]); the length and padding were checked when the message was decoded.
+    pub(crate) fn reader(&self) -> Result<BitReader<'_>> {
+        BitReader::new(
+            &self.bytes,
+            self.widths.total_bits(self.count),
+            MsgKind::WideCorr,
+        )
+    }
+
+    fn check(bytes: &[u8], s: &CorrShape) -> Result<()> {
+        if !s.widths.valid(s.count) {
+            return Err(MpcError::InvalidConfig("correction widths out of range"));
+        }
+        if let CorrWidths::Uniform(_) = s.widths {
+            // The word packing's own checks.
+            decode_corr(MsgKind::WideCorr, bytes, s).map(drop)
+        } else {
+            BitReader::new(bytes, s.widths.total_bits(s.count), MsgKind::WideCorr).map(drop)
+        }
+    }
+}
+
+impl Message for WideCorr {
+    const KIND: MsgKind = MsgKind::WideCorr;
+    type Shape = CorrShape;
+    fn encode(&self) -> Vec<u8> {
+        self.bytes.clone()
+    }
+    fn decode(bytes: &[u8], s: &CorrShape) -> Result<Self> {
+        Self::check(bytes, s)?;
+        Ok(WideCorr {
+            widths: s.widths,
+            count: s.count,
+            bytes: bytes.to_vec(),
+        })
+    }
+    fn shape(&self) -> CorrShape {
+        CorrShape {
+            count: self.count,
+            widths: self.widths,
+        }
+    }
+    fn into_payload(self) -> Vec<u8> {
+        self.bytes
+    }
+    fn decode_payload(bytes: Vec<u8>, s: &CorrShape) -> Result<Self> {
+        Self::check(&bytes, s)?;
+        Ok(WideCorr {
+            widths: s.widths,
+            count: s.count,
+            bytes,
+        })
+    }
+}
 
 // ---------------------------------------------------------------- millionaires
 

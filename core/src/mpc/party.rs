@@ -5,13 +5,15 @@
 use crate::mpc::channel::{Channel, Phase};
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::msgs::{
-    BaseOtReply, CorrMessage, CorrShape, CorrWidths, SeedShare, SetupHello, ZqMessage, ZqShape,
+    BaseOtReply, CorrMessage, CorrShape, CorrWidths, SeedShare, SetupHello, WideCorr, ZqMessage,
+    ZqShape,
 };
 use crate::mpc::ot::base::{self, BaseSender};
 use crate::mpc::ot::iknp::{IknpReceiver, IknpSender};
 use crate::mpc::ot::pool::{PooledReceiver, PooledSender};
 use crate::mpc::ot::silent::{SilentParams, SilentReceiver, SilentSender};
 use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, CotReceiver, CotSender, OtEngine};
+use crate::mpc::pack::BitWriter;
 use crate::mpc::ring::{mask, RingCfg};
 use crate::mpc::triples::TripleSource;
 use crate::mpc::zq::Modulus;
@@ -475,87 +477,107 @@ impl<R: RngCore + CryptoRng> Party<R> {
         Ok(Zeroizing::new(out))
     }
 
-    /// COT as sender with `g` correlations per COT: correlation `corr[c·g + t]`
-    /// (width `widths.width(c·g + t)`) rides on COT `c`, padded with the hash of
-    /// `q_c` (or `q_c ⊕ Δ`) in domain `WIDE_DOMAIN + ⌊t/2⌋`, half `t mod 2`.
-    /// One COT so carries a whole row of a broadcast product (the pads of
-    /// distinct `(c, t)` are independent outputs of the correlation-robust
-    /// hash). Sends message `M` and returns the pads `p_{c,t}`; the receiver
-    /// obtains `p_{c,t} + r_c·corr[c·g + t]`.
-    pub(crate) fn cot_send_wide<M: CorrMessage>(
+    /// Gilboa products on wide COTs, as sender: the `m = ℓ·R` COTs are bit-major
+    /// (COT `c = i·R + c'` is bit `i` of chooser `c'`), and COT `c` carries the `g`
+    /// correlations `v[c'·g + t]` (`t < g`) at width `ℓ − i`, padded with the hash of
+    /// `q_c` (or `q_c ⊕ Δ`) in domain `WIDE_DOMAIN + ⌊t/2⌋`, half `t mod 2`. One COT so
+    /// carries a whole row of a broadcast product (the pads of distinct `(c, t)` are
+    /// independent outputs of the correlation-robust hash). Sends the corrections as
+    /// one [`WideCorr`] (widths [`CorrWidths::Gilboa`] over `R·g` products) and returns
+    /// this party's share of the products, `−Σ_i 2^i·p_{i·R+c', t} mod 2^ℓ` at
+    /// `c'·g + t`; the receiver's [`Party::cot_recv_wide_gilboa`] holds
+    /// `Σ_i 2^i·(p + r·v) mod 2^ℓ`, so the two add up to `v[c'·g + t]·y_{c'}` for the
+    /// chooser's value `y_{c'} = Σ_i 2^i r_{i·R+c'}`. Corrections and pads are
+    /// streamed: nothing of size `m·g` but the packed message is held.
+    pub(crate) fn cot_send_wide_gilboa(
         &mut self,
         b: &CotBatchS,
-        corr: &[u64],
+        v: &[u64],
         g: usize,
-        widths: CorrWidths,
+        ell: u32,
     ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
         let ot = self.ot()?;
         let m = b.q.len();
-        expect_len("wide COT correlations (COTs·g)", m * g, corr.len())?;
-        let mut d = alloc::vec![0u64; m * g];
-        let mut p = Zeroizing::new(alloc::vec![0u64; m * g]);
-        let mut k0 = Zeroizing::new(alloc::vec![0u128; m]);
-        let mut k1 = Zeroizing::new(alloc::vec![0u128; m]);
-        for u in 0..g.div_ceil(2) {
-            let dom = WIDE_DOMAIN + u as u64;
-            ot.hash.hash_into(&b.q, 0, b.tweak, dom, &mut k0);
-            ot.hash.hash_into(&b.q, b.delta, b.tweak, dom, &mut k1);
-            for c in 0..m {
-                for h in 0..2 {
-                    let t = 2 * u + h;
-                    if t >= g {
-                        break;
-                    }
-                    let j = c * g + t;
-                    let w = mask(widths.width(j));
-                    let p0 = ((k0[c] >> (64 * h)) as u64) & w;
-                    let p1 = ((k1[c] >> (64 * h)) as u64) & w;
-                    d[j] = p0.wrapping_add(corr[j]).wrapping_sub(p1) & w;
-                    p[j] = p0;
-                }
+        let e = ell as usize;
+        let rr = m / e.max(1);
+        expect_len("wide COTs (ℓ per chooser)", rr * e, m)?;
+        expect_len("wide COT correlations (choosers·g)", rr * g, v.len())?;
+        let widths = CorrWidths::Gilboa { n: rr * g, ell };
+        let mut wr = BitWriter::with_capacity_bits(widths.total_bits(m * g));
+        let mut sums = Zeroizing::new(alloc::vec![0u64; rr * g]);
+        let mut k0 = Zeroizing::new(alloc::vec![0u128; g.div_ceil(2)]);
+        let mut k1 = Zeroizing::new(alloc::vec![0u128; g.div_ceil(2)]);
+        for c in 0..m {
+            let (i, cp) = (c / rr.max(1), c % rr.max(1));
+            let w = ell - i as u32;
+            let wm = mask(w);
+            let tw = b.tweak.wrapping_add(c as u64);
+            ot.hash.hash_domains(b.q[c], tw, WIDE_DOMAIN, &mut k0);
+            ot.hash
+                .hash_domains(b.q[c] ^ b.delta, tw, WIDE_DOMAIN, &mut k1);
+            let (row, acc) = (&v[cp * g..cp * g + g], &mut sums[cp * g..cp * g + g]);
+            for t in 0..g {
+                let h = 64 * (t & 1);
+                let p0 = ((k0[t >> 1] >> h) as u64) & wm;
+                let p1 = ((k1[t >> 1] >> h) as u64) & wm;
+                wr.push(p0.wrapping_add(row[t]).wrapping_sub(p1) & wm, w);
+                acc[t] = acc[t].wrapping_add(p0 << i);
             }
         }
-        ch.send_msg(&M::from_parts(widths, d));
-        Ok(p)
+        ch.send_owned(WideCorr::from_packed(widths, m * g, wr.finish()));
+        let em = mask(ell);
+        for x in sums.iter_mut() {
+            *x = x.wrapping_neg() & em;
+        }
+        Ok(sums)
     }
 
-    /// Receiver side of [`Party::cot_send_wide`]: `p_{c,t} + r_c·corr[c·g + t]`.
-    pub(crate) async fn cot_recv_wide<M: CorrMessage>(
+    /// Receiver side of [`Party::cot_send_wide_gilboa`]: waits for the [`WideCorr`]
+    /// and returns `Σ_i 2^i·(p_{i·R+c', t} + r_{i·R+c'}·v[c'·g + t]) mod 2^ℓ` at
+    /// `c'·g + t`, streaming the corrections out of the packed message.
+    pub(crate) async fn cot_recv_wide_gilboa(
         &mut self,
         b: &CotBatchR,
         g: usize,
-        widths: CorrWidths,
+        ell: u32,
     ) -> Result<Zeroizing<Vec<u64>>> {
         let ch = self.ch.clone();
         let m = b.r.len();
+        let e = ell as usize;
+        let rr = m / e.max(1);
+        expect_len("wide COTs (ℓ per chooser)", rr * e, m)?;
+        let widths = CorrWidths::Gilboa { n: rr * g, ell };
         let msg = ch
-            .recv_msg::<M>(&CorrShape {
+            .recv_msg::<WideCorr>(&CorrShape {
                 count: m * g,
                 widths,
             })
             .await?;
-        let d = msg.corrections();
+        let mut rd = msg.reader()?;
         let ot = self.ot()?;
-        let mut out = Zeroizing::new(alloc::vec![0u64; m * g]);
-        let mut k = Zeroizing::new(alloc::vec![0u128; m]);
-        for u in 0..g.div_ceil(2) {
+        let mut sums = Zeroizing::new(alloc::vec![0u64; rr * g]);
+        let mut k = Zeroizing::new(alloc::vec![0u128; g.div_ceil(2)]);
+        for c in 0..m {
+            let (i, cp) = (c / rr.max(1), c % rr.max(1));
+            let w = ell - i as u32;
+            let wm = mask(w);
+            let rc = b.r[c] as u64;
             ot.hash
-                .hash_into(&b.t, 0, b.tweak, WIDE_DOMAIN + u as u64, &mut k);
-            for c in 0..m {
-                for h in 0..2 {
-                    let t = 2 * u + h;
-                    if t >= g {
-                        break;
-                    }
-                    let j = c * g + t;
-                    let w = mask(widths.width(j));
-                    let pad = (k[c] >> (64 * h)) as u64;
-                    out[j] = pad.wrapping_add(d[j].wrapping_mul(b.r[c] as u64)) & w;
-                }
+                .hash_domains(b.t[c], b.tweak.wrapping_add(c as u64), WIDE_DOMAIN, &mut k);
+            let acc = &mut sums[cp * g..cp * g + g];
+            for t in 0..g {
+                let pad = (k[t >> 1] >> (64 * (t & 1))) as u64;
+                let d = rd.read(w);
+                let out = pad.wrapping_add(d.wrapping_mul(rc)) & wm;
+                acc[t] = acc[t].wrapping_add(out << i);
             }
         }
-        Ok(out)
+        let em = mask(ell);
+        for x in sums.iter_mut() {
+            *x &= em;
+        }
+        Ok(sums)
     }
 
     /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).

@@ -315,9 +315,25 @@ proptest! {
             rt(&SquareCorr::from_parts(g, d.clone()));
             rt(&WideCorr::from_parts(g, d));
         }
+        let m = lo.min(ell);
+        let gt = CorrWidths::GilboaTail { n, ell, bits: m, tail: lo, tails: 1 };
+        let count = n * (m as usize + 1);
+        if v.len() >= count {
+            let d: Vec<u64> = (0..count).map(|j| v[j] & super::ring::mask(gt.width(j))).collect();
+            prop_assert_eq!(gt.total_bits(count), (0..count).map(|j| gt.width(j) as usize).sum::<usize>());
+            rt(&SquareCorr::from_parts(gt, d));
+        }
+        let g2 = CorrWidths::GilboaTail { n, ell, bits: m, tail: lo, tails: 2 };
+        let count = n * (m as usize + 2);
+        if v.len() >= count {
+            let d: Vec<u64> = (0..count).map(|j| v[j] & super::ring::mask(g2.width(j))).collect();
+            prop_assert_eq!(g2.total_bits(count), (0..count).map(|j| g2.width(j) as usize).sum::<usize>());
+            rt(&MulCorr::from_parts(g2, d));
+        }
         let c = v.len().min(40);
         let u = CorrWidths::Uniform(lo);
         let d = masked(v[..c].to_vec(), lo);
+        rt(&SquareWrapCorr::from_parts(u, d.clone()));
         rt(&TruncCorr::from_parts(u, d.clone()));
         rt(&B2aCorr::from_parts(u, d.clone()));
         rt(&MuxCorr::from_parts(u, d));
@@ -407,6 +423,9 @@ proptest! {
         total::<MuxCorr>(b, &cs);
         total::<TripleCorr>(b, &CorrShape { count: (count % 5) * bits as usize, widths: CorrWidths::Gilboa { n: count % 5, ell: bits } });
         total::<SquareCorr>(b, &CorrShape { count: (count % 5) * bits as usize, widths: CorrWidths::Gilboa { n: count % 5, ell: bits } });
+        total::<SquareWrapCorr>(b, &cs);
+        total::<SquareCorr>(b, &CorrShape { count: (count % 5) * (radix.min(bits) as usize + 1), widths: CorrWidths::GilboaTail { n: count % 5, ell: bits, bits: radix.min(bits), tail: radix, tails: 1 } });
+        total::<MulCorr>(b, &CorrShape { count: (count % 5) * (radix.min(bits) as usize + 2), widths: CorrWidths::GilboaTail { n: count % 5, ell: bits, bits: radix.min(bits), tail: radix, tails: 2 } });
         total::<WideCorr>(b, &CorrShape { count: (count % 7) * bits as usize, widths: CorrWidths::Gilboa { n: count % 7, ell: bits } });
         total::<RoundCorr>(b, &CorrShape { count, widths: CorrWidths::Split { n: count / 2, lo: radix, hi: bits } });
         total::<CmpLeaf>(b, &LeafShape { n: count % 4, bits, radix });

@@ -31,9 +31,15 @@
 //! 2. `m = a·x` (one mux): `ReLU(x) = x − m` and `t = |x| = x − 2m`, both local.
 //! 3. `Q(t)`: Bolt by Knuth's preconditioned form with **two** products,
 //!    `y = (t + α)² + β'` (one [`Party::square_fx`]) and
-//!    `Q = e·((y + t + c)·y + d)` (one Beaver product, no truncation before the public
+//!    `Q = e·((y + t + c)·y + d)` (one exact product, no truncation before the public
 //!    factor `e`, then one truncation); Erf/Tanh by a power tree (`u²`; `u³, u⁴` in one
 //!    batch; `A(u) + u⁴·B(u)` with `A`, `B` cubic) with four products in three levels.
+//!    On the lanes that count (`|x| ≤ T`) every operand has a public bound, so the
+//!    squares are [`Party::square_fx`] and the products [`Party::mul_bounded_fx`]
+//!    (`|u|, |y| < 2^{18}` at 13 bits for Bolt; `u, u², u⁴ < 2^{21}` at 20 bits and
+//!    `|B| < 2^{29}` at 23 bits for the fits): 44–50 COTs per product instead of the
+//!    Beaver product's 86, and no triple opening. The other lanes are garbled either
+//!    way (below).
 //! 4. `out = (x − m) + [|x| ≤ T]·Q(t)` (one mux).
 //!
 //! Outside `[−T, T]` the polynomial lanes see a huge `t`: their products and truncations
@@ -80,8 +86,8 @@
 //!
 //! | kind | split | bytes/elem | COTs/elem | rounds (offline + online) |
 //! |---|---|---|---|---|
-//! | Bolt | all MPC | 5686 | 321 | 3 + 16 |
-//! | Tanh, Erf | all MPC | 9026 | 497 | 5 + 20 |
+//! | Bolt | all MPC | 4626 | 261 | 1 + 18 |
+//! | Tanh, Erf | all MPC | 6797 | 371 | 1 + 24 |
 //! | any | CKKS candidates | 3250 | 192 | 1 + 8 |
 //!
 //! The three comparisons are 186 of the COTs (`3·62`); the split variant is those and
@@ -239,6 +245,13 @@ const PT_FU: u32 = 20;
 const PT_AB_SHIFT: u32 = 12;
 /// Shift of the final `u⁴·B + A·2^{18}` (43 bits → 13).
 const PT_OUT_SHIFT: u32 = 30;
+/// Bound bits of `u`, `u²`, `u⁴` at [`PT_FU`] (`≤ 1 + ε`) for [`Party::mul_bounded_fx`].
+const PT_BOUND: u32 = 21;
+/// Bound bits of `B(u)` at 23 bits (`|B| ≤ 35.5 < 2^6` on `[0, 1]` for both fits).
+const PT_B_BOUND: u32 = 29;
+/// Bound bits of Knuth's `u` and `y` at 13 bits (`|u| ≤ 4.7`, `|y| ≤ 7.7` on
+/// `[0, T⁺]`; `2^{18}` leaves a factor 4).
+const KN_BOUND: u32 = 18;
 
 /// Exact-erf GELU.
 fn gelu_erf(x: f64) -> f64 {
@@ -483,16 +496,6 @@ impl Gelu {
     }
 }
 
-/// Beaver product without truncation.
-async fn mul_raw<R: RngCore + CryptoRng>(
-    p: &mut Party<R>,
-    x: &RingShares,
-    y: &RingShares,
-) -> Result<RingShares> {
-    let t = p.triples(x.len()).await?;
-    p.mul_with_triples(x.as_slice(), y.as_slice(), &t, 0).await
-}
-
 /// `Q(t)` by Knuth's form (see the module documentation), `t` at 13 bits.
 async fn knuth_eval<R: RngCore + CryptoRng>(
     p: &mut Party<R>,
@@ -516,7 +519,9 @@ async fn knuth_eval<R: RngCore + CryptoRng>(
         .map(|(&yv, &tv)| r.add(r.add(yv, tv), cst(k.c)))
         .collect();
     let (u, y) = (RingShares::new(u), RingShares::new(y));
-    let uy = mul_raw(p, &u, &y).await?;
+    // |u| ≤ 4.7 and |y| ≤ 7.7 at 13 bits (< 2^16) for t ∈ [0, T⁺]: the bounded
+    // product at 2^18 (lanes beyond T are garbled either way and muxed away).
+    let uy = p.mul_bounded_fx(&u, KN_BOUND, &y, KN_BOUND, 0).await?;
     let e = r.from_signed(k.e);
     let raw = RingShares::new(
         uy.as_slice()
@@ -565,8 +570,15 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
     lhs.extend_from_slice(u2.as_slice());
     let mut rhs = u2.as_slice().to_vec();
     rhs.extend_from_slice(u2.as_slice());
+    // u, u² ≤ 1 at 20 bits (< 2^21) on the lanes that count.
     let u34 = p
-        .mul_fx(&RingShares::new(lhs), &RingShares::new(rhs), PT_FU)
+        .mul_bounded_fx(
+            &RingShares::new(lhs),
+            PT_BOUND,
+            &RingShares::new(rhs),
+            PT_BOUND,
+            PT_FU,
+        )
         .await?;
     let (us, u2s, u34s) = (u.as_slice(), u2.as_slice(), u34.as_slice());
     let one = |c: i64, f: u32| {
@@ -588,7 +600,10 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
     let ab = p.trunc_round(RingShares::new(ab), PT_AB_SHIFT).await?;
     let (a, b) = ab.as_slice().split_at(n);
     let u4 = RingShares::new(u34s[n..].to_vec());
-    let prod = mul_raw(p, &u4, &RingShares::new(b.to_vec())).await?;
+    // |B(u)| ≤ 35.5 at 23 bits (< 2^29) for u ∈ [0, 1] (both fits: B rises from c₄).
+    let prod = p
+        .mul_bounded_fx(&RingShares::new(b.to_vec()), PT_B_BOUND, &u4, PT_BOUND, 0)
+        .await?;
     let raw = RingShares::new(
         prod.as_slice()
             .iter()

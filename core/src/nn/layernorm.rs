@@ -18,7 +18,8 @@
 //!
 //! 1. `[d_z, d_h] = ⌊[32·D, D] / 2^{t+3}⌉` (one batched truncation): `d_z = ρ(x − μ)` at
 //!    15 fractional bits (for the output), `d_h` the same at 10 bits (for the square).
-//! 2. `S = Σ_c ⌊d_h² / 2^{t−2}⌉` ([`Party::square_fx`], `ℓ` COTs per element, then the
+//! 2. `S = Σ_c ⌊d_h² / 2^{t−2}⌉` ([`Party::square_fx`], the bounded squaring:
+//!    `|d_h| ≤ 2^{20} + 1 < 2^{21}` on the valid range, 25 COTs per element, then the
 //!    local row sum): `S = ρ²·cols·var` at `F_S = 22 − t` bits, plus the mean bias of the
 //!    faithful truncations (`cols/2` ulps, added back) and `ρ²·cols·ε`.
 //! 3. `g = √cols/√S` by [`Rsqrt`] (comparisons against powers of two, Newton; one value
@@ -126,15 +127,16 @@
 //!
 //! | form | shape | bytes/elem | COTs/elem | rounds (offline + online) |
 //! |---|---|---|---|---|
-//! | accurate | 128 × 768 | 1314 | 51.7 | 11 + 35 |
-//! | accurate, no elementwise affine (silent OT: 373) | 128 × 768 | 1172 | 50.4 | 11 + 33 |
-//! | accurate, input shift `k = 3` ([`LayerNorm::run_scaled`]) | 128 × 768 | 1314 | 51.7 | 11 + 37 |
+//! | accurate | 128 × 768 | 1004 | 33.7 | 11 + 35 |
+//! | accurate, no elementwise affine (silent OT: 355) | 128 × 768 | @NOAFF_B@ | 32.4 | 11 + 33 |
+//! | accurate, input shift `k = 3` ([`LayerNorm::run_scaled`]) | 128 × 768 | 1004 | 33.7 | 11 + 37 |
 //! | MBLN ([`LayerNorm::run`], private `γ`; shift `k = 3`: the same, 160 B) | 128 × 768 | 159 | 2.3 | 0 + 4 |
 //! | MBLN without affine (the public factor: a local product, 2 truncations) | 128 × 768 | 36 | 2.0 | 0 + 4 |
 //! | MBLN ([`LayerNorm::mbln_local`], `γ`, `κ` folded into the next layer) | any | 0 | 0 | 0 |
 //!
-//! The accurate form's bytes are the square (`ℓ` COTs and `ℓ(ℓ+1)/2` correction bits
-//! per element), the row-broadcast product (`ℓ(ℓ+1)` bits per element), the owner
+//! (Before the bounded squaring the accurate form took 1314 B and 51.7 COTs per element.)
+//! The accurate form's bytes are the square (25 COTs and 774 correction bits per
+//! element at `ℓ = 43`), the row-broadcast product (`ℓ(ℓ+1)` bits per element), the owner
 //! product (`ℓ(ℓ+1)/2` bits per element) and three 1-COT truncations; the reciprocal
 //! square root is per row (28 comparisons per row, `S` against `2^{11..=38}`; `≈ 40`
 //! B/elem at 768 columns).

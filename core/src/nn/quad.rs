@@ -8,7 +8,7 @@
 //!    beyond the valid range saturate to `q(±X)` instead of wrapping.
 //! 2. `s = ⌊x² / 2^F⌉` at `F` bits: [`Party::mul_fx`]`(x, x, F)` ([`QuadKind::Beaver`],
 //!    `2ℓ` COTs and a triple opening) or [`Party::square_fx`]`(x, F)`
-//!    ([`QuadKind::Square`], `ℓ` COTs, half the COTs and no opening).
+//!    ([`QuadKind::Square`]: the bounded squaring, 25 COTs at `ℓ = 43` and no opening).
 //! 3. `v = A·s + B·x` locally, `A = ⌊a·2^{Fa}⌉`, `B = ⌊b·2^{Fa}⌉` (public integers at
 //!    `Fa` coefficient bits), then `y = ⌊v / 2^{Fa}⌉ + C`, `C = ⌊c·2^F⌉`: one more
 //!    faithful truncation. `bx + c` costs nothing.
@@ -53,7 +53,8 @@ use rand_core::{CryptoRng, RngCore};
 pub enum QuadKind {
     /// A Beaver product `x·x` with a Gilboa triple ([`Party::mul_fx`]).
     Beaver,
-    /// One Gilboa cross term `2·x_0·x_1` ([`Party::square_fx`]): half the COTs.
+    /// The bounded squaring ([`Party::square_fx`]): one Gilboa cross term on 23-bit
+    /// shares plus two wrap COTs, 25 COTs at `ℓ = 43` against the product's 86.
     Square,
 }
 

@@ -56,10 +56,11 @@
 //! rows). Against [`Softmax::reference`] (the same integers with round-half-up): at
 //! most [`SOFTMAX_REF_ULPS`] `= 2` ulps (measured 1).
 //!
-//! **Cost** (measured, 1×128×128, both directions): 8.4 kB per entry (0.76 offline),
-//! 447 COTs, 19 offline + 108 online rounds. Per step and entry: row max 1.08 kB
-//! (57 rounds), exponential 6.9 kB (39), reciprocal 0.17 kB (29, per row), product
-//! 0.26 kB. The COTs (IKNP, 16 B each) are 85 % of the bytes; the squarings dominate.
+//! **Cost** (measured, 1×128×128, both directions, IKNP): 6.2 kB per entry (0.76
+//! offline), 321 COTs, 19 offline + 108 online rounds (8.4 kB and 447 COTs with
+//! full-ring squarings). Per step and entry: row max 1.08 kB (57 rounds), exponential
+//! 4.7 kB (39), reciprocal 0.17 kB (29, per row), product 0.26 kB. The COTs (IKNP,
+//! 16 B each) are most of the bytes; the squarings (25 COTs each) dominate.
 //! A causal mask halves the max, exponential and sum (5.6 kB per entry of the full
 //! matrix at 12×16×16).
 //!
@@ -80,7 +81,8 @@
 //!    `|b| ≤ B` and `|Y| ≤ B^5 < 2^{14.8}`.
 //! 2. `b = ⌊a·K / 2^{24}⌉` (one truncation; `|a·K| < 2^{40}`).
 //! 3. `b² = ⌊b²/2^F⌉`, `b⁴ = ⌊(b²)²/2^F⌉` ([`Party::square_fx`]),
-//!    `Y = ⌊b⁴·b/2^F⌉` ([`Party::mul_fx`]): every product is `< B^5·2^{2F} < 2^{41}`.
+//!    `Y = ⌊b⁴·b/2^F⌉` ([`Party::mul_bounded_fx`], `|b| < 2^{16}`, `|b⁴| < 2^{25}` at
+//!    `F`: 42 COTs instead of 86): every product is `< B^5·2^{2F} < 2^{41}`.
 //!
 //! Masked entries give `0` (structurally, as above). The saturation makes the block
 //! total: every input in the ring's signed range `|x + c| < 2^{ℓ−F−1} − A` gives the
@@ -89,8 +91,9 @@
 //! price of never wrapping. **Rounds:** EncFormer counts 3 (the product depth of
 //! `p = 5`); ours are the same 3 products, each followed by its truncation (a COT
 //! batch, 2 rounds), plus the normalization truncation and the clamp's comparison
-//! and multiplexer: measured 3 offline + 20 online rounds (the clamp 9 of them).
-//! **Cost** (measured, both directions): 5.5 kB per entry (2.25 offline), 304 COTs;
+//! and multiplexer: measured 1 offline + 22 online rounds (the clamp 9 of them; the
+//! product no longer takes triples offline).
+//! **Cost** (measured, both directions, IKNP): 4.0 kB per entry (0.64 offline), 222 COTs;
 //! the clamp is about 2.2 kB of it.
 //!
 //! **Exactness.** The protocol equals the formula on the reference's integers
@@ -382,7 +385,8 @@ impl Softmax {
         let b2 = p.trunc_near(b2, f).await?;
         let b4 = p.square_fx(&b2, 0).await?;
         let b4 = p.trunc_near(b4, f).await?;
-        let y = p.mul_fx(&b4, &b, 0).await?;
+        // |b| ≤ B = 7.75 (< 2^16 at F) and b⁴ ≤ B⁴ (< 2^25): the bounded product.
+        let y = p.mul_bounded_fx(&b4, 25, &b, 16, 0).await?;
         let y = p.trunc_near(y, f).await?;
         Ok(RingShares::new(self.scatter(y.as_slice(), lens, self.cols)))
     }
