@@ -128,7 +128,7 @@
 //! | form | shape | bytes/elem | COTs/elem | rounds (offline + online) |
 //! |---|---|---|---|---|
 //! | accurate | 128 × 768 | 1004 | 33.7 | 11 + 35 |
-//! | accurate, no elementwise affine (silent OT: 355) | 128 × 768 | @NOAFF_B@ | 32.4 | 11 + 33 |
+//! | accurate, no elementwise affine (silent OT: 355) | 128 × 768 | 863 | 32.4 | 11 + 33 |
 //! | accurate, input shift `k = 3` ([`LayerNorm::run_scaled`]) | 128 × 768 | 1004 | 33.7 | 11 + 37 |
 //! | MBLN ([`LayerNorm::run`], private `γ`; shift `k = 3`: the same, 160 B) | 128 × 768 | 159 | 2.3 | 0 + 4 |
 //! | MBLN without affine (the public factor: a local product, 2 truncations) | 128 × 768 | 36 | 2.0 | 0 + 4 |

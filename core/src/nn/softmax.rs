@@ -81,8 +81,8 @@
 //!    `|b| ≤ B` and `|Y| ≤ B^5 < 2^{14.8}`.
 //! 2. `b = ⌊a·K / 2^{24}⌉` (one truncation; `|a·K| < 2^{40}`).
 //! 3. `b² = ⌊b²/2^F⌉`, `b⁴ = ⌊(b²)²/2^F⌉` ([`Party::square_fx`]),
-//!    `Y = ⌊b⁴·b/2^F⌉` ([`Party::mul_bounded_fx`], `|b| < 2^{16}`, `|b⁴| < 2^{25}` at
-//!    `F`: 42 COTs instead of 86): every product is `< B^5·2^{2F} < 2^{41}`.
+//!    `Y = ⌊b⁴·b/2^F⌉` ([`Party::mul_bounded_fx`] with `|b| < 2^{F+3}`, `|b⁴| < 2^{F+12}`:
+//!    40 COTs at `F = 13` instead of 86): every product is `< B^5·2^{2F} < 2^{41}`.
 //!
 //! Masked entries give `0` (structurally, as above). The saturation makes the block
 //! total: every input in the ring's signed range `|x + c| < 2^{ℓ−F−1} − A` gives the
@@ -385,8 +385,8 @@ impl Softmax {
         let b2 = p.trunc_near(b2, f).await?;
         let b4 = p.square_fx(&b2, 0).await?;
         let b4 = p.trunc_near(b4, f).await?;
-        // |b| ≤ B = 7.75 (< 2^16 at F) and b⁴ ≤ B⁴ (< 2^25): the bounded product.
-        let y = p.mul_bounded_fx(&b4, 25, &b, 16, 0).await?;
+        // |b| ≤ B = 7.75 < 2^3 and b⁴ ≤ B⁴ < 2^12 (at F bits: 2^{F+3}, 2^{F+12}).
+        let y = p.mul_bounded_fx(&b4, f + 12, &b, f + 3, 0).await?;
         let y = p.trunc_near(y, f).await?;
         Ok(RingShares::new(self.scatter(y.as_slice(), lens, self.cols)))
     }
