@@ -468,45 +468,32 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
             // The bounded squaring: m = b − 3 Gilboa blocks and a tail of width 2, and
             // P1's wrap corrections; the bounded product: two tails of width 3.
             let m = b - 3;
-            let gt = CorrWidths::GilboaTail {
-                n,
-                ell: b,
-                bits: m,
-                tail: 2,
-                tails: 1,
+            let tailed = |tail: u32, tails: u32| {
+                let w = CorrWidths::GilboaTail {
+                    n,
+                    ell: b,
+                    bits: m,
+                    tail,
+                    tails,
+                };
+                let d: Vec<u64> = (0..n * (m + tails) as usize)
+                    .map(|j| {
+                        (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                            & (u64::MAX >> (64 - w.width(j)))
+                    })
+                    .collect();
+                (w, d)
             };
-            let d: Vec<u64> = (0..n * (m as usize + 1))
-                .map(|j| {
-                    (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                        & (u64::MAX >> (64 - gt.width(j)))
-                })
-                .collect();
-            out[23].push(input(
-                23,
-                n,
-                b,
-                (m - 1) as u8,
-                SquareCorr::from_parts(gt, d).encode(),
-            ));
-            let g2 = CorrWidths::GilboaTail {
-                n,
-                ell: b,
-                bits: m,
-                tail: 3,
-                tails: 2,
-            };
-            let d: Vec<u64> = (0..n * (m as usize + 2))
-                .map(|j| {
-                    (j as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                        & (u64::MAX >> (64 - g2.width(j)))
-                })
-                .collect();
+            let (w, d) = tailed(2, 1);
+            let sq = SquareCorr::from_parts(w, d).encode();
+            out[23].push(input(23, n, b, (m - 1) as u8, sq));
+            let (w, d) = tailed(3, 2);
             out[24].push(input(
                 24,
                 n,
                 b,
                 (m - 1) as u8,
-                MulCorr::from_parts(g2, d).encode(),
+                MulCorr::from_parts(w, d).encode(),
             ));
             let w: Vec<u64> = (0..n as u64).map(|j| j & 3).collect();
             out[22].push(input(
