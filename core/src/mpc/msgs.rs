@@ -718,7 +718,8 @@ corr_msg!(
     MuxCorr
 );
 corr_msg!(
-    /// Squaring (one Gilboa cross term, [`CorrWidths::Gilboa`]): correlation `x_0 mod 2^{ℓ-i}`.
+    /// Squaring: one Gilboa cross term, correlation `x_0 mod 2^{ℓ-i}` ([`CorrWidths::Gilboa`]),
+    /// or the bounded squaring's `m` Gilboa blocks and its wrap tail ([`CorrWidths::GilboaTail`]).
     SquareCorr,
     SquareCorr
 );
