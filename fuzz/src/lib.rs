@@ -247,39 +247,32 @@ pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
             check::<SilentSpcot>(payload, &s)
         }
         22 => check::<SquareWrapCorr>(payload, &uni),
-        23 => {
-            // The bounded squaring's P0 message: `m = aux % ℓ + 1` Gilboa blocks, then a
-            // tail block of width `ℓ − m − 1` (or 1).
+        // The bounded squaring's P0 message (23: one tail of width `ℓ − m − 1`) and the
+        // bounded product's (24: two tails of width `ℓ − m`), `m = aux % ℓ + 1` Gilboa
+        // blocks before them.
+        23 | 24 => {
             let n = count % 64;
             let m = (aux as u32) % bits.max(1) + 1;
+            let tails = if sel as usize % MPC_DECODERS.len() == 23 {
+                1
+            } else {
+                2
+            };
             let s = CorrShape {
-                count: n * (m as usize + 1),
+                count: n * (m + tails) as usize,
                 widths: CorrWidths::GilboaTail {
                     n,
                     ell: bits,
                     bits: m,
-                    tail: bits.saturating_sub(m + 1).max(1),
-                    tails: 1,
+                    tail: bits.saturating_sub(m + 2 - tails).max(1),
+                    tails,
                 },
             };
-            check::<SquareCorr>(payload, &s)
-        }
-        24 => {
-            // The bounded product: `m = aux % ℓ + 1` Gilboa blocks, then two tail blocks
-            // of width `ℓ − m` (or 1).
-            let n = count % 64;
-            let m = (aux as u32) % bits.max(1) + 1;
-            let s = CorrShape {
-                count: n * (m as usize + 2),
-                widths: CorrWidths::GilboaTail {
-                    n,
-                    ell: bits,
-                    bits: m,
-                    tail: bits.saturating_sub(m).max(1),
-                    tails: 2,
-                },
-            };
-            check::<MulCorr>(payload, &s)
+            if tails == 1 {
+                check::<SquareCorr>(payload, &s)
+            } else {
+                check::<MulCorr>(payload, &s)
+            }
         }
         k => {
             // Squaring (19) and broadcast products (20): Gilboa widths over `n·ℓ`

@@ -76,20 +76,7 @@ pub fn constant(r: RingCfg, p0: bool, c: i64, n: usize) -> RingShares {
 
 /// Sums the Gilboa terms `Σ_i 2^i·v[(i·m + k)]` for `k < m`, `i < ℓ`, with sign.
 fn gilboa_sum(r: RingCfg, v: &[u64], m: usize, negate: bool) -> Vec<u64> {
-    let e = r.ell as usize;
-    (0..m)
-        .map(|k| {
-            let mut acc = 0u64;
-            for i in 0..e {
-                acc = acc.wrapping_add(v[i * m + k] << i);
-            }
-            if negate {
-                r.sub(0, acc)
-            } else {
-                acc & r.mask()
-            }
-        })
-        .collect()
+    gilboa_sum_bits(r, v, m, r.ell, negate)
 }
 
 /// `v·2^k mod 2^64` (zero for `k ≥ 64`).
@@ -99,6 +86,14 @@ fn shl(v: u64, k: u32) -> u64 {
     } else {
         0
     }
+}
+
+/// This party's `m`-bit share of `v + 2^b` (P0 adds the offset): the bounded steps'
+/// local reduction, so that the shares add up to the offset value plus a wrap of `2^m`.
+fn offset_low_bits(v: &[u64], p0: bool, b: u32, m: u32) -> Zeroizing<Vec<u64>> {
+    let mm = mask(m);
+    let off = if p0 { 1u64 << b } else { 0 };
+    Zeroizing::new(v.iter().map(|&x| x.wrapping_add(off) & mm).collect())
 }
 
 /// Sums the first `bits` Gilboa blocks `Σ_{i<bits} 2^i·v[(i·m + k)]`, with sign
@@ -251,7 +246,6 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let m = b + 2;
         let n = x.len();
-        let mm = mask(m);
         let tail = r.ell - m - 1;
         let ch = self.channel();
         let gilboa = CorrWidths::GilboaTail {
@@ -265,18 +259,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let top = |v: u64| ((v >> (m - 1)) & 1) as u8;
         let p0 = self.is_p0();
         // This party's `m`-bit share (`a` at P0, `c` at P1) and its top bit.
-        let own: Zeroizing<Vec<u64>> = Zeroizing::new(
-            x.as_slice()
-                .iter()
-                .map(|&v| {
-                    if p0 {
-                        v.wrapping_add(1u64 << b) & mm
-                    } else {
-                        v & mm
-                    }
-                })
-                .collect(),
-        );
+        let own = offset_low_bits(x.as_slice(), p0, b, m);
         // `cross` = this party's share of `ac` (mod 2^ℓ), `mixed` its share of the
         // two wrap products (`γ(1−α)(2^{m−1}−a) − α(1−γ)c`, mod 2^{ℓ−m−1}).
         let (cross, mixed) = if p0 {
@@ -400,7 +383,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let (mx, m) = (bx + 2, by + 2);
         let tail = r.ell - m;
         let n = x.len();
-        let (mxm, mm) = (mask(mx), mask(m));
+        let mxm = mask(mx);
         let p0 = self.is_p0();
         let (xs, ys) = (x.as_slice(), y.as_slice());
         // This party's X_j, a_j, c_j (the offsets at P0).
@@ -410,17 +393,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
                 .collect(),
         );
         let a: Zeroizing<Vec<u64>> = Zeroizing::new(big_x.iter().map(|&v| v & mxm).collect());
-        let c: Zeroizing<Vec<u64>> = Zeroizing::new(
-            ys.iter()
-                .map(|&v| {
-                    if p0 {
-                        v.wrapping_add(1u64 << by) & mm
-                    } else {
-                        v & mm
-                    }
-                })
-                .collect(),
-        );
+        let c = offset_low_bits(ys, p0, by, m);
         let alpha = |k: usize| (a[k] >> (mx - 1)) & 1;
         let gamma = |k: usize| (c[k] >> (m - 1)) & 1;
         let widths = CorrWidths::GilboaTail {
