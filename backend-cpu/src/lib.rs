@@ -19,6 +19,17 @@ use veil_core::math::Modulus;
 use veil_core::CkksParams;
 
 /// How the NTT is computed.
+/// Which division a cached [`DivRoundPlan`] performs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum DivKind {
+    /// Drop `q_level` from `Q_level`.
+    Rescale,
+    /// Drop every special prime from `Q_level ∪ P`.
+    ModDown,
+    /// Drop `p_0` from `Q_level ∪ {p_0}`.
+    ModDownP0,
+}
+
 enum NttEngine {
     /// `veil-core`'s scalar reference transform.
     Reference,
@@ -36,8 +47,7 @@ pub struct CpuBackend {
     threads: usize,
     auto_maps: Mutex<HashMap<u64, Arc<Vec<u32>>>>,
     decompose_plans: Mutex<HashMap<(usize, usize), Arc<BasisConverter>>>,
-    moddown_plans: Mutex<HashMap<usize, Arc<DivRoundPlan>>>,
-    rescale_plans: Mutex<HashMap<usize, Arc<DivRoundPlan>>>,
+    div_plans: Mutex<HashMap<(DivKind, usize), Arc<DivRoundPlan>>>,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -100,8 +110,7 @@ impl CpuBackend {
             threads: threads.max(1),
             auto_maps: Mutex::new(HashMap::new()),
             decompose_plans: Mutex::new(HashMap::new()),
-            moddown_plans: Mutex::new(HashMap::new()),
-            rescale_plans: Mutex::new(HashMap::new()),
+            div_plans: Mutex::new(HashMap::new()),
         })
     }
 
@@ -210,21 +219,18 @@ impl CpuBackend {
         p
     }
 
-    fn div_plan(&self, level: usize, rescale: bool) -> Arc<DivRoundPlan> {
-        let cache = if rescale {
-            &self.rescale_plans
-        } else {
-            &self.moddown_plans
-        };
-        if let Some(p) = lock(cache).get(&level) {
+    fn div_plan(&self, kind: DivKind, level: usize) -> Arc<DivRoundPlan> {
+        if let Some(p) = lock(&self.div_plans).get(&(kind, level)) {
             return p.clone();
         }
-        let p = Arc::new(if rescale {
-            DivRoundPlan::new(&self.moduli[..level], &self.moduli[level..=level])
-        } else {
-            DivRoundPlan::new(&self.moduli[..=level], self.params.p())
+        let p = Arc::new(match kind {
+            DivKind::Rescale => {
+                DivRoundPlan::new(&self.moduli[..level], &self.moduli[level..=level])
+            }
+            DivKind::ModDown => DivRoundPlan::new(&self.moduli[..=level], self.params.p()),
+            DivKind::ModDownP0 => DivRoundPlan::new(&self.moduli[..=level], &self.params.p()[..1]),
         });
-        lock(cache).insert(level, p.clone());
+        lock(&self.div_plans).insert((kind, level), p.clone());
         p
     }
 
@@ -655,7 +661,7 @@ impl PolyBackend for CpuBackend {
     }
 
     fn mod_down(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
-        let plan = self.div_plan(level, false);
+        let plan = self.div_plan(DivKind::ModDown, level);
         let drop_g: Vec<usize> = (0..self.params.p().len())
             .map(|j| self.q_total + j)
             .collect();
@@ -664,7 +670,12 @@ impl PolyBackend for CpuBackend {
 
     fn rescale(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
         assert!(level >= 1, "rescale needs a prime to drop");
-        let plan = self.div_plan(level, true);
+        let plan = self.div_plan(DivKind::Rescale, level);
         self.div_round(x, level, &[level], &plan, out);
+    }
+
+    fn mod_down_p0(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
+        let plan = self.div_plan(DivKind::ModDownP0, level);
+        self.div_round(x, level + 1, &[self.q_total], &plan, out);
     }
 }

@@ -68,6 +68,12 @@ pub struct Row {
     /// Precision of the primitive's output (bits), where it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precision: Option<PrecisionJson>,
+    /// The primitive's floor on this machine (ms), where it has one: see [`Floor`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_ms: Option<f64>,
+    /// `min_ms / floor_ms`: how far the primitive is from its floor (1 = at the floor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_ratio: Option<f64>,
 }
 
 /// Precision statistics in JSON form.
@@ -210,6 +216,8 @@ pub fn run_on<B: PolyBackend>(
                 median_ms: t.median_ms,
                 n: t.n,
                 precision: prec.map(Into::into),
+                floor_ms: None,
+                floor_ratio: None,
             },
         );
     };
@@ -471,10 +479,30 @@ pub fn run_on<B: PolyBackend>(
     );
     tick(&mut progress);
 
+    let peer = peer_precision(&ck, &sk, &pk, &keys, &mut rng).map_err(e)?;
+    let unit = measure_floor_units(&ck, reps.max(10));
+    for (name, f) in floors(&p) {
+        if let Some(row) = results.get_mut(name) {
+            let ms = f.ms(&unit);
+            row.floor_ms = Some(ms);
+            row.floor_ratio = Some(row.min_ms / ms);
+        }
+    }
+
     let mut info = BTreeMap::new();
     let mut note = |k: &str, v: serde_json::Value| {
         info.insert(k.to_string(), v);
     };
+    note("fresh_precision_bits", peer.fresh_min.into());
+    note("fresh_precision_mean_bits", peer.fresh_mean.into());
+    note("mul_rescale_precision_bits", peer.mul_min.into());
+    note("mul_rescale_precision_mean_bits", peer.mul_mean.into());
+    note("precision_trials", PEER_TRIALS.into());
+    note("ntt_row_ms", unit.ntt_row_ms.into());
+    note("copy_gb_per_s", unit.copy_gb_per_s.into());
+    if let Some(mb) = peak_rss_mb() {
+        note("peak_rss_mb", mb.into());
+    }
     note("lib", "veil".into());
     note("backend", ck.backend().name().into());
     note("params", p.name().into());
@@ -501,6 +529,193 @@ pub fn run_on<B: PolyBackend>(
         .len();
     note("relin_key_bytes_seeded", sk_bytes.into());
     Ok(BenchCkksReport { info, results })
+}
+
+/// What bounds a primitive from below on this machine.
+///
+/// A compute-bound primitive is costed by its number-theoretic transforms: `ntt_rows` forward or
+/// inverse NTTs of one `N`-word row, each at the measured single-row time
+/// ([`FloorUnits::ntt_row_ms`]). The rest of its work (basis conversion, Hadamard products, the
+/// key inner product) is left out, so the floor is a lower bound that an implementation could
+/// approach only by hiding that work. A memory-bound primitive (additions, plaintext and tensor
+/// products) is costed by the bytes it must read and write at the measured copy bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Floor {
+    /// This many single-row NTTs (forward or inverse).
+    Ntt(f64),
+    /// This many bytes read plus written.
+    Bytes(f64),
+}
+
+impl Floor {
+    /// The floor in milliseconds.
+    pub fn ms(&self, u: &FloorUnits) -> f64 {
+        match *self {
+            Floor::Ntt(rows) => rows * u.ntt_row_ms,
+            Floor::Bytes(b) => b / (u.copy_gb_per_s * 1e9) * 1e3,
+        }
+    }
+}
+
+/// The two measured units of [`Floor`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FloorUnits {
+    /// One forward NTT of one row (ms): the fastest of the runs over a top-level polynomial,
+    /// divided by its rows.
+    pub ntt_row_ms: f64,
+    /// Copy bandwidth (GB/s, bytes read plus written) of a buffer over `Q ∪ P`.
+    pub copy_gb_per_s: f64,
+}
+
+/// Measures [`FloorUnits`] on `ck`'s backend.
+pub fn measure_floor_units<B: PolyBackend>(ck: &Ckks<B>, reps: usize) -> FloorUnits {
+    use veil_core::backend::Basis;
+    let p = ck.params();
+    let be = ck.backend();
+    let (r, full) = (p.max_level() + 1, Basis::qp(p.max_level() + 1, p.p().len()));
+    let words: Vec<u64> = (0..r * p.n())
+        .map(|i| (i as u64).wrapping_mul(0x9E37_79B9) % p.q()[i / p.n()].value())
+        .collect();
+    let t = time_with(
+        reps,
+        2,
+        1,
+        || be.upload(&words),
+        |mut b| be.ntt(&mut b, Basis::q(r)),
+    );
+    let src = be.alloc(full.rows());
+    let mut dst = be.alloc(full.rows());
+    let c = time(reps, 2, || be.copy_rows(&src, full, &mut dst, full));
+    let bytes = 2.0 * (full.rows() * p.n() * 8) as f64;
+    FloorUnits {
+        ntt_row_ms: t.min_ms / r as f64,
+        copy_gb_per_s: bytes / (c.min_ms * 1e-3) / 1e9,
+    }
+}
+
+/// The floor of every benchmarked primitive that has one, from the parameter set's shape
+/// (`r = L + 1` ciphertext rows at the top level, `k` special primes, `β` digits, `dnum` key
+/// digits, `F = r + k` rows in the extended basis):
+///
+/// * key switch: `β·F` (ModUp: `r` inverse NTTs, then the other `F − α_j` rows of each digit) plus
+///   `2·(k + r)` (two ModDowns, each `k` inverse and `r` forward);
+/// * rescale: `2·r` (per polynomial one inverse and `r − 1` forward);
+/// * public-key encryption: `5·(r + 1)` (`u`, `e_0`, `e_1` over `Q ∪ {p_0}`, two ModDowns by
+///   `p_0`); secret-key encryption `r`; encoding `r`;
+/// * key generation: `dnum·F` per switching key (its errors);
+/// * addition `3·2·r·N·8` bytes; ct×pt `5·r·N·8`; the ct×ct tensor `7·r·N·8`.
+///
+/// Decryption with decoding has no entry: its cost is the decoder's FFT and CRT, not NTTs.
+pub fn floors(p: &veil_core::CkksParams) -> Vec<(&'static str, Floor)> {
+    let (r, k) = ((p.max_level() + 1) as f64, p.p().len() as f64);
+    let beta = p.digits_at(p.max_level()) as f64;
+    let f = r + k;
+    let ks = |r: f64, beta: f64| beta * (r + k) + 2.0 * (k + r);
+    let poly = |rows: f64| rows * p.n() as f64 * 8.0;
+    let key = p.dnum() as f64 * f;
+    vec![
+        ("keygen_relin", Floor::Ntt(key)),
+        ("keygen_rot_x8", Floor::Ntt(8.0 * key)),
+        ("keygen_conj", Floor::Ntt(key)),
+        ("encode", Floor::Ntt(r)),
+        ("encrypt_pk", Floor::Ntt(5.0 * (r + 1.0))),
+        ("encrypt_sk", Floor::Ntt(r)),
+        ("add_ct_ct", Floor::Bytes(3.0 * poly(2.0 * r))),
+        ("mul_ct_pt", Floor::Bytes(poly(5.0 * r))),
+        ("rescale_after_ct_pt", Floor::Ntt(2.0 * r)),
+        ("mul_ct_pt+rescale", Floor::Ntt(2.0 * r)),
+        ("mul_ct_ct_norelin", Floor::Bytes(poly(7.0 * r))),
+        ("relinearize", Floor::Ntt(ks(r, beta))),
+        ("mul_ct_ct+relin", Floor::Ntt(ks(r, beta))),
+        ("rescale", Floor::Ntt(2.0 * r)),
+        ("mul_ct_ct+relin+rescale", Floor::Ntt(ks(r, beta) + 2.0 * r)),
+        ("rotate_1", Floor::Ntt(ks(r, beta))),
+        (
+            "hoisted_rot_x8_per_rot",
+            Floor::Ntt((beta * (r + k) + 8.0 * 2.0 * (k + r)) / 8.0),
+        ),
+        ("rot_x8_unhoisted_per_rot", Floor::Ntt(ks(r, beta))),
+        ("conjugate", Floor::Ntt(ks(r, beta))),
+        ("add_ct_ct_lowest", Floor::Bytes(3.0 * poly(2.0))),
+        ("rotate_1_lowest", Floor::Ntt(ks(1.0, 1.0))),
+    ]
+}
+
+/// The process's peak resident memory (MB), where the OS reports it (`VmHWM` on Linux).
+pub fn peak_rss_mb() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Trials of the peers' precision measure (fresh encryption, and ct×ct + relin + rescale).
+pub const PEER_TRIALS: usize = 3;
+
+/// The peers' precision measure: real inputs uniform in `[-1, 1]` in every slot, at the top level
+/// and the default scale. For each of [`PEER_TRIALS`] trials, fresh public-key encryptions of `x`
+/// and `y` are decrypted (fresh), and `x·y` by ct×ct + relinearization + rescale is decrypted
+/// (mul). `*_min` is `-log2` of the largest absolute error of the real parts over every slot of
+/// every trial (the peer scripts' `fresh_precision_bits` and `mul_rescale_precision_bits`);
+/// `*_mean` is `-log2` of the mean absolute error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeerPrecision {
+    /// Fresh encryption, worst slot (bits).
+    pub fresh_min: f64,
+    /// Fresh encryption, mean error (bits).
+    pub fresh_mean: f64,
+    /// ct×ct + relin + rescale, worst slot (bits).
+    pub mul_min: f64,
+    /// ct×ct + relin + rescale, mean error (bits).
+    pub mul_mean: f64,
+}
+
+/// Measures [`PeerPrecision`] (fresh randomness for the inputs on every call).
+pub fn peer_precision<B: PolyBackend>(
+    ck: &Ckks<B>,
+    sk: &veil_core::ckks::SecretKey,
+    pk: &veil_core::ckks::PublicKey<B>,
+    keys: &veil_core::ckks::EvaluationKeys<B>,
+    rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
+) -> Result<PeerPrecision, veil_core::Error> {
+    let p = ck.params();
+    let (slots, top, scale) = (p.max_slots(), p.max_level(), p.default_scale());
+    let uniform = |rng: &mut dyn rand_core::RngCore| -> Vec<C64> {
+        (0..slots)
+            .map(|_| {
+                let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                C64::new(2.0 * u - 1.0, 0.0)
+            })
+            .collect()
+    };
+    let (mut fresh, mut mul) = (Vec::new(), Vec::new());
+    for _ in 0..PEER_TRIALS {
+        let (x, y) = (uniform(rng), uniform(rng));
+        let cx = ck.encrypt_pk(pk, &ck.encode(&x, slots, top, scale)?, rng)?;
+        let cy = ck.encrypt_pk(pk, &ck.encode(&y, slots, top, scale)?, rng)?;
+        for (c, v) in [(&cx, &x), (&cy, &y)] {
+            let d = ck.decrypt_decode(sk, c)?;
+            fresh.extend(v.iter().zip(&d).map(|(a, b)| (a.re - b.re).abs()));
+        }
+        let mut m = ck.mul_relin(&cx, &cy, keys)?;
+        ck.rescale_assign(&mut m)?;
+        let d = ck.decrypt_decode(sk, &m)?;
+        mul.extend(
+            x.iter()
+                .zip(&y)
+                .zip(&d)
+                .map(|((a, b), g)| (a.re * b.re - g.re).abs()),
+        );
+    }
+    let bits = |e: f64| -e.max(f64::MIN_POSITIVE).log2();
+    let worst = |v: &[f64]| bits(v.iter().copied().fold(0.0, f64::max));
+    let mean = |v: &[f64]| bits(v.iter().sum::<f64>() / v.len() as f64);
+    Ok(PeerPrecision {
+        fresh_min: worst(&fresh),
+        fresh_mean: mean(&fresh),
+        mul_min: worst(&mul),
+        mul_mean: mean(&mul),
+    })
 }
 
 /// Rows in print order, with the peers' labels.
@@ -542,8 +757,8 @@ pub fn render(r: &BenchCkksReport) -> String {
         i["params"], i["backend"], i["log_n"], i["levels"], i["dnum"], i["special_primes"], i["log2_QP"], i["threads"]
     );
     s += &format!(
-        "{:<38} {:>11} {:>11}   precision bits re min/avg/med | im min/avg/med\n",
-        "primitive", "min ms", "median ms"
+        "{:<38} {:>11} {:>11} {:>9} {:>7}   precision bits re min/avg/med | im min/avg/med\n",
+        "primitive", "min ms", "median ms", "floor ms", "×floor"
     );
     for (key, label) in ROWS {
         if let Some(row) = r.results.get(*key) {
@@ -561,12 +776,34 @@ pub fn render(r: &BenchCkksReport) -> String {
                     )
                 })
                 .unwrap_or_default();
+            let (fl, fr) = match (row.floor_ms, row.floor_ratio) {
+                (Some(f), Some(r)) => (format!("{f:.3}"), format!("{r:.2}")),
+                _ => ("–".to_string(), "–".to_string()),
+            };
             s += &format!(
-                "{label:<38} {:>11.3} {:>11.3}   {prec}\n",
+                "{label:<38} {:>11.3} {:>11.3} {fl:>9} {fr:>7}   {prec}\n",
                 row.min_ms, row.median_ms
             );
         }
     }
+    s += &format!(
+        "precision, the peers' measure (real inputs uniform in [-1, 1], {} trials), bits worst/mean: \
+         fresh pk encryption {:.2}/{:.2}, ct*ct + relin + rescale {:.2}/{:.2}\n",
+        i["precision_trials"],
+        i["fresh_precision_bits"].as_f64().unwrap_or(f64::NAN),
+        i["fresh_precision_mean_bits"].as_f64().unwrap_or(f64::NAN),
+        i["mul_rescale_precision_bits"].as_f64().unwrap_or(f64::NAN),
+        i["mul_rescale_precision_mean_bits"].as_f64().unwrap_or(f64::NAN),
+    );
+    s += &format!(
+        "floor units: one {}-word NTT row {:.4} ms, copy bandwidth {:.1} GB/s; peak memory {} MB\n",
+        1u64 << i["log_n"].as_u64().unwrap_or(0),
+        i["ntt_row_ms"].as_f64().unwrap_or(f64::NAN),
+        i["copy_gb_per_s"].as_f64().unwrap_or(f64::NAN),
+        i.get("peak_rss_mb")
+            .and_then(|v| v.as_f64())
+            .map_or("–".to_string(), |m| format!("{m:.0}")),
+    );
     s += &format!(
         "serialized bytes: ciphertext at the top level {} ({} seeded), at level 0 {}; relinearization key {} (seeded)\n",
         i["ciphertext_bytes_top"], i["ciphertext_bytes_top_seeded"], i["ciphertext_bytes_lowest"], i["relin_key_bytes_seeded"]

@@ -47,6 +47,8 @@ struct PlanIndex {
     mod_down: Vec<usize>,
     /// `[level]`: rescale plans (drop `q_level`); entry 0 unused.
     rescale: Vec<usize>,
+    /// `[level]`: ModDown-by-`p_0` plans (drop `p_0` from `Q_level ∪ {p_0}`).
+    mod_down_p0: Vec<usize>,
 }
 
 fn push_converter(table: &mut Vec<u64>, c: &BasisConverter) -> usize {
@@ -201,6 +203,8 @@ impl<R: Runtime> CubeBackend<R> {
             index.decompose.push(digits);
             let md = DivRoundPlan::new(&moduli[..=level], params.p());
             index.mod_down.push(push_div_plan(&mut table, &md));
+            let md0 = DivRoundPlan::new(&moduli[..=level], &params.p()[..1]);
+            index.mod_down_p0.push(push_div_plan(&mut table, &md0));
             if level >= 1 {
                 let rs = DivRoundPlan::new(&moduli[..level], &moduli[level..=level]);
                 index.rescale.push(push_div_plan(&mut table, &rs));
@@ -778,5 +782,12 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         self.need(level, &[out], "rescale");
         assert!(level >= 1, "rescale needs a prime to drop");
         self.div_round(x, level, 1, level, 1, self.index.rescale[level], out);
+    }
+
+    fn mod_down_p0(&self, x: &CubeBuffer, level: usize, out: &mut CubeBuffer) {
+        self.need_level(level, "mod_down_p0");
+        self.need(level + 2, &[x], "mod_down_p0");
+        self.need(level + 1, &[out], "mod_down_p0");
+        self.div_round(x, level + 1, 1, 0, 0, self.index.mod_down_p0[level], out);
     }
 }

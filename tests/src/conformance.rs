@@ -540,6 +540,10 @@ pub fn check_mod_down<A: PolyBackend, B: PolyBackend>(
         pr.a.mod_down(&x.0, level, &mut out.0);
         pr.b.mod_down(&x.1, level, &mut out.1);
         pr.cmp(&format!("mod_down level {level}"), &out, level + 1)?;
+        let x = pr.up(&random_words(pr.p(), Basis::qp(level + 1, 1), rng));
+        pr.a.mod_down_p0(&x.0, level, &mut out.0);
+        pr.b.mod_down_p0(&x.1, level, &mut out.1);
+        pr.cmp(&format!("mod_down_p0 level {level}"), &out, level + 1)?;
     }
     Ok(())
 }
@@ -662,6 +666,9 @@ pub fn check_one_per_family<A: PolyBackend, B: PolyBackend>(
     pr.a.mod_down(&acc0.0, level, &mut out.0);
     pr.b.mod_down(&acc0.1, level, &mut out.1);
     pr.cmp(&format!("mod_down level {level}"), &out, l1)?;
+    pr.a.mod_down_p0(&acc0.0, level, &mut out.0);
+    pr.b.mod_down_p0(&acc0.1, level, &mut out.1);
+    pr.cmp(&format!("mod_down_p0 level {level}"), &out, l1)?;
     if level >= 1 {
         let mut out = pr.alloc(level);
         pr.a.rescale(&c.0, level, &mut out.0);
@@ -817,6 +824,16 @@ pub fn check_ckks_flow<A: PolyBackend, B: PolyBackend>(
     let xa = ca.encrypt_pk(&pka, &pxa, &mut ra).unwrap();
     let xb = cb.encrypt_pk(&pkb, &pxb, &mut rb).unwrap();
     cmp_ct("encrypt_pk", &ca, &cb, &xa, &xb)?;
+    if top >= 1 {
+        // Below the top level the public key's rows are gathered first.
+        let (pla, plb) = (
+            ca.encode(&x, slots, top - 1, scale).unwrap(),
+            cb.encode(&x, slots, top - 1, scale).unwrap(),
+        );
+        let la = ca.encrypt_pk(&pka, &pla, &mut ra).unwrap();
+        let lb = cb.encrypt_pk(&pkb, &plb, &mut rb).unwrap();
+        cmp_ct("encrypt_pk below the top level", &ca, &cb, &la, &lb)?;
+    }
     let ya = ca.encrypt_sk(&ska, &pya, &mut ra).unwrap();
     let yb = cb.encrypt_sk(&skb, &pyb, &mut rb).unwrap();
     cmp_ct("encrypt_sk", &ca, &cb, &ya, &yb)?;
@@ -1152,6 +1169,18 @@ pub fn check_reference_model<B: PolyBackend>(be: &B, rng: &mut impl RngCore) -> 
         be.mod_down(&be.upload(&xw), level, &mut out);
         compare_words(
             &format!("mod_down level {level} vs DivRoundPlan"),
+            &name,
+            &want,
+            &download(be, &out, level + 1),
+            n,
+        )?;
+        // ModDown by p_0 alone (public-key encryption): x over Q_level ∪ {p_0}.
+        let xw = random_words(&p, Basis::qp(level + 1, 1), rng);
+        let plan = DivRoundPlan::new(&all[..=level], &p.p()[..1]);
+        let want = model_div_round(&p, &xw, qb, &[q_total], &plan);
+        be.mod_down_p0(&be.upload(&xw), level, &mut out);
+        compare_words(
+            &format!("mod_down_p0 level {level} vs DivRoundPlan"),
             &name,
             &want,
             &download(be, &out, level + 1),

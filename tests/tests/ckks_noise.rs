@@ -1,4 +1,8 @@
-//! Key-switching noise against its expected bound.
+//! Every source of CKKS noise against its expected bound: key switching (relinearization and
+//! rotation), public-key encryption, rescale rounding and encoding rounding. The encryption,
+//! rescale and encoding bounds are stated where they are tested, below the key-switching ones.
+//!
+//! # Key switching
 //!
 //! The noise of one hybrid key switch is measured *exactly*, in coefficient units, as the
 //! difference of two decrypted phases that agree except for that key switch:
@@ -199,6 +203,135 @@ fn run(p: CkksParams) {
         let e = centered_diff(&ck, phase(&ck, &sk, &rot).poly(), &sx);
         report(&p, "rotate", level, &stats(&e), &bd);
     }
+}
+
+/// The phase of `buf` (NTT over at least `q_0`) on `q_0`, in the coefficient domain, centered.
+fn centered<B: PolyBackend>(ck: &Ckks<B>, buf: &B::Buffer) -> Vec<i64> {
+    let zero = ck.backend().alloc(ck.backend().buffer_rows(buf));
+    centered_diff(ck, buf, &zero)
+}
+
+/// Asserts a measured noise `m` (coefficient units) against a worst-case bound and an average-case
+/// standard deviation `sd` (`max ≤ 6·sd`, and `rms` within 20 % of `sd`, so that a noise larger or
+/// smaller than the model, such as an encryption that skips the extended basis, fails).
+fn check_model(p: &CkksParams, what: &str, m: &Measured, worst: f64, sd: f64) {
+    println!(
+        "[logN={} {what:<22}] max|e| = {:>8.2} (log2 {:>5.2}), rms {:>7.2}, mean {:>6.2} | \
+         model sd {:>7.2}, 6·sd = {:>8.1} (log2 {:>5.2}), worst case {:>9.1} (log2 {:>5.2})",
+        p.log_n(),
+        m.max,
+        m.max.log2(),
+        m.rms,
+        m.mean,
+        sd,
+        6.0 * sd,
+        (6.0 * sd).log2(),
+        worst,
+        worst.log2()
+    );
+    assert!(m.max > 0.0, "{what}: no noise at all");
+    assert!(
+        m.max <= 6.0 * sd,
+        "{what}: max {} above 6·sd = {}",
+        m.max,
+        6.0 * sd
+    );
+    assert!(
+        m.max <= worst,
+        "{what}: max {} above the worst case {worst}",
+        m.max
+    );
+    assert!(
+        (0.8 * sd..=1.2 * sd).contains(&m.rms),
+        "{what}: rms {} is not the model's {sd} (±20 %)",
+        m.rms
+    );
+}
+
+/// Public-key encryption, rescale and encoding against their bounds.
+///
+/// * **Public-key encryption** (in `Q_ℓ ∪ {p_0}`, then ModDown by `p_0`): `Dec(ct) − m =
+///   (e·u + e_0 + e_1·s)/p_0 + r_0 + r_1·s`, `|r_i| ≤ 1/2` (one dropped prime: exact rounding).
+///   The first term is below `N·6σ·(1 + 2·h)/p_0 ≪ 1`. Worst case `(1 + h)/2 + 1`; average case
+///   `ς² = (1 + h)/12`. Encrypting over `Q` directly would give `ς ≈ σ·√(2h + 1)`, about 30× more.
+/// * **Rescale** by `q_ℓ`: `Dec(rescale(ct)) − Dec(ct)/q_ℓ = r_0 + r_1·s` with the same
+///   rounding bounds (`DivRoundPlan` with one dropped prime is exact).
+/// * **Encoding**: each coefficient is rounded to an integer (`|ε_i| ≤ 1/2`), so the real part
+///   of each slot's error is `Σ_i ε_i·cos(θ_ij)/Δ`: worst case `N/(2Δ)`, average case
+///   `ς² = N/(24·Δ²)`.
+fn run_fresh(p: CkksParams) {
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut rng = test_rng(0xF7E5 + p.log_n() as u64);
+    let sk = ck.gen_secret_key(&mut rng);
+    let pk = ck.gen_public_key(&sk, &mut rng).unwrap();
+    let h = sk.hamming_weight() as f64;
+    let (top, slots, scale) = (p.max_level(), p.max_slots(), p.default_scale());
+    let n = p.n() as f64;
+    let x = random_values(&mut rng, slots, 1.0);
+    let rounding_sd = ((1.0 + h) / 12.0).sqrt();
+    let rounding_worst = (1.0 + h) / 2.0 + 1.0;
+
+    for level in [top, top / 2] {
+        let pt = ck.encode(&x, slots, level, scale).unwrap();
+        let ct = ck.encrypt_pk(&pk, &pt, &mut rng).unwrap();
+        let e = centered_diff(&ck, phase(&ck, &sk, &ct).poly(), pt.poly());
+        check_model(
+            &p,
+            &format!("encrypt_pk level {level}"),
+            &stats(&e),
+            rounding_worst,
+            rounding_sd,
+        );
+        if level >= 1 {
+            let before = centered(&ck, phase(&ck, &sk, &ct).poly());
+            let mut r = ck.clone_ct(&ct);
+            ck.rescale_assign(&mut r).unwrap();
+            let after = centered(&ck, phase(&ck, &sk, &r).poly());
+            let ql = p.q()[level].value() as f64;
+            let err: Vec<f64> = after
+                .iter()
+                .zip(&before)
+                .map(|(&w, &v)| w as f64 - v as f64 / ql)
+                .collect();
+            let m = Measured {
+                max: err.iter().fold(0.0, |a, &v| a.max(v.abs())),
+                rms: (err.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
+                mean: err.iter().sum::<f64>() / n,
+            };
+            check_model(
+                &p,
+                &format!("rescale level {level}"),
+                &m,
+                rounding_worst,
+                rounding_sd,
+            );
+        }
+    }
+
+    let got = ck
+        .decode(&ck.encode(&x, slots, top, scale).unwrap())
+        .unwrap();
+    let err: Vec<f64> = got
+        .iter()
+        .zip(&x)
+        .map(|(g, w)| (g.re - w.re) * scale)
+        .collect();
+    let m = Measured {
+        max: err.iter().fold(0.0, |a, &v| a.max(v.abs())),
+        rms: (err.iter().map(|v| v * v).sum::<f64>() / err.len() as f64).sqrt(),
+        mean: err.iter().sum::<f64>() / err.len() as f64,
+    };
+    check_model(&p, "encode (slots × Δ)", &m, n / 2.0, (n / 24.0).sqrt());
+}
+
+#[test]
+fn fresh_rescale_encode_noise_logn14() {
+    run_fresh(params::ckks_128_logn14().validate().unwrap());
+}
+
+#[test]
+fn fresh_rescale_encode_noise_logn16() {
+    run_fresh(params::ckks_128_logn16().validate().unwrap());
 }
 
 #[test]

@@ -36,6 +36,7 @@ enum Fault {
     Decompose,
     KeyInnerProduct,
     ModDown,
+    ModDownP0,
     Rescale,
     /// Not a wrong word but a device fault: every download and sync fails.
     Device,
@@ -183,9 +184,13 @@ impl PolyBackend for Faulty {
         self.inner.rescale(x, level, out);
         self.poke(Fault::Rescale, out, Basis::q(level));
     }
+    fn mod_down_p0(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {
+        self.inner.mod_down_p0(x, level, out);
+        self.poke(Fault::ModDownP0, out, Basis::q(level + 1));
+    }
 }
 
-const ALL_FAULTS: [Fault; 10] = [
+const ALL_FAULTS: [Fault; 11] = [
     Fault::Ntt,
     Fault::Intt,
     Fault::Mul,
@@ -195,6 +200,7 @@ const ALL_FAULTS: [Fault; 10] = [
     Fault::Decompose,
     Fault::KeyInnerProduct,
     Fault::ModDown,
+    Fault::ModDownP0,
     Fault::Rescale,
 ];
 
@@ -244,7 +250,12 @@ fn perturbed_backend_is_detected_by_the_flow_and_the_model() {
         3,
     );
     assert!(ok.is_err(), "the flow catches a perturbed NTT");
-    for fault in [Fault::ModDown, Fault::Rescale, Fault::KeyInnerProduct] {
+    for fault in [
+        Fault::ModDown,
+        Fault::ModDownP0,
+        Fault::Rescale,
+        Fault::KeyInnerProduct,
+    ] {
         let r = conformance::check_ckks_flow(
             Arc::new(CpuBackend::scalar(&p)),
             Arc::new(Faulty::new(&p, fault)),
@@ -253,7 +264,13 @@ fn perturbed_backend_is_detected_by_the_flow_and_the_model() {
         let e = r.expect_err(&format!("the flow catches a perturbed {fault:?}"));
         println!("flow, {fault:?}: caught: {e}");
     }
-    for fault in [Fault::Ntt, Fault::Decompose, Fault::ModDown, Fault::Rescale] {
+    for fault in [
+        Fault::Ntt,
+        Fault::Decompose,
+        Fault::ModDown,
+        Fault::ModDownP0,
+        Fault::Rescale,
+    ] {
         let mut rng = test_rng(9);
         let e = conformance::check_reference_model(&Faulty::new(&p, fault), &mut rng)
             .expect_err(&format!("the model catches a perturbed {fault:?}"));

@@ -232,8 +232,11 @@ fn key_round_trips() {
         pk_c.len(),
         pk_f.len()
     );
-    assert_eq!(pk_c.len(), HEADER_LEN + 33 + poly_bytes(p, top + 1));
-    assert_eq!(pk_f.len(), HEADER_LEN + 33 + 2 * poly_bytes(p, top + 1));
+    // The key spans Q ∪ {p_0}: every ciphertext prime and the first special prime.
+    let p0 = p.p()[0].value();
+    let pk_poly = poly_bytes(p, top + 1) + (64 - p0.leading_zeros()) as usize * p.n() / 8;
+    assert_eq!(pk_c.len(), HEADER_LEN + 33 + pk_poly);
+    assert_eq!(pk_f.len(), HEADER_LEN + 33 + 2 * pk_poly);
     for bytes in [&pk_c, &pk_f] {
         let back = ck.deserialize_public_key(bytes).unwrap();
         let ct = ck.encrypt_pk(&back, &pt, &mut test_rng(99)).unwrap();

@@ -199,4 +199,8 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         bump(&self.c.rescale);
         self.inner.rescale(x, level, out)
     }
+    /// Not counted: it belongs to public-key encryption, not to key switching.
+    fn mod_down_p0(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {
+        self.inner.mod_down_p0(x, level, out)
+    }
 }

@@ -196,4 +196,10 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     /// Rescale: `out = round(x / q_level)` over `Q_{level-1}`, for `x` in the NTT domain over
     /// `Basis::q(level + 1)` ([`crate::math::rns::DivRoundPlan`] with `q_level` dropped).
     fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);
+    /// ModDown by the first special prime alone: `out = round(x / p_0)` over `Q_level`, for `x` in
+    /// the NTT domain over `Basis::qp(level + 1, 1)` ([`crate::math::rns::DivRoundPlan`] with `p_0`
+    /// dropped). With one dropped prime the basis conversion is exact, so the result is the
+    /// correctly rounded quotient (error at most 1/2 per coefficient); public-key encryption in the
+    /// extended basis relies on this.
+    fn mod_down_p0(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);
 }

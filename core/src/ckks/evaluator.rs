@@ -194,7 +194,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.rlwe.gen_secret_key(rng)
     }
 
-    /// The public key `(-a·s + e, a)` over `Q` ([`Rlwe::gen_public_key`]).
+    /// The public key `(-a·s + e, a)` over `Q ∪ {p_0}` ([`Rlwe::gen_public_key`]).
     pub fn gen_public_key(
         &self,
         sk: &SecretKey,
@@ -255,7 +255,9 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(keys)
     }
 
-    /// Public-key encryption: `(b·u + e_0 + m, a·u + e_1)`, `u` uniform ternary.
+    /// Public-key encryption in `Q_level ∪ {p_0}`, then ModDown by `p_0`:
+    /// `(round((b·u + e_0)/p_0) + m, round((a·u + e_1)/p_0))`, `u` uniform ternary
+    /// ([`Rlwe::encrypt_pk`]; the noise is the division's rounding alone).
     pub fn encrypt_pk(
         &self,
         pk: &PublicKey<B>,

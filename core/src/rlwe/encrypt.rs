@@ -1,7 +1,7 @@
 //! Encryption (public key and secret key) and decryption.
 
 use super::context::Rlwe;
-use super::keys::{PublicKey, SecretKey};
+use super::keys::{public_key_basis, PublicKey, SecretKey};
 use super::types::{Ciphertext, Plaintext};
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
@@ -12,7 +12,16 @@ use rand_core::{CryptoRng, RngCore};
 use zeroize::Zeroizing;
 
 impl<B: PolyBackend> Rlwe<B> {
-    /// Public-key encryption: `(b·u + e_0 + m, a·u + e_1)`, `u` uniform ternary.
+    /// Public-key encryption in the extended basis `Q_level ∪ {p_0}`, then ModDown by `p_0`
+    /// (as SEAL does):
+    ///
+    /// `ct = (round((b·u + e_0)/p_0) + m, round((a·u + e_1)/p_0))`, `u` uniform ternary.
+    ///
+    /// The encryption noise `e·u + e_0 + e_1·s` (about `σ·√(4N/3)` per coefficient) is divided by
+    /// `p_0 ≈ 2^60` and vanishes; what remains is the rounding of the division, `r_0 + r_1·s` with
+    /// `|r_i| ≤ 1/2` (about `√(N/18)` per coefficient), four to five bits less than encrypting
+    /// over `Q` directly. The division by one prime is exact ([`PolyBackend::mod_down_p0`]), so no
+    /// basis-conversion overflow adds to the rounding.
     pub fn encrypt_pk(
         &self,
         pk: &PublicKey<B>,
@@ -23,27 +32,53 @@ impl<B: PolyBackend> Rlwe<B> {
             return Err(Error::ParameterMismatch);
         }
         self.own(pt.params_id, pt.level)?;
-        let basis = Basis::q(pt.level + 1);
+        let level = pt.level;
+        let basis = Basis::q(level + 1);
+        let ext = Basis::qp(level + 1, 1);
+        // Below the top level the key's rows for Q_level ∪ {p_0} are gathered into one buffer.
+        let gathered;
+        let (pk_b, pk_a) = if level == self.top() {
+            (&pk.b, &pk.a)
+        } else {
+            let from = public_key_basis(&self.params);
+            gathered = (
+                self.copy_rows_to(&pk.b, from, ext),
+                self.copy_rows_to(&pk.a, from, ext),
+            );
+            (&gathered.0, &gathered.1)
+        };
         // The ephemeral u decrypts this ciphertext: every copy of it is wiped.
         let u_small = Zeroizing::new(sampling::ternary(rng, self.n()));
         let u: Zeroizing<Vec<i64>> = Zeroizing::new(u_small.iter().map(|&x| x as i64).collect());
-        let mut u = self.small_to_ntt(&u, basis);
+        let mut u = self.small_to_ntt(&u, ext);
         let e0 = self.sample_error(rng);
         let e1 = self.sample_error(rng);
-        let mut c0 = self.small_to_ntt(&e0, basis);
-        let mut c1 = self.small_to_ntt(&e1, basis);
-        self.backend.mul_add_assign(&mut c0, &pk.b, &u, basis);
-        self.backend.add_assign(&mut c0, &pt.poly, basis);
-        self.backend.mul_add_assign(&mut c1, &pk.a, &u, basis);
+        let mut x0 = self.small_to_ntt(&e0, ext);
+        let mut x1 = self.small_to_ntt(&e1, ext);
+        self.backend.mul_add_assign(&mut x0, pk_b, &u, ext);
+        self.backend.mul_add_assign(&mut x1, pk_a, &u, ext);
         self.backend.zeroize(&mut u);
+        let mut c0 = self.backend.alloc(basis.rows());
+        let mut c1 = self.backend.alloc(basis.rows());
+        self.backend.mod_down_p0(&x0, level, &mut c0);
+        self.backend.mod_down_p0(&x1, level, &mut c1);
+        self.backend.zeroize(&mut x0);
+        self.backend.zeroize(&mut x1);
+        self.backend.add_assign(&mut c0, &pt.poly, basis);
         Ok(Ciphertext {
             params_id: self.params.id(),
             polys: vec![c0, c1],
-            level: pt.level,
+            level,
             scale: pt.scale,
             slots: pt.slots,
             seed: None,
         })
+    }
+
+    fn copy_rows_to(&self, src: &B::Buffer, from: Basis, to: Basis) -> B::Buffer {
+        let mut out = self.backend.alloc(to.rows());
+        self.backend.copy_rows(src, from, &mut out, to);
+        out
     }
 
     /// Secret-key encryption `(-a·s + e + m, a)` with `a` expanded from a fresh seed, so the

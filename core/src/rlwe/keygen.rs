@@ -9,7 +9,7 @@
 use super::context::Rlwe;
 use super::keys::{PublicKey, SecretKey, SwitchingKey};
 use super::types::expand_uniform;
-use crate::backend::{Basis, PolyBackend};
+use crate::backend::PolyBackend;
 use crate::error::{Error, Result};
 use crate::math::sampling;
 use crate::params::SecretDistribution;
@@ -56,14 +56,15 @@ impl<B: PolyBackend> Rlwe<B> {
         }
     }
 
-    /// The public key `(-a·s + e, a)` over `Q`, `a` expanded from a fresh seed.
+    /// The public key `(-a·s + e, a)` over `Q ∪ {p_0}` (the first special prime, so that
+    /// [`Rlwe::encrypt_pk`] can encrypt in the extended basis), `a` expanded from a fresh seed.
     pub fn gen_public_key(
         &self,
         sk: &SecretKey,
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<PublicKey<B>> {
         self.check_sk(sk)?;
-        let basis = Basis::q(self.top() + 1);
+        let basis = super::keys::public_key_basis(&self.params);
         let (seed, b, a) = self.seeded_sample(sk, basis, rng);
         Ok(PublicKey {
             b,

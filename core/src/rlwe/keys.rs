@@ -39,7 +39,14 @@ impl SecretKey {
     }
 }
 
-/// The public key `(b, a) = (-a·s + e, a)` over `Q`, in the NTT domain.
+/// The rows a public key spans: every ciphertext prime and the first special prime,
+/// `Q ∪ {p_0}`.
+pub fn public_key_basis(params: &crate::params::CkksParams) -> crate::backend::Basis {
+    crate::backend::Basis::qp(params.max_level() + 1, 1)
+}
+
+/// The public key `(b, a) = (-a·s + e, a)` over `Q ∪ {p_0}` (every ciphertext prime and the
+/// first special prime), in the NTT domain.
 pub struct PublicKey<B: PolyBackend> {
     pub(crate) b: B::Buffer,
     pub(crate) a: B::Buffer,

@@ -66,7 +66,10 @@ use crate::backend::{Basis, PolyBackend};
 use crate::ckks::Ckks;
 use crate::error::{Error, Result};
 use crate::params::{CkksParams, CkksParamsLiteral};
-use crate::rlwe::{expand_uniform, Ciphertext, EvaluationKeys, Plaintext, PublicKey, SwitchingKey};
+use crate::rlwe::{
+    expand_uniform, public_key_basis, Ciphertext, EvaluationKeys, Plaintext, PublicKey,
+    SwitchingKey,
+};
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -389,7 +392,7 @@ impl<B: PolyBackend> Ckks<B> {
         if pk.params_id != self.params().id() {
             return Err(Error::ParameterMismatch);
         }
-        let basis = Basis::q(self.params().max_level() + 1);
+        let basis = public_key_basis(self.params());
         let polys = if compressed { 1 } else { 2 };
         let mut out =
             Vec::with_capacity(HEADER_LEN + 33 + polys * packed_poly_len(self.params(), basis));
@@ -412,7 +415,7 @@ impl<B: PolyBackend> Ckks<B> {
             return Err(Error::Malformed("unknown public-key flags"));
         }
         let compressed = flags & FLAG_SEEDED != 0;
-        let basis = Basis::q(self.params().max_level() + 1);
+        let basis = public_key_basis(self.params());
         let polys = if compressed { 1 } else { 2 };
         if r.remaining() != 32 + polys * packed_poly_len(self.params(), basis) {
             return Err(Error::Malformed("public-key length"));
