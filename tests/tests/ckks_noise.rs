@@ -106,11 +106,15 @@ struct Measured {
 }
 
 fn stats(e: &[i64]) -> Measured {
+    stats_f64(&e.iter().map(|&v| v as f64).collect::<Vec<_>>())
+}
+
+fn stats_f64(e: &[f64]) -> Measured {
     let n = e.len() as f64;
     Measured {
-        max: e.iter().map(|&v| v.unsigned_abs()).max().unwrap() as f64,
-        rms: (e.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / n).sqrt(),
-        mean: e.iter().map(|&v| v as f64).sum::<f64>() / n,
+        max: e.iter().fold(0.0, |a, &v| a.max(v.abs())),
+        rms: (e.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
+        mean: e.iter().sum::<f64>() / n,
     }
 }
 
@@ -293,15 +297,10 @@ fn run_fresh(p: CkksParams) {
                 .zip(&before)
                 .map(|(&w, &v)| w as f64 - v as f64 / ql)
                 .collect();
-            let m = Measured {
-                max: err.iter().fold(0.0, |a, &v| a.max(v.abs())),
-                rms: (err.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
-                mean: err.iter().sum::<f64>() / n,
-            };
             check_model(
                 &p,
                 &format!("rescale level {level}"),
-                &m,
+                &stats_f64(&err),
                 rounding_worst,
                 rounding_sd,
             );
@@ -316,12 +315,13 @@ fn run_fresh(p: CkksParams) {
         .zip(&x)
         .map(|(g, w)| (g.re - w.re) * scale)
         .collect();
-    let m = Measured {
-        max: err.iter().fold(0.0, |a, &v| a.max(v.abs())),
-        rms: (err.iter().map(|v| v * v).sum::<f64>() / err.len() as f64).sqrt(),
-        mean: err.iter().sum::<f64>() / err.len() as f64,
-    };
-    check_model(&p, "encode (slots × Δ)", &m, n / 2.0, (n / 24.0).sqrt());
+    check_model(
+        &p,
+        "encode (slots × Δ)",
+        &stats_f64(&err),
+        n / 2.0,
+        (n / 24.0).sqrt(),
+    );
 }
 
 #[test]
