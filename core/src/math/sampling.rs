@@ -126,21 +126,30 @@ impl GaussianCdt {
         self.cdt.len() as i64 - 1
     }
 
-    /// One sample, constant time: the whole table is scanned.
+    /// One sample, constant time: the whole table is scanned with branch-free arithmetic.
     pub fn sample<R: RngCore + CryptoRng>(&self, rng: &mut R) -> i64 {
         let r = rng.next_u64();
+        self.from_word(r)
+    }
+
+    /// The sample for one uniform 64-bit word: bit 0 is the sign, bits 1..64 the uniform `u` that
+    /// is compared with every table entry. `|x| = #{k : u ≥ cdt[k]}`.
+    ///
+    /// Every entry `c` satisfies `1 ≤ c ≤ 2^63` and `u < 2^63`, so `c − 1 − u` lies in
+    /// `(−2^63, 2^63)`: its top bit (as a wrapping `u64`) is set exactly when `u ≥ c`. The scan has
+    /// no branch and no table index that depends on `u`, and the sign is applied as
+    /// `(m ⊕ −s) + s`; the loop is plain integer arithmetic that the compiler vectorizes.
+    #[inline]
+    fn from_word(&self, r: u64) -> i64 {
         let u = r >> 1; // 63 bits
-        let sign_bit = r & 1;
-        let mut mag: u64 = 0;
-        for &c in self.cdt.iter() {
-            // mag += (u >= c)
-            // Every entry is at least 1, so `u > c - 1` is `u >= c`.
-            mag += u.ct_gt(&(c - 1)).unwrap_u8() as u64;
-        }
-        // A zero magnitude must not get a sign bias: -0 == 0 anyway.
-        let m = mag as i64;
-        let neg = -m;
-        i64::conditional_select(&m, &neg, subtle::Choice::from(sign_bit as u8))
+        let s = (r & 1) as i64;
+        let mag: u64 = self
+            .cdt
+            .iter()
+            .map(|&c| (c - 1).wrapping_sub(u) >> 63)
+            .sum();
+        // A zero magnitude gets no sign bias: -0 == 0.
+        ((mag as i64) ^ -s) + s
     }
 
     /// `n` samples.
@@ -210,5 +219,33 @@ mod tests {
             libm::sqrt(var)
         );
         assert!(s.iter().all(|x| x.abs() <= 20));
+    }
+
+    /// The branch-free scan equals the definition `#{k : u ≥ cdt[k]}` with the sign of bit 0, at
+    /// every table edge (`u = c − 1`, `c`, `c + 1`), at 0 and at the top, and on random words.
+    #[test]
+    fn gaussian_matches_the_table_definition() {
+        let g = GaussianCdt::new(SIGMA);
+        let reference = |r: u64| {
+            let u = r >> 1;
+            let m = g.cdt.iter().filter(|&&c| u >= c).count() as i64;
+            if r & 1 == 1 {
+                -m
+            } else {
+                m
+            }
+        };
+        let mut words: Vec<u64> = vec![0, 1, u64::MAX, u64::MAX - 1];
+        for &c in &g.cdt {
+            for u in [c.saturating_sub(1), c, c + 1] {
+                let u = u.min((1u64 << 63) - 1);
+                words.extend([u << 1, (u << 1) | 1]);
+            }
+        }
+        let mut rng = ChaCha20Rng::seed_from_u64(6);
+        words.extend((0..100_000).map(|_| rng.next_u64()));
+        for r in words {
+            assert_eq!(g.from_word(r), reference(r), "word {r:#x}");
+        }
     }
 }
