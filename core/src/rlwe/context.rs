@@ -207,8 +207,13 @@ impl<B: PolyBackend> Rlwe<B> {
 
     /// A copy of the `basis` rows of `b`.
     pub(crate) fn copy_buf(&self, b: &B::Buffer, basis: Basis) -> B::Buffer {
-        let mut out = self.backend.alloc(basis.rows());
-        self.backend.copy_rows(b, basis, &mut out, basis);
+        self.copy_rows_to(b, basis, basis)
+    }
+
+    /// A new buffer holding the `to` rows of `src` (over `from ⊇ to`), matched by prime.
+    pub(crate) fn copy_rows_to(&self, src: &B::Buffer, from: Basis, to: Basis) -> B::Buffer {
+        let mut out = self.backend.alloc(to.rows());
+        self.backend.copy_rows(src, from, &mut out, to);
         out
     }
 

@@ -75,12 +75,6 @@ impl<B: PolyBackend> Rlwe<B> {
         })
     }
 
-    fn copy_rows_to(&self, src: &B::Buffer, from: Basis, to: Basis) -> B::Buffer {
-        let mut out = self.backend.alloc(to.rows());
-        self.backend.copy_rows(src, from, &mut out, to);
-        out
-    }
-
     /// Secret-key encryption `(-a·s + e + m, a)` with `a` expanded from a fresh seed, so the
     /// ciphertext serializes at half size.
     pub fn encrypt_sk(
