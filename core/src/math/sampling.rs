@@ -129,7 +129,7 @@ impl GaussianCdt {
     /// One sample, constant time: the whole table is scanned with branch-free arithmetic.
     pub fn sample<R: RngCore + CryptoRng>(&self, rng: &mut R) -> i64 {
         let r = rng.next_u64();
-        self.from_word(r)
+        self.sample_word(r)
     }
 
     /// The sample for one uniform 64-bit word: bit 0 is the sign, bits 1..64 the uniform `u` that
@@ -140,7 +140,7 @@ impl GaussianCdt {
     /// no branch and no table index that depends on `u`, and the sign is applied as
     /// `(m ⊕ −s) + s`; the loop is plain integer arithmetic that the compiler vectorizes.
     #[inline]
-    fn from_word(&self, r: u64) -> i64 {
+    fn sample_word(&self, r: u64) -> i64 {
         let u = r >> 1; // 63 bits
         let s = (r & 1) as i64;
         let mag: u64 = self
@@ -245,7 +245,7 @@ mod tests {
         let mut rng = ChaCha20Rng::seed_from_u64(6);
         words.extend((0..100_000).map(|_| rng.next_u64()));
         for r in words {
-            assert_eq!(g.from_word(r), reference(r), "word {r:#x}");
+            assert_eq!(g.sample_word(r), reference(r), "word {r:#x}");
         }
     }
 }
