@@ -1,7 +1,10 @@
-//! Profiling harness: minimum latency of a rotation (for perf and A/B comparisons).
+//! Profiling harness: minimum latency of one key-switching primitive (for perf and A/B runs).
 //!
-//! `prof_rotate LOGN [DNUM]`: the named set for the peers' setting at `LOGN`, or a custom set of
-//! the same shape with `DNUM` digits.
+//! `prof_rotate LOGN [OP] [ITERS] [DNUM]`, where OP is `rotate` (default), `hoisted` (8 hoisted
+//! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0` or `rot0` (at level 0). The set is
+//! the named one for the peers' setting at `LOGN`, or a custom set of the same shape with `DNUM`
+//! digits. Setup (key generation) is outside the timed loop; use enough `ITERS` that it is also
+//! small in a profile.
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
@@ -10,8 +13,11 @@ use veil_core::ckks::Ckks;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    let t0 = std::time::Instant::now();
     let mut args = std::env::args().skip(1);
     let logn: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(14);
+    let op = args.next().unwrap_or_else(|| "rotate".into());
+    let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let dnum: Option<usize> = args.next().and_then(|s| s.parse().ok());
     let levels = match logn {
         14 => 6,
@@ -24,19 +30,36 @@ fn main() {
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 1).expect("backend")));
     let mut rng = veil_host::os_rng();
     let sk = ck.gen_secret_key(&mut rng);
+    let rots: Vec<i64> = (1..=8).collect();
     let keys = ck
-        .gen_evaluation_keys(&sk, &[1], false, &mut rng, |_, _| {})
+        .gen_evaluation_keys(&sk, &rots, true, &mut rng, |_, _| {})
         .expect("keys");
     let x = vec![veil_core::ckks::C64::real(0.5); p.max_slots()];
     let pt = ck
         .encode(&x, p.max_slots(), p.max_level(), p.default_scale())
         .expect("encode");
     let ct = ck.encrypt_sk(&sk, &pt, &mut rng).expect("encrypt");
+    let mut low = ck.clone_ct(&ct);
+    ck.drop_level_assign(&mut low, 0).expect("drop");
+    eprintln!("setup done at {:.1} s", t0.elapsed().as_secs_f64());
     let mut best = f64::MAX;
-    for _ in 0..20 {
+    for _ in 0..iters {
         let t = std::time::Instant::now();
-        std::hint::black_box(ck.rotate(&ct, 1, &keys).expect("rotate"));
+        match op.as_str() {
+            "hoisted" => drop(std::hint::black_box(
+                ck.rotate_hoisted(&ct, &rots, &keys).expect("hoisted"),
+            )),
+            "ctct" => drop(std::hint::black_box(
+                ck.mul_relin(&ct, &ct, &keys)
+                    .and_then(|mut c| ck.rescale_assign(&mut c).map(|()| c))
+                    .expect("ctct"),
+            )),
+            "add" => drop(std::hint::black_box(ck.add(&ct, &ct).expect("add"))),
+            "add0" => drop(std::hint::black_box(ck.add(&low, &low).expect("add"))),
+            "rot0" => drop(std::hint::black_box(ck.rotate(&low, 1, &keys).expect("rot"))),
+            _ => drop(std::hint::black_box(ck.rotate(&ct, 1, &keys).expect("rotate"))),
+        }
         best = best.min(t.elapsed().as_secs_f64() * 1e3);
     }
-    println!("{}: rotate min {best:.2} ms", p.name());
+    println!("{}: {op} min {best:.3} ms", p.name());
 }
