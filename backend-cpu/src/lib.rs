@@ -13,7 +13,6 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use veil_core::backend::{automorphism_ntt_map, Basis, Domain, PolyBackend};
-use veil_core::math::modular::csub;
 use veil_core::math::rns::{BasisConverter, DivRoundPlan};
 use veil_core::math::Modulus;
 use veil_core::CkksParams;
