@@ -56,8 +56,12 @@ fn main() {
             )),
             "add" => drop(std::hint::black_box(ck.add(&ct, &ct).expect("add"))),
             "add0" => drop(std::hint::black_box(ck.add(&low, &low).expect("add"))),
-            "rot0" => drop(std::hint::black_box(ck.rotate(&low, 1, &keys).expect("rot"))),
-            _ => drop(std::hint::black_box(ck.rotate(&ct, 1, &keys).expect("rotate"))),
+            "rot0" => drop(std::hint::black_box(
+                ck.rotate(&low, 1, &keys).expect("rot"),
+            )),
+            _ => drop(std::hint::black_box(
+                ck.rotate(&ct, 1, &keys).expect("rotate"),
+            )),
         }
         best = best.min(t.elapsed().as_secs_f64() * 1e3);
     }

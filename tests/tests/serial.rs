@@ -408,7 +408,13 @@ fn header_corruption_is_a_typed_error() {
                 match i {
                     0..=4 => assert!(matches!(e, Error::Malformed(_)), "{name} byte {i}: {e:?}"),
                     5 | 6 => assert!(
-                        matches!(e, Error::UnsupportedVersion { expected: 1, .. }),
+                        matches!(
+                            e,
+                            Error::UnsupportedVersion {
+                                expected: FORMAT_VERSION,
+                                ..
+                            }
+                        ),
                         "{name} byte {i}: {e:?}"
                     ),
                     _ => assert_eq!(e, Error::ParameterMismatch, "{name} byte {i}"),

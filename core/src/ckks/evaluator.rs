@@ -212,7 +212,7 @@ impl<B: PolyBackend> Ckks<B> {
         self.rlwe.gen_relin_key(sk, rng)
     }
 
-    /// The Galois key for element `g` (`σ_g(s) → s`).
+    /// The Galois key for element `g` (`s → σ_g^{-1}(s)`, [`crate::rlwe::Rlwe::gen_galois_key`]).
     pub fn gen_galois_key(
         &self,
         sk: &SecretKey,

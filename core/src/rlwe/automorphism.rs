@@ -1,16 +1,18 @@
 //! Ciphertext operations built on the key-switching steps: relinearization and Galois
 //! automorphisms, plain and hoisted, with or without the final ModDown.
 //!
-//! For a ciphertext `(c_0, c_1)` under `s`, the automorphism `σ_g: X → X^g` gives
-//! `(σ_g(c_0), σ_g(c_1))` under `σ_g(s)`; a key switch of `σ_g(c_1)` with the Galois key of `g`
-//! brings it back under `s`. The hoisted forms decompose `c_1` once ([`Rlwe::decompose`]) and
-//! apply `σ_g` to the digits, so that many automorphisms of one ciphertext share the ModUp.
+//! For a ciphertext `(c_0, c_1)` under `s`, the Galois key of `g` switches `c_1·s` to the
+//! secret `σ_g^{-1}(s)`, giving `(c_0 + k_0, k_1)` under `σ_g^{-1}(s)`; applying `σ_g: X → X^g`
+//! to both polynomials then gives `σ_g` of the message under `σ_g(σ_g^{-1}(s)) = s`. The key
+//! switch does not depend on `g` until its key, so many automorphisms of one ciphertext share
+//! one decomposition ([`Rlwe::decompose`], the hoisting), and each permutes only its two output
+//! polynomials (the usual order, `σ_g` first, would permute every decomposed digit).
 
 use super::context::Rlwe;
 use super::keys::SwitchingKey;
 use super::keyswitch::Hoisted;
 use super::types::{Ciphertext, ExtCiphertext};
-use crate::backend::{Basis, Domain, PolyBackend};
+use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use alloc::vec;
 
@@ -34,8 +36,9 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(())
     }
 
-    /// `σ_g(a)` with key switching by `key` (the Galois key of `g`): the automorphism is applied
-    /// to both polynomials first, then `σ_g(c_1)` is decomposed and key-switched.
+    /// `σ_g(a)` with key switching by `key` (the Galois key of `g`): `c_1` is decomposed and
+    /// key-switched to `σ_g^{-1}(s)`, then `σ_g` is applied to the two resulting polynomials.
+    /// The same as [`Rlwe::automorphism_hoisted`] of `a`'s own decomposition, word for word.
     pub fn automorphism(
         &self,
         a: &Ciphertext<B>,
@@ -45,21 +48,14 @@ impl<B: PolyBackend> Rlwe<B> {
         self.check_degree_one(a)?;
         self.check_galois(g)?;
         self.check_key(key)?;
-        let basis = Basis::q(a.level + 1);
-        let rows = basis.rows();
-        let mut c0 = self.backend.alloc(rows);
-        let mut c1 = self.backend.alloc(rows);
-        self.backend
-            .automorphism(&a.polys[0], g, &mut c0, basis, Domain::Ntt);
-        self.backend
-            .automorphism(&a.polys[1], g, &mut c1, basis, Domain::Ntt);
-        let [k0, k1] = self.key_switch(&c1, a.level, key)?;
-        self.backend.add_assign(&mut c0, &k0, basis);
-        Ok(self.like(a, c0, k1))
+        let h = self.decompose(&a.polys[1], a.level)?;
+        self.automorphism_hoisted(a, &h, g, key)
     }
 
-    /// `σ_g(a)` from the hoisted decomposition `h` of `a`'s `c_1`: `(σ_g(c_0) + k_0, k_1)` where
-    /// `(k_0, k_1)` is [`Rlwe::gadget_product`] of `h` under `σ_g`.
+    /// `σ_g(a)` from the hoisted decomposition `h` of `a`'s `c_1`: with `(k_0, k_1)` the
+    /// [`Rlwe::gadget_product`] of `h` without automorphism, the result is
+    /// `(σ_g(c_0 + k_0), σ_g(k_1))`. Only those two polynomials over `Q_level` are permuted, not
+    /// the `dnum` digits over `Q_level ∪ P`.
     pub fn automorphism_hoisted(
         &self,
         a: &Ciphertext<B>,
@@ -68,19 +64,20 @@ impl<B: PolyBackend> Rlwe<B> {
         key: &SwitchingKey<B>,
     ) -> Result<Ciphertext<B>> {
         self.check_hoisted(a, h)?;
+        self.check_galois(g)?;
         let basis = Basis::q(a.level + 1);
-        let [k0, k1] = self.gadget_product(h, Some(g), key)?;
-        let mut c0 = self.backend.alloc(basis.rows());
-        self.backend
-            .automorphism(&a.polys[0], g, &mut c0, basis, Domain::Ntt);
-        self.backend.add_assign(&mut c0, &k0, basis);
-        Ok(self.like(a, c0, k1))
+        let [mut k0, k1] = self.gadget_product(h, None, key)?;
+        self.backend.add_assign(&mut k0, &a.polys[0], basis);
+        let [c0, c1] = self.automorphism_pair(&[k0, k1], g, basis);
+        Ok(self.like(a, c0, c1))
     }
 
-    /// [`Rlwe::automorphism_hoisted`] without ModDown: `(P·σ_g(c_0) + acc_0, acc_1)` over
-    /// `Q_level ∪ P`, where `(acc_0, acc_1)` is [`Rlwe::gadget_product_lazy`]. `P·σ_g(c_0)` is zero
-    /// on the special primes, so only its `Q` rows are added. [`Rlwe::mod_down_ext`] of the result
-    /// equals [`Rlwe::automorphism_hoisted`] word for word.
+    /// [`Rlwe::automorphism_hoisted`] without ModDown: `σ_g(P·c_0 + acc_0, acc_1)` over
+    /// `Q_level ∪ P`, where `(acc_0, acc_1)` is the key inner product of `h`. `P·c_0` is zero on
+    /// the special primes, so only its `Q` rows are added. [`Rlwe::mod_down_ext`] of the result
+    /// equals [`Rlwe::automorphism_hoisted`] word for word (the ModDown commutes with the
+    /// permutation; `tests/tests/ckks_keyswitch.rs` asserts it), and a sum of such results needs
+    /// one ModDown.
     pub fn automorphism_hoisted_lazy(
         &self,
         a: &Ciphertext<B>,
@@ -91,19 +88,19 @@ impl<B: PolyBackend> Rlwe<B> {
         self.check_hoisted(a, h)?;
         let q_basis = Basis::q(a.level + 1);
         let ext = self.ext_basis(a.level);
-        let [mut acc0, acc1] = self.gadget_product_lazy(h, Some(g), key)?;
+        let [mut acc0, acc1] = self.gadget_product_lazy(h, None, key)?;
+        self.check_galois(g)?;
         // P mod q_i, for lifting c_0 to the extended basis as P·c_0.
         let p_mod = self.p_mod_q(a.level + 1);
-        let mut c0 = self.backend.alloc(q_basis.rows());
-        self.backend
-            .automorphism(&a.polys[0], g, &mut c0, q_basis, Domain::Ntt);
-        self.backend.mul_scalar_assign(&mut c0, &p_mod, q_basis);
         let mut lifted = self.backend.alloc(ext.rows());
-        self.backend.copy_rows(&c0, q_basis, &mut lifted, q_basis);
+        self.backend
+            .copy_rows(&a.polys[0], q_basis, &mut lifted, q_basis);
+        self.backend.mul_scalar_assign(&mut lifted, &p_mod, q_basis);
         self.backend.add_assign(&mut acc0, &lifted, ext);
+        let polys = self.automorphism_pair(&[acc0, acc1], g, ext);
         Ok(ExtCiphertext {
             params_id: self.params.id(),
-            polys: [acc0, acc1],
+            polys,
             level: a.level,
             scale: a.scale,
             slots: a.slots,

@@ -148,7 +148,13 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(self.gen_switching_key(sk, &s2, rng))
     }
 
-    /// The Galois key for element `g` (`σ_g(s) → s`), `g` odd (taken mod `2N`).
+    /// The Galois key for element `g`, `g` odd (taken mod `2N`): a switching key from `s` to
+    /// `σ_g^{-1}(s)`.
+    ///
+    /// An automorphism key-switches `c_1` first, to a ciphertext under `σ_g^{-1}(s)`, and then
+    /// applies `σ_g` to the result, which is then under `σ_g(σ_g^{-1}(s)) = s`
+    /// ([`Rlwe::automorphism`]). This order permutes the two output polynomials instead of the
+    /// decomposed digits, which is what makes hoisted rotations cheap; the noise is the same.
     pub fn gen_galois_key(
         &self,
         sk: &SecretKey,
@@ -156,19 +162,23 @@ impl<B: PolyBackend> Rlwe<B> {
         rng: &mut (impl RngCore + CryptoRng),
     ) -> Result<SwitchingKey<B>> {
         self.check_sk(sk)?;
-        let g = g % (2 * self.n() as u64);
+        let two_n = 2 * self.n() as u64;
+        let g = g % two_n;
         if g.is_multiple_of(2) {
             return Err(Error::InvalidParameters("Galois elements are odd"));
         }
         let n = self.n();
         let levels = self.top() + 1;
-        let map = crate::backend::automorphism_ntt_map(self.params.log_n(), g);
-        let mut sg = Zeroizing::new(vec![0u64; levels * n]);
-        for i in 0..levels {
-            for c in 0..n {
-                sg[i * n + c] = sk.ntt[i * n + map[c] as usize];
+        // σ_g^{-1} = σ_{g^{-1} mod 2N}; the unit group mod 2N has order N, so g^{-1} = g^{N-1}.
+        let (mut g_inv, mut base, mut e) = (1u64, g, n as u64 - 1);
+        while e > 0 {
+            if e & 1 == 1 {
+                g_inv = g_inv * base % two_n;
             }
+            base = base * base % two_n;
+            e >>= 1;
         }
-        Ok(self.gen_switching_key(sk, &sg, rng))
+        let t = sk.automorphism(self.params.log_n(), g_inv);
+        Ok(self.gen_switching_key(&t, &sk.ntt[..levels * n], rng))
     }
 }

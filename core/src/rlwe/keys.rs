@@ -37,6 +37,36 @@ impl SecretKey {
     pub fn hamming_weight(&self) -> usize {
         self.coeffs.iter().map(|&c| (c as i32 & 1) as usize).sum()
     }
+
+    /// `σ_g(s)`, the secret under the automorphism `X → X^g` (`g` odd, below `2N`): the
+    /// coefficients signed-permuted and every NTT row permuted by the same index map as
+    /// [`crate::backend::PolyBackend::automorphism`]. Zeroized on drop like any secret key.
+    pub(crate) fn automorphism(&self, log_n: u32, g: u64) -> SecretKey {
+        let n = 1usize << log_n;
+        let two_n = 2 * n;
+        let g = (g % two_n as u64) as usize;
+        let mut coeffs = Zeroizing::new(alloc::vec![0i8; n]);
+        for (i, &c) in self.coeffs.iter().enumerate() {
+            let t = (i * g) % two_n;
+            if t < n {
+                coeffs[t] = c;
+            } else {
+                coeffs[t - n] = -c;
+            }
+        }
+        let map = crate::backend::automorphism_ntt_map(log_n, g as u64);
+        let mut ntt = Zeroizing::new(alloc::vec![0u64; self.ntt.len()]);
+        for (o, src) in ntt.chunks_mut(n).zip(self.ntt.chunks(n)) {
+            for (x, &j) in o.iter_mut().zip(map.iter()) {
+                *x = src[j as usize];
+            }
+        }
+        SecretKey {
+            coeffs,
+            ntt,
+            params_id: self.params_id,
+        }
+    }
 }
 
 /// The rows a public key spans: every ciphertext prime and the first special prime,
@@ -85,7 +115,8 @@ impl<B: PolyBackend> core::fmt::Debug for SwitchingKey<B> {
 pub struct EvaluationKeys<B: PolyBackend> {
     /// The relinearization key (`s² → s`).
     pub relin: Option<SwitchingKey<B>>,
-    /// Galois keys (`σ_g(s) → s`), by Galois element `g`.
+    /// Galois keys (`s → σ_g^{-1}(s)`, see [`crate::rlwe::Rlwe::gen_galois_key`]), by Galois
+    /// element `g`.
     pub galois: BTreeMap<u64, SwitchingKey<B>>,
 }
 

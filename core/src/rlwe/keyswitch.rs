@@ -89,18 +89,28 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(Hoisted { digits, level })
     }
 
-    /// Step 2, lazy: `(Σ_j σ_g(d_j)·b_j, Σ_j σ_g(d_j)·a_j)` over `Q_level ∪ P` (NTT domain), without
+    /// Step 2, lazy: `σ_g(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P` (NTT domain), without
     /// ModDown. With `g = None` no automorphism is applied (relinearization); with `Some(g)` the
-    /// key must be the Galois key of `g`.
+    /// key must be the Galois key of `g` (a switching key `s → σ_g^{-1}(s)`), and `σ_g` is
+    /// applied to the two sums, never to the digits.
     ///
-    /// The pair is `P·(k_0, k_1) + e` where `k_0 + k_1·s ≈ σ_g(c)·s'`; add several such pairs, then
-    /// call [`Rlwe::mod_down`] once per polynomial.
+    /// The pair is `P·(k_0, k_1) + e` where `k_0 + k_1·s ≈ σ_g(c·s')` (`s'` the key's source
+    /// secret); add several such pairs, then call [`Rlwe::mod_down`] once per polynomial.
     pub fn gadget_product_lazy(
         &self,
         h: &Hoisted<B>,
         g: Option<u64>,
         key: &SwitchingKey<B>,
     ) -> Result<[B::Buffer; 2]> {
+        self.check_gadget(h, g, key)?;
+        let acc = self.inner_product_unchecked(h, key);
+        Ok(match g {
+            Some(g) => self.automorphism_pair(&acc, g, self.ext_basis(h.level)),
+            None => acc,
+        })
+    }
+
+    fn check_gadget(&self, h: &Hoisted<B>, g: Option<u64>, key: &SwitchingKey<B>) -> Result<()> {
         self.check_key(key)?;
         if let Some(g) = g {
             self.check_galois(g)?;
@@ -112,52 +122,57 @@ impl<B: PolyBackend> Rlwe<B> {
                 found: key.b.len().min(key.a.len()),
             });
         }
-        Ok(self.gadget_product_lazy_unchecked(h, g, key))
+        Ok(())
     }
 
-    pub(crate) fn gadget_product_lazy_unchecked(
+    /// `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P`: the key inner product of the digits.
+    pub(crate) fn inner_product_unchecked(
         &self,
         h: &Hoisted<B>,
-        g: Option<u64>,
         key: &SwitchingKey<B>,
     ) -> [B::Buffer; 2] {
         let ext = self.ext_basis(h.level);
-        let permuted;
-        let digits = match g {
-            Some(g) => {
-                permuted = h
-                    .digits
-                    .iter()
-                    .map(|d| {
-                        let mut o = self.backend.alloc(ext.rows());
-                        self.backend.automorphism(d, g, &mut o, ext, Domain::Ntt);
-                        o
-                    })
-                    .collect::<Vec<_>>();
-                &permuted
-            }
-            None => &h.digits,
-        };
         let mut acc0 = self.backend.alloc(ext.rows());
         let mut acc1 = self.backend.alloc(ext.rows());
         self.backend
-            .key_inner_product(digits, &key.b, &key.a, h.level, &mut acc0, &mut acc1);
+            .key_inner_product(&h.digits, &key.b, &key.a, h.level, &mut acc0, &mut acc1);
         [acc0, acc1]
     }
 
-    /// Steps 2 and 3: the key switch `(k_0, k_1)` over `Q_level` with `k_0 + k_1·s ≈ σ_g(c)·s'`
-    /// (`σ_g` omitted when `g = None`).
+    /// `(σ_g(x_0), σ_g(x_1))` over `basis` (NTT domain).
+    pub(crate) fn automorphism_pair(
+        &self,
+        x: &[B::Buffer; 2],
+        g: u64,
+        basis: Basis,
+    ) -> [B::Buffer; 2] {
+        x.each_ref().map(|p| {
+            let mut o = self.backend.alloc(basis.rows());
+            self.backend.automorphism(p, g, &mut o, basis, Domain::Ntt);
+            o
+        })
+    }
+
+    /// Steps 2 and 3: the key switch `(k_0, k_1)` over `Q_level` with
+    /// `k_0 + k_1·s ≈ σ_g(c·s')` (`σ_g` omitted when `g = None`). The ModDown comes before `σ_g`
+    /// (fewer rows to permute); it commutes with the permutation, so this is the ModDown of
+    /// [`Rlwe::gadget_product_lazy`] word for word.
     pub fn gadget_product(
         &self,
         h: &Hoisted<B>,
         g: Option<u64>,
         key: &SwitchingKey<B>,
     ) -> Result<[B::Buffer; 2]> {
-        let [acc0, acc1] = self.gadget_product_lazy(h, g, key)?;
-        Ok([
+        self.check_gadget(h, g, key)?;
+        let [acc0, acc1] = self.inner_product_unchecked(h, key);
+        let k = [
             self.mod_down_unchecked(&acc0, h.level),
             self.mod_down_unchecked(&acc1, h.level),
-        ])
+        ];
+        Ok(match g {
+            Some(g) => self.automorphism_pair(&k, g, Basis::q(h.level + 1)),
+            None => k,
+        })
     }
 
     /// Step 3: ModDown, `round(x / P)` over `Q_level` for `x` over `Q_level ∪ P` (NTT domain).

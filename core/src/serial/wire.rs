@@ -9,8 +9,9 @@ use alloc::vec::Vec;
 /// The four magic bytes that open every Veil object.
 pub const MAGIC: [u8; 4] = *b"VEIL";
 
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes and reads. Version 2: Galois keys switch `s → σ_g^{-1}(s)`
+/// (the automorphism follows the key switch); version 1 keys switched `σ_g(s) → s`.
+pub const FORMAT_VERSION: u16 = 2;
 
 /// Length of the common header: magic (4) + kind (1) + version (2) + parameter id (8).
 pub const HEADER_LEN: usize = 15;
