@@ -1,6 +1,6 @@
 //! Profiling harness: minimum latency of one key-switching primitive (for perf and A/B runs).
 //!
-//! `prof_rotate LOGN [OP] [ITERS] [DNUM]`, where OP is `rotate` (default), `hoisted` (8 hoisted
+//! `prof_rotate LOGN [OP] [ITERS] [DNUM|0] [THREADS]`, where OP is `rotate` (default), `hoisted` (8 hoisted
 //! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0` or `rot0` (at level 0). The set is
 //! the named one for the peers' setting at `LOGN`, or a custom set of the same shape with `DNUM`
 //! digits. Setup (key generation) is outside the timed loop; use enough `ITERS` that it is also
@@ -18,7 +18,8 @@ fn main() {
     let logn: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(14);
     let op = args.next().unwrap_or_else(|| "rotate".into());
     let iters: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
-    let dnum: Option<usize> = args.next().and_then(|s| s.parse().ok());
+    let dnum: Option<usize> = args.next().and_then(|s| s.parse().ok()).filter(|&d| d > 0);
+    let threads: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1);
     let levels = match logn {
         14 => 6,
         15 => 10,
@@ -27,7 +28,7 @@ fn main() {
     let p = veil_bench::ckks::params_for(logn, levels, dnum)
         .validate()
         .expect("valid set");
-    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 1).expect("backend")));
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, threads).expect("backend")));
     let mut rng = veil_host::os_rng();
     let sk = ck.gen_secret_key(&mut rng);
     let rots: Vec<i64> = (1..=8).collect();
