@@ -1,7 +1,7 @@
 //! Profiling harness: minimum latency of one key-switching primitive (for perf and A/B runs).
 //!
 //! `prof_rotate LOGN [OP] [ITERS] [DNUM|0] [THREADS]`, where OP is `rotate` (default), `hoisted` (8 hoisted
-//! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0` or `rot0` (at level 0). The set is
+//! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0`, `rot0` (at level 0) or `keygen` (one Galois key). The set is
 //! the named one for the peers' setting at `LOGN`, or a custom set of the same shape with `DNUM`
 //! digits. Setup (key generation) is outside the timed loop; use enough `ITERS` that it is also
 //! small in a profile.
@@ -55,6 +55,9 @@ fn main() {
                     .and_then(|mut c| ck.rescale_assign(&mut c).map(|()| c))
                     .expect("ctct"),
             )),
+            "keygen" => drop(std::hint::black_box(
+                ck.gen_galois_key(&sk, 5, &mut rng).expect("keygen"),
+            )),
             "add" => drop(std::hint::black_box(ck.add(&ct, &ct).expect("add"))),
             "add0" => drop(std::hint::black_box(ck.add(&low, &low).expect("add"))),
             "rot0" => drop(std::hint::black_box(
@@ -64,7 +67,11 @@ fn main() {
                 ck.rotate(&ct, 1, &keys).expect("rotate"),
             )),
         }
-        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        if std::env::var_os("PROF_EACH").is_some() {
+            eprint!("{ms:.1} ");
+        }
+        best = best.min(ms);
     }
     println!("{}: {op} min {best:.3} ms", p.name());
 }

@@ -87,19 +87,19 @@ impl<B: PolyBackend> Rlwe<B> {
         let levels = self.top() + 1;
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
+        // −s, so that each digit's `b = e − a·s` is one fused multiply-add pass.
         let mut s = self.upload_secret(sk, full);
+        self.backend.neg_assign(&mut s, full);
         let p_mod = self.p_mod_q(levels);
         let mut bs = Vec::with_capacity(self.params.dnum());
         let mut as_ = Vec::with_capacity(self.params.dnum());
-        let mut t = self.backend.alloc(full.rows());
         for j in 0..self.params.dnum() {
             let a = self
                 .backend
                 .upload(&expand_uniform(&self.params, &seed, j as u64, full));
             let e = self.sample_error(rng);
             let mut b = self.small_to_ntt(&e, full);
-            self.backend.mul(&a, &s, &mut t, full);
-            self.backend.sub_assign(&mut b, &t, full);
+            self.backend.mul_add_assign(&mut b, &a, &s, full);
             // + P·g_j·s' : only the digit's Q rows.
             let mut g = Zeroizing::new(vec![0u64; full.rows() * n]);
             for i in j * alpha..((j + 1) * alpha).min(levels) {
@@ -119,7 +119,6 @@ impl<B: PolyBackend> Rlwe<B> {
             as_.push(a);
         }
         self.backend.zeroize(&mut s);
-        self.backend.zeroize(&mut t);
         SwitchingKey {
             b: bs,
             a: as_,

@@ -10,10 +10,11 @@
 //!    lifted to `Q_level ∪ P` by fast basis conversion. The result, a [`Hoisted`], depends on `c`
 //!    only, so it can be computed once and shared by many key switches of the same `c`: this is
 //!    *hoisting* (Halevi–Shoup, "Faster Homomorphic Linear Transformations in HElib", CRYPTO 2018).
-//!    For Galois keys the digits commute with the automorphism up to the error of the basis
-//!    conversion, so `σ_g` is applied to the digits rather than to `c` before decomposing.
+//!    A Galois key of `g` switches `s → σ_g^{-1}(s)` ([`Rlwe::gen_galois_key`]), so the
+//!    decomposition of `c_1` itself serves every rotation: `σ_g` comes after the key switch, on
+//!    its two output polynomials, never on the `dnum` digits.
 //! 2. [`Rlwe::gadget_product_lazy`] — the inner product `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over
-//!    `Q_level ∪ P`, after the optional automorphism `σ_g` of the digits. The result is `P` times
+//!    `Q_level ∪ P`, then the optional automorphism `σ_g` of the two sums. The result is `P` times
 //!    the key switch plus a small error, still over the extended basis.
 //! 3. [`Rlwe::mod_down`] — division by `P` with rounding back to `Q_level`, which also divides the
 //!    key-switching error by `P`.
