@@ -442,6 +442,28 @@ impl PolyBackend for CpuBackend {
         vec![0u64; rows * self.n()]
     }
 
+    fn upload_small(&self, v: &[i64], basis: Basis) -> Vec<u64> {
+        // Reduced straight into the backend's buffer, row by row on the pool if any (no host
+        // staging copy to wipe).
+        let mut out = vec![0u64; basis.rows() * self.n()];
+        self.rows_mut(&mut out, basis, |_, g, row| {
+            let m = &self.moduli[g];
+            for (o, &x) in row.iter_mut().zip(v) {
+                *o = m.from_i64(x);
+            }
+        });
+        out
+    }
+
+    fn expand_uniform(&self, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
+        // Rows are independent streams of the seed: expanded in place, on the pool if any.
+        let mut out = vec![0u64; basis.rows() * self.n()];
+        self.rows_mut(&mut out, basis, |_, g, row| {
+            veil_core::math::sampling::expand_uniform_row(seed, stream, g, &self.moduli[g], row)
+        });
+        out
+    }
+
     fn buffer_rows(&self, buf: &Vec<u64>) -> usize {
         buf.len() / self.n()
     }

@@ -1071,6 +1071,35 @@ pub fn check_reference_model<B: PolyBackend>(be: &B, rng: &mut impl RngCore) -> 
         n,
     )?;
 
+    // Seed expansion and small-integer upload: the definitions row by row.
+    let mut seed = [0u8; 32];
+    rng.fill_bytes(&mut seed);
+    let stream = rng.next_u64() % 8;
+    let mut want = vec![0u64; full.rows() * n];
+    for (r, row) in want.chunks_mut(n).enumerate() {
+        let g = full.global_index(r, q_total);
+        veil_core::math::sampling::expand_uniform_row(&seed, stream, g, &all[g], row);
+    }
+    let got = download(be, &be.expand_uniform(&seed, stream, full), full.rows());
+    compare_words(
+        "expand_uniform vs expand_uniform_row",
+        &name,
+        &want,
+        &got,
+        n,
+    )?;
+    let small: Vec<i64> = (0..n)
+        .map(|_| (rng.next_u64() % 2001) as i64 - 1000)
+        .collect();
+    for (r, row) in want.chunks_mut(n).enumerate() {
+        let m = &all[full.global_index(r, q_total)];
+        for (o, &v) in row.iter_mut().zip(&small) {
+            *o = m.from_i64(v);
+        }
+    }
+    let got = download(be, &be.upload_small(&small, full), full.rows());
+    compare_words("upload_small vs v mod q", &name, &want, &got, n)?;
+
     // Automorphisms.
     let x = be.upload(&w);
     for g in test_galois_elements(&p) {

@@ -191,6 +191,14 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         self.inner
             .key_inner_product(digits, key_b, key_a, level, acc0, acc1)
     }
+    /// Not counted: a transfer, like `upload`.
+    fn upload_small(&self, v: &[i64], basis: Basis) -> Self::Buffer {
+        self.inner.upload_small(v, basis)
+    }
+    /// Not counted: seed expansion belongs to key generation and decoding.
+    fn expand_uniform(&self, seed: &[u8; 32], stream: u64, basis: Basis) -> Self::Buffer {
+        self.inner.expand_uniform(seed, stream, basis)
+    }
     fn mod_down(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {
         bump(&self.c.mod_down);
         self.inner.mod_down(x, level, out)

@@ -123,6 +123,39 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     );
     /// Overwrites a buffer with zeros (used on secret-bearing buffers before they are dropped).
     fn zeroize(&self, buf: &mut Self::Buffer);
+    /// Residues of small signed integers (`|v_i| < 2^62`, e.g. an error or a secret) over
+    /// `basis`, coefficient domain: row `r` holds `v mod q_r`. The default reduces on the host
+    /// (in a buffer wiped afterwards) and uploads; a backend may reduce on its own side.
+    fn upload_small(&self, v: &[i64], basis: Basis) -> Self::Buffer {
+        let p = self.params();
+        let n = p.n();
+        let q_total = p.q().len();
+        let moduli: Vec<crate::math::Modulus> = p.all_moduli().copied().collect();
+        let mut host = zeroize::Zeroizing::new(alloc::vec![0u64; basis.rows() * n]);
+        for (r, row) in host.chunks_mut(n).enumerate() {
+            let m = &moduli[basis.global_index(r, q_total)];
+            for (o, &x) in row.iter_mut().zip(v) {
+                *o = m.from_i64(x);
+            }
+        }
+        self.upload(&host)
+    }
+    /// The public expansion of a seed over `basis`: row `r` is
+    /// [`crate::math::sampling::expand_uniform_row`] for the row's prime (the residues the
+    /// serialized forms regenerate `a` and `c_1` from). The default expands on the host and
+    /// uploads; a backend may expand its rows in parallel or on the device, with the same words.
+    fn expand_uniform(&self, seed: &[u8; 32], stream: u64, basis: Basis) -> Self::Buffer {
+        let p = self.params();
+        let n = p.n();
+        let q_total = p.q().len();
+        let moduli: Vec<crate::math::Modulus> = p.all_moduli().copied().collect();
+        let mut host = alloc::vec![0u64; basis.rows() * n];
+        for (r, row) in host.chunks_mut(n).enumerate() {
+            let g = basis.global_index(r, q_total);
+            crate::math::sampling::expand_uniform_row(seed, stream, g, &moduli[g], row);
+        }
+        self.upload(&host)
+    }
 
     // ---- transforms -------------------------------------------------------------------------
     /// Forward canonical NTT of every row, batched over rows.

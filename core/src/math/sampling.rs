@@ -189,6 +189,24 @@ pub fn uniform_mod<R: RngCore>(rng: &mut R, q: &Modulus, out: &mut [u64]) {
     }
 }
 
+/// One row of the public seed expansion: residues uniform mod `q`, from ChaCha20 keyed by `seed`
+/// on stream `stream`, starting at word position `prime_index · 2^40` (`prime_index` is the
+/// prime's global index, `Q` primes then special primes). Rows are independent, so a backend may
+/// expand them in any order or in parallel ([`crate::backend::PolyBackend::expand_uniform`]).
+pub fn expand_uniform_row(
+    seed: &[u8; 32],
+    stream: u64,
+    prime_index: usize,
+    q: &Modulus,
+    out: &mut [u64],
+) {
+    use rand_core::SeedableRng;
+    let mut rng = rand_chacha::ChaCha20Rng::from_seed(*seed);
+    rng.set_stream(stream);
+    rng.set_word_pos((prime_index as u128) << 40);
+    uniform_mod(&mut rng, q, out);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 //! and small helpers shared by key generation, encryption and key switching.
 
 use super::keys::{SecretKey, SwitchingKey};
-use super::types::{expand_uniform, Ciphertext};
+use super::types::Ciphertext;
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling::{self, GaussianCdt};
@@ -175,9 +175,7 @@ impl<B: PolyBackend> Rlwe<B> {
     ) -> ([u8; 32], B::Buffer, B::Buffer) {
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
-        let a = self
-            .backend
-            .upload(&expand_uniform(&self.params, &seed, 0, basis));
+        let a = self.backend.expand_uniform(&seed, 0, basis);
         let e = self.sample_error(rng);
         let mut b = self.small_to_ntt(&e, basis);
         let mut s = self.upload_secret(sk, basis);
@@ -191,16 +189,7 @@ impl<B: PolyBackend> Rlwe<B> {
 
     /// Residues of small signed integers over `basis`, uploaded and transformed to the NTT domain.
     pub(crate) fn small_to_ntt(&self, v: &[i64], basis: Basis) -> B::Buffer {
-        let n = self.n();
-        let q_total = self.params.q().len();
-        let mut rows = Zeroizing::new(vec![0u64; basis.rows() * n]);
-        for r in 0..basis.rows() {
-            let m = &self.moduli[basis.global_index(r, q_total)];
-            for (o, &x) in rows[r * n..(r + 1) * n].iter_mut().zip(v) {
-                *o = m.from_i64(x);
-            }
-        }
-        let mut buf = self.backend.upload(&rows);
+        let mut buf = self.backend.upload_small(v, basis);
         self.backend.ntt(&mut buf, basis);
         buf
     }

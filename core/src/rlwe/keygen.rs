@@ -8,8 +8,7 @@
 
 use super::context::Rlwe;
 use super::keys::{PublicKey, SecretKey, SwitchingKey};
-use super::types::expand_uniform;
-use crate::backend::PolyBackend;
+use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling;
 use crate::params::SecretDistribution;
@@ -94,15 +93,16 @@ impl<B: PolyBackend> Rlwe<B> {
         let mut bs = Vec::with_capacity(self.params.dnum());
         let mut as_ = Vec::with_capacity(self.params.dnum());
         for j in 0..self.params.dnum() {
-            let a = self
-                .backend
-                .upload(&expand_uniform(&self.params, &seed, j as u64, full));
+            let a = self.backend.expand_uniform(&seed, j as u64, full);
             let e = self.sample_error(rng);
             let mut b = self.small_to_ntt(&e, full);
             self.backend.mul_add_assign(&mut b, &a, &s, full);
-            // + P·g_j·s' : only the digit's Q rows.
-            let mut g = Zeroizing::new(vec![0u64; full.rows() * n]);
-            for i in j * alpha..((j + 1) * alpha).min(levels) {
+            // + P·g_j·s' : only the digit's Q rows, so the buffer stops at the digit's last
+            // prime (the prefix basis `Q_{end}`; rows below the digit are zero).
+            let end = ((j + 1) * alpha).min(levels);
+            let prefix = Basis::q(end);
+            let mut g = Zeroizing::new(vec![0u64; end * n]);
+            for i in j * alpha..end {
                 let m = &self.moduli[i];
                 let (w, ws) = (p_mod[i], m.shoup(p_mod[i]));
                 for (o, &x) in g[i * n..(i + 1) * n]
@@ -113,7 +113,7 @@ impl<B: PolyBackend> Rlwe<B> {
                 }
             }
             let mut gb = self.backend.upload(&g);
-            self.backend.add_assign(&mut b, &gb, full);
+            self.backend.add_assign(&mut b, &gb, prefix);
             self.backend.zeroize(&mut gb);
             bs.push(b);
             as_.push(a);

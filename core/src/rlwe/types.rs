@@ -10,8 +10,6 @@ use crate::math::Modulus;
 use crate::params::CkksParams;
 use alloc::vec;
 use alloc::vec::Vec;
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 
 /// A plaintext: one polynomial in the NTT domain over `Q_level`.
 pub struct Plaintext<B: PolyBackend> {
@@ -137,15 +135,12 @@ impl<B: PolyBackend> ExtCiphertext<B> {
 /// (a key over `Q ∪ P` and a ciphertext over `Q_level` share their leading rows).
 pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
     let n = params.n();
-    let mut rng = ChaCha20Rng::from_seed(*seed);
-    rng.set_stream(stream);
     let q_total = params.q().len();
     let moduli: Vec<Modulus> = params.all_moduli().copied().collect();
     let mut out = vec![0u64; basis.rows() * n];
-    for r in 0..basis.rows() {
-        rng.set_word_pos((basis.global_index(r, q_total) as u128) << 40);
-        let m = &moduli[basis.global_index(r, q_total)];
-        sampling::uniform_mod(&mut rng, m, &mut out[r * n..(r + 1) * n]);
+    for (r, row) in out.chunks_mut(n).enumerate() {
+        let g = basis.global_index(r, q_total);
+        sampling::expand_uniform_row(seed, stream, g, &moduli[g], row);
     }
     out
 }

@@ -67,8 +67,7 @@ use crate::ckks::Ckks;
 use crate::error::{Error, Result};
 use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::rlwe::{
-    expand_uniform, public_key_basis, Ciphertext, EvaluationKeys, Plaintext, PublicKey,
-    SwitchingKey,
+    public_key_basis, Ciphertext, EvaluationKeys, Plaintext, PublicKey, SwitchingKey,
 };
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -253,8 +252,7 @@ impl<B: PolyBackend> Ckks<B> {
     }
 
     fn expand(&self, seed: &[u8; 32], stream: u64, basis: Basis) -> B::Buffer {
-        self.backend()
-            .upload(&expand_uniform(self.params(), seed, stream, basis))
+        self.backend().expand_uniform(seed, stream, basis)
     }
 
     // ---- ciphertexts ------------------------------------------------------------------------
