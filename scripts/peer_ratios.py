@@ -2,11 +2,22 @@
 """Ratio table: Veil's min latency ÷ the fastest peer's min latency, per primitive and setting.
 
 Reads results/veil_<setting>_t<T>.json (from `veil bench ckks --json`) and the peer JSONs written by
-the shared peer scripts (results/<lib>_<setting>_t<T>[_variant].json). Usage: peer_ratios.py [dir]
+the shared peer scripts (results/<lib>_<setting>_t<T>[_variant].json). Usage:
+
+    peer_ratios.py [dir]                      the ratio table per setting
+    peer_ratios.py [dir] --before OLD_DIR     before/after: Veil's JSONs in OLD_DIR (an older build
+                                              measured in the same session) beside the new ones,
+                                              both as ratios to the same peers, plus ×floor
 """
 import glob, json, os, sys
 
-D = sys.argv[1] if len(sys.argv) > 1 else "results"
+ARGS = [a for a in sys.argv[1:]]
+BEFORE = None
+if "--before" in ARGS:
+    i = ARGS.index("--before")
+    BEFORE = ARGS[i + 1]
+    del ARGS[i : i + 2]
+D = ARGS[0] if ARGS else "results"
 ROWS = [
     ("keygen relin", ["keygen_relin"]),
     ("keygen 8 rot keys", ["keygen_rot_x8"]),
@@ -69,4 +80,44 @@ def main():
     print(f"\nworst ratio: {worst:.2f}")
 
 
-main()
+def floor_ratio(doc, keys):
+    for k in keys:
+        r = doc.get("results", {}).get(k)
+        if r and r.get("floor_ratio") is not None:
+            return r["floor_ratio"]
+    return None
+
+
+def before_after(old_dir):
+    """Before/after table: an older Veil build (OLD_DIR) and the new one against the same peers."""
+    new, old, peers = {}, {}, {}
+    for d, into in ((D, new), (old_dir, old)):
+        for f in sorted(glob.glob(os.path.join(d, "veil_*.json"))):
+            parts = os.path.basename(f)[:-5].split("_")
+            into[(parts[1], parts[2])] = json.load(open(f))
+    for f in sorted(glob.glob(os.path.join(D, "*.json"))):
+        parts = os.path.basename(f)[:-5].split("_")
+        if parts[0] != "veil" and len(parts) >= 3:
+            lib = parts[0] + ("-" + parts[3] if len(parts) > 3 else "")
+            peers.setdefault((parts[1], parts[2]), {})[lib] = json.load(open(f))
+    for key in sorted(new):
+        if key not in old:
+            continue
+        s, t = key
+        print(f"\n### setting {s}, {t}: before → after (min ms; ratio = Veil / fastest peer)\n")
+        print("| primitive | before ms | after ms | speedup | fastest peer ms | ratio before | ratio after | ×floor after |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for label, keys in ROWS:
+            b, a = get(old[key], keys), get(new[key], keys)
+            have = {l: x for l in peers.get(key, {}) if (x := get(peers[key][l], keys)) is not None}
+            best = min(have.values()) if have else None
+            fr = floor_ratio(new[key], keys)
+            f = lambda x, d=3: "–" if x is None else f"{x:.{d}f}"
+            print(f"| {label} | {f(b)} | {f(a)} | {f(b / a if a and b else None, 2)} | {f(best)} | "
+                  f"{f(b / best if b and best else None, 2)} | {f(a / best if a and best else None, 2)} | {f(fr, 2)} |")
+
+
+if BEFORE:
+    before_after(BEFORE)
+else:
+    main()

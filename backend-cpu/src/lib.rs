@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use veil_core::backend::{automorphism_ntt_map, Basis, Domain, PolyBackend};
+use veil_core::math::modular::csub;
 use veil_core::math::rns::{BasisConverter, DivRoundPlan};
 use veil_core::math::Modulus;
 use veil_core::CkksParams;
@@ -238,22 +239,26 @@ impl CpuBackend {
     ///
     /// Cache-blocked: for each block of coefficients the source terms
     /// `[x_i · (B/b_i)^{-1}]_{b_i}` are computed once into an L1-resident buffer, then every
-    /// destination row of the block is their exact sum of products with the constants
-    /// `(B/b_i) mod t` in u128 (one multiplication per term), reduced once per word (Barrett).
-    /// That is about 0.6× the multiplications of a Shoup product per term. With a pool, the
+    /// destination row of the block is their sum of products with the constants `(B/b_i) mod t`:
+    /// from three source primes on, summed exactly in u128 (one multiplication per term) and
+    /// reduced once per word (Barrett); below that, Shoup products with lazy reduction. With a pool, the
     /// coefficient range is split between threads.
     fn base_convert(&self, conv: &BasisConverter, src: &[&[u64]], out_rows: Vec<&mut [u64]>) {
         const BLK: usize = 512;
         let n = self.n();
         let k = conv.src.len();
         let dsts = conv.dst.len();
-        // The constant matrix, row-major [t][i]. Every prime is below 2^61, so a term is below
-        // 2^122 and fewer than 64 terms cannot overflow the u128 sum.
+        // The constant matrix, row-major [t][i], and its Shoup companions. Every prime is below
+        // 2^61, so a term is below 2^122 and fewer than 64 terms cannot overflow the u128 sum.
         assert!(k < 64, "basis conversion from {k} primes");
         let w: Vec<u64> = (0..dsts)
             .flat_map(|j| conv.src_hat_mod_dst[j].iter().copied())
             .collect();
-        let w = &w;
+        let ws: Vec<u64> = (0..dsts * k).map(|x| conv.dst[x / k].shoup(w[x])).collect();
+        let (w, ws) = (&w, &ws);
+        // A u128 sum costs one multiplication per term plus a Barrett reduction (about five) per
+        // word; a Shoup product costs three per term. The sum wins from three terms on.
+        let wide = k >= 3;
         let work = |c0: usize, outs: Vec<&mut [u64]>| {
             let len = outs.first().map_or(0, |o| o.len());
             let mut tmp = vec![0u64; k * BLK];
@@ -269,6 +274,29 @@ impl CpuBackend {
                     for (t, &x) in tmp[i * BLK..i * BLK + m].iter_mut().zip(s) {
                         *t = q.mul_shoup(x, hi, his);
                     }
+                }
+                if !wide {
+                    // Shoup products with lazy reduction (partial sums stay below 2t).
+                    for (j, out) in outs.iter_mut().enumerate() {
+                        let t = &conv.dst[j];
+                        let (tv, two_t) = (t.value(), 2 * t.value());
+                        let (wj, wsj) = (&w[j * k..(j + 1) * k], &ws[j * k..(j + 1) * k]);
+                        let o = &mut out[b..e];
+                        for (oc, &x) in o.iter_mut().zip(&tmp[..m]) {
+                            *oc = t.mul_shoup_lazy(x, wj[0], wsj[0]);
+                        }
+                        for i in 1..k {
+                            let (wi, wsi) = (wj[i], wsj[i]);
+                            for (oc, &x) in o.iter_mut().zip(&tmp[i * BLK..i * BLK + m]) {
+                                *oc = csub(*oc + t.mul_shoup_lazy(x, wi, wsi), two_t);
+                            }
+                        }
+                        for oc in o.iter_mut() {
+                            *oc = csub(*oc, tv);
+                        }
+                    }
+                    b = e;
+                    continue;
                 }
                 // One 64×64 → 128 product per term, summed exactly, and one Barrett reduction
                 // per output word.
