@@ -36,29 +36,33 @@ ROWS = [
 ]
 
 
-def get(doc, keys):
+def get(doc, keys, field="min_ms"):
     for k in keys:
         r = doc.get("results", {}).get(k)
-        if r and r.get("min_ms") is not None:
-            return r["min_ms"]
+        if r and r.get(field) is not None:
+            return r[field]
     return None
 
 
-def main():
-    veil = {}
-    peers = {}
-    for f in sorted(glob.glob(os.path.join(D, "*.json"))):
-        name = os.path.basename(f)[:-5]
+def load(d):
+    """Veil's JSONs by (setting, threads), and the peers' by (setting, threads) then library."""
+    veil, peers = {}, {}
+    for f in sorted(glob.glob(os.path.join(d, "*.json"))):
+        parts = os.path.basename(f)[:-5].split("_")
         try:
             doc = json.load(open(f))
         except Exception:
             continue
-        parts = name.split("_")
         if parts[0] == "veil":
             veil[(parts[1], parts[2])] = doc
         elif len(parts) >= 3:
             lib = parts[0] + ("-" + parts[3] if len(parts) > 3 else "")
             peers.setdefault((parts[1], parts[2]), {})[lib] = doc
+    return veil, peers
+
+
+def main():
+    veil, peers = load(D)
     worst = 0.0
     for key in sorted(veil):
         s, t = key
@@ -80,26 +84,10 @@ def main():
     print(f"\nworst ratio: {worst:.2f}")
 
 
-def floor_ratio(doc, keys):
-    for k in keys:
-        r = doc.get("results", {}).get(k)
-        if r and r.get("floor_ratio") is not None:
-            return r["floor_ratio"]
-    return None
-
-
 def before_after(old_dir):
     """Before/after table: an older Veil build (OLD_DIR) and the new one against the same peers."""
-    new, old, peers = {}, {}, {}
-    for d, into in ((D, new), (old_dir, old)):
-        for f in sorted(glob.glob(os.path.join(d, "veil_*.json"))):
-            parts = os.path.basename(f)[:-5].split("_")
-            into[(parts[1], parts[2])] = json.load(open(f))
-    for f in sorted(glob.glob(os.path.join(D, "*.json"))):
-        parts = os.path.basename(f)[:-5].split("_")
-        if parts[0] != "veil" and len(parts) >= 3:
-            lib = parts[0] + ("-" + parts[3] if len(parts) > 3 else "")
-            peers.setdefault((parts[1], parts[2]), {})[lib] = json.load(open(f))
+    new, peers = load(D)
+    old, _ = load(old_dir)
     for key in sorted(new):
         if key not in old:
             continue
@@ -111,7 +99,7 @@ def before_after(old_dir):
             b, a = get(old[key], keys), get(new[key], keys)
             have = {l: x for l in peers.get(key, {}) if (x := get(peers[key][l], keys)) is not None}
             best = min(have.values()) if have else None
-            fr = floor_ratio(new[key], keys)
+            fr = get(new[key], keys, "floor_ratio")
             f = lambda x, d=3: "–" if x is None else f"{x:.{d}f}"
             print(f"| {label} | {f(b)} | {f(a)} | {f(b / a if a and b else None, 2)} | {f(best)} | "
                   f"{f(b / best if b and best else None, 2)} | {f(a / best if a and best else None, 2)} | {f(fr, 2)} |")

@@ -82,6 +82,24 @@ pub fn automorphism_ntt_map(log_n: u32, g: u64) -> Vec<u32> {
     map
 }
 
+/// Expands a public seed into residues uniform mod each prime of `basis` (stream `stream`).
+///
+/// ChaCha20 keyed by `seed`, on stream `stream`; row `r` starts at word position
+/// `global_index(r) · 2^40`, so a prefix of rows is the same whatever the number of rows expanded
+/// (a key over `Q ∪ P` and a ciphertext over `Q_level` share their leading rows). This is the
+/// definition [`PolyBackend::expand_uniform`] must match, and its default.
+pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
+    let n = params.n();
+    let q_total = params.q().len();
+    let moduli: Vec<crate::math::Modulus> = params.all_moduli().copied().collect();
+    let mut out = alloc::vec![0u64; basis.rows() * n];
+    for (r, row) in out.chunks_mut(n).enumerate() {
+        let g = basis.global_index(r, q_total);
+        crate::math::sampling::expand_uniform_row(seed, stream, g, &moduli[g], row);
+    }
+    out
+}
+
 /// Polynomial compute over a parameter set's RNS primes.
 ///
 /// Same-basis operations take one `basis`; every operand must have at least `basis.rows()`
@@ -140,21 +158,11 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
         }
         self.upload(&host)
     }
-    /// The public expansion of a seed over `basis`: row `r` is
-    /// [`crate::math::sampling::expand_uniform_row`] for the row's prime (the residues the
-    /// serialized forms regenerate `a` and `c_1` from). The default expands on the host and
+    /// The public expansion of a seed over `basis`, the words of [`expand_uniform`] (the residues
+    /// the serialized forms regenerate `a` and `c_1` from). The default expands on the host and
     /// uploads; a backend may expand its rows in parallel or on the device, with the same words.
     fn expand_uniform(&self, seed: &[u8; 32], stream: u64, basis: Basis) -> Self::Buffer {
-        let p = self.params();
-        let n = p.n();
-        let q_total = p.q().len();
-        let moduli: Vec<crate::math::Modulus> = p.all_moduli().copied().collect();
-        let mut host = alloc::vec![0u64; basis.rows() * n];
-        for (r, row) in host.chunks_mut(n).enumerate() {
-            let g = basis.global_index(r, q_total);
-            crate::math::sampling::expand_uniform_row(seed, stream, g, &moduli[g], row);
-        }
-        self.upload(&host)
+        self.upload(&expand_uniform(self.params(), seed, stream, basis))
     }
 
     // ---- transforms -------------------------------------------------------------------------

@@ -4,11 +4,7 @@
 //! The types carry the CKKS bookkeeping (`scale`, `slots`) as plain metadata: the RLWE layer copies
 //! it through encryption, decryption and key switching and never interprets it.
 
-use crate::backend::{Basis, PolyBackend};
-use crate::math::sampling;
-use crate::math::Modulus;
-use crate::params::CkksParams;
-use alloc::vec;
+use crate::backend::PolyBackend;
 use alloc::vec::Vec;
 
 /// A plaintext: one polynomial in the NTT domain over `Q_level`.
@@ -128,19 +124,4 @@ impl<B: PolyBackend> ExtCiphertext<B> {
     }
 }
 
-/// Expands a public seed into residues uniform mod each prime of `basis` (stream `stream`).
-///
-/// ChaCha20 keyed by `seed`, on stream `stream`; row `r` starts at word position
-/// `global_index(r) · 2^40`, so a prefix of rows is the same whatever the number of rows expanded
-/// (a key over `Q ∪ P` and a ciphertext over `Q_level` share their leading rows).
-pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
-    let n = params.n();
-    let q_total = params.q().len();
-    let moduli: Vec<Modulus> = params.all_moduli().copied().collect();
-    let mut out = vec![0u64; basis.rows() * n];
-    for (r, row) in out.chunks_mut(n).enumerate() {
-        let g = basis.global_index(r, q_total);
-        sampling::expand_uniform_row(seed, stream, g, &moduli[g], row);
-    }
-    out
-}
+pub use crate::backend::expand_uniform;
