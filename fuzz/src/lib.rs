@@ -96,7 +96,7 @@ use veil_core::mpc::msgs::*;
 use veil_core::mpc::Modulus;
 
 /// Names of the MPC message decoders of [`fuzz_mpc_msgs`], indexed by the selector byte.
-pub const MPC_DECODERS: [&str; 25] = [
+pub const MPC_DECODERS: [&str; 28] = [
     "SeedShare",
     "SetupHello",
     "BaseOtReply",
@@ -122,7 +122,21 @@ pub const MPC_DECODERS: [&str; 25] = [
     "SquareWrapCorr",
     "SquareCorrBounded",
     "MulCorr",
+    "HeKey",
+    "HeUpload",
+    "HeReply",
 ];
+
+/// The RNS shape of an RLWE-triple fuzz input: `count % 64` residues per row (rows of whole
+/// bytes or not), `aux % 4 + 1` blocks, `bits % 3 + 1` rows per block over small primes.
+fn rns_shape(count: usize, bits: u32, aux: u8) -> RnsShape {
+    const PRIMES: [u64; 3] = [97, 65_537, (1 << 61) - 1];
+    RnsShape {
+        n: count % 64,
+        blocks: (aux % 4) as usize + 1,
+        moduli: PRIMES[..(bits % 3) as usize + 1].to_vec(),
+    }
+}
 
 /// Moduli a fuzz input may pick for the `Z_q` messages.
 fn modulus(i: u8) -> Modulus {
@@ -195,6 +209,9 @@ pub fn fuzz_mpc_msgs(data: &[u8]) -> bool {
         q: modulus(aux),
     };
     match sel as usize % MPC_DECODERS.len() {
+        25 => check::<HeKey>(payload, &rns_shape(count, bits, aux)),
+        26 => check::<HeUpload>(payload, &rns_shape(count, bits, aux)),
+        27 => check::<HeReply>(payload, &rns_shape(count, bits, aux)),
         0 => check::<SeedShare>(payload, &()),
         1 => check::<SetupHello>(payload, &()),
         2 => check::<BaseOtReply>(payload, &(count % 130)),
@@ -322,6 +339,54 @@ pub fn mpc_seed_inputs() -> Vec<Vec<Vec<u8>>> {
     };
     let mut out: Vec<Vec<Vec<u8>>> = vec![Vec::new(); MPC_DECODERS.len()];
     out[0].push(input(0, 0, 1, 0, SeedShare { seed: [7; 16] }.encode()));
+    for (count, bits, aux) in [(5usize, 3u32, 1u8), (16, 2, 0), (3, 1, 2)] {
+        let shape = rns_shape(count, bits, aux);
+        let rows: Vec<u64> = (0..shape.words())
+            .map(|i| {
+                (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    % shape.moduli[(i / shape.n) % shape.moduli.len()]
+            })
+            .collect();
+        let seed = [count as u8; 32];
+        let (s1, r1) = (shape.clone(), rows.clone());
+        out[25].push(input(
+            25,
+            count,
+            bits,
+            aux,
+            HeKey {
+                seed,
+                shape: s1,
+                rows: r1,
+            }
+            .encode(),
+        ));
+        let (s1, r1) = (shape.clone(), rows.clone());
+        out[26].push(input(
+            26,
+            count,
+            bits,
+            aux,
+            HeUpload {
+                seed,
+                shape: s1,
+                rows: r1,
+            }
+            .encode(),
+        ));
+        out[27].push(input(
+            27,
+            count,
+            bits,
+            aux,
+            HeReply {
+                seed: [0; 32],
+                shape,
+                rows,
+            }
+            .encode(),
+        ));
+    }
     for (trees, depth) in [(1usize, 1u32), (3, 5), (2, 9)] {
         let shape = SpcotShape { trees, depth };
         let blocks = (0..shape.blocks() as u128)

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use veil_core::mpc::insecure::insecure_ideal_party;
 use veil_core::mpc::ot::silent::INSECURE_SILENT_TEST;
 use veil_core::mpc::{
-    BoolShares, Defect, Frame, Modulus, MpcConfig, MpcError, MsgKind, Party, PartyId, RingShares,
+    BoolShares, Defect, Frame, HeTripleParams, HeTriples, Modulus, MpcConfig, MpcError, MsgKind,
+    Party, PartyId, RingShares,
 };
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{mem_pair, MemTransport, Transport, TransportError};
@@ -140,6 +141,10 @@ enum Op {
     /// `nn::ops` bounded product (both send `MulCorr`; bounds of 22 bits, so that the
     /// 3-element payload has padding bits).
     MulBounded,
+    /// Setup of parties with the RLWE triple source (P0 sends `HeKey`).
+    RlweSetup,
+    /// A product over RLWE triples (P0 sends `HeUpload`, P1 `HeReply`).
+    RlweMul,
 }
 
 fn q100() -> Modulus {
@@ -153,7 +158,7 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
     let b = BoolShares::new(vec![1, 0, 1]);
     let setup = |p: &mut P, t: &mut Corrupt| drive(p.channel(), p.setup(), t);
     match op {
-        Op::Setup | Op::IdealSetup => {
+        Op::Setup | Op::IdealSetup | Op::RlweSetup => {
             t.armed = arm;
             setup(p, t)?;
         }
@@ -168,7 +173,7 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
             }
             let q = q100();
             match op {
-                Op::Mul => drive(p.channel(), p.mul(&x, &x), t).map(drop)?,
+                Op::Mul | Op::RlweMul => drive(p.channel(), p.mul(&x, &x), t).map(drop)?,
                 Op::Trunc => drive(p.channel(), p.trunc(&x, 13), t).map(drop)?,
                 Op::RoundExact => drive(p.channel(), p.trunc_round_exact(&x, 4), t).map(drop)?,
                 Op::B2a => drive(p.channel(), p.b2a(&b), t).map(drop)?,
@@ -195,7 +200,7 @@ fn run_op(p: &mut P, t: &mut Corrupt, op: Op, arm: Option<(u16, Mode)>) -> Resul
                     let y = RingShares::new(vec![3]);
                     drive(p.channel(), p.mul_rows_fx(&x, &y, 3, 13), t).map(drop)?
                 }
-                Op::Setup | Op::IdealSetup => unreachable!(),
+                Op::Setup | Op::IdealSetup | Op::RlweSetup => unreachable!(),
             }
         }
     }
@@ -218,6 +223,13 @@ fn corrupted(kind: MsgKind, sender: PartyId, op: Op, mode: Mode) -> (DriverError
         };
         let mut p = if matches!(op, Op::IdealSetup) {
             ideal(id, cfg)
+        } else if matches!(op, Op::RlweSetup | Op::RlweMul) {
+            let mut rng = ChaCha20Rng::from_rng(OsRng).unwrap();
+            let params = HeTripleParams::new(cfg.ring.ell).unwrap();
+            let src = HeTriples::new(id, params, &mut rng).unwrap();
+            Party::new(id, cfg, rng)
+                .unwrap()
+                .with_triple_source(Box::new(src))
         } else if matches!(op, Op::SilentPooled) {
             Party::with_silent_ot(
                 id,
@@ -265,6 +277,11 @@ fn every_message_kind_malformed_gives_typed_errors_on_both_sides() {
         (K::SilentSpcot, P1, Op::SilentPooled, &[Truncate, Extend]),
         (K::TripleCorr, P1, Op::Mul, &[Truncate, Extend, Padding]),
         (K::BeaverOpen, P1, Op::Mul, &[Truncate, Extend, Padding]),
+        // RLWE triples: whole-byte payloads (no padding bits); the seeded messages start with
+        // their seed, the reply with a residue.
+        (K::HeKey, P0, Op::RlweSetup, &[Truncate, Extend]),
+        (K::HeUpload, P0, Op::RlweMul, &[Truncate, Extend]),
+        (K::HeReply, P1, Op::RlweMul, &[Truncate, Extend, HighValue]),
         (K::TruncCorr, P0, Op::Trunc, &[Truncate, Extend, Padding]),
         (
             K::RoundCorr,

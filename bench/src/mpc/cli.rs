@@ -1,7 +1,7 @@
 //! `veil bench mpc` arguments (clap derive), kept apart from the `veil` binary so the CLI merges
 //! with other subcommands by adding one enum variant.
 
-use super::{bench_mpc, BenchMpcOptions, OtMode, TransportKind};
+use super::{bench_mpc, BenchMpcOptions, OtMode, TransportKind, TripleMode};
 use crate::peers::PeerFigures;
 use crate::BenchError;
 use std::path::PathBuf;
@@ -27,6 +27,10 @@ pub struct BenchMpcArgs {
     /// default: two main extensions).
     #[arg(long)]
     pub generator_cots: Option<usize>,
+    /// Source of the Beaver triples: rlwe (RLWE oblivious linear evaluation, the default) or
+    /// gilboa (Gilboa's OT multiplication).
+    #[arg(long, default_value = "rlwe")]
+    pub triples: String,
     /// Radix m (bits per digit) of the millionaires' protocol, 1..=6.
     #[arg(long, default_value_t = 4)]
     pub radix: u32,
@@ -69,6 +73,7 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
         n: args.n,
         transports,
         ot_modes,
+        triples: TripleMode::parse(&args.triples)?,
         ..BenchMpcOptions::default()
     };
     if let Some(c) = args.generator_cots {

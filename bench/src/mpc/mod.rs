@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use veil_core::mpc::channel::FRAME_OVERHEAD;
 use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_core::mpc::{
-    BoolShares, FieldShares, Modulus, MpcConfig, Party, PartyId, RingShares, Stats,
+    BoolShares, FieldShares, HeTripleParams, HeTriples, Modulus, MpcConfig, Party, PartyId,
+    RingShares, Stats,
 };
 use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::{drive, DriverError};
@@ -97,6 +98,40 @@ impl OtMode {
     }
 }
 
+/// Where a run's Beaver triples come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum TripleMode {
+    /// Gilboa's OT multiplication over the run's OT (`ℓ(ℓ+1)` correction bits and `2ℓ` COTs per
+    /// triple).
+    Gilboa,
+    /// RLWE oblivious linear evaluation ([`veil_core::mpc::HeTriples`], `N = 2^14`); its key
+    /// travels in the setup.
+    Rlwe,
+}
+
+impl TripleMode {
+    /// The mode of a `--triples` value: `gilboa` or `rlwe`.
+    pub fn parse(arg: &str) -> Result<TripleMode, crate::BenchError> {
+        match arg.trim() {
+            "gilboa" => Ok(TripleMode::Gilboa),
+            "rlwe" => Ok(TripleMode::Rlwe),
+            v => Err(crate::BenchError::InvalidOption {
+                option: "--triples",
+                value: v.into(),
+                expected: "gilboa or rlwe",
+            }),
+        }
+    }
+
+    /// Short name (the `--triples` value).
+    pub fn name(self) -> &'static str {
+        match self {
+            TripleMode::Gilboa => "gilboa",
+            TripleMode::Rlwe => "rlwe",
+        }
+    }
+}
+
 /// Benchmark options.
 #[derive(Clone, Debug)]
 pub struct BenchMpcOptions {
@@ -112,6 +147,8 @@ pub struct BenchMpcOptions {
     pub timeout: Duration,
     /// OT modes to run.
     pub ot_modes: Vec<OtMode>,
+    /// Source of the Beaver triples (multiplication).
+    pub triples: TripleMode,
     /// Silent-OT parameters of [`OtMode::Silent`].
     pub silent: SilentParams,
     /// COTs per direction of the raw silent-generator measurement (0: skipped).
@@ -129,6 +166,7 @@ impl Default for BenchMpcOptions {
             ops: ALL_OPS.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(120),
             ot_modes: vec![OtMode::Iknp, OtMode::Pool],
+            triples: TripleMode::Rlwe,
             silent: FERRET_EMP_OT,
             generator_cots: 2 * FERRET_EMP_OT.main.usable(),
             spu: PeerFigures::spu_reference(),
@@ -157,6 +195,8 @@ pub struct BenchRow {
     pub ot_pool: bool,
     /// The OT mode.
     pub ot: OtMode,
+    /// The source of the Beaver triples.
+    pub triples: TripleMode,
     /// Primitive.
     pub primitive: String,
     /// Elements.
@@ -322,17 +362,18 @@ impl BenchMpcReport {
         );
         s += &format!("SPU columns: {}\n", self.spu_source);
         s += &format!(
-            "{:<8} {:<5} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
-            "transp", "OT", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
+            "{:<8} {:<6} {:<6} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+            "transp", "OT", "tripl", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu"
         );
         for r in &self.rows {
             let opt = |v: Option<f64>, p: usize| {
                 v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
             };
             s += &format!(
-                "{:<8} {:<5} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
+                "{:<8} {:<6} {:<6} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7}\n",
                 format!("{:?}", r.transport),
                 r.ot.name(),
+                r.triples.name(),
                 r.primitive,
                 r.time_s,
                 r.cpu_s,
@@ -357,6 +398,9 @@ impl BenchMpcReport {
               (Party::preprocess_ot, included in time s), derandomized online with 1 bit/COT; \
               OT silent = the same pools filled by the Ferret silent OT (one party across the ops: \
               an op's offline bytes are the extensions it triggered).\n";
+        s += "tripl = source of the Beaver triples: gilboa = Gilboa's OT multiplication over the \
+              row's OT; rlwe = RLWE oblivious linear evaluation (HeTriples, N = 2^14; its public \
+              key, sent once, is in the setup bytes).\n";
         s +=
             "silent* (est) = iknp/pool rows: B/elem with IKNP (16 B/COT) replaced by silent OT at \
               1 bit/COT; silent rows: measured B/elem with the silent extensions the op triggered replaced by its COTs at the generator's steady-state cost.\n";
@@ -534,14 +578,26 @@ fn party_main(
     bar: &Barrier,
     mode: OtMode,
     silent: SilentParams,
+    triples: TripleMode,
 ) -> Result<PartyOut, BenchError> {
-    let rng = ChaCha20Rng::from_rng(OsRng)?;
+    let mut rng = ChaCha20Rng::from_rng(OsRng)?;
     let pool = mode.preprocessed();
+    let src = match triples {
+        TripleMode::Gilboa => None,
+        TripleMode::Rlwe => {
+            let params =
+                HeTripleParams::new(cfg.ring.ell).map_err(mpc("the RLWE triple parameters"))?;
+            Some(HeTriples::new(id, params, &mut rng).map_err(mpc("the RLWE triple source"))?)
+        }
+    };
     let mut p = match mode {
         OtMode::Silent => Party::with_silent_ot(id, cfg, rng, silent),
         _ => Party::new(id, cfg, rng),
     }
     .map_err(mpc("build a party"))?;
+    if let Some(src) = src {
+        p = p.with_triple_source(Box::new(src));
+    }
     bar.wait();
     let t0 = Instant::now();
     drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
@@ -634,12 +690,12 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         };
         let (i0, i1) = make_inputs(&opts.cfg, opts.n)?;
         let bar = Barrier::new(2);
-        let (cfg, ops) = (opts.cfg, &opts.ops);
+        let (cfg, ops, tri) = (opts.cfg, &opts.ops, opts.triples);
         let (r0, r1) = run_pair(
             link,
             tcfg,
-            |t| party_main(PartyId::P0, cfg, t, &i0, ops, &bar, mode, sp),
-            |t| party_main(PartyId::P1, cfg, t, &i1, ops, &bar, mode, sp),
+            |t| party_main(PartyId::P0, cfg, t, &i0, ops, &bar, mode, sp, tri),
+            |t| party_main(PartyId::P1, cfg, t, &i1, ops, &bar, mode, sp, tri),
         )?;
         let (s0, st0, o0) = r0?;
         let (s1, st1, o1) = r1?;
@@ -680,6 +736,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
                 transport: kind,
                 ot_pool: pool,
                 ot: mode,
+                triples: opts.triples,
                 primitive: op.clone(),
                 n: opts.n,
                 time_s: a.wall_s.max(b.wall_s),

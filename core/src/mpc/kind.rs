@@ -59,11 +59,17 @@ pub enum MsgKind {
     ExtB2aCorr = 0x0601,
     /// Known-MSB Ring2Field corrections over `Z_q` (`ExtMsbCorr`).
     ExtMsbCorr = 0x0602,
+    /// RLWE triples: the key owner's public key (`HeKey`).
+    HeKey = 0x0701,
+    /// RLWE triples: the key owner's encrypted shares (`HeUpload`).
+    HeUpload = 0x0702,
+    /// RLWE triples: the evaluator's flooded, switched answer (`HeReply`).
+    HeReply = 0x0703,
 }
 
 impl MsgKind {
     /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 24] = [
+    pub const ALL: [MsgKind; 27] = [
         MsgKind::SetupHello,
         MsgKind::BaseOtReply,
         MsgKind::SeedShare,
@@ -88,6 +94,9 @@ impl MsgKind {
         MsgKind::M2cCiphertexts,
         MsgKind::ExtB2aCorr,
         MsgKind::ExtMsbCorr,
+        MsgKind::HeKey,
+        MsgKind::HeUpload,
+        MsgKind::HeReply,
     ];
 
     /// The frame tag.

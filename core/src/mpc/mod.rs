@@ -17,6 +17,8 @@
 //! * batched protocols (multiplication, truncation, millionaires' comparison,
 //!   MSB/DReLU/ReLU, B2A, multiplexer, ring↔field extension, polynomials) —
 //!   [`party`], [`arith`], [`cmp`], [`ext`];
+//! * Beaver triples by Gilboa's OT multiplication, or by RLWE oblivious linear
+//!   evaluation ([`he_triples`], Cheetah-style, about half the bytes);
 //! * typed messages, one per protocol step, and the table of frame tags —
 //!   [`msgs`]. Every decoder returns a typed [`MpcError`] on malformed bytes.
 //!
@@ -71,10 +73,18 @@
 //! corrections; the first extension of the session is charged to it),
 //! truncation 1.8, x < y 56.3, ReLU 67.3, mux 11.0, B2A 5.5, Ring2Field 79.0.
 //!
+//! With the triples of [`he_triples::HeTriples`] (RLWE oblivious linear evaluation, `N = 2^14`,
+//! 117.8 B per triple instead of Gilboa's ≈ 241) injected by
+//! [`Party::with_triple_source`], Π× is 169 B/elem in the same setting (`veil bench mpc
+//! --triples rlwe`, the benchmark's default); its 670 KB key travels once, in the setup. A call
+//! pays whole batches of `N` triples, so the source fits long runs of products, not single
+//! small ones; the default engine keeps Gilboa's triples.
+//!
 //! # Security model
 //!
 //! Semi-honest two-party security; all correlations (Beaver triples, bit
-//! triples, OT) are generated between the two parties by OT, there is no
+//! triples, OT) are generated between the two parties by OT or, with
+//! [`he_triples::HeTriples`], by RLWE encryption under P0's key; there is no
 //! trusted dealer. Randomness comes from a caller supplied
 //! `CryptoRng + RngCore`. Secret shares zeroize on drop and are redacted in
 //! `Debug` output.
@@ -84,6 +94,7 @@ pub mod channel;
 pub mod cmp;
 pub mod error;
 pub mod ext;
+pub mod he_triples;
 #[cfg(any(test, feature = "insecure-test-support"))]
 pub mod insecure;
 pub mod kind;
@@ -98,6 +109,7 @@ pub mod zq;
 
 pub use channel::{Channel, Frame, Phase, PhaseStats, Session, Stats};
 pub use error::{Defect, MpcError};
+pub use he_triples::{HeTripleParams, HeTriples};
 pub use msgs::{Message, MsgKind};
 pub use ot::{CotReceiver, CotSender};
 pub use party::{MpcConfig, Party, PartyId, TruncMode};

@@ -43,6 +43,9 @@
 //! | [`MsgKind::M2cCiphertexts`] | `0x0502` | `4 + Σ (8 + len_i)` | P0 (M2C) |
 //! | [`MsgKind::ExtB2aCorr`] | `0x0601` | `⌈n·⌈log2 q⌉/8⌉` | P0 (Ring2Field) |
 //! | [`MsgKind::ExtMsbCorr`] | `0x0602` | `⌈n·⌈log2 q⌉/8⌉` | P0 (known-MSB Ring2Field) |
+//! | [`MsgKind::HeKey`] | `0x0701` | `32 + ⌈N·Σ_j ⌈log2 q_j⌉/8⌉` | key owner P0 (RLWE triples, once) |
+//! | [`MsgKind::HeUpload`] | `0x0702` | `32 + ⌈2B·N·Σ_j ⌈log2 q_j⌉/8⌉` for `B` batches | P0 (RLWE triples) |
+//! | [`MsgKind::HeReply`] | `0x0703` | `⌈2B·N·Σ_{j<k} ⌈log2 q_j⌉/8⌉` (reply primes) | P1 (RLWE triples) |
 //!
 //! `m_j = min(m, bits − j·m)` are the digit widths of the millionaires'
 //! protocol (radix `m`); the COT corrections are `d_j = H(q_j) + c_j −
@@ -1111,4 +1114,160 @@ items_msg!(
     /// M2C: same layout, seeded (compressed) `Enc_sk(p_0)`.
     M2cCiphertexts,
     M2cCiphertexts
+);
+
+// ---------------------------------------------------------------- RLWE triples
+
+/// What the receiver of an RNS message of the RLWE triple source
+/// ([`crate::mpc::he_triples`]) knows in advance: `blocks` blocks, each one row of `n`
+/// residues per modulus of `moduli`, in that order. A residue modulo `q` travels with
+/// `⌈log2 q⌉` bits and must be `< q`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RnsShape {
+    /// Residues per row (the ring degree).
+    pub n: usize,
+    /// Number of blocks.
+    pub blocks: usize,
+    /// The modulus of each row of a block.
+    pub moduli: Vec<u64>,
+}
+
+impl RnsShape {
+    /// Residues in the message.
+    pub fn words(&self) -> usize {
+        self.n
+            .saturating_mul(self.blocks)
+            .saturating_mul(self.moduli.len())
+    }
+
+    fn bits(&self) -> usize {
+        let per_block: usize = self.moduli.iter().map(|&q| rns_width(q) as usize).sum();
+        per_block.saturating_mul(self.n).saturating_mul(self.blocks)
+    }
+
+    fn valid(&self) -> bool {
+        self.moduli.iter().all(|&q| q >= 3)
+    }
+}
+
+fn rns_width(q: u64) -> u32 {
+    64 - q.saturating_sub(1).leading_zeros()
+}
+
+fn encode_rns(out: &mut Vec<u8>, rows: &[u64], s: &RnsShape) {
+    let mut wr = BitWriter::with_capacity_bits(s.bits());
+    let n = s.n.max(1);
+    for (r, row) in rows.chunks(n).enumerate() {
+        let w = rns_width(s.moduli[r % s.moduli.len()]);
+        for &v in row {
+            wr.push(v, w);
+        }
+    }
+    out.extend_from_slice(&wr.finish());
+}
+
+fn decode_rns(msg: MsgKind, bytes: &[u8], s: &RnsShape) -> Result<Vec<u64>> {
+    if !s.valid() {
+        return Err(MpcError::InvalidConfig("RNS message moduli out of range"));
+    }
+    let mut rd = BitReader::new(bytes, s.bits(), msg)?;
+    let mut out = Vec::with_capacity(s.words());
+    for _ in 0..s.blocks {
+        for &q in &s.moduli {
+            let w = rns_width(q);
+            for _ in 0..s.n {
+                let v = rd.read(w);
+                if v >= q {
+                    return Err(malformed(msg, Defect::OutOfRange { index: out.len() }));
+                }
+                out.push(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+macro_rules! rns_msg {
+    ($(#[$m:meta])* $name:ident, $kind:ident, $seed:expr) => {
+        $(#[$m])*
+        #[derive(Clone, PartialEq, Eq)]
+        pub struct $name {
+            /// The public seed the receiver expands the uniform parts from (all zero bytes and
+            /// not sent where the message has none).
+            pub seed: [u8; 32],
+            /// The layout of `rows`.
+            pub shape: RnsShape,
+            /// The residues, block after block, row after row.
+            pub rows: Vec<u64>,
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(
+                    f,
+                    "{}({} blocks × {} rows × {})",
+                    stringify!($name),
+                    self.shape.blocks,
+                    self.shape.moduli.len(),
+                    self.shape.n
+                )
+            }
+        }
+
+        impl Message for $name {
+            const KIND: MsgKind = MsgKind::$kind;
+            type Shape = RnsShape;
+            fn encode(&self) -> Vec<u8> {
+                let mut out = Vec::with_capacity($seed + self.shape.bits().div_ceil(8));
+                out.extend_from_slice(&self.seed[..$seed]);
+                encode_rns(&mut out, &self.rows, &self.shape);
+                out
+            }
+            fn decode(bytes: &[u8], s: &RnsShape) -> Result<Self> {
+                let head = bytes.get(..$seed).ok_or_else(|| {
+                    malformed(
+                        Self::KIND,
+                        Defect::Truncated {
+                            needed: $seed,
+                            found: bytes.len(),
+                        },
+                    )
+                })?;
+                let mut seed = [0u8; 32];
+                seed[..$seed].copy_from_slice(head);
+                Ok($name {
+                    seed,
+                    shape: s.clone(),
+                    rows: decode_rns(Self::KIND, &bytes[$seed..], s)?,
+                })
+            }
+            fn shape(&self) -> RnsShape {
+                self.shape.clone()
+            }
+        }
+    };
+}
+
+rns_msg!(
+    /// RLWE triples, once per session: the key owner's public key, the seed of its uniform part
+    /// and `pk_0 = −a·s + e` over every ciphertext prime (NTT form).
+    HeKey,
+    HeKey,
+    32
+);
+rns_msg!(
+    /// RLWE triples: the key owner's seeded encryptions of its triple shares `a_0`, `b_0`, per
+    /// batch (two ciphertexts, `c_0` over every ciphertext prime, NTT form); the `c_1` parts are
+    /// the seed's expansion.
+    HeUpload,
+    HeUpload,
+    32
+);
+rns_msg!(
+    /// RLWE triples: the evaluator's answer per batch, `(c_0, c_1)` of
+    /// `Enc(a_0·b_1 + b_0·a_1 + r)` after noise flooding and the switch to the reply modulus
+    /// (coefficient form).
+    HeReply,
+    HeReply,
+    0
 );

@@ -300,8 +300,18 @@ impl<R: RngCore + CryptoRng> Party<R> {
             Box::new(PooledSender::new(s)),
             Box::new(PooledReceiver::new(r)),
         ));
+        self.setup_triple_source(&ch).await?;
         ch.set_phase(prev);
         Ok(())
+    }
+
+    /// The injected triple source's once-per-session exchange ([`TripleSource::setup`]), in
+    /// the setup phase.
+    async fn setup_triple_source(&mut self, ch: &Channel) -> Result<()> {
+        match self.triple_src.as_mut() {
+            Some(src) => src.setup(ch).await,
+            None => Ok(()),
+        }
     }
 
     /// The common-seed part of the setup alone: both parties send a fresh
@@ -318,6 +328,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         ch.send_msg(&seed);
         let peer = ch.recv_msg::<SeedShare>(&()).await?;
         self.common = Some(self.common_prg(&seed, &peer));
+        self.setup_triple_source(&ch).await?;
         ch.set_phase(prev);
         Ok(())
     }

@@ -31,6 +31,12 @@ impl core::fmt::Debug for Triples {
 /// silent generator, or the ideal source of the tests) is injected with
 /// [`Party::with_triple_source`](crate::mpc::Party::with_triple_source) and must be paired with the peer's.
 pub trait TripleSource {
+    /// Once per session, from [`Party::setup`](crate::mpc::Party::setup): whatever the source
+    /// exchanges before its first triples (a key). The default does nothing.
+    fn setup<'a>(&'a mut self, _ch: &'a Channel) -> BoxFuture<'a, Result<()>> {
+        alloc::boxed::Box::pin(async { Ok(()) })
+    }
+
     /// `n` triples over `ring`; may exchange messages over `ch` (phase
     /// [`crate::mpc::Phase::Offline`]).
     fn triples<'a>(
