@@ -31,6 +31,10 @@ pub struct BenchMpcArgs {
     /// gilboa (Gilboa's OT multiplication).
     #[arg(long, default_value = "rlwe")]
     pub triples: String,
+    /// Passes over the primitives in one session; the table shows the last one (2 or more: the
+    /// session in steady state, its buffers warm and its OT fills where they fall).
+    #[arg(long, default_value_t = 1)]
+    pub passes: usize,
     /// Radix m (bits per digit) of the millionaires' protocol, 1..=6.
     #[arg(long, default_value_t = 4)]
     pub radix: u32,
@@ -74,6 +78,7 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
         transports,
         ot_modes,
         triples: TripleMode::parse(&args.triples)?,
+        passes: args.passes.max(1),
         ..BenchMpcOptions::default()
     };
     if let Some(c) = args.generator_cots {
