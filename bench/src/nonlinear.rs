@@ -16,7 +16,7 @@
 //! `MBMax + GELU (split) + 2·MBLN`, against the paper's 7 (3 + 4 + 0).
 
 use crate::error::{mpc, protocol};
-use crate::mpc::{thread_cpu_s, OtMode, TransportKind};
+use crate::mpc::{amortize, thread_cpu_s, AmortizedRow, OtMode, TransportKind};
 use crate::peers::PeerFigures;
 use crate::progress::Progress;
 use crate::BenchError;
@@ -975,29 +975,23 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
     })
 }
 
-/// Fills [`NonlinearRow::amortized_s`] for the pool and silent rows: per link and OT, the
-/// fill cost per COT is Σ `pre_s` / Σ COTs of its rows (each variant's unmeasured warm-up
-/// consumes as many COTs as its measured run, so on average half of the generation falls
-/// in the measured fills, and half of the COTs in the measured runs).
-fn amortize(rows: &mut [NonlinearRow]) {
-    let groups: Vec<(TransportKind, OtMode)> = rows.iter().map(|r| (r.transport, r.ot)).collect();
-    for &(link, ot) in &groups {
-        if ot == OtMode::Iknp {
-            continue;
-        }
-        let sel = |r: &NonlinearRow| r.transport == link && r.ot == ot;
-        let (pre, cots) = rows
-            .iter()
-            .filter(|r| sel(r))
-            .fold((0.0, 0.0), |(p, c), r| {
-                (p + r.pre_s, c + r.cots_per_elem * r.elements as f64)
-            });
-        let rate = if cots > 0.0 { pre / cots } else { 0.0 };
-        for r in rows.iter_mut().filter(|r| sel(r)) {
-            let t = (r.time_s - r.pre_s).max(0.0) + r.cots_per_elem * r.elements as f64 * rate;
-            r.amortized_s = Some(t);
-            r.amortized_ratio = r.spu_time_s.map(|s| t / s);
-        }
+impl AmortizedRow for NonlinearRow {
+    fn group(&self) -> (TransportKind, OtMode) {
+        (self.transport, self.ot)
+    }
+    fn fill(&self) -> (f64, f64, f64) {
+        (
+            self.time_s,
+            self.pre_s,
+            self.cots_per_elem * self.elements as f64,
+        )
+    }
+    fn peer_time(&self) -> Option<f64> {
+        self.spu_time_s
+    }
+    fn set_amortized(&mut self, t: f64, ratio: Option<f64>) {
+        self.amortized_s = Some(t);
+        self.amortized_ratio = ratio;
     }
 }
 

@@ -19,8 +19,14 @@
 //!    ([`HeReply`]).
 //! 4. P0 decrypts `u = a_0·b_1 + b_0·a_1 + r` in every slot. As `u < 2^{2ℓ+2+σ} ≤ T`, the CRT
 //!    gives `u` as an integer, so `c_0 = a_0·b_0 + u` and `c_1 = a_1·b_1 − r (mod 2^ℓ)` are
-//!    shares of `c = (a_0 + a_1)(b_0 + b_1)`. `u` hides `a_0·b_1 + b_0·a_1 < 2^{2ℓ+1}` within
-//!    statistical distance `2^{-σ}`.
+//!    shares of `c = (a_0 + a_1)(b_0 + b_1)`. Each `u` hides its `a_0·b_1 + b_0·a_1 < 2^{2ℓ+1}`
+//!    within statistical distance `2^{-σ}` (per element, the convention of statistical masking
+//!    in 2PC; `n` triples are within `n·2^{-σ}`).
+//!
+//! Statistical bounds: the flood is sized so that all the replies one key answers (at most
+//! [`MAX_BATCHES_PER_KEY`] batches, `2^{34}` triples) are together within `2^{-σ-1}` of a
+//! simulation; a source refuses further batches. Semi-honest only: nothing checks that P0's key
+//! and uploads carry small noise, and a malicious P0 could defeat the flood.
 //!
 //! The construction is Cheetah's and SPDZ-family HE triple generation (Huang et al., USENIX
 //! Security 2022, §3; Keller et al., Overdrive, Eurocrypt 2018), written for this engine: one
@@ -31,14 +37,16 @@
 //!
 //! Everything is derived from `ℓ`, `N` and the statistical parameter `σ = 40`, with worst-case
 //! bounds on every noise term (the flood must hide the products' noise for every input, and
-//! decryption must never fail). The ciphertext modulus is checked against the HE Standard's 128-bit bound
-//! for a ternary secret (`log2 Q ≤ 438` at `N = 2^14`). For `ℓ = 43`: `k = 3` plaintext primes
-//! of 44 bits, `log2 Q ≈ 327`, reply primes `≈ 150` bits.
+//! decryption must never fail). The ciphertext modulus is checked against the HE Standard's
+//! 128-bit bound for a ternary secret (`log2 Q ≤ 438` at `N = 2^14`, 881 at `2^15`, which rings
+//! above `ℓ ≈ 60` need). For `ℓ = 43`: `k = 3` plaintext primes of 43 bits, a flood of 223
+//! bits, `log2 Q = 359` (three 49-bit reply primes and four 53-bit ones dropped).
 //!
 //! # Cost (`ℓ = 43`, `N = 2^14`)
 //!
-//! P0 → P1 `2·log2 Q` bits per triple (≈ 82 B), P1 → P0 `2·log2 q_reply` bits (≈ 38 B), one
-//! round per call; the key, ≈ 670 KB, once per session.
+//! P0 → P1 `2·log2 Q` bits per triple (≈ 90 B), P1 → P0 `2·log2 q_reply` bits (≈ 37 B): 126.5
+//! B per triple, against ≈ 241 for Gilboa's (`ℓ(ℓ+1)` correction bits and `2ℓ` silent COTs);
+//! one round per call; the key, ≈ 735 KB, once per session.
 
 use crate::math::modular::Modulus;
 use crate::math::ntt::NttTable;
@@ -66,10 +74,19 @@ pub const SIGMA: f64 = 3.2;
 /// The largest `log2 Q` at 128-bit classical security for a ternary secret and `σ = 3.2`
 /// (HE Standard, Albrecht et al. 2018, Table 1), by `log2 N`.
 const MAX_LOG_Q: [(u32, u32); 4] = [(12, 109), (13, 218), (14, 438), (15, 881)];
-/// The ring degree of [`HeTripleParams::new`].
+/// `log2` of the most reply ciphertexts one key may answer ([`MAX_BATCHES_PER_KEY`]): the
+/// flood's statistical bound holds for all of them together.
+pub const LOG_MAX_BATCHES: u32 = 20;
+/// The most batches of `N` triples one key serves; a source refuses more (build a new one).
+pub const MAX_BATCHES_PER_KEY: u64 = 1 << LOG_MAX_BATCHES;
+/// The ring degree [`HeTripleParams::new`] tries first.
 pub const DEFAULT_LOG_N: u32 = 14;
 /// Largest prime size drawn (bits).
 const MAX_PRIME_BITS: u32 = 60;
+/// The error of a ring too small for the modulus the bounds need.
+const TOO_LARGE: &str = "RLWE triples: the modulus exceeds the 128-bit bound for this N";
+/// Most primes in one CRT basis (the parameter sets use at most 4).
+const MAX_PRIMES: usize = 8;
 /// Stream of the public key's uniform part in its seed's expansion.
 const PK_STREAM: u64 = u64::MAX;
 
@@ -114,9 +131,15 @@ fn primes_for(need: f64, n: usize, exclude: &[u64]) -> Result<Vec<u64>> {
 }
 
 impl HeTripleParams {
-    /// The parameters for `Z_{2^ℓ}` at `N = 2^14` (128-bit).
+    /// The parameters for `Z_{2^ℓ}` (128-bit) at `N = 2^14`, or at `N = 2^15` where the modulus
+    /// that `ℓ` needs exceeds the bound at `2^14` (`ℓ` above about 60).
     pub fn new(ell: u32) -> Result<Self> {
-        Self::with_log_n(ell, DEFAULT_LOG_N)
+        Self::with_log_n(ell, DEFAULT_LOG_N).or_else(|e| match e {
+            MpcError::InvalidConfig(m) if m == TOO_LARGE => {
+                Self::with_log_n(ell, DEFAULT_LOG_N + 1)
+            }
+            e => Err(e),
+        })
     }
 
     /// The parameters for `Z_{2^ℓ}` at `N = 2^log_n`, `log_n ∈ 12..=15`. A typed error when
@@ -144,7 +167,10 @@ impl HeTripleParams {
         // The rest, worst case: u·e_pk + e_2·s + e_1 (times T) and the mask r's encoding.
         let log_rest = log_t + libm::log2(2.0 * nf * b_e + b_e + 2.0);
         let log_e = log_add(log_prod, log_rest);
-        let flood_bits = libm::ceil(log_e - log_t) as u32 + STAT_BITS + 1;
+        // Smudging: a flood uniform over 2^f values hides a shift of at most B with statistical
+        // distance B/2^f per coefficient; the union over the N coefficients of every reply of
+        // the key keeps the whole session within 2^{-σ-1}.
+        let flood_bits = libm::ceil(log_e - log_t) as u32 + STAT_BITS + 1 + log_n + LOG_MAX_BATCHES;
         let log_v = log_add(log_e, log_t + (flood_bits - 1) as f64);
         // Modulus switch rounding: (δ_0 + δ_1·s)/Q_d with |δ|/Q_d ≤ (T + 1)/2, ‖s‖_1 ≤ N.
         let log_ms = log_t + libm::log2(nf + 1.0);
@@ -161,9 +187,7 @@ impl HeTripleParams {
             flood_bits,
         };
         if p.log_q() > max_log_q as f64 {
-            return Err(MpcError::InvalidConfig(
-                "RLWE triples: the modulus exceeds the 128-bit bound for this N",
-            ));
+            return Err(MpcError::InvalidConfig(TOO_LARGE));
         }
         Ok(p)
     }
@@ -245,6 +269,9 @@ struct Crt {
 
 impl Crt {
     fn new(src: &[Modulus], dst: &[Modulus]) -> Result<Self> {
+        if src.len() > MAX_PRIMES {
+            return Err(MpcError::InvalidConfig("RLWE triples: too many primes"));
+        }
         let mut hat_inv = Vec::with_capacity(src.len());
         let mut hat = Vec::with_capacity(src.len() * dst.len());
         for (i, mi) in src.iter().enumerate() {
@@ -287,7 +314,7 @@ impl Crt {
     /// destination prime).
     fn lift(&self, rows: &[Vec<u64>], out: &mut [Vec<u64>], c: usize) {
         let (ns, nd) = (self.src.len(), self.dst.len());
-        let mut y = [0u64; 8];
+        let mut y = [0u64; MAX_PRIMES];
         let mut frac = 0.0f64;
         for i in 0..ns {
             let m = &self.src[i];
@@ -372,6 +399,16 @@ fn prod_mod(ps: &[Modulus], m: &Modulus) -> u64 {
         .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
 }
 
+/// `(Π ps)^{-1} mod m` for each `m` of `ms`.
+fn inv_prod_mod(ps: &[Modulus], ms: &[Modulus]) -> Result<Vec<u64>> {
+    ms.iter()
+        .map(|m| m.inv(prod_mod(ps, m)))
+        .collect::<Option<Vec<u64>>>()
+        .ok_or(MpcError::InvalidConfig(
+            "RLWE triple primes are not coprime",
+        ))
+}
+
 /// `x mod m` for `x` given as little-endian 64-bit limbs.
 fn limbs_mod(x: &[u64], m: &Modulus) -> u64 {
     x.iter()
@@ -387,20 +424,8 @@ impl Ctx {
         let (keep, dropped) = q.split_at(k);
         let mut tk = t.clone();
         tk.extend_from_slice(keep);
-        let qd_inv_t = t
-            .iter()
-            .map(|m| m.inv(prod_mod(dropped, m)))
-            .collect::<Option<Vec<u64>>>()
-            .ok_or(MpcError::InvalidConfig(
-                "RLWE triple primes are not coprime",
-            ))?;
-        let qd_inv_keep = keep
-            .iter()
-            .map(|m| m.inv(prod_mod(dropped, m)))
-            .collect::<Option<Vec<u64>>>()
-            .ok_or(MpcError::InvalidConfig(
-                "RLWE triple primes are not coprime",
-            ))?;
+        let qd_inv_t = inv_prod_mod(dropped, &t)?;
+        let qd_inv_keep = inv_prod_mod(dropped, keep)?;
         let flood_off = q
             .iter()
             .map(|m| m.pow(2, (p.flood_bits - 1) as u64))
@@ -519,6 +544,15 @@ pub struct HeTriples {
     ctx: Ctx,
     role: Role,
     rng: ChaCha20Rng,
+    /// Batches answered under the current key (at most [`MAX_BATCHES_PER_KEY`]).
+    batches: u64,
+}
+
+impl Drop for HeTriples {
+    fn drop(&mut self) {
+        // The generator's state predicts every share and mask this source drew.
+        self.rng = ChaCha20Rng::from_seed([0u8; 32]);
+    }
 }
 
 impl core::fmt::Debug for HeTriples {
@@ -553,6 +587,7 @@ impl HeTriples {
                 PartyId::P1 => Role::Evaluator(None),
             },
             rng: own,
+            batches: 0,
         })
     }
 
@@ -579,12 +614,7 @@ impl HeTriples {
 
     async fn setup_owner(&mut self, ch: &Channel) -> Result<()> {
         let c = &self.ctx;
-        let s_small = Zeroizing::new(
-            ternary(&mut self.rng, c.n)
-                .into_iter()
-                .map(i64::from)
-                .collect::<Vec<i64>>(),
-        );
+        let s_small = small_ternary(&mut self.rng, c.n);
         let s = Secret(c.small_ntt(&s_small));
         let mut seed = [0u8; 32];
         self.rng.fill_bytes(&mut seed);
@@ -750,8 +780,8 @@ impl HeTriples {
                 r_share.push(limbs[0]);
             }
             // P1's plaintexts b_1 (times Enc(a_0)) and a_1 (times Enc(b_0)).
-            let pb = c.encode(&b[span.clone()]);
-            let pa = c.encode(&a[span.clone()]);
+            let pb = Zeroizing::new(c.encode(&b[span.clone()]));
+            let pa = Zeroizing::new(c.encode(&a[span.clone()]));
             let block = nq * c.n;
             let base = 2 * bi * block;
             let ct_a0 = &up.rows[base..base + block];
@@ -759,12 +789,7 @@ impl HeTriples {
             let ua = c.uniform(&up.seed, (2 * bi) as u64);
             let ub = c.uniform(&up.seed, (2 * bi + 1) as u64);
             // The fresh encryption of zero and the flood: T·(u·pk + (e_1 + F, e_2)), plus r.
-            let u_small = Zeroizing::new(
-                ternary(&mut self.rng, c.n)
-                    .into_iter()
-                    .map(i64::from)
-                    .collect::<Vec<i64>>(),
-            );
+            let u_small = small_ternary(&mut self.rng, c.n);
             let mut u = c.small_ntt(&u_small);
             let e2 = c.gaussian(&mut self.rng);
             let mut e2 = c.small_ntt(&e2);
@@ -881,6 +906,9 @@ struct Garner {
 
 impl Garner {
     fn new(t: &[Modulus]) -> Result<Self> {
+        if t.len() > MAX_PRIMES {
+            return Err(MpcError::InvalidConfig("RLWE triples: too many primes"));
+        }
         let mut inv = Vec::with_capacity(t.len());
         let mut radix = Vec::with_capacity(t.len());
         let mut r = 1u64;
@@ -903,7 +931,7 @@ impl Garner {
 
     /// The integer below `Π t_i` with the residues of slot `slot` of `rows`, modulo `2^64`.
     fn combine(&self, rows: &[Vec<u64>], slot: usize) -> u64 {
-        let mut digits = [0u64; 8];
+        let mut digits = [0u64; MAX_PRIMES];
         let mut out = 0u64;
         for (i, ti) in self.t.iter().enumerate() {
             // The digits so far, modulo t_i (Horner from the top digit).
@@ -920,6 +948,12 @@ impl Garner {
         }
         out
     }
+}
+
+/// A ternary polynomial as `i64`, both buffers zeroized.
+fn small_ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize) -> Zeroizing<Vec<i64>> {
+    let t = Zeroizing::new(ternary(rng, n));
+    Zeroizing::new(t.iter().map(|&v| i64::from(v)).collect())
 }
 
 /// Fills `limbs` with a uniform integer of `bits` bits (little-endian limbs).
@@ -954,6 +988,13 @@ impl TripleSource for HeTriples {
                 ));
             }
             self.setup_once(ch).await?;
+            let batches = n.div_ceil(self.ctx.n) as u64;
+            if self.batches.saturating_add(batches) > MAX_BATCHES_PER_KEY {
+                return Err(MpcError::InvalidInput(
+                    "RLWE triple source: this key has answered its most batches; build a new source",
+                ));
+            }
+            self.batches += batches;
             if n == 0 {
                 return Ok(Triples {
                     a: RingShares::new(Vec::new()),
@@ -1030,9 +1071,11 @@ mod tests {
         let log_t = log2_prod(p.plaintext_primes());
         let b_e = GaussianCdt::new(SIGMA).bound() as f64;
         let worst = libm::log2((1u64 << 14) as f64 * (1.0 + b_e)) + log_t; // in units of T
-        assert!(p.flood_bits() as f64 >= worst + STAT_BITS as f64);
+                                                                           // … for every coefficient of every reply of the key together.
+        let union = (14 + LOG_MAX_BATCHES) as f64;
+        assert!(p.flood_bits() as f64 >= worst + STAT_BITS as f64 + union);
         // About half of Gilboa's ℓ(ℓ+1) bits plus 2ℓ COTs per triple.
-        assert!(p.bytes_per_triple() < 120.0, "{}", p.bytes_per_triple());
+        assert!(p.bytes_per_triple() < 130.0, "{}", p.bytes_per_triple());
         // Every prime is distinct and ≡ 1 mod 2N.
         let mut all = p.plaintext_primes().to_vec();
         all.extend(p.cipher_primes());
@@ -1041,8 +1084,10 @@ mod tests {
             assert!(!all[i + 1..].contains(&q));
         }
         for ell in [2, 16, 32, 64] {
-            assert!(HeTripleParams::new(ell).is_ok(), "ell {ell}");
+            let p = HeTripleParams::new(ell).unwrap();
+            assert!(p.log_q() <= if p.log_n() == 14 { 438.0 } else { 881.0 });
         }
+        assert_eq!(HeTripleParams::new(64).unwrap().log_n(), 15);
         assert!(HeTripleParams::new(65).is_err());
         assert!(HeTripleParams::new(1).is_err());
         assert!(HeTripleParams::with_log_n(43, 11).is_err());
@@ -1089,6 +1134,13 @@ mod tests {
         // A second call reuses the key and draws fresh everything else.
         let (t0, t1) = run(&mut s0, &mut s1, ring, 100);
         check(ring, &t0.unwrap(), &t1.unwrap(), 100);
+        assert_eq!((s0.batches, s1.batches), (3, 3));
+        // A key answers at most MAX_BATCHES_PER_KEY batches.
+        s0.batches = MAX_BATCHES_PER_KEY;
+        s1.batches = MAX_BATCHES_PER_KEY;
+        let (r0, r1) = run(&mut s0, &mut s1, ring, 1);
+        assert!(matches!(r0, Err(MpcError::InvalidInput(_))), "{r0:?}");
+        assert!(matches!(r1, Err(MpcError::InvalidInput(_))), "{r1:?}");
     }
 
     #[test]

@@ -74,9 +74,9 @@
 //! truncation 1.8, x < y 56.3, ReLU 67.3, mux 11.0, B2A 5.5, Ring2Field 79.0.
 //!
 //! With the triples of [`he_triples::HeTriples`] (RLWE oblivious linear evaluation, `N = 2^14`,
-//! 117.8 B per triple instead of Gilboa's ≈ 241) injected by
-//! [`Party::with_triple_source`], Π× is 169 B/elem in the same setting (`veil bench mpc
-//! --triples rlwe`, the benchmark's default); its 670 KB key travels once, in the setup. A call
+//! 126.5 B per triple instead of Gilboa's ≈ 241) injected by
+//! [`Party::with_triple_source`], Π× is 150 B/elem in the same setting (`veil bench mpc
+//! --triples rlwe`, the benchmark's default); its 735 KB key travels once, in the setup. A call
 //! pays whole batches of `N` triples, so the source fits long runs of products, not single
 //! small ones; the default engine keeps Gilboa's triples.
 //!
