@@ -379,6 +379,25 @@ fn c2m_reconstructs_complex_slots() {
     assert_eq!(both(&st0), both(&st1));
     assert!(st1.rounds <= 12, "{} rounds", st1.rounds);
     assert!(mpc_bytes as f64 / reals < 500.0);
+
+    // EncFormer's local rounding: the local truncation alone, within ε + 1 ulp of the
+    // decrypted value, and nothing on the wire but the masked ciphertexts (one round; the frame
+    // of each ciphertext message, no MPC step).
+    let local = plan.clone().local_rounding();
+    assert_eq!(local.round_bits(), 0);
+    assert!(
+        (local.error_bound_ulp() - (plan.error_bound_ulp() - libm_pow2(-16) + 1.0)).abs() < 1e-9
+    );
+    let ((s0, st0), (s1, st1)) = run_c2m(&ck, &sk, &local, &cts);
+    let (worst, mean) = stats(&s0, &s1, &dx, &dy);
+    println!("C2M with local rounding: max {worst:.4} mean {mean:.4} ulp, P1 {st1:?}");
+    assert!(worst < 1.0 + 0.01, "local C2M error {worst} ulp");
+    // Truncation, not rounding: about half an ulp on average, below the exact path's bound.
+    assert!(mean > 0.2 && mean < 0.8, "local C2M mean error {mean} ulp");
+    assert_eq!(st1.rounds, 1);
+    let extra = both(&st1) - st1.ciphertext_bytes;
+    assert!(extra < 64, "{extra} bytes beyond the ciphertexts");
+    assert_eq!(both(&st0), both(&st1));
 }
 
 #[test]

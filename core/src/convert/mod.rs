@@ -33,7 +33,10 @@
 //!      `2^{F+k}` (in `Z_{2^W}`), reduced mod `2^ℓ`, then the exact round-to-nearest MPC
 //!      truncation by `2^k` ([`crate::mpc::Party::trunc_round_exact`], one batch over all
 //!      values of all ciphertexts; `k` = [`C2mPlan::round_bits`], 16 at EncFormer's ring). This
-//!      is the only interaction of C2M besides the ciphertext frame.
+//!      is the only interaction of C2M besides the ciphertext frame. A
+//!      [`C2mPlan::local_rounding`] plan (`k = 0`, EncFormer's choice, used by the Transformer
+//!      pipeline) stops at the local truncation: within `ε + 1` ulp instead of `½ + ε`, and no
+//!      interaction at all beyond the ciphertext frame.
 //!
 //!    The common masks of stages 2 and 3 come from one common seed per batch ([`CommonMasks`]).
 //!    The direct `O(n²)` matrix ([`C2mPlan::decode_map`], mod `2^K`) is kept as a test

@@ -55,6 +55,8 @@ pub struct C2mPlan {
     /// `s_2'` of the direct reference map ([`C2mPlan::decode_map`]) when its budget closes.
     pub(crate) s2_direct: Option<u32>,
     pub(crate) real_only: bool,
+    /// Whether stage 3 ends with the local truncation alone ([`C2mPlan::local_rounding`]).
+    pub(crate) local: bool,
 }
 
 impl C2mPlan {
@@ -147,6 +149,7 @@ impl C2mPlan {
             err_bound_ulp: fast.err_ulp,
             s2_direct: direct_shift(slots, log_delta, s1, cfg),
             real_only: false,
+            local: false,
         })
     }
 
@@ -181,6 +184,21 @@ impl C2mPlan {
     pub fn real_only(mut self) -> Self {
         self.real_only = true;
         self
+    }
+
+    /// The same plan with EncFormer's local rounding: stage 3's local truncation goes all the way
+    /// to scale `2^F` and the exact MPC rounding is skipped ([`C2mPlan::round_bits`] is 0). C2M
+    /// then sends nothing beyond the masked ciphertexts (no MPC round, no COT), and each value is
+    /// within [`C2mPlan::error_bound_ulp`] `= ε + 1` ulp of `x·2^F` instead of `ε + 2^{-k}` after
+    /// rounding: faithful, not exact. For boundaries whose next block tolerates one ulp.
+    pub fn local_rounding(mut self) -> Self {
+        self.local = true;
+        self
+    }
+
+    /// Whether the plan ends with the local truncation alone ([`C2mPlan::local_rounding`]).
+    pub fn is_local_rounding(&self) -> bool {
+        self.local
     }
 
     /// Whether C2M returns only the real parts ([`C2mPlan::real_only`]).
@@ -227,10 +245,14 @@ impl C2mPlan {
         &self.stage_h
     }
     /// `k`: the bits below `2^{-F}` kept by the local truncation of stage 3 and removed by the
-    /// exact MPC rounding: `k = min(16, ℓ − 3 − b − F, s_2)`. The local truncation's output
+    /// exact MPC rounding: `k = min(16, ℓ − 3 − b − F, s_2)`, or 0 for a
+    /// [`C2mPlan::local_rounding`] plan. The local truncation's output
     /// `|v| ≤ (2^{b+F} + 1/4)·2^k + 1 < 2^{b+F+k+1} ≤ 2^{ℓ-2}` satisfies the rounding's
     /// known-MSB precondition.
     pub fn round_bits(&self) -> u32 {
+        if self.local {
+            return 0;
+        }
         let c = self.cfg;
         ROUND_BITS
             .min(c.ring.ell - 3 - c.log_bmax - c.ring.frac)

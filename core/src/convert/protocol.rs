@@ -257,10 +257,15 @@ async fn c2m_local<R: RngCore + CryptoRng>(
             flat.push(t.0[0] & ring.mask());
         }
     }
-    // Stage 3b: exact round-to-nearest by 2^k (one batch for all ciphertexts).
-    let rounded = party
-        .trunc_round_exact(&RingShares::new(flat.to_vec()), k)
-        .await?;
+    // Stage 3b: exact round-to-nearest by 2^k (one batch for all ciphertexts); nothing with a
+    // local-rounding plan (k = 0: stage 3a already reached scale 2^F).
+    let rounded = if k == 0 {
+        RingShares::new(flat.to_vec())
+    } else {
+        party
+            .trunc_round_exact(&RingShares::new(flat.to_vec()), k)
+            .await?
+    };
     let rounded = rounded.as_slice();
     let per = if plan.real_only { n } else { 2 * n };
     Ok(rounded
