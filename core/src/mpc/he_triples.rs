@@ -734,15 +734,7 @@ impl HeTriples {
             }
             pt.zeroize();
         }
-        let m = ring.mask();
-        let cc: Vec<u64> = (0..n)
-            .map(|i| ring.mul(a[i], b[i]).wrapping_add(u[i]) & m)
-            .collect();
-        Ok(Triples {
-            a: RingShares::new(a.to_vec()),
-            b: RingShares::new(b.to_vec()),
-            c: RingShares::new(cc),
-        })
+        Ok(own_triples(ring, &a, &b, |i| u[i]))
     }
 
     /// P1: evaluates on the encryptions, floods, switches down, answers; returns its triples.
@@ -852,15 +844,7 @@ impl HeTriples {
             shape: self.reply_shape(2 * batches),
             rows: out,
         });
-        let m = ring.mask();
-        let cc: Vec<u64> = (0..n)
-            .map(|i| ring.mul(a[i], b[i]).wrapping_sub(r_share[i]) & m)
-            .collect();
-        Ok(Triples {
-            a: RingShares::new(a.to_vec()),
-            b: RingShares::new(b.to_vec()),
-            c: RingShares::new(cc),
-        })
+        Ok(own_triples(ring, &a, &b, |i| r_share[i].wrapping_neg()))
     }
 }
 
@@ -950,6 +934,19 @@ impl Garner {
     }
 }
 
+/// This party's triples from its shares `a, b` and its share `x(i)` of the cross terms:
+/// `c_i = a_i·b_i + x(i) (mod 2^ℓ)`.
+fn own_triples(ring: RingCfg, a: &[u64], b: &[u64], x: impl Fn(usize) -> u64) -> Triples {
+    let c = (0..a.len())
+        .map(|i| ring.mul(a[i], b[i]).wrapping_add(x(i)) & ring.mask())
+        .collect();
+    Triples {
+        a: RingShares::new(a.to_vec()),
+        b: RingShares::new(b.to_vec()),
+        c: RingShares::new(c),
+    }
+}
+
 /// A ternary polynomial as `i64`, both buffers zeroized.
 fn small_ternary<R: RngCore + CryptoRng>(rng: &mut R, n: usize) -> Zeroizing<Vec<i64>> {
     let t = Zeroizing::new(ternary(rng, n));
@@ -996,11 +993,7 @@ impl TripleSource for HeTriples {
             }
             self.batches += batches;
             if n == 0 {
-                return Ok(Triples {
-                    a: RingShares::new(Vec::new()),
-                    b: RingShares::new(Vec::new()),
-                    c: RingShares::new(Vec::new()),
-                });
+                return Ok(own_triples(ring, &[], &[], |_| 0));
             }
             let t = match self.role {
                 Role::Owner(_) => self.owner_triples(ch, ring, n).await?,
