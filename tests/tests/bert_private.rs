@@ -22,7 +22,8 @@ use veil_host::transport::{mem_pair, TransportConfig};
 /// Worst logit error accepted against the f64 reference.
 const LOGIT_BOUND: f64 = 0.05;
 /// Worst logit error accepted against the fixed-point emulation (same integer functions; what
-/// remains is CKKS noise in the linear layers and the conversions' sub-ulp errors).
+/// remains is CKKS noise in the linear layers and the conversions' errors, up to one ulp per
+/// element with the local C2M truncation).
 const FIXED_BOUND: f64 = 0.02;
 
 fn seeded(s: u64) -> ChaCha20Rng {

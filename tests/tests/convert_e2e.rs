@@ -385,14 +385,14 @@ fn c2m_reconstructs_complex_slots() {
     // of each ciphertext message, no MPC step).
     let local = plan.clone().local_rounding();
     assert_eq!(local.round_bits(), 0);
-    assert!(
-        (local.error_bound_ulp() - (plan.error_bound_ulp() - libm_pow2(-16) + 1.0)).abs() < 1e-9
-    );
+    let exact_term = libm_pow2(-(plan.round_bits() as i32));
+    assert!((local.error_bound_ulp() - (plan.error_bound_ulp() - exact_term + 1.0)).abs() < 1e-9);
     let ((s0, st0), (s1, st1)) = run_c2m(&ck, &sk, &local, &cts);
     let (worst, mean) = stats(&s0, &s1, &dx, &dy);
     println!("C2M with local rounding: max {worst:.4} mean {mean:.4} ulp, P1 {st1:?}");
     assert!(worst < 1.0 + 0.01, "local C2M error {worst} ulp");
-    // Truncation, not rounding: about half an ulp on average, below the exact path's bound.
+    // The local truncation rounds stochastically (unbiased): about a third of an ulp on average
+    // on continuous inputs, against a quarter for the exact rounding.
     assert!(mean > 0.2 && mean < 0.8, "local C2M mean error {mean} ulp");
     assert_eq!(st1.rounds, 1);
     let extra = both(&st1) - st1.ciphertext_bytes;

@@ -361,7 +361,7 @@ impl BenchMpcReport {
     /// Human-readable table with ratios to SPU Cheetah.
     pub fn to_table(&self) -> String {
         let mut s = format!(
-            "veil bench mpc: n = {}, l = {}, F = {}, pass {} of each session shown; IKNP OT; setup (base OT) {} bytes, {}\n",
+            "veil bench mpc: n = {}, l = {}, F = {}, pass {} of each session shown; IKNP OT; setup (base OT, and the RLWE triples' key with --triples rlwe) {} bytes, {}\n",
             self.n,
             self.ell,
             self.frac,

@@ -263,7 +263,9 @@ impl C2mPlan {
     /// truncation to scale `2^{F+k}`), where `x` is the exact decoding of the decrypted
     /// plaintext (CKKS noise is part of `x`). The output is `round(v/2^k)`, within
     /// `1/2 + error_bound_ulp()` of `x·2^F`, and equal to `X` for fixed-point `x = X·2^{-F}`
-    /// whenever the CKKS error stays below `1/2 − error_bound_ulp()` ulp.
+    /// whenever the CKKS error stays below `1/2 − error_bound_ulp()` ulp. For a
+    /// [`C2mPlan::local_rounding`] plan (`k = 0`) the output is `v` itself: the bound, `ε + 1`,
+    /// is then the whole output error, and no output is promised to equal `X`.
     pub fn error_bound_ulp(&self) -> f64 {
         self.err_bound_ulp + libm::exp2(-(self.round_bits() as f64))
     }

@@ -16,8 +16,9 @@ pub const TAG_REFUSE: u16 = 0x0B03;
 /// times).
 pub const TAG_REPORT: u16 = 0x0B04;
 
-/// Version of the session protocol this build speaks.
-pub const SESSION_VERSION: u16 = 1;
+/// Version of the session protocol this build speaks. 2: the C2M boundaries end with the local
+/// truncation, without the exact rounding's messages (`C2mPlan::local_rounding`).
+pub const SESSION_VERSION: u16 = 2;
 /// Length of an encoded [`Hello`].
 pub const HELLO_LEN: usize = 2 + 32 + 8 + 4 + 4;
 /// Length of an encoded [`Accept`].
