@@ -12,7 +12,7 @@
 //! Key switches = rotations + conjugations + relinearizations.
 
 use crate::backend::PolyBackend;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, ExtCiphertext, Plaintext, C64};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, C64};
 use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
@@ -383,28 +383,15 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
             .collect())
     }
     fn rotate_sum_lazy(&self, terms: Vec<(Self::Ct, i64)>) -> Result<Self::Ct> {
-        let mut ext: Option<ExtCiphertext<B>> = None;
-        let mut plain: Option<Self::Ct> = None;
-        let mut nz = 0u64;
-        for (ct, k) in terms {
-            let k = norm_rot(k, self.slots);
-            if k == 0 {
-                match &mut plain {
-                    Some(p) => self.add_assign(p, &ct)?,
-                    None => plain = Some(ct),
-                }
-                continue;
-            }
-            nz += 1;
-            let e = self
-                .ck
-                .rotate_hoisted_lazy(&ct, &[k], self.keys)?
-                .pop()
-                .unwrap();
-            match &mut ext {
-                Some(a) => self.ck.add_ext_assign(a, &e)?,
-                None => ext = Some(e),
-            }
+        let zeros = terms
+            .iter()
+            .filter(|(_, k)| norm_rot(*k, self.slots) == 0)
+            .count() as u64;
+        let (sum, nz) = self.ck.rotate_sum_lazy(terms, self.keys)?;
+        // The unrotated terms' additions, and the one joining them to the rotated sum.
+        let plain_adds = zeros.saturating_sub(1) + u64::from(zeros > 0 && nz > 0);
+        if plain_adds > 0 {
+            self.bump(|c| c.adds += plain_adds);
         }
         if nz > 0 {
             self.bump(|c| {
@@ -415,15 +402,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
                 c.adds += nz - 1;
             });
         }
-        let down = ext.map(|e| self.ck.mod_down_ext(&e));
-        match (down, plain) {
-            (Some(mut d), Some(p)) => {
-                self.add_assign(&mut d, &p)?;
-                Ok(d)
-            }
-            (Some(d), None) | (None, Some(d)) => Ok(d),
-            (None, None) => Err(Error::InvalidParameters("empty lazy rotation sum")),
-        }
+        Ok(sum)
     }
     fn conjugate(&self, ct: &Self::Ct) -> Result<Self::Ct> {
         self.bump(|c| c.conjugations += 1);

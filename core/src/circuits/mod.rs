@@ -2,6 +2,12 @@
 //! against ([`exec`]: a real RNS-CKKS executor and a symbolic dry run that count operations in
 //! one place), shared by the Transformer kernels and the CNN layers.
 
+pub mod boot;
 pub mod exec;
+pub mod lintrans;
+pub mod poly;
 
+pub use boot::{BootCost, BootLevels, BootParams, BootStep, Bootstrapper};
 pub use exec::{CkksExec, Exec, OpCounts, PtValues, SymCt, SymExec};
+pub use lintrans::{EncodedLinearTransform, LinearTransform, TransformCost};
+pub use poly::{ChebyshevPoly, PolyCost};

@@ -150,6 +150,38 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
+    /// `acc += a · pt` in one multiply-accumulate pass per polynomial, without a temporary
+    /// ciphertext. `acc` must have `a`'s level, slots and degree, and the scale `Δ_a·Δ_pt`.
+    pub fn mul_plain_acc(
+        &self,
+        acc: &mut Ciphertext<B>,
+        a: &Ciphertext<B>,
+        pt: &Plaintext<B>,
+    ) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        self.rlwe.own(pt.params_id, pt.level)?;
+        if pt.level < a.level {
+            return Err(Error::LevelMismatch {
+                left: a.level,
+                right: pt.level,
+            });
+        }
+        Rlwe::<B>::same_slots(a.slots, pt.slots)?;
+        self.binary_check(acc, a.params_id, a.level, a.scale * pt.scale, a.slots)?;
+        if acc.polys.len() != a.polys.len() {
+            return Err(Error::DegreeMismatch {
+                found: a.degree(),
+                expected: acc.degree(),
+            });
+        }
+        let basis = Basis::q(a.level + 1);
+        for (x, y) in acc.polys.iter_mut().zip(&a.polys) {
+            self.backend().mul_add_assign(x, y, &pt.poly, basis);
+        }
+        acc.seed = None;
+        Ok(())
+    }
+
     /// `a · pt`.
     pub fn mul_plain(&self, a: &Ciphertext<B>, pt: &Plaintext<B>) -> Result<Ciphertext<B>> {
         let mut out = self.clone_ct(a);

@@ -121,4 +121,45 @@ impl<B: PolyBackend> Ckks<B> {
     pub fn mod_down_ext(&self, a: &ExtCiphertext<B>) -> Ciphertext<B> {
         self.rlwe.mod_down_ext(a)
     }
+
+    /// `Σ_i ρ(ct_i; k_i)` over ciphertexts of one level, scale and slot count, each rotation
+    /// key-switched without ModDown and the sum brought down once (lazy key switching: the giant
+    /// steps of a baby-step giant-step transform). Terms whose `k_i ≡ 0 (mod slots)` are added
+    /// as they are. Returns the sum and the number of key-switched (nonzero) rotations.
+    pub fn rotate_sum_lazy(
+        &self,
+        terms: Vec<(Ciphertext<B>, i64)>,
+        keys: &EvaluationKeys<B>,
+    ) -> Result<(Ciphertext<B>, u64)> {
+        let mut ext: Option<ExtCiphertext<B>> = None;
+        let mut plain: Option<Ciphertext<B>> = None;
+        let mut nz = 0u64;
+        for (ct, k) in terms {
+            let k = k.rem_euclid(ct.slots.max(1) as i64);
+            if k == 0 {
+                match &mut plain {
+                    Some(p) => self.add_assign(p, &ct)?,
+                    None => plain = Some(ct),
+                }
+                continue;
+            }
+            nz += 1;
+            let e = self.rotate_hoisted_lazy(&ct, &[k], keys)?.pop();
+            let e = e.ok_or(Error::InvalidParameters("empty lazy rotation"))?;
+            match &mut ext {
+                Some(a) => self.add_ext_assign(a, &e)?,
+                None => ext = Some(e),
+            }
+        }
+        let down = ext.map(|e| self.mod_down_ext(&e));
+        let sum = match (down, plain) {
+            (Some(mut d), Some(p)) => {
+                self.add_assign(&mut d, &p)?;
+                d
+            }
+            (Some(d), None) | (None, Some(d)) => d,
+            (None, None) => return Err(Error::InvalidParameters("empty lazy rotation sum")),
+        };
+        Ok((sum, nz))
+    }
 }

@@ -77,3 +77,23 @@ pub fn insecure_logn12() -> CkksParamsLiteral {
 pub fn insecure_logn10() -> CkksParamsLiteral {
     literal("INSECURE_LOGN10_LOGQP300", 10, 3, 2, 2)
 }
+
+/// Test set for bootstrapping: N = 2^12 with a sparse secret of Hamming weight 64. Far below
+/// 128-bit security: for fast tests only. `q_0` and the EvalMod and CoeffToSlot primes are 60
+/// bits (the CoeffToSlot/EvalMod scale is `q_0`); two computation levels and the SlotToCoeff
+/// levels are 40-bit scaling primes. 3 + 3 FFT levels and EvalMod depth 8 (degree 63, two double angles) leave 2 levels.
+pub fn insecure_logn12_boot() -> CkksParamsLiteral {
+    let mut log_q: Vec<u32> = vec![60];
+    log_q.extend(core::iter::repeat_n(40, 2 + 3));
+    log_q.extend(core::iter::repeat_n(60, 8 + 3));
+    CkksParamsLiteral {
+        name: String::from("INSECURE_LOGN12_BOOT_H64"),
+        log_n: 12,
+        log_q,
+        log_p: vec![60; 4],
+        dnum: Some(6),
+        log_default_scale: 40,
+        secret: SecretDistribution::SparseTernary { h: 64 },
+        sigma: crate::math::sampling::SIGMA,
+    }
+}

@@ -1,0 +1,253 @@
+//! CKKS bootstrapping at N = 2^12 (`INSECURE_LOGN12_BOOT_H64`, fast enough for CI): the factored
+//! FFTs against the encoder in `f64`, a full-slot and a sparse-slot bootstrap against the input
+//! values with precision statistics, a chain that alternates computation and bootstrapping, and
+//! the typed refusals.
+
+use std::sync::Arc;
+use veil_backend_cpu::CpuBackend;
+use veil_core::circuits::boot::fft_groups;
+use veil_core::circuits::{BootParams, Bootstrapper};
+use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PrecisionStats, SecretKey, C64};
+use veil_core::params;
+use veil_tests::*;
+
+fn bitrev<T: Copy>(v: &[T]) -> Vec<T> {
+    let n = v.len();
+    let bits = n.trailing_zeros();
+    (0..n)
+        .map(|i| v[(i.reverse_bits() >> (usize::BITS - bits)) % n])
+        .collect()
+}
+
+/// The merged FFT groups are the encoder's maps: CoeffToSlot gives the bit-reversed coefficient
+/// vector of what the encoder produces, and SlotToCoeff undoes it, for every group count.
+#[test]
+fn fft_groups_are_the_encoders_maps() {
+    let p = params::insecure_logn12().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+    for n in [8usize, 64, 2048] {
+        let mut rng = test_rng(n as u64);
+        let z = random_values(&mut rng, n, 1.0);
+        let scale = (1u64 << 50) as f64;
+        let coeffs = ck.encoder().encode_subring(&z, n, scale).unwrap();
+        let v: Vec<C64> = (0..n)
+            .map(|k| C64::new(coeffs[k] as f64 / scale, coeffs[k + n] as f64 / scale))
+            .collect();
+        let want = bitrev(&v);
+        let stages = n.trailing_zeros() as usize;
+        for groups in 1..=stages.min(4) {
+            let cts = fft_groups(n, groups, true, C64::real(1.0)).unwrap();
+            assert_eq!(cts.len(), groups);
+            let mut w = z.clone();
+            for t in &cts {
+                w = t.apply(&w).unwrap();
+            }
+            let err = want
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (*a - *b).abs())
+                .fold(0.0, f64::max);
+            assert!(err < 1e-12, "n {n} groups {groups}: {err:e}");
+            let stc = fft_groups(n, groups, false, C64::real(1.0)).unwrap();
+            for t in &stc {
+                w = t.apply(&w).unwrap();
+            }
+            let err = z
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (*a - *b).abs())
+                .fold(0.0, f64::max);
+            assert!(err < 1e-12, "n {n} groups {groups} round trip: {err:e}");
+            // A merged group of s stages has at most 2^{s+1} − 1 diagonals.
+            for t in &cts {
+                let s = stages.div_ceil(groups);
+                assert!(t.diagonal_indices().len() < 1 << (s + 1));
+            }
+        }
+    }
+    assert!(fft_groups(6, 1, true, C64::real(1.0)).is_err());
+    assert!(fft_groups(8, 4, true, C64::real(1.0)).is_err());
+}
+
+struct Setup {
+    ck: Ckks<CpuBackend>,
+    sk: SecretKey,
+    keys: EvaluationKeys<CpuBackend>,
+    boot: Bootstrapper<CpuBackend>,
+}
+
+fn setup(slots: usize, seed: u64) -> Setup {
+    let p = params::insecure_logn12_boot().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut bp = BootParams::for_params(&p).unwrap();
+    bp.slots = slots;
+    println!("{bp:?}");
+    let boot = Bootstrapper::new(&ck, bp).unwrap();
+    println!("{:?}, {} plaintexts", boot.levels(), boot.plaintexts());
+    let mut rng = test_rng(seed);
+    let sk = ck.gen_secret_key(&mut rng);
+    let keys = ck
+        .gen_evaluation_keys(&sk, boot.rotations(), true, &mut rng, |_, _| {})
+        .unwrap();
+    println!("{} rotation keys", boot.rotations().len());
+    Setup { ck, sk, keys, boot }
+}
+
+fn fresh_at_zero(s: &Setup, x: &[C64], seed: u64) -> Ciphertext<CpuBackend> {
+    let p = s.ck.params();
+    let mut rng = test_rng(seed);
+    let n = s.boot.params().slots;
+    let pt = s.ck.encode(x, n, 0, p.default_scale()).unwrap();
+    s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap()
+}
+
+fn check_boot(slots: usize, seed: u64, x: Option<Vec<C64>>) -> PrecisionStats {
+    let s = setup(slots, seed);
+    let mut rng = test_rng(seed + 1);
+    let x = x.unwrap_or_else(|| random_values(&mut rng, slots, 1.0));
+    let ct = fresh_at_zero(&s, &x, seed + 2);
+    let t = std::time::Instant::now();
+    let (out, cost) = s.boot.bootstrap(&s.ck, &s.keys, &ct).unwrap();
+    println!("bootstrap {slots} slots: {:.2?}, {cost:?}", t.elapsed());
+    assert_eq!(out.level(), s.boot.levels().output);
+    assert!((out.scale() / ct.scale() - 1.0).abs() < 1e-9);
+    let st = PrecisionStats::compute(&x, &s.ck.decrypt_decode(&s.sk, &out).unwrap());
+    println!("bootstrap {slots} slots: {st}");
+    st
+}
+
+/// All N/2 slots, uniform complex inputs in [-1, 1] + i[-1, 1].
+#[test]
+fn bootstrap_full_slots() {
+    let st = check_boot(2048, 1, None);
+    // Measured 25.1 worst slot, 27.4 mean.
+    assert!(st.min_bits() > 23.5, "{st}");
+    assert!(st.real.avg_bits.min(st.imag.avg_bits) > 26.0, "{st}");
+}
+
+/// A constant input of magnitude 1 puts the whole message in one coefficient at its largest:
+/// the sine's relative error `(2π·2^-12)²/6 = 2^-21.4` is met there.
+#[test]
+fn bootstrap_constant_input() {
+    let x = vec![C64::new(1.0, -1.0); 2048];
+    let st = check_boot(2048, 4, Some(x));
+    assert!(st.min_bits() > 20.0, "{st}");
+}
+
+/// Sparse slots (n = 256 of 2048): SubSum folds the other coefficients away first.
+#[test]
+fn bootstrap_sparse_slots() {
+    let st = check_boot(256, 6, None);
+    assert!(st.min_bits() > 23.5, "{st}");
+}
+
+/// Three rounds of computation then bootstrapping: each round squares the values and adds the
+/// input back (x ← x²·0.5 + x₀·0.5, which stays in the unit disc), using the levels a bootstrap
+/// leaves; the precision after each refresh stays at the single bootstrap's.
+#[test]
+fn chain_of_bootstraps_keeps_precision() {
+    let s = setup(2048, 9);
+    let p = s.ck.params();
+    let mut rng = test_rng(10);
+    let x0 = random_values(&mut rng, 2048, 0.7);
+    let mut want = x0.clone();
+    let mut ct = fresh_at_zero(&s, &x0, 11);
+    for round in 0..3 {
+        let (mut y, _) = s.boot.bootstrap(&s.ck, &s.keys, &ct).unwrap();
+        let st = PrecisionStats::compute(&want, &s.ck.decrypt_decode(&s.sk, &y).unwrap());
+        println!("round {round}: after bootstrap {st}");
+        assert!(st.min_bits() > 23.0, "round {round}: {st}");
+        // x² / 2 + x₀ / 2 on the two levels left; the constant's scale brings the result back
+        // to exactly Δ at level 0, as the next bootstrap wants.
+        let mut sq = s.ck.mul_relin(&y, &y, &s.keys).unwrap();
+        s.ck.rescale_assign(&mut sq).unwrap();
+        let fix = p.default_scale() * s.ck.rescale_prime(sq.level()) / sq.scale();
+        s.ck.mul_const_assign(&mut sq, C64::real(0.5), fix).unwrap();
+        s.ck.rescale_assign(&mut sq).unwrap();
+        assert_eq!(sq.level(), 0);
+        assert!((sq.scale() / p.default_scale() - 1.0).abs() < 1e-9);
+        let half: Vec<C64> = x0.iter().map(|v| *v * C64::real(0.5)).collect();
+        let half = s.ck.encode(&half, 2048, 0, sq.scale()).unwrap();
+        s.ck.add_plain_assign(&mut sq, &half).unwrap();
+        want = want
+            .iter()
+            .zip(&x0)
+            .map(|(w, a)| *w * *w * C64::real(0.5) + *a * C64::real(0.5))
+            .collect();
+        y = sq;
+        let st = PrecisionStats::compute(&want, &s.ck.decrypt_decode(&s.sk, &y).unwrap());
+        println!("round {round}: after computing {st}");
+        ct = y;
+    }
+}
+
+#[test]
+fn bootstrap_refuses_bad_settings_and_inputs() {
+    // A dense secret: I would need K of order √N.
+    let dense = params::insecure_logn12().validate().unwrap();
+    assert!(BootParams::for_params(&dense).is_err());
+    // Too few levels.
+    let mut lit = params::insecure_logn12();
+    lit.secret = params::SecretDistribution::SparseTernary { h: 64 };
+    let few = lit.validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&few)));
+    assert!(Bootstrapper::new(&ck, BootParams::for_params(&few).unwrap()).is_err());
+    // Settings out of range.
+    let p = params::insecure_logn12_boot().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::scalar(&p)));
+    let good = BootParams::for_params(&p).unwrap();
+    for bad in [
+        BootParams {
+            slots: 3,
+            ..good.clone()
+        },
+        BootParams {
+            slots: 4096,
+            ..good.clone()
+        },
+        BootParams {
+            cts_levels: 0,
+            ..good.clone()
+        },
+        BootParams {
+            stc_levels: 12,
+            ..good.clone()
+        },
+        BootParams {
+            k: f64::NAN,
+            ..good.clone()
+        },
+        BootParams {
+            log_message_ratio: 4.0,
+            ..good.clone()
+        },
+        BootParams {
+            input_scale: (1u64 << 58) as f64,
+            ..good.clone()
+        },
+    ] {
+        assert!(Bootstrapper::new(&ck, bad).is_err());
+    }
+    // Inputs: wrong slots, wrong scale, degree 2.
+    let s = setup(2048, 12);
+    let mut rng = test_rng(13);
+    let x = random_values(&mut rng, 1024, 1.0);
+    let pt = s.ck.encode(&x, 1024, 0, p.default_scale()).unwrap();
+    let ct = s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap();
+    assert!(s.boot.bootstrap(&s.ck, &s.keys, &ct).is_err());
+    let x = random_values(&mut rng, 2048, 1.0);
+    let pt = s.ck.encode(&x, 2048, 0, p.default_scale() * 2.0).unwrap();
+    let ct = s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap();
+    assert!(s.boot.bootstrap(&s.ck, &s.keys, &ct).is_err());
+    let pt = s.ck.encode(&x, 2048, 3, p.default_scale()).unwrap();
+    let ct = s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap();
+    let sq = s.ck.mul_no_relin(&ct, &ct).unwrap();
+    assert!(s.boot.bootstrap(&s.ck, &s.keys, &sq).is_err());
+    // Missing keys.
+    let none =
+        s.ck.gen_evaluation_keys(&s.sk, &[], false, &mut rng, |_, _| {})
+            .unwrap();
+    let pt = s.ck.encode(&x, 2048, 0, p.default_scale()).unwrap();
+    let ct = s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap();
+    assert!(s.boot.bootstrap(&s.ck, &none, &ct).is_err());
+}
