@@ -18,6 +18,7 @@
 //! Failures are [`BenchError`]s.
 
 pub mod accuracy;
+pub mod boot;
 pub mod ckks;
 pub mod cnn;
 pub mod convert;

@@ -10,7 +10,8 @@ mod private;
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 use veil_bench::{
-    accuracy, ckks, cnn, convert, e2e, e2e_link, mpc, nonlinear, plan, scp, to_json, BenchError,
+    accuracy, boot, ckks, cnn, convert, e2e, e2e_link, mpc, nonlinear, plan, scp, to_json,
+    BenchError,
 };
 
 // Large polynomial buffers are allocated and freed at a high rate; mimalloc keeps them in reused
@@ -77,6 +78,9 @@ enum Bench {
     Accuracy(accuracy::BenchAccuracyArgs),
     /// FEnc2's CNN packing: the Table IX block-size sweep (`--table-ix`).
     Cnn(cnn::BenchCnnArgs),
+    /// CKKS bootstrapping: latency per step, precision, levels left, key and plaintext bytes,
+    /// peak memory; beside OpenFHE and DESILO FHE (--peers), and an FHE-only MLP (--mlp).
+    Boot(boot::BenchBootArgs),
 }
 
 fn run_plan(a: &plan::PlanArgs) -> Result<(), BenchError> {
@@ -116,6 +120,15 @@ fn bench(b: Bench) -> Result<(), BenchError> {
             Ok(())
         }
         Bench::Nonlinear(a) => nonlinear::run(&a),
+        Bench::Boot(a) => {
+            let r = boot::run(&a)?;
+            if a.json {
+                println!("{}", to_json("the bootstrapping report", &r)?);
+            } else {
+                print!("{}", boot::render(&r));
+            }
+            Ok(())
+        }
         Bench::E2e(a) => print_e2e(&a),
         Bench::Accuracy(a) => {
             let r = accuracy::run(&a)?;

@@ -1346,6 +1346,55 @@ pub fn run_flow<B: PolyBackend>(log_n: u32, make: impl Fn(&CkksParams) -> B) {
     report(&p, r);
 }
 
+/// A whole bootstrap (`INSECURE_LOGN12_BOOT_H64`, 256 sparse slots: ModRaise, SubSum,
+/// CoeffToSlot, EvalMod, SlotToCoeff) on both backends from the same seeds: the keys, the input
+/// and every output word must agree.
+pub fn check_bootstrap<A: PolyBackend, B: PolyBackend>(
+    reference: Arc<A>,
+    candidate: Arc<B>,
+    seed: u64,
+) -> Conformance {
+    use veil_core::circuits::{BootParams, Bootstrapper};
+    let ca = Ckks::new(reference);
+    let cb = Ckks::new(candidate);
+    let p = ca.params().clone();
+    let mut bp = BootParams::for_params(&p).expect("a sparse-secret set");
+    bp.slots = 256;
+    let ba = Bootstrapper::new(&ca, bp.clone()).expect("enough levels");
+    let bb = Bootstrapper::new(&cb, bp).expect("enough levels");
+    let (mut ra, mut rb) = (test_rng(seed), test_rng(seed));
+    let ska = ca.gen_secret_key(&mut ra);
+    let skb = cb.gen_secret_key(&mut rb);
+    let ka = ca
+        .gen_evaluation_keys(&ska, ba.rotations(), true, &mut ra, |_, _| {})
+        .unwrap();
+    let kb = cb
+        .gen_evaluation_keys(&skb, bb.rotations(), true, &mut rb, |_, _| {})
+        .unwrap();
+    let x = random_values(&mut test_rng(seed ^ 0xB007), 256, 1.0);
+    let (pa, pb) = (
+        ca.encode(&x, 256, 0, p.default_scale()).unwrap(),
+        cb.encode(&x, 256, 0, p.default_scale()).unwrap(),
+    );
+    let xa = ca.encrypt_sk(&ska, &pa, &mut ra).unwrap();
+    let xb = cb.encrypt_sk(&skb, &pb, &mut rb).unwrap();
+    cmp_ct("bootstrap input", &ca, &cb, &xa, &xb)?;
+    let (oa, _) = ba.bootstrap(&ca, &ka, &xa).unwrap();
+    let (ob, _) = bb.bootstrap(&cb, &kb, &xb).unwrap();
+    cmp_ct("bootstrap output", &ca, &cb, &oa, &ob)
+}
+
+/// Runs [`check_bootstrap`] for the backend made by `make` against [`CpuBackend::scalar`].
+pub fn run_boot<B: PolyBackend>(make: impl Fn(&CkksParams) -> B) {
+    let p = params::insecure_logn12_boot().validate().unwrap();
+    let r = check_bootstrap(
+        Arc::new(CpuBackend::scalar(&p)),
+        Arc::new(make(&p)),
+        0xB0075,
+    );
+    report(&p, r);
+}
+
 /// Runs [`check_reference_model`] for the backend made by `make`, on the sets of
 /// [`conformance_params`]`(log_n)`. Panics with the first mismatch.
 pub fn run_model<B: PolyBackend>(log_n: u32, make: impl Fn(&CkksParams) -> B) {
@@ -1421,6 +1470,10 @@ macro_rules! testgen_conformance {
         fn conformance_model_logn12() {
             $crate::conformance::run_model(12, $make);
         }
+        #[test]
+        fn conformance_boot_logn12() {
+            $crate::conformance::run_boot($make);
+        }
     };
 }
 
@@ -1466,6 +1519,8 @@ macro_rules! testgen_conformance_device {
             $crate::conformance::run_flow(13, $make));
         $crate::testgen_conformance_device!(@test conformance_model_logn12, $available,
             $crate::conformance::run_model(12, $make));
+        $crate::testgen_conformance_device!(@test conformance_boot_logn12, $available,
+            $crate::conformance::run_boot($make));
     };
     (full, $available:expr, $make:expr) => {
         $crate::testgen_conformance_device!(@test conformance_ops_logn12, $available,
@@ -1492,5 +1547,7 @@ macro_rules! testgen_conformance_device {
             $crate::conformance::run_flow(16, $make));
         $crate::testgen_conformance_device!(@test conformance_model_logn12, $available,
             $crate::conformance::run_model(12, $make));
+        $crate::testgen_conformance_device!(@test conformance_boot_logn12, $available,
+            $crate::conformance::run_boot($make));
     };
 }

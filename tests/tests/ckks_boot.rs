@@ -1,7 +1,7 @@
-//! CKKS bootstrapping at N = 2^12 (`INSECURE_LOGN12_BOOT_H64`, fast enough for CI): the factored
-//! FFTs against the encoder in `f64`, a full-slot and a sparse-slot bootstrap against the input
-//! values with precision statistics, a chain that alternates computation and bootstrapping, and
-//! the typed refusals.
+//! CKKS bootstrapping: at N = 2^12 (`INSECURE_LOGN12_BOOT_H64`) the factored FFTs against the
+//! encoder in `f64`, a full-slot, a constant and a sparse-slot bootstrap against the input values
+//! with precision statistics, a chain that alternates computation and bootstrapping, and the
+//! typed refusals; at N = 2^16 the 128-bit set, its precision asserted.
 
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
@@ -10,6 +10,11 @@ use veil_core::circuits::{BootParams, Bootstrapper};
 use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PrecisionStats, SecretKey, C64};
 use veil_core::params;
 use veil_tests::*;
+
+// The N = 2^16 test allocates and frees large buffers at a high rate (as the `veil` binary,
+// which uses mimalloc for the same reason).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn bitrev<T: Copy>(v: &[T]) -> Vec<T> {
     let n = v.len();
@@ -250,4 +255,36 @@ fn bootstrap_refuses_bad_settings_and_inputs() {
     let pt = s.ck.encode(&x, 2048, 0, p.default_scale()).unwrap();
     let ct = s.ck.encrypt_sk(&s.sk, &pt, &mut rng).unwrap();
     assert!(s.boot.bootstrap(&s.ck, &none, &ct).is_err());
+}
+
+/// The 128-bit set at N = 2^16 (`CKKS_128_LOGN16_BOOT_H192_LOGQP1740`), all 2^15 slots: min,
+/// mean and median precision of the real and imaginary parts, each asserted, and the 9 levels
+/// left. About 1.5 min and 8 GB on 2 cores (`veil bench boot` times it).
+#[test]
+fn bootstrap_logn16_128bit() {
+    let p = params::ckks_128_logn16_boot().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let bp = BootParams::for_params(&p).unwrap();
+    let boot = Bootstrapper::new(&ck, bp).unwrap();
+    assert_eq!(boot.levels().output, 9);
+    let mut rng = test_rng(16);
+    let sk = ck.gen_secret_key(&mut rng);
+    let keys = ck
+        .gen_evaluation_keys(&sk, boot.rotations(), true, &mut rng, |_, _| {})
+        .unwrap();
+    let n = p.max_slots();
+    let x = random_values(&mut rng, n, 1.0);
+    let pt = ck.encode(&x, n, 0, p.default_scale()).unwrap();
+    let ct = ck.encrypt_sk(&sk, &pt, &mut rng).unwrap();
+    let (out, cost) = boot.bootstrap(&ck, &keys, &ct).unwrap();
+    println!("N = 2^16: {cost:?}");
+    assert_eq!(out.level(), 9);
+    let st = PrecisionStats::compute(&x, &ck.decrypt_decode(&sk, &out).unwrap());
+    println!("N = 2^16 bootstrap: {st}");
+    // Measured 20.3 / 22.9 / 23.1 (real) and 20.3 / 22.8 / 23.1 (imaginary).
+    for part in [st.real, st.imag] {
+        assert!(part.min_bits > 19.5, "{st}");
+        assert!(part.avg_bits > 22.0, "{st}");
+        assert!(part.median_bits > 22.3, "{st}");
+    }
 }

@@ -38,6 +38,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::f64::consts::PI;
 
+/// The largest EvalMod degree [`BootParams::fit_evalmod`] considers.
+pub const MAX_EVALMOD_DEGREE: usize = 255;
+
 /// The smallest message ratio `log2(q_0/Δ)` a bootstrapped input may have.
 pub const MIN_LOG_MESSAGE_RATIO: f64 = 8.0;
 
@@ -92,26 +95,39 @@ impl BootParams {
             input_scale: params.default_scale(),
             log_message_ratio: 12.0,
         };
-        p.fit_evalmod(-35.0)?;
+        p.fit_evalmod(-42.0)?;
         Ok(p)
     }
 
-    /// Picks `(degree, r)`: for each `r ≤ 6`, the smallest degree `2^j − 1` whose interpolant of
-    /// `cos(2π(Kx − 1/4)/2^r)` has a maximum error below `2^log2_err` on `[−1, 1]`; the least
-    /// total depth `j + r` wins, the lower degree (fewer products) on ties.
+    /// Picks `(degree, r)`: for each `r ≤ 6`, the smallest degree whose interpolant of
+    /// `cos(2π(Kx − 1/4)/2^r)` has, after the `r` double angles, a maximum error below
+    /// `2^log2_err` on `[−1, 1]` (a bisection: the error falls with the degree once the
+    /// polynomial resolves the cosine), and the few degrees above it; the least total depth
+    /// wins, then the fewest products (the interpolant's plus `r` squarings).
     pub fn fit_evalmod(&mut self, log2_err: f64) -> Result<()> {
-        let mut best: Option<(usize, u32, usize)> = None;
+        let ok = |r: u32, d: usize| -> Result<bool> {
+            let poly = evalmod_poly(self.k, r, d)?;
+            Ok(libm::log2(max_error(&poly, self.k, r)) < log2_err)
+        };
+        let mut best: Option<((usize, usize), u32, usize)> = None;
         for r in 0..=6u32 {
-            for j in 3..=8usize {
-                let d = (1 << j) - 1;
+            if !ok(r, MAX_EVALMOD_DEGREE)? {
+                continue;
+            }
+            let (mut lo, mut hi) = (2usize, MAX_EVALMOD_DEGREE);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if ok(r, mid)? {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            for d in lo..=(lo + 8).min(MAX_EVALMOD_DEGREE) {
                 let poly = evalmod_poly(self.k, r, d)?;
-                if libm::log2(max_error(&poly, self.k, r)) < log2_err {
-                    let better =
-                        best.is_none_or(|(depth, _, bd)| (j + r as usize, d) < (depth, bd));
-                    if better {
-                        best = Some((j + r as usize, r, d));
-                    }
-                    break;
+                let key = (poly.depth() + r as usize, poly.products() + r as usize);
+                if best.is_none_or(|(b, _, _)| key < b) {
+                    best = Some((key, r, d));
                 }
             }
         }
@@ -459,6 +475,15 @@ impl<B: PolyBackend> Bootstrapper<B> {
             .iter()
             .chain(&self.stc)
             .map(|t| t.plaintexts())
+            .sum()
+    }
+
+    /// Their bytes in memory.
+    pub fn plaintext_bytes(&self) -> usize {
+        self.cts
+            .iter()
+            .chain(&self.stc)
+            .map(|t| t.plaintext_bytes())
             .sum()
     }
 

@@ -217,6 +217,7 @@ impl LinearTransform {
         let (babies, _) = self.split(n1);
         Ok(EncodedLinearTransform {
             slots: self.slots,
+            ring_n: ck.params().n(),
             level,
             babies: babies.into_iter().collect(),
             giants: giants.into_iter().collect(),
@@ -231,6 +232,7 @@ type GiantStep<B> = (usize, Vec<(usize, Plaintext<B>)>);
 /// plaintexts.
 pub struct EncodedLinearTransform<B: PolyBackend> {
     slots: usize,
+    ring_n: usize,
     level: usize,
     babies: Vec<usize>,
     giants: Vec<GiantStep<B>>,
@@ -267,6 +269,11 @@ impl<B: PolyBackend> EncodedLinearTransform<B> {
     /// The number of diagonal plaintexts held.
     pub fn plaintexts(&self) -> usize {
         self.giants.iter().map(|(_, v)| v.len()).sum()
+    }
+
+    /// Their bytes in memory (`level + 1` rows of `N` words each).
+    pub fn plaintext_bytes(&self) -> usize {
+        self.plaintexts() * (self.level + 1) * self.ring_n * 8
     }
 
     /// `M·x` on the slots of `ct` (at this transform's level and slot count), rescaled: the

@@ -111,42 +111,47 @@ impl ChebyshevPoly {
         t * b1 - b2 + self.coeffs[0]
     }
 
-    /// The planned levels of the BSGS recursion for baby-step size `m` (`0` for a constant).
-    fn poly_depth(&self, m: usize) -> usize {
+    /// The planned levels of the BSGS recursion for baby-step size `m` (`0` for a constant),
+    /// and its relinearized products (powers plus the products of the splits).
+    fn plan(&self, m: usize) -> (usize, usize) {
         let levels = PowerLevels::new(self.degree(), m);
         let out = plan_level(&self.coeffs, &levels, m);
-        if out == i64::MAX {
-            0
-        } else {
-            (-out) as usize
-        }
+        let depth = if out == i64::MAX { 0 } else { (-out) as usize };
+        let mults = levels.0.len() - 1 + plan_products(&self.coeffs, m);
+        (depth, mults)
     }
 
-    /// The baby-step size `m`: the power of two with `m² ≥ d + 1` (the fewest non-scalar
-    /// products), halved while a smaller one saves a level — so the depth is the optimum
-    /// `⌈log2(d + 1)⌉` (near `d = 2^k − 1` the leaves' coefficients would otherwise cost one
-    /// more).
+    /// The baby-step size `m`: among the powers of two up to twice `⌈√(d+1)⌉`, the one of least
+    /// depth, then fewest products. Near `d = 2^k − 1` only small `m` reach the optimum
+    /// `⌈log2(d + 1)⌉` (the leaves' coefficients cost a level), at many more products.
     fn baby(&self) -> usize {
         let d1 = self.degree() + 1;
-        let mut m = 2;
-        while m * m < d1 {
+        let mut top = 2;
+        while top * top < d1 {
+            top *= 2;
+        }
+        let mut best = (self.plan(2), 2);
+        let mut m = 4;
+        while m <= 2 * top {
+            let p = self.plan(m);
+            if p < best.0 {
+                best = (p, m);
+            }
             m *= 2;
         }
-        let mut best = (self.poly_depth(m), m);
-        while m > 2 {
-            m /= 2;
-            let depth = self.poly_depth(m);
-            if depth < best.0 {
-                best = (depth, m);
-            }
-        }
         best.1
+    }
+
+    /// The relinearized products a homomorphic evaluation runs (what
+    /// [`PolyCost::ct_mults`] will report).
+    pub fn products(&self) -> usize {
+        self.plan(self.baby()).1
     }
 
     /// The levels a homomorphic evaluation consumes: `⌈log2(d + 1)⌉`, plus one for the map of
     /// `[a, b]` onto `[−1, 1]` unless the interval is already `[−1, 1]`.
     pub fn depth(&self) -> usize {
-        self.poly_depth(self.baby()) + usize::from(self.maps_interval())
+        self.plan(self.baby()).0 + usize::from(self.maps_interval())
     }
 
     /// Evaluates `p` on the slots of `ct` (whose values must lie in `[a, b]`), producing a
@@ -283,6 +288,18 @@ fn giant_for(d: usize, m: usize) -> usize {
         g *= 2;
     }
     g
+}
+
+/// The products of the splits of `eval` on `c` (one per split whose quotient is not constant).
+fn plan_products(c: &[f64], m: usize) -> usize {
+    let d = c.len() - 1;
+    if d < m {
+        return 0;
+    }
+    let (q, r) = split(c, giant_for(d, m));
+    // Only a leaf quotient with no nonconstant term comes back empty (a scalar multiple of T_g).
+    let q_const = q.len() - 1 < m && q[1..].iter().all(|&x| x == 0.0);
+    usize::from(!q_const) + plan_products(&q, m) + plan_products(&r, m)
 }
 
 /// The planned output level of `eval` on `c` (relative), or `i64::MAX` for a constant.
