@@ -13,15 +13,15 @@ use std::process::Command;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
 use veil_core::backend::PolyBackend;
-use veil_core::circuits::{BootParams, Bootstrapper, LinearTransform};
-use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PrecisionStats, SecretKey, C64};
+use veil_core::circuits::{BootKeys, BootParams, Bootstrapper, LinearTransform};
+use veil_core::ckks::{Ciphertext, Ckks, PrecisionStats, SecretKey, C64};
 use veil_core::params;
 use veil_core::CkksParams;
 
 /// Options of `veil bench boot`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchBootArgs {
-    /// Parameter set: `logn16` (`CKKS_128_LOGN16_BOOT_H192_LOGQP1740`, 128-bit) or `logn12`
+    /// Parameter set: `logn16` (`CKKS_128_LOGN16_BOOT_H192_LOGQP1720`, 128-bit) or `logn12`
     /// (`INSECURE_LOGN12_BOOT_H64`, a quick check).
     #[arg(long, default_value = "logn16")]
     pub params: String,
@@ -176,7 +176,7 @@ fn values(n: usize, rng: &mut impl RngCore) -> Vec<C64> {
 struct Session {
     ck: Ckks<CpuBackend>,
     sk: SecretKey,
-    keys: EvaluationKeys<CpuBackend>,
+    keys: BootKeys<CpuBackend>,
     boot: Bootstrapper<CpuBackend>,
     setup_s: f64,
     keygen_s: f64,
@@ -198,12 +198,12 @@ fn session(
     let setup_s = t.elapsed().as_secs_f64();
     let mut rng = ChaCha20Rng::from_rng(rand_core::OsRng)?;
     let sk = ck.gen_secret_key(&mut rng);
-    let mut rots: Vec<i64> = boot.rotations().to_vec();
-    rots.extend_from_slice(extra_rotations);
     let t = Instant::now();
     let mut progress = crate::progress::Progress::new("bootstrapping keys", quiet);
-    let keys = ck
-        .gen_evaluation_keys(&sk, &rots, true, &mut rng, |d, n| progress.update(d, n))
+    let keys = boot
+        .gen_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
+            progress.update(d, n)
+        })
         .map_err(core("key generation"))?;
     let keygen_s = t.elapsed().as_secs_f64();
     Ok(Session {
@@ -298,12 +298,13 @@ fn random_layer(w: usize, rng: &mut impl RngCore) -> (Vec<Vec<C64>>, Vec<C64>) {
 /// bootstrapper's slot count must be `w`.
 pub fn run_mlp<B: PolyBackend>(
     ck: &Ckks<B>,
-    keys: &EvaluationKeys<B>,
+    boot_keys: &BootKeys<B>,
     sk: &SecretKey,
     boot: &Bootstrapper<B>,
     layers: usize,
     rng: &mut ChaCha20Rng,
 ) -> Result<MlpReport, BenchError> {
+    let keys = &boot_keys.eval;
     let w = boot.params().slots;
     let delta = boot.params().input_scale;
     let top = boot.levels().output;
@@ -335,7 +336,9 @@ pub fn run_mlp<B: PolyBackend>(
         ck.rescale_assign(&mut sq).map_err(core("rescale to Δ"))?;
         let act = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let (out, _) = boot.bootstrap(ck, keys, &sq).map_err(core("bootstrap"))?;
+        let (out, _) = boot
+            .bootstrap(ck, boot_keys, &sq)
+            .map_err(core("bootstrap"))?;
         ct = out;
         layer_s.push([lin, act, t.elapsed().as_secs_f64()]);
         let lin_ref = lt.apply(&want).map_err(core("reference"))?;
@@ -428,7 +431,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
         reset_peak_rss();
         let s = session(&p, &bp, t, &[], a.json)?;
         if facts.is_none() {
-            let nkeys = s.boot.rotations().len() + 2;
+            let nkeys = s.keys.count();
             let key = |c| veil_core::serial::switching_key_len(&p, c);
             facts = Some((
                 nkeys,
@@ -436,6 +439,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
                 nkeys * key(false),
                 s.boot.plaintexts(),
                 s.boot.plaintext_bytes(),
+                s.boot.levels().output,
             ));
         }
         if !a.json {
@@ -467,17 +471,13 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
             peers.extend(run_peers(t, a.reps)?);
         }
     }
-    let probe = Ckks::new(std::sync::Arc::new(CpuBackend::scalar(&p)));
-    let levels = Bootstrapper::new(&probe, bp.clone())
-        .map_err(core("bootstrapper"))?
-        .levels();
-    let (keys, kc, km, pts, pt_bytes) = facts.unwrap_or_default();
+    let (keys, kc, km, pts, pt_bytes, levels_left) = facts.unwrap_or_default();
     Ok(BenchBootReport {
         params: p.name().into(),
         log_n: p.log_n(),
         log_qp: p.log_qp(),
         boot: format!("{bp:?}"),
-        levels_left: levels.output,
+        levels_left,
         keys,
         key_bytes_compressed: kc,
         key_bytes_memory: km,

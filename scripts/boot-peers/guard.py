@@ -16,6 +16,7 @@ Runs on any Python 3 (no third-party modules).
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -65,6 +66,19 @@ def mem_available_kb():
     return None
 
 
+def partial_times(path, start):
+    """Seconds of the timed reps ("  rep i/n: X s" progress lines) logged before a kill."""
+    if not path:
+        return []
+    try:
+        with open(path) as f:
+            f.seek(start)
+            text = f.read()
+    except OSError:
+        return []
+    return [float(m) for m in re.findall(r"^  rep \d+/\d+: ([0-9.]+) s$", text, re.M)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -78,6 +92,7 @@ def main():
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
 
+    log_start = os.path.getsize(a.log) if a.log and os.path.exists(a.log) else 0
     logf = open(a.log, "a") if a.log else sys.stderr
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, text=True,
                             start_new_session=True)
@@ -132,6 +147,9 @@ def main():
         rec["peak_rss_mb"] = round(peak_kb / 1024, 1)
         rec["status"] = killed if killed.startswith("error") else "killed for memory"
         rec["status_detail"] = killed
+        partial = partial_times(a.log, log_start)
+        if partial:
+            rec["partial_boot_s"] = partial  # timed reps finished before the kill (from the log)
     rec["guard_peak_rss_mb"] = round(peak_kb / 1024, 1)
     rec["wall_s"] = round(elapsed, 2)
     if logf is not sys.stderr:

@@ -27,19 +27,19 @@ LIMIT=${BOOT_PEERS_LIMIT_GB:-20}
 AVAIL=${BOOT_PEERS_MIN_AVAIL_GB:-1.5}
 TMO=${BOOT_PEERS_TIMEOUT:-1800}
 mkdir -p "$LOGS"
-export OMP_NUM_THREADS=$T MKL_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T
+export OMP_NUM_THREADS=$T MKL_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T PYTHONDONTWRITEBYTECODE=1
 GUARD_PY=$(command -v python3 || echo "$P/venv311/bin/python")
 
-one() { # name venv-python variant script args...
-  local name=$1 py=$2 variant=$3; shift 3
+one() { # name lib venv-python variant script args...
+  local name=$1 lib=$2 py=$3 variant=$4; shift 4
   local log="$LOGS/${name}_t${T}.log"
   { echo "### $name threads=$T reps=$REPS start $(date '+%F %T') $(uptime)"; } > "$log"
   if [ ! -x "$py" ]; then
     printf '{"lib": "%s", "variant": "%s", "threads": %s, "status": "error: %s missing (run the peers setup)"}\n' \
-      "${name%%-*}" "$variant" "$T" "$py"
+      "$lib" "$variant" "$T" "$py"
     return
   fi
-  "$GUARD_PY" "$here/guard.py" --lib "${name%%-*}" --variant "$variant" --threads "$T" \
+  "$GUARD_PY" "$here/guard.py" --lib "$lib" --variant "$variant" --threads "$T" \
     --limit-gb "$LIMIT" --min-avail-gb "$AVAIL" --timeout "$TMO" --log "$log" -- \
     "$py" "$here/$@" --threads "$T" --reps "$REPS" --warmup "${BOOT_PEERS_WARMUP:-1}" | tee -a "$log.json" | tail -1
   echo "### end $(date '+%F %T') $(uptime)" >> "$log"
@@ -47,11 +47,11 @@ one() { # name venv-python variant script args...
 
 for r in $RUNS; do
   case $r in
-    openfhe)           one openfhe "$P/venv310/bin/python" "levels${BOOT_OPENFHE_LEVELS:-6}" boot_openfhe.py \
+    openfhe)           one openfhe openfhe "$P/venv310/bin/python" "levels${BOOT_OPENFHE_LEVELS:-6}" boot_openfhe.py \
                          --levels-after "${BOOT_OPENFHE_LEVELS:-6}" --dnum "${BOOT_OPENFHE_DNUM:-0}" ;;
-    desilo)            one desilo "$P/venv311/bin/python" default boot_desilo.py --variant default ;;
-    desilo-small)      one desilo-small "$P/venv311/bin/python" small-key boot_desilo.py --variant small-key ;;
-    desilo-size-small) one desilo-size-small "$P/venv311/bin/python" size-small boot_desilo.py --variant size-small ;;
+    desilo)            one desilo desilo "$P/venv311/bin/python" default boot_desilo.py --variant default ;;
+    desilo-small)      one desilo-small desilo-small-key "$P/venv311/bin/python" small-key boot_desilo.py --variant small-key ;;
+    desilo-size-small) one desilo-size-small desilo-size-small "$P/venv311/bin/python" size-small boot_desilo.py --variant size-small ;;
     *) printf '{"lib": "%s", "threads": %s, "status": "error: unknown run"}\n' "$r" "$T" ;;
   esac
 done

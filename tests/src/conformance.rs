@@ -1365,12 +1365,8 @@ pub fn check_bootstrap<A: PolyBackend, B: PolyBackend>(
     let (mut ra, mut rb) = (test_rng(seed), test_rng(seed));
     let ska = ca.gen_secret_key(&mut ra);
     let skb = cb.gen_secret_key(&mut rb);
-    let ka = ca
-        .gen_evaluation_keys(&ska, ba.rotations(), true, &mut ra, |_, _| {})
-        .unwrap();
-    let kb = cb
-        .gen_evaluation_keys(&skb, bb.rotations(), true, &mut rb, |_, _| {})
-        .unwrap();
+    let ka = ba.gen_keys(&ca, &ska, &[], &mut ra, |_, _| {}).unwrap();
+    let kb = bb.gen_keys(&cb, &skb, &[], &mut rb, |_, _| {}).unwrap();
     let x = random_values(&mut test_rng(seed ^ 0xB007), 256, 1.0);
     let (pa, pb) = (
         ca.encode(&x, 256, 0, p.default_scale()).unwrap(),

@@ -38,6 +38,9 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::f64::consts::PI;
 
+/// The ephemeral secret's Hamming weight in sparse-secret encapsulation (Lattigo's default).
+pub const EPHEMERAL_WEIGHT: u32 = 32;
+
 /// The largest EvalMod degree [`BootParams::fit_evalmod`] considers.
 pub const MAX_EVALMOD_DEGREE: usize = 255;
 
@@ -59,6 +62,12 @@ pub struct BootParams {
     pub double_angles: u32,
     /// Degree of the EvalMod Chebyshev interpolant.
     pub degree: usize,
+    /// Sparse-secret encapsulation (Bossuat–Troncoso-Pastoriza–Hubaux 2022): before ModRaise
+    /// the level-0 ciphertext is switched to an ephemeral secret of this Hamming weight, under a
+    /// key that lives modulo `q_0·p_0` only (where so sparse a secret stays secure), and back to
+    /// the real secret after ModRaise. `I` then follows the ephemeral weight, so `K` and the
+    /// EvalMod degree shrink. `None`: ModRaise under the real secret.
+    pub ephemeral_weight: Option<u32>,
     /// The scale `Δ` of the ciphertexts to refresh (the output has it too).
     pub input_scale: f64,
     /// The message ratio `log2(q_0/Δ')` EvalMod works at: the input is first multiplied by the
@@ -70,21 +79,24 @@ pub struct BootParams {
 }
 
 impl BootParams {
-    /// Defaults for a parameter set: all `N/2` slots, 3 + 3 FFT levels, `K = ⌈7·√(h/12)⌉ + 1`
-    /// for the secret's Hamming weight `h` (so that `|I| > K − 1` has probability below `2^-36`
-    /// per coefficient), and the EvalMod degree and double-angle count of least depth whose
+    /// Defaults for a parameter set: all `N/2` slots, 3 + 3 FFT levels, sparse-secret
+    /// encapsulation to weight [`EPHEMERAL_WEIGHT`] when the secret is denser,
+    /// `K = ⌈7·√(h/12)⌉ + 1` for the weight `h` ModRaise sees (`|I|` has standard deviation
+    /// about `√(h/12)`, so `|I| > K − 1` has probability below `2^-36` per coefficient), and the EvalMod degree and double-angle count of least depth whose
     /// error after the double angles is below `2^-35` (the `f64` floor of the fit is near `2^-40`) ([`BootParams::fit_evalmod`]). Refuses dense secrets:
     /// their `I` would need `K` of order `√N`.
     pub fn for_params(params: &CkksParams) -> Result<Self> {
         let h = match params.secret_distribution() {
-            SecretDistribution::SparseTernary { h } => h as f64,
+            SecretDistribution::SparseTernary { h } => h,
             SecretDistribution::UniformTernary => {
                 return Err(Error::InvalidParameters(
                     "bootstrapping needs a sparse secret (SecretDistribution::SparseTernary)",
                 ))
             }
         };
-        let k = libm::ceil(7.0 * libm::sqrt(h / 12.0)) + 1.0;
+        let ephemeral_weight = (h > EPHEMERAL_WEIGHT).then_some(EPHEMERAL_WEIGHT);
+        let weight = ephemeral_weight.unwrap_or(h) as f64;
+        let k = libm::ceil(7.0 * libm::sqrt(weight / 12.0)) + 1.0;
         let mut p = Self {
             slots: params.max_slots(),
             cts_levels: 3,
@@ -92,6 +104,7 @@ impl BootParams {
             k,
             double_angles: 0,
             degree: 0,
+            ephemeral_weight,
             input_scale: params.default_scale(),
             log_message_ratio: 12.0,
         };
@@ -158,7 +171,12 @@ impl BootParams {
                 "FFT level budgets must be in 1..=log2(slots)",
             ));
         }
-        if !(self.k.is_finite() && self.k >= 1.0) || self.degree < 2 || self.double_angles > 8 {
+        if !(self.k.is_finite() && self.k >= 1.0)
+            || self.degree < 2
+            || self.degree > MAX_EVALMOD_DEGREE
+            || self.double_angles > 8
+            || self.ephemeral_weight == Some(0)
+        {
             return Err(Error::InvalidParameters("invalid EvalMod settings"));
         }
         let q0 = params.q()[0].value() as f64;
@@ -340,12 +358,42 @@ pub struct BootCost {
     pub conjugations: u64,
     /// Relinearized products (EvalMod).
     pub ct_mults: u64,
+    /// The two key switches of sparse-secret encapsulation.
+    pub key_switches_extra: u64,
 }
 
 impl BootCost {
     /// Key switches: rotations, conjugations and relinearizations.
     pub fn key_switches(&self) -> u64 {
-        self.rotations + self.conjugations + self.ct_mults
+        self.rotations + self.conjugations + self.ct_mults + self.key_switches_extra
+    }
+}
+
+/// The keys a bootstrap needs, all public (the server holds them): the relinearization,
+/// conjugation and rotation keys, and the two keys of sparse-secret encapsulation.
+pub struct BootKeys<B: PolyBackend> {
+    /// Relinearization, conjugation and Galois keys ([`Bootstrapper::rotations`] and any extra
+    /// rotations asked for).
+    pub eval: EvaluationKeys<B>,
+    /// `s → s'` over `{q_0, p_0}` (`[b, a]`) and `s' → s` over `Q ∪ P`, when encapsulating.
+    encapsulation: Option<([B::Buffer; 2], crate::rlwe::SwitchingKey<B>)>,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for BootKeys<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BootKeys")
+            .field("galois", &self.eval.galois.len())
+            .field("encapsulation", &self.encapsulation.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: PolyBackend> BootKeys<B> {
+    /// Switching keys held (relinearization, Galois, and the encapsulation pair).
+    pub fn count(&self) -> usize {
+        usize::from(self.eval.relin.is_some())
+            + self.eval.galois.len()
+            + 2 * usize::from(self.encapsulation.is_some())
     }
 }
 
@@ -469,6 +517,36 @@ impl<B: PolyBackend> Bootstrapper<B> {
         &self.rotations
     }
 
+    /// Generates the bootstrapping keys under `sk` (client side): relinearization,
+    /// conjugation, a Galois key per rotation of [`Bootstrapper::rotations`] and of `extra`,
+    /// and, when encapsulating, a fresh ephemeral sparse secret's two keys (the secret is wiped
+    /// when this returns). `progress(done, total)` follows the Galois keys.
+    pub fn gen_keys(
+        &self,
+        ck: &Ckks<B>,
+        sk: &crate::rlwe::SecretKey,
+        extra: &[i64],
+        rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
+        progress: impl FnMut(usize, usize),
+    ) -> Result<BootKeys<B>> {
+        let mut rots = self.rotations.clone();
+        rots.extend_from_slice(extra);
+        let eval = ck.gen_evaluation_keys(sk, &rots, true, rng, progress)?;
+        let encapsulation = match self.params.ephemeral_weight {
+            Some(h) => {
+                let sparse = ck.rlwe.gen_ephemeral_secret(h as usize, rng);
+                let to = ck.rlwe.gen_sparse_switching_key(sk, &sparse, rng)?;
+                let back = ck.rlwe.gen_switching_key_from(sk, &sparse, rng)?;
+                Some((to, back))
+            }
+            None => None,
+        };
+        Ok(BootKeys {
+            eval,
+            encapsulation,
+        })
+    }
+
     /// The number of plaintexts held by the encoded FFT groups.
     pub fn plaintexts(&self) -> usize {
         self.cts
@@ -492,7 +570,7 @@ impl<B: PolyBackend> Bootstrapper<B> {
     pub fn bootstrap(
         &self,
         ck: &Ckks<B>,
-        keys: &EvaluationKeys<B>,
+        keys: &BootKeys<B>,
         ct: &Ciphertext<B>,
     ) -> Result<(Ciphertext<B>, BootCost)> {
         self.bootstrap_with(ck, keys, ct, |_| {})
@@ -502,10 +580,16 @@ impl<B: PolyBackend> Bootstrapper<B> {
     pub fn bootstrap_with(
         &self,
         ck: &Ckks<B>,
-        keys: &EvaluationKeys<B>,
+        boot_keys: &BootKeys<B>,
         ct: &Ciphertext<B>,
         mut step: impl FnMut(BootStep),
     ) -> Result<(Ciphertext<B>, BootCost)> {
+        let keys = &boot_keys.eval;
+        if self.params.ephemeral_weight.is_some() != boot_keys.encapsulation.is_some() {
+            return Err(Error::InvalidParameters(
+                "the bootstrapping keys do not match the settings' encapsulation",
+            ));
+        }
         let n = self.params.slots;
         if ct.slots() != n {
             return Err(Error::SlotMismatch {
@@ -531,7 +615,19 @@ impl<B: PolyBackend> Bootstrapper<B> {
         let mut low = ck.clone_ct(ct);
         ck.drop_level_assign(&mut low, 0)?;
         ck.mul_int_assign(&mut low, 1i64 << self.params.lift_bits(self.q0))?;
-        let mut x = self.mod_raise(ck, &low)?;
+        let mut x = match &boot_keys.encapsulation {
+            Some((to, back)) => {
+                let sparse = self.switch_level0(ck, &low, to)?;
+                let mut raised = self.mod_raise(ck, &sparse)?;
+                let [k0, k1] = ck.rlwe.key_switch(&raised.polys[1], raised.level, back)?;
+                let top = Basis::q(raised.level + 1);
+                ck.backend().add_assign(&mut raised.polys[0], &k0, top);
+                raised.polys[1] = k1;
+                cost.key_switches_extra += 2;
+                raised
+            }
+            None => self.mod_raise(ck, &low)?,
+        };
         let mut k = n;
         while k < ck.params().max_slots() {
             let r = ck.rotate(&x, k as i64, keys)?;
@@ -590,6 +686,39 @@ impl<B: PolyBackend> Bootstrapper<B> {
             y = sq;
         }
         Ok(y)
+    }
+
+    /// The level-0 key switch `s → s'` with the one-digit key over `{q_0, p_0}`: `c_1` lifted
+    /// to `p_0` (the first digit of the gadget decomposition at level 0), multiplied by the key,
+    /// divided by `p_0` with rounding.
+    fn switch_level0(
+        &self,
+        ck: &Ckks<B>,
+        ct: &Ciphertext<B>,
+        key: &[B::Buffer; 2],
+    ) -> Result<Ciphertext<B>> {
+        let be = ck.backend();
+        let k = ck.params().p().len();
+        let mut digits = [be.alloc(1 + k)];
+        be.decompose(&ct.polys[1], 0, &mut digits);
+        let ext = Basis::qp(1, 1);
+        let mut out = Vec::with_capacity(2);
+        for part in key {
+            let mut prod = be.alloc(2);
+            be.mul(&digits[0], part, &mut prod, ext);
+            let mut down = be.alloc(1);
+            be.mod_down_p0(&prod, 0, &mut down);
+            out.push(down);
+        }
+        be.add_assign(&mut out[0], &ct.polys[0], Basis::q(1));
+        Ok(Ciphertext {
+            params_id: ct.params_id,
+            polys: out,
+            level: 0,
+            scale: ct.scale,
+            slots: ct.slots,
+            seed: None,
+        })
     }
 
     /// ModRaise: the level-0 residues lifted centred to every prime of `Q_L`, labelled with

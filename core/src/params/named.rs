@@ -81,12 +81,13 @@ pub fn insecure_logn10() -> CkksParamsLiteral {
 /// Test set for bootstrapping: N = 2^12 with a sparse secret of Hamming weight 64. Far below
 /// 128-bit security: for fast tests only. `q_0` and the EvalMod and CoeffToSlot primes are 60
 /// bits (the CoeffToSlot/EvalMod scale is `q_0`); three computation levels and the SlotToCoeff
-/// levels are 40-bit scaling primes. 3 + 3 FFT levels and EvalMod depth 8 (`BootParams::for_params`: K = 18, one double angle)
-/// leave 3 levels: an MLP layer (linear, square, back to `Δ`) between bootstraps.
+/// levels are 40-bit scaling primes. 3 + 3 FFT levels and EvalMod depth 7 (`BootParams::for_params`:
+/// encapsulation to weight 32, K = 13, degree 122) leave 3 levels: an MLP layer (linear, square,
+/// back to `Δ`) between bootstraps.
 pub fn insecure_logn12_boot() -> CkksParamsLiteral {
     let mut log_q: Vec<u32> = vec![60];
     log_q.extend(core::iter::repeat_n(40, 3 + 3));
-    log_q.extend(core::iter::repeat_n(60, 8 + 3));
+    log_q.extend(core::iter::repeat_n(60, 7 + 3));
     CkksParamsLiteral {
         name: String::from("INSECURE_LOGN12_BOOT_H64"),
         log_n: 12,
@@ -100,16 +101,17 @@ pub fn insecure_logn12_boot() -> CkksParamsLiteral {
 }
 
 /// N = 2^16 for bootstrapping, 128-bit: a sparse secret of Hamming weight 192, `q_0` 60 bits,
-/// 9 computation levels of 40 bits, then 3 SlotToCoeff levels of 40 bits, 8 EvalMod levels and
-/// 3 CoeffToSlot levels of 60 bits (24 primes, `log2 Q = 1200`), nine 60-bit special primes and
-/// 3 digits: `log2(QP) = 1740 ≤ 1761`. A bootstrap with `BootParams::for_params` (K = 29, a
-/// degree-255 EvalMod) leaves the 9 computation levels.
+/// 10 computation levels of 40 bits, then 3 SlotToCoeff levels of 40 bits, 7 EvalMod levels and
+/// 3 CoeffToSlot levels of 60 bits (24 primes, `log2 Q = 1180`), nine 60-bit special primes and
+/// 3 digits: `log2(QP) = 1720 ≤ 1761`. A bootstrap with `BootParams::for_params` (sparse-secret
+/// encapsulation to weight 32, K = 13, a degree-122 EvalMod of depth 7) leaves the 10
+/// computation levels.
 pub fn ckks_128_logn16_boot() -> CkksParamsLiteral {
     let mut log_q: Vec<u32> = vec![60];
-    log_q.extend(core::iter::repeat_n(40, 9 + 3));
-    log_q.extend(core::iter::repeat_n(60, 8 + 3));
+    log_q.extend(core::iter::repeat_n(40, 10 + 3));
+    log_q.extend(core::iter::repeat_n(60, 7 + 3));
     CkksParamsLiteral {
-        name: String::from("CKKS_128_LOGN16_BOOT_H192_LOGQP1740"),
+        name: String::from("CKKS_128_LOGN16_BOOT_H192_LOGQP1720"),
         log_n: 16,
         log_q,
         log_p: vec![60; 9],

@@ -30,6 +30,25 @@ impl<B: PolyBackend> Rlwe<B> {
             SecretDistribution::UniformTernary => sampling::ternary(rng, n),
             SecretDistribution::SparseTernary { h } => sampling::sparse_ternary(rng, n, h as usize),
         });
+        self.secret_from_coeffs(coeffs)
+    }
+
+    /// An ephemeral secret of exactly `h` nonzero coefficients in `{−1, 1}`, whatever the
+    /// parameter set's distribution: the sparse secret of bootstrapping's sparse-secret
+    /// encapsulation ([`Rlwe::gen_sparse_switching_key`]). Not for general use: a secret this
+    /// sparse is secure only under the small modulus that key lives in.
+    pub(crate) fn gen_ephemeral_secret(
+        &self,
+        h: usize,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> SecretKey {
+        let coeffs = Zeroizing::new(sampling::sparse_ternary(rng, self.n(), h.min(self.n())));
+        self.secret_from_coeffs(coeffs)
+    }
+
+    /// The key of ternary coefficients `coeffs`: their canonical NTT over `Q ∪ P`.
+    fn secret_from_coeffs(&self, coeffs: Zeroizing<Vec<i8>>) -> SecretKey {
+        let n = self.n();
         let full = self.full_basis();
         let mut ntt = Zeroizing::new(vec![0u64; full.rows() * n]);
         let wide: Zeroizing<Vec<i64>> = Zeroizing::new(coeffs.iter().map(|&c| c as i64).collect());
@@ -125,6 +144,57 @@ impl<B: PolyBackend> Rlwe<B> {
             seed,
             params_id: self.params.id(),
         }
+    }
+
+    /// A switching key from `s` to `s'` over the two primes `q_0` and `p_0` only, with one digit:
+    /// `(b, a) = (−a·s' + e + p_0·s, a)` over `{q_0, p_0}`, `a` uniform. It moves a level-0
+    /// ciphertext from `s` to a sparse `s'` (bootstrapping's sparse-secret encapsulation,
+    /// Bossuat–Troncoso-Pastoriza–Hubaux 2022); the small modulus `q_0·p_0` is what keeps a
+    /// sparse `s'` (e.g. `h = 32`) secure. The pair is returned as two 2-row buffers over
+    /// `Basis::qp(1, 1)`, NTT domain.
+    pub(crate) fn gen_sparse_switching_key(
+        &self,
+        sk: &SecretKey,
+        sparse: &SecretKey,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<[B::Buffer; 2]> {
+        self.check_sk(sk)?;
+        let n = self.n();
+        let basis = Basis::qp(1, 1);
+        let mut seed = Zeroizing::new([0u8; 32]);
+        rng.fill_bytes(&mut seed[..]);
+        let a = self.backend.expand_uniform(&seed, 0, basis);
+        let e = self.sample_error(rng);
+        let mut b = self.small_to_ntt(&e, basis);
+        // −s' over {q_0, p_0}: its rows of the full basis.
+        let mut s_to = self.upload_secret(sparse, basis);
+        self.backend.neg_assign(&mut s_to, basis);
+        self.backend.mul_add_assign(&mut b, &a, &s_to, basis);
+        self.backend.zeroize(&mut s_to);
+        // + p_0·s on the q_0 row (zero on the p_0 row).
+        let m = &self.moduli[0];
+        let p0 = self.params.p()[0].value() % m.value();
+        let (w, ws) = (p0, m.shoup(p0));
+        let mut g = Zeroizing::new(vec![0u64; 2 * n]);
+        for (o, &x) in g[..n].iter_mut().zip(&sk.ntt[..n]) {
+            *o = m.mul_shoup(x, w, ws);
+        }
+        let mut gb = self.backend.upload(&g);
+        self.backend.add_assign(&mut b, &gb, basis);
+        self.backend.zeroize(&mut gb);
+        Ok([b, a])
+    }
+
+    /// A switching key from `from` to `s` over `Q ∪ P` (the gadget of the parameter set).
+    pub(crate) fn gen_switching_key_from(
+        &self,
+        sk: &SecretKey,
+        from: &SecretKey,
+        rng: &mut (impl RngCore + CryptoRng),
+    ) -> Result<SwitchingKey<B>> {
+        self.check_sk(sk)?;
+        let levels = self.top() + 1;
+        Ok(self.gen_switching_key(sk, &from.ntt[..levels * self.n()], rng))
     }
 
     /// The relinearization key (`s² → s`).
