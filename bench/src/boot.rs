@@ -35,7 +35,7 @@ pub struct BenchBootArgs {
     #[arg(long)]
     pub slots: Option<usize>,
     /// Also run OpenFHE and DESILO FHE (`scripts/boot-peers/run.sh`, venvs under `VEIL_PEERS`)
-    /// at the same thread counts, after Veil, and print the ratios.
+    /// at the same thread counts, before Veil in the same session, and print the ratios.
     #[arg(long)]
     pub peers: bool,
     /// Also run the FHE-only MLP (`--mlp-width`, 4 layers, square activation, a bootstrap after
@@ -425,6 +425,19 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
             expected: "a list of positive thread counts",
         });
     }
+    // The peers first, while this process is small (DESILO's default bootstrap peaks near 17 GB).
+    let mut peers = Vec::new();
+    if a.peers {
+        for &t in &a.threads {
+            if !a.json {
+                eprintln!(
+                    "peers at {t} thread(s): scripts/boot-peers/run.sh {t} {}",
+                    a.reps
+                );
+            }
+            peers.extend(run_peers(t, a.reps)?);
+        }
+    }
     let mut rows = Vec::new();
     let mut facts = None;
     for &t in &a.threads {
@@ -464,12 +477,6 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
         let s = session(&p, &mp, a.threads[0], &lt_rots, a.json)?;
         let mut rng = ChaCha20Rng::from_rng(rand_core::OsRng)?;
         mlp = Some(run_mlp(&s.ck, &s.keys, &s.sk, &s.boot, 4, &mut rng)?);
-    }
-    let mut peers = Vec::new();
-    if a.peers {
-        for &t in &a.threads {
-            peers.extend(run_peers(t, a.reps)?);
-        }
     }
     let (keys, kc, km, pts, pt_bytes, levels_left) = facts.unwrap_or_default();
     Ok(BenchBootReport {

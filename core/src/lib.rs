@@ -5,7 +5,8 @@
 //! * [`math`] → [`params`] → [`backend`] ([`PolyBackend`], the only door to polynomial compute)
 //!   → [`rlwe`] (ciphertexts, keys, encryption, key switching as composable steps) → [`ckks`]
 //!   (encoder, evaluator with scales, precision statistics) → [`circuits`] (the executor every
-//!   homomorphic kernel runs through: real CKKS or a counting dry run);
+//!   homomorphic kernel runs through: real CKKS or a counting dry run; linear transforms,
+//!   Chebyshev polynomials and bootstrapping);
 //! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
 //! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
 //! * [`nn`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;

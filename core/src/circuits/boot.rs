@@ -1,31 +1,35 @@
 //! CKKS bootstrapping (Cheon–Han–Kim–Kim–Song 2018, with the factored DFT of Chen–Chillotti–Song
-//! 2019 and the cosine/double-angle EvalMod of Han–Ki 2020), written on [`LinearTransform`],
-//! [`ChebyshevPoly`] and the public key-switching steps only, so it runs on every backend.
+//! 2019, the cosine EvalMod of Han–Ki 2020 and the sparse-secret encapsulation of
+//! Bossuat–Troncoso-Pastoriza–Hubaux 2022), written on [`LinearTransform`], [`ChebyshevPoly`]
+//! and the public key-switching steps only, so it runs on every backend.
 //!
-//! A ciphertext at level 0 (modulus `q_0`) with message polynomial `m` is refreshed in five steps:
+//! A ciphertext with message polynomial `m` at scale `Δ` is refreshed in these steps:
 //!
-//! 1. **ModRaise.** `(c_0, c_1)` are lifted centred from `q_0` to `Q_L`. Over `Q_L` they decrypt
-//!    to `M = m + q_0·I` with a small integer polynomial `I` (`|I_k| ≲ 7·√(h/12)` for a secret of
-//!    Hamming weight `h`). The result is labelled with scale `q_0`, so its slots are
-//!    `decode(M)/q_0`.
-//! 2. **SubSum** (sparse slots, `n < N/2`): `Σ_j σ_{5^{n·j}}` over the `N/2n` automorphisms that
+//! 1. **Lift.** Dropped to level 0 and multiplied by the integer `2^k` (free), so that
+//!    `q_0/(2^k·Δ)` is the message ratio EvalMod wants ([`BootParams::log_message_ratio`]).
+//! 2. **Encapsulation** (when [`BootParams::ephemeral_weight`] is set): a key switch at level 0,
+//!    with a one-digit key modulo `q_0·p_0`, to an ephemeral secret `s'` of weight 32.
+//! 3. **ModRaise.** `(c_0, c_1)` are lifted centred from `q_0` to `Q_L`. They decrypt to
+//!    `M = m + q_0·I` with a small integer polynomial `I` (`|I_k| ≲ 7·√(h/12)`, `h` the weight
+//!    of the secret they are under). The result is labelled with scale `q_0`, so its slots are
+//!    `decode(M)/q_0`. With encapsulation, a key switch `s' → s` over `Q_L ∪ P` follows.
+//! 4. **SubSum** (sparse slots, `n < N/2`): `Σ_j σ_{5^{n·j}}` over the `N/2n` automorphisms that
 //!    fix the slot subring, which keeps the subring's coefficients (times `N/2n`) and zeroes the
 //!    others.
-//! 3. **CoeffToSlot**: the inverse special FFT as `c` merged groups of its `log2 n` butterfly
-//!    stages (one level each), which leaves `(M_k + i·M_{k+n})/(2Kq_0)` in bit-reversed slot
-//!    order; one conjugation separates the real and imaginary parts into two real ciphertexts
-//!    holding `t/K`, `t = M_k/q_0 ∈ [−K, K]`.
-//! 4. **EvalMod** on each: a Chebyshev interpolant of `cos(2π(Kx − 1/4)/2^r)` on `[−1, 1]`, then
-//!    `r` double angles `y ← 2y² − 1`, giving `sin(2πt) ≈ 2π·m_k/q_0`.
-//! 5. **SlotToCoeff**: the forward special FFT in `s` merged groups, on `y_re + i·y_im`, with the
-//!    constant `q_0/2π` (and the EvalMod output scale) folded into its first group so that the
-//!    result carries the input's scale exactly.
+//! 5. **CoeffToSlot**: the inverse special FFT as `c` merged groups of its `log2 n` butterfly
+//!    stages (one level each; the constant spread evenly over the groups), which leaves
+//!    `(M_k + i·M_{k+n})/(2Kq_0)` in bit-reversed slot order; one conjugation separates the real
+//!    and imaginary parts into two real ciphertexts holding `t/K`, `t = M_k/q_0 ∈ [−K, K]`.
+//! 6. **EvalMod** on each: a Chebyshev interpolant of `cos(2π(Kx − 1/4)/2^r)` on `[−1, 1]`, then
+//!    `r` double angles `y ← 2y² − 1`, giving `sin(2πt) ≈ 2π·2^k·m_k/q_0`.
+//! 7. **SlotToCoeff**: the forward special FFT in `s` merged groups, on `y_re + i·y_im`, with the
+//!    constant `q_0/(2π·2^k)` (and the EvalMod output scale) folded into it so that the result
+//!    carries the input's scale exactly.
 //!
-//! Scales: CoeffToSlot and EvalMod run at scale `q_0` (the EvalMod primes should be of its size,
-//! so that products rescale back to it); SlotToCoeff runs at the input's scale.
-//!
-//! The input's message ratio `q_0/Δ` bounds the precision: the sine's error on `m/q_0` is
-//! `(2π·m/q_0)²/6` relative, so `q_0/Δ` should be about `2^20`.
+//! Scales: CoeffToSlot and EvalMod run at scale `q_0` (the EvalMod primes must be of its size,
+//! so that products rescale back to it; [`Bootstrapper::new`] checks), SlotToCoeff at `Δ`.
+//! Levels, from the top: `c` CoeffToSlot primes, the EvalMod depth, `s` SlotToCoeff primes; what
+//! is below is left for computation ([`BootLevels::output`]).
 
 use super::lintrans::{EncodedLinearTransform, LinearTransform};
 use super::poly::ChebyshevPoly;

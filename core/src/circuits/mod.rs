@@ -1,6 +1,8 @@
 //! Circuits over the CKKS layer: the executor interface every homomorphic kernel is written
 //! against ([`exec`]: a real RNS-CKKS executor and a symbolic dry run that count operations in
-//! one place), shared by the Transformer kernels and the CNN layers.
+//! one place), shared by the Transformer kernels and the CNN layers; baby-step giant-step linear
+//! transforms on the slots ([`lintrans`]); Chebyshev polynomial evaluation at optimal depth with
+//! exact scales ([`poly`]); and bootstrapping built on both ([`boot`]).
 
 pub mod boot;
 pub mod exec;

@@ -317,6 +317,19 @@ fn plan_level(c: &[f64], lv: &PowerLevels, m: usize) -> i64 {
     lprod.min(plan_level(&r, lv, m))
 }
 
+/// A copy of `ct` at `level` when it sits higher, `None` when it is already there (borrow it).
+fn lower<B: PolyBackend>(
+    ck: &Ckks<B>,
+    ct: &Ciphertext<B>,
+    level: usize,
+) -> Result<Option<Ciphertext<B>>> {
+    if ct.level() == level {
+        Ok(None)
+    } else {
+        ck.copy_at_level(ct, level).map(Some)
+    }
+}
+
 struct Evaluator<'a, B: PolyBackend> {
     ck: &'a Ckks<B>,
     keys: &'a EvaluationKeys<B>,
@@ -335,18 +348,19 @@ impl<B: PolyBackend> Evaluator<'_, B> {
                 self.power(j - k)?;
             }
             let ck = self.ck;
-            let (mut a, mut b) = (ck.clone_ct(&self.powers[&j]), ck.clone_ct(&self.powers[&k]));
-            let l = a.level().min(b.level());
-            ck.drop_level_assign(&mut a, l)?;
-            ck.drop_level_assign(&mut b, l)?;
-            let mut p = ck.mul_relin(&a, &b, self.keys)?;
+            let (pj, pk) = (&self.powers[&j], &self.powers[&k]);
+            let l = pj.level().min(pk.level());
+            // Only a factor above the product's level is copied (its lower rows).
+            let (cj, ck_) = (lower(ck, pj, l)?, lower(ck, pk, l)?);
+            let a = cj.as_ref().unwrap_or(pj);
+            let b = ck_.as_ref().unwrap_or(pk);
+            let mut p = ck.mul_relin(a, b, self.keys)?;
             self.cost.ct_mults += 1;
             ck.mul_int_assign(&mut p, 2)?;
             if j == k {
                 ck.add_const_assign(&mut p, C64::real(-1.0))?;
             } else {
-                let mut c = ck.clone_ct(&self.powers[&(j - k)]);
-                ck.drop_level_assign(&mut c, l)?;
+                let mut c = ck.copy_at_level(&self.powers[&(j - k)], l)?;
                 let s = p.scale() / c.scale();
                 ck.mul_const_assign(&mut c, C64::real(1.0), s)?;
                 c.scale = p.scale();
@@ -369,8 +383,7 @@ impl<B: PolyBackend> Evaluator<'_, B> {
         let q = ck.rescale_prime(level);
         let mut acc: Option<Ciphertext<B>> = None;
         for &i in &used {
-            let mut t = ck.clone_ct(&self.powers[&i]);
-            ck.drop_level_assign(&mut t, level)?;
+            let mut t = ck.copy_at_level(&self.powers[&i], level)?;
             let s = target * q / t.scale();
             ck.mul_const_assign(&mut t, C64::real(c[i]), s)?;
             t.scale = target * q;
@@ -415,17 +428,16 @@ impl<B: PolyBackend> Evaluator<'_, B> {
         let qp = ck.rescale_prime(prod_level);
         let mut prod = match self.eval(&q, m, target * qp / tg_scale)? {
             Some(mut qc) => {
-                let mut tg = ck.clone_ct(&self.powers[&g]);
                 ck.drop_level_assign(&mut qc, prod_level)?;
-                ck.drop_level_assign(&mut tg, prod_level)?;
-                let p = ck.mul_relin(&qc, &tg, self.keys)?;
+                let pg = &self.powers[&g];
+                let cg = lower(ck, pg, prod_level)?;
+                let p = ck.mul_relin(&qc, cg.as_ref().unwrap_or(pg), self.keys)?;
                 self.cost.ct_mults += 1;
                 p
             }
             None => {
                 // q is the constant q_0: a scalar multiple of T_g.
-                let mut tg = ck.clone_ct(&self.powers[&g]);
-                ck.drop_level_assign(&mut tg, prod_level)?;
+                let mut tg = ck.copy_at_level(&self.powers[&g], prod_level)?;
                 ck.mul_const_assign(&mut tg, C64::real(q[0]), target * qp / tg_scale)?;
                 self.cost.const_mults += 1;
                 tg

@@ -358,6 +358,31 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
+    /// A copy of `a` at `level ≤ a.level()`: only the rows kept are copied (one pass, where a
+    /// clone followed by [`Ckks::drop_level_assign`] copies twice).
+    pub fn copy_at_level(&self, a: &Ciphertext<B>, level: usize) -> Result<Ciphertext<B>> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if level > a.level {
+            return Err(Error::InvalidLevel {
+                level,
+                max_level: a.level,
+            });
+        }
+        let (from, to) = (Basis::q(a.level + 1), Basis::q(level + 1));
+        Ok(Ciphertext {
+            params_id: a.params_id,
+            polys: a
+                .polys
+                .iter()
+                .map(|x| self.rlwe.copy_rows_to(x, from, to))
+                .collect(),
+            level,
+            scale: a.scale,
+            slots: a.slots,
+            seed: None,
+        })
+    }
+
     /// Drops primes down to `level` (modulus trimming before sending; the scale is unchanged).
     pub fn drop_level_assign(&self, a: &mut Ciphertext<B>, level: usize) -> Result<()> {
         self.rlwe.own(a.params_id, a.level)?;
@@ -366,6 +391,9 @@ impl<B: PolyBackend> Ckks<B> {
                 level,
                 max_level: a.level,
             });
+        }
+        if level == a.level {
+            return Ok(());
         }
         let (from, to) = (Basis::q(a.level + 1), Basis::q(level + 1));
         for x in a.polys.iter_mut() {
