@@ -130,8 +130,8 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
-    /// `a *= pt` (slot-wise); the scale becomes `Δ_a·Δ_pt`. The plaintext may sit at a higher level.
-    pub fn mul_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+    /// The checks of `a · pt`: same parameters and slots, the plaintext at `a`'s level or above.
+    fn plain_factor_check(&self, a: &Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
         self.rlwe.own(a.params_id, a.level)?;
         self.rlwe.own(pt.params_id, pt.level)?;
         if pt.level < a.level {
@@ -140,7 +140,12 @@ impl<B: PolyBackend> Ckks<B> {
                 right: pt.level,
             });
         }
-        Rlwe::<B>::same_slots(a.slots, pt.slots)?;
+        Rlwe::<B>::same_slots(a.slots, pt.slots)
+    }
+
+    /// `a *= pt` (slot-wise); the scale becomes `Δ_a·Δ_pt`. The plaintext may sit at a higher level.
+    pub fn mul_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+        self.plain_factor_check(a, pt)?;
         let basis = Basis::q(a.level + 1);
         for x in a.polys.iter_mut() {
             self.backend().mul_assign(x, &pt.poly, basis);
@@ -158,15 +163,7 @@ impl<B: PolyBackend> Ckks<B> {
         a: &Ciphertext<B>,
         pt: &Plaintext<B>,
     ) -> Result<()> {
-        self.rlwe.own(a.params_id, a.level)?;
-        self.rlwe.own(pt.params_id, pt.level)?;
-        if pt.level < a.level {
-            return Err(Error::LevelMismatch {
-                left: a.level,
-                right: pt.level,
-            });
-        }
-        Rlwe::<B>::same_slots(a.slots, pt.slots)?;
+        self.plain_factor_check(a, pt)?;
         self.binary_check(acc, a.params_id, a.level, a.scale * pt.scale, a.slots)?;
         if acc.polys.len() != a.polys.len() {
             return Err(Error::DegreeMismatch {

@@ -78,6 +78,33 @@ pub fn insecure_logn10() -> CkksParamsLiteral {
     literal("INSECURE_LOGN10_LOGQP300", 10, 3, 2, 2)
 }
 
+/// A bootstrapping set: `q_0` 60 bits, `comp + stc` 40-bit scaling primes (computation, then
+/// SlotToCoeff), `evalmod + cts` 60-bit primes (EvalMod, then CoeffToSlot: the scale `q_0` there),
+/// `special` 60-bit special primes, `dnum` digits, a sparse secret of weight `h`.
+fn boot_literal(
+    name: &str,
+    log_n: u32,
+    comp_stc: usize,
+    evalmod_cts: usize,
+    special: usize,
+    dnum: usize,
+    h: u32,
+) -> CkksParamsLiteral {
+    let mut log_q: Vec<u32> = vec![60];
+    log_q.extend(core::iter::repeat_n(40, comp_stc));
+    log_q.extend(core::iter::repeat_n(60, evalmod_cts));
+    CkksParamsLiteral {
+        name: String::from(name),
+        log_n,
+        log_q,
+        log_p: vec![60; special],
+        dnum: Some(dnum),
+        log_default_scale: 40,
+        secret: SecretDistribution::SparseTernary { h },
+        sigma: crate::math::sampling::SIGMA,
+    }
+}
+
 /// Test set for bootstrapping: N = 2^12 with a sparse secret of Hamming weight 64. Far below
 /// 128-bit security: for fast tests only. `q_0` and the EvalMod and CoeffToSlot primes are 60
 /// bits (the CoeffToSlot/EvalMod scale is `q_0`); three computation levels and the SlotToCoeff
@@ -85,19 +112,7 @@ pub fn insecure_logn10() -> CkksParamsLiteral {
 /// encapsulation to weight 32, K = 13, degree 122) leave 3 levels: an MLP layer (linear, square,
 /// back to `Δ`) between bootstraps.
 pub fn insecure_logn12_boot() -> CkksParamsLiteral {
-    let mut log_q: Vec<u32> = vec![60];
-    log_q.extend(core::iter::repeat_n(40, 3 + 3));
-    log_q.extend(core::iter::repeat_n(60, 7 + 3));
-    CkksParamsLiteral {
-        name: String::from("INSECURE_LOGN12_BOOT_H64"),
-        log_n: 12,
-        log_q,
-        log_p: vec![60; 4],
-        dnum: Some(6),
-        log_default_scale: 40,
-        secret: SecretDistribution::SparseTernary { h: 64 },
-        sigma: crate::math::sampling::SIGMA,
-    }
+    boot_literal("INSECURE_LOGN12_BOOT_H64", 12, 3 + 3, 7 + 3, 4, 6, 64)
 }
 
 /// N = 2^16 for bootstrapping, 128-bit: a sparse secret of Hamming weight 192, `q_0` 60 bits,
@@ -107,17 +122,13 @@ pub fn insecure_logn12_boot() -> CkksParamsLiteral {
 /// encapsulation to weight 32, K = 13, a degree-122 EvalMod of depth 7) leaves the 10
 /// computation levels.
 pub fn ckks_128_logn16_boot() -> CkksParamsLiteral {
-    let mut log_q: Vec<u32> = vec![60];
-    log_q.extend(core::iter::repeat_n(40, 10 + 3));
-    log_q.extend(core::iter::repeat_n(60, 7 + 3));
-    CkksParamsLiteral {
-        name: String::from("CKKS_128_LOGN16_BOOT_H192_LOGQP1720"),
-        log_n: 16,
-        log_q,
-        log_p: vec![60; 9],
-        dnum: Some(3),
-        log_default_scale: 40,
-        secret: SecretDistribution::SparseTernary { h: 192 },
-        sigma: crate::math::sampling::SIGMA,
-    }
+    boot_literal(
+        "CKKS_128_LOGN16_BOOT_H192_LOGQP1720",
+        16,
+        10 + 3,
+        7 + 3,
+        9,
+        3,
+        192,
+    )
 }
