@@ -217,15 +217,18 @@ fn max_error(p: &ChebyshevPoly, k: f64, r: u32) -> f64 {
     worst
 }
 
-/// The root `e^{2πi·(5^j mod 4len)/4len}` of butterfly `j` of a stage of length `len`.
-fn stage_root(j: usize, len: usize) -> C64 {
+/// The roots `e^{2πi·(5^j mod 4len)/4len}` of the butterflies `j < len/2` of a stage of length
+/// `len` (the same in every block of the stage).
+fn stage_roots(len: usize) -> Vec<C64> {
     let m = 4 * len as u64;
     let mut r = 1u64;
-    for _ in 0..j {
-        r = r * 5 % m;
-    }
-    let (c, s) = crate::math::special_fft::unit_root(r, m);
-    C64::new(c, s)
+    (0..len / 2)
+        .map(|_| {
+            let (c, s) = crate::math::special_fft::unit_root(r, m);
+            r = r * 5 % m;
+            C64::new(c, s)
+        })
+        .collect()
 }
 
 /// One butterfly stage of length `len` on `n` slots as a 3-diagonal transform: the inverse
@@ -237,10 +240,10 @@ fn stage(n: usize, len: usize, inverse: bool) -> Result<LinearTransform> {
     let mut d0 = vec![zero; n];
     let mut dp = vec![zero; n];
     let mut dm = vec![zero; n];
+    let roots = stage_roots(len);
     for i in (0..n).step_by(len) {
-        for j in 0..h {
+        for (j, &w) in roots.iter().enumerate() {
             let (lo, hi) = (i + j, i + j + h);
-            let w = stage_root(j, len);
             if inverse {
                 let w = w.conj();
                 // y_lo = x_lo + x_hi, y_hi = w·(x_lo − x_hi).

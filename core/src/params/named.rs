@@ -6,6 +6,28 @@ use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A set with 60-bit special primes and scale `2^40`, from its ciphertext prime sizes.
+fn set(
+    name: &str,
+    log_n: u32,
+    log_q: Vec<u32>,
+    special: usize,
+    dnum: usize,
+    secret: SecretDistribution,
+) -> CkksParamsLiteral {
+    CkksParamsLiteral {
+        name: String::from(name),
+        log_n,
+        log_q,
+        log_p: vec![60; special],
+        dnum: Some(dnum),
+        log_default_scale: 40,
+        secret,
+        sigma: crate::math::sampling::SIGMA,
+    }
+}
+
+/// A uniform-ternary set: `q_0` 60 bits, then `levels` 40-bit scaling primes.
 fn literal(
     name: &str,
     log_n: u32,
@@ -15,16 +37,14 @@ fn literal(
 ) -> CkksParamsLiteral {
     let mut log_q: Vec<u32> = vec![60];
     log_q.extend(core::iter::repeat_n(40, levels));
-    CkksParamsLiteral {
-        name: String::from(name),
+    set(
+        name,
         log_n,
         log_q,
-        log_p: vec![60; special],
-        dnum: Some(dnum),
-        log_default_scale: 40,
-        secret: SecretDistribution::UniformTernary,
-        sigma: crate::math::sampling::SIGMA,
-    }
+        special,
+        dnum,
+        SecretDistribution::UniformTernary,
+    )
 }
 
 /// N = 2^14, 6 levels (q_0 60 bits, six 40-bit scaling primes), two 60-bit special primes,
@@ -93,16 +113,14 @@ fn boot_literal(
     let mut log_q: Vec<u32> = vec![60];
     log_q.extend(core::iter::repeat_n(40, comp_stc));
     log_q.extend(core::iter::repeat_n(60, evalmod_cts));
-    CkksParamsLiteral {
-        name: String::from(name),
+    set(
+        name,
         log_n,
         log_q,
-        log_p: vec![60; special],
-        dnum: Some(dnum),
-        log_default_scale: 40,
-        secret: SecretDistribution::SparseTernary { h },
-        sigma: crate::math::sampling::SIGMA,
-    }
+        special,
+        dnum,
+        SecretDistribution::SparseTernary { h },
+    )
 }
 
 /// Test set for bootstrapping: N = 2^12 with a sparse secret of Hamming weight 64. Far below
