@@ -591,6 +591,56 @@ impl PolyBackend for CpuBackend {
         });
     }
 
+    fn mul_sum(&self, terms: &[(&Vec<u64>, &Vec<u64>)], out: &mut Vec<u64>, basis: Basis) {
+        // Lazy accumulation in u128 over blocks of BLK coefficients (as in key_inner_product):
+        // each product is below 2^122, so LAZY of them fit before a reduction.
+        const BLK: usize = 256;
+        const LAZY: usize = 64;
+        let n = self.n();
+        self.rows_mut(out, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let mut s = [0u128; BLK];
+            let mut b = 0;
+            while b < n {
+                let e = (b + BLK).min(n);
+                let len = e - b;
+                s[..len].fill(0);
+                for (t, (x, y)) in terms.iter().enumerate() {
+                    if t > 0 && t % LAZY == 0 {
+                        s[..len]
+                            .iter_mut()
+                            .for_each(|v| *v = m.reduce_u128(*v) as u128);
+                    }
+                    let (xs, ys) = (&x[r * n + b..r * n + e], &y[r * n + b..r * n + e]);
+                    for c in 0..len {
+                        s[c] += xs[c] as u128 * ys[c] as u128;
+                    }
+                }
+                for c in 0..len {
+                    row[b + c] = m.reduce_u128(s[c]);
+                }
+                b = e;
+            }
+        });
+    }
+
+    fn mul_scalar_add_assign(
+        &self,
+        acc: &mut Vec<u64>,
+        a: &Vec<u64>,
+        scalars: &[u64],
+        basis: Basis,
+    ) {
+        let n = self.n();
+        self.rows_mut(acc, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let (w, ws) = (scalars[r], m.shoup(scalars[r]));
+            for (o, &x) in row.iter_mut().zip(&a[r * n..(r + 1) * n]) {
+                *o = m.add(*o, m.mul_shoup(x, w, ws));
+            }
+        });
+    }
+
     fn add_scalar_assign(&self, a: &mut Vec<u64>, scalars: &[u64], basis: Basis) {
         self.rows_mut(a, basis, |r, g, row| {
             let m = &self.moduli[g];

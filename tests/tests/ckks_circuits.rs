@@ -195,6 +195,11 @@ fn eval_poly<B: PolyBackend>(
     assert_eq!(out.level(), top - poly.depth(), "the planned depth");
     assert_eq!(out.scale(), target, "the target scale, exactly");
     println!("degree {}: depth {}, {cost:?}", poly.degree(), poly.depth());
+    assert_eq!(
+        cost.ct_mults as usize,
+        poly.products(),
+        "the planned products"
+    );
     let want: Vec<C64> = x.iter().map(|&v| C64::real(poly.eval_f64(v))).collect();
     PrecisionStats::compute(&want, &ck.decrypt_decode(&sk, &out).unwrap())
 }
@@ -234,6 +239,22 @@ fn chebyshev_odd_and_errors() {
     let st = eval_poly(ck, &poly, -1.0, 1.0, 4);
     println!("odd degree 7: {st}");
     assert!(st.min_bits() > 21.0, "{st}");
+    // An odd interpolant with giant steps (sin(3x): only odd baby powers feed its leaves; the
+    // even ones are made only as factors).
+    let mut c = ChebyshevPoly::interpolate(|x| (3.0 * x).sin(), -1.0, 1.0, 31)
+        .unwrap()
+        .coeffs;
+    c.iter_mut().step_by(2).for_each(|x| *x = 0.0);
+    let odd = ChebyshevPoly::new(c, -1.0, 1.0).unwrap();
+    let dense =
+        ChebyshevPoly::interpolate(|x| (3.0 * x).sin() + (2.0 * x).cos(), -1.0, 1.0, 31).unwrap();
+    assert!(
+        odd.products() <= dense.products(),
+        "odd powers never cost more"
+    );
+    let st = eval_poly(ck, &odd, -1.0, 1.0, 5);
+    println!("odd degree 31: {st}");
+    assert!(st.min_bits() > 18.0, "{st}");
     // Too few levels for the depth.
     let deep = ChebyshevPoly::interpolate(f64::sin, -1.0, 1.0, 127).unwrap();
     let mut rng = test_rng(2);

@@ -157,11 +157,31 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         bump(&self.c.hadamard);
         self.inner.mul_add_assign(acc, a, b, basis)
     }
+    fn mul_sum(
+        &self,
+        terms: &[(&Self::Buffer, &Self::Buffer)],
+        out: &mut Self::Buffer,
+        basis: Basis,
+    ) {
+        for _ in terms {
+            bump(&self.c.hadamard);
+        }
+        self.inner.mul_sum(terms, out, basis)
+    }
     fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
         self.inner.mul_scalar_assign(a, scalars, basis)
     }
     fn add_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
         self.inner.add_scalar_assign(a, scalars, basis)
+    }
+    fn mul_scalar_add_assign(
+        &self,
+        acc: &mut Self::Buffer,
+        a: &Self::Buffer,
+        scalars: &[u64],
+        basis: Basis,
+    ) {
+        self.inner.mul_scalar_add_assign(acc, a, scalars, basis)
     }
     fn automorphism(
         &self,

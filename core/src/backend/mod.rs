@@ -196,6 +196,37 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     );
     /// `a = a · s_r` row by row, with one scalar `s_r < modulus_r` per row.
     fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis);
+    /// `out = Σ_j a_j ∘ b_j` over `basis`, for a nonempty list of terms (a linear transform's
+    /// baby-step sum). The default multiplies and accumulates term by term; a backend may
+    /// accumulate lazily and reduce once per coefficient (same words).
+    fn mul_sum(
+        &self,
+        terms: &[(&Self::Buffer, &Self::Buffer)],
+        out: &mut Self::Buffer,
+        basis: Basis,
+    ) {
+        if let Some(((a, b), rest)) = terms.split_first() {
+            self.mul(a, b, out, basis);
+            for (a, b) in rest {
+                self.mul_add_assign(out, a, b, basis);
+            }
+        }
+    }
+    /// `acc += a · s_r` row by row, with one scalar `s_r < modulus_r` per row (a term of a linear
+    /// combination). `a` may hold more rows than `basis` (its first ones are read). The default
+    /// scales a copy of `a` and adds it; a backend may fuse the two passes (same words).
+    fn mul_scalar_add_assign(
+        &self,
+        acc: &mut Self::Buffer,
+        a: &Self::Buffer,
+        scalars: &[u64],
+        basis: Basis,
+    ) {
+        let mut t = self.alloc(basis.rows());
+        self.copy_rows(a, basis, &mut t, basis);
+        self.mul_scalar_assign(&mut t, scalars, basis);
+        self.add_assign(acc, &t, basis);
+    }
     /// `a = a + s_r` on every coefficient of row `r` (adds a constant polynomial in the NTT domain).
     fn add_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis);
 

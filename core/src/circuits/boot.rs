@@ -196,10 +196,24 @@ impl BootParams {
     }
 }
 
-/// `cos(2π(Kx − 1/4)/2^r)` interpolated on `[−1, 1]` at degree `d`.
+/// `cos(2π(Kx − 1/4)/2^r)` interpolated on `[−1, 1]` at degree `d`. Without double angles
+/// (`r = 0`) the function is `sin(2πKx)`, odd, and so is its interpolant at the symmetric
+/// Chebyshev nodes: its even coefficients are rounding noise and are set to zero (and a zero
+/// leading coefficient dropped), which halves the constant products and skips the even baby
+/// powers nothing else needs.
 fn evalmod_poly(k: f64, r: u32, d: usize) -> Result<ChebyshevPoly> {
     let div = libm::exp2(r as f64);
-    ChebyshevPoly::interpolate(|x| libm::cos(2.0 * PI * (k * x - 0.25) / div), -1.0, 1.0, d)
+    let p =
+        ChebyshevPoly::interpolate(|x| libm::cos(2.0 * PI * (k * x - 0.25) / div), -1.0, 1.0, d)?;
+    if r > 0 {
+        return Ok(p);
+    }
+    let mut c = p.coeffs;
+    c.iter_mut().step_by(2).for_each(|x| *x = 0.0);
+    while c.len() > 2 && c[c.len() - 1] == 0.0 {
+        c.pop();
+    }
+    ChebyshevPoly::new(c, -1.0, 1.0)
 }
 
 /// The interpolant's maximum error on a grid of `[−1, 1]`, after the `r` double angles (which

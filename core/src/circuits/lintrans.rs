@@ -320,18 +320,12 @@ impl<B: PolyBackend> EncodedLinearTransform<B> {
         };
         let mut terms = Vec::with_capacity(self.giants.len());
         for (g, row) in &self.giants {
-            let mut acc: Option<Ciphertext<B>> = None;
-            for (b, pt) in row {
-                let x = baby(*b);
-                match &mut acc {
-                    Some(a) => ck.mul_plain_acc(a, x, pt)?,
-                    None => acc = Some(ck.mul_plain(x, pt)?),
-                }
-                cost.pt_mults += 1;
+            if row.is_empty() {
+                continue;
             }
-            if let Some(a) = acc {
-                terms.push((a, *g as i64));
-            }
+            let pairs: Vec<_> = row.iter().map(|(b, pt)| (baby(*b), pt)).collect();
+            terms.push((ck.mul_plain_sum(&pairs)?, *g as i64));
+            cost.pt_mults += row.len() as u64;
         }
         let (mut out, giant) = ck.rotate_sum_lazy(terms, keys)?;
         cost.giant_rotations = giant;

@@ -22,7 +22,7 @@
 use crate::backend::PolyBackend;
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, C64};
 use crate::error::{Error, Result};
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::f64::consts::PI;
@@ -114,7 +114,7 @@ impl ChebyshevPoly {
     /// The planned levels of the BSGS recursion for baby-step size `m` (`0` for a constant),
     /// and its relinearized products (powers plus the products of the splits).
     fn plan(&self, m: usize) -> (usize, usize) {
-        let levels = PowerLevels::new(self.degree(), m);
+        let levels = PowerLevels::new(&self.coeffs, m);
         let out = plan_level(&self.coeffs, &levels, m);
         let depth = if out == i64::MAX { 0 } else { (-out) as usize };
         let mults = levels.0.len() - 1 + plan_products(&self.coeffs, m);
@@ -198,13 +198,9 @@ impl ChebyshevPoly {
         };
         ev.powers.insert(1, t1);
         let m = self.baby();
-        for i in 2..m.min(self.degree() + 1) {
-            ev.power(i)?;
-        }
-        let mut g = m;
-        while g <= self.degree() {
+        // The giant powers the splits use; baby powers are made when a leaf first needs them.
+        for g in used_powers(&self.coeffs, m).into_iter().filter(|&g| g >= m) {
             ev.power(g)?;
-            g *= 2;
         }
         let out = ev.eval(&self.coeffs, m, target_scale)?;
         let out = match out {
@@ -232,20 +228,35 @@ impl ChebyshevPoly {
 struct PowerLevels(BTreeMap<usize, i64>);
 
 impl PowerLevels {
-    fn new(degree: usize, m: usize) -> Self {
+    /// The powers the evaluation of `c` computes (those of [`used_powers`] and their factors).
+    fn new(c: &[f64], m: usize) -> Self {
         let mut lv = BTreeMap::new();
         lv.insert(1usize, 0i64);
-        let mut need: Vec<usize> = (2..m.min(degree + 1)).collect();
-        let mut g = m;
-        while g <= degree {
-            need.push(g);
-            g *= 2;
-        }
-        for i in need {
+        for i in used_powers(c, m) {
             power_level(i, &mut lv);
         }
         Self(lv)
     }
+}
+
+/// The powers the recursion on `c` reads: the giant power of each split and the baby powers of
+/// the leaves' nonzero coefficients (an odd polynomial never reads an even baby power).
+fn used_powers(c: &[f64], m: usize) -> BTreeSet<usize> {
+    fn walk(c: &[f64], m: usize, out: &mut BTreeSet<usize>) {
+        let d = c.len() - 1;
+        if d < m {
+            out.extend((1..=d).filter(|&i| c[i] != 0.0));
+            return;
+        }
+        let g = giant_for(d, m);
+        out.insert(g);
+        let (q, r) = split(c, g);
+        walk(&q, m, out);
+        walk(&r, m, out);
+    }
+    let mut out = BTreeSet::new();
+    walk(c, m, &mut out);
+    out
 }
 
 /// The factors `T_i = 2·T_j·T_k − T_{|j−k|}` (`j = ⌈i/2⌉`, `k = ⌊i/2⌋`) and the level of `T_i`.
@@ -360,11 +371,9 @@ impl<B: PolyBackend> Evaluator<'_, B> {
             if j == k {
                 ck.add_const_assign(&mut p, C64::real(-1.0))?;
             } else {
-                let mut c = ck.copy_at_level(&self.powers[&(j - k)], l)?;
+                let c = &self.powers[&(j - k)];
                 let s = p.scale() / c.scale();
-                ck.mul_const_assign(&mut c, C64::real(1.0), s)?;
-                c.scale = p.scale();
-                ck.sub_assign(&mut p, &c)?;
+                ck.mul_const_acc(&mut p, c, C64::real(-1.0), s)?;
             }
             ck.rescale_assign(&mut p)?;
             self.powers.insert(i, p);
@@ -377,23 +386,23 @@ impl<B: PolyBackend> Evaluator<'_, B> {
     fn leaf(&mut self, c: &[f64], target: f64) -> Result<Option<Ciphertext<B>>> {
         let ck = self.ck;
         let used: Vec<usize> = (1..c.len()).filter(|&i| c[i] != 0.0).collect();
+        for &i in &used {
+            self.power(i)?;
+        }
         let Some(level) = used.iter().map(|i| self.powers[i].level()).min() else {
             return Ok(None);
         };
         let q = ck.rescale_prime(level);
-        let mut acc: Option<Ciphertext<B>> = None;
-        for &i in &used {
-            let mut t = ck.copy_at_level(&self.powers[&i], level)?;
-            let s = target * q / t.scale();
-            ck.mul_const_assign(&mut t, C64::real(c[i]), s)?;
-            t.scale = target * q;
-            self.cost.const_mults += 1;
-            match &mut acc {
-                Some(a) => ck.add_assign(a, &t)?,
-                None => acc = Some(t),
-            }
+        // The first term is a copy at the leaf's level; the others accumulate in one pass each.
+        let mut acc = ck.copy_at_level(&self.powers[&used[0]], level)?;
+        let s = target * q / acc.scale();
+        ck.mul_const_assign(&mut acc, C64::real(c[used[0]]), s)?;
+        acc.scale = target * q;
+        for &i in &used[1..] {
+            let t = &self.powers[&i];
+            ck.mul_const_acc(&mut acc, t, C64::real(c[i]), target * q / t.scale())?;
         }
-        let mut acc = acc.ok_or(Error::InvalidParameters("empty leaf"))?;
+        self.cost.const_mults += used.len() as u64;
         if c[0] != 0.0 {
             ck.add_const_assign(&mut acc, C64::real(c[0]))?;
         }
@@ -411,6 +420,9 @@ impl<B: PolyBackend> Evaluator<'_, B> {
         let ck = self.ck;
         let g = giant_for(d, m);
         let (q, r) = split(c, g);
+        for i in used_powers(&q, m) {
+            self.power(i)?;
+        }
         let lv = PowerLevels(
             self.powers
                 .iter()

@@ -179,6 +179,56 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
+    /// `Σ_j a_j · pt_j` in one pass per polynomial (a linear transform's baby-step sum): the
+    /// terms must be nonempty, with one level, slots, degree and product scale.
+    pub fn mul_plain_sum(
+        &self,
+        terms: &[(&Ciphertext<B>, &Plaintext<B>)],
+    ) -> Result<Ciphertext<B>> {
+        let (a0, p0) = *terms.first().ok_or(Error::InvalidParameters(
+            "a sum of products needs at least one term",
+        ))?;
+        self.plain_factor_check(a0, p0)?;
+        let scale = a0.scale * p0.scale;
+        for &(a, pt) in &terms[1..] {
+            self.plain_factor_check(a, pt)?;
+            if a.level != a0.level {
+                return Err(Error::LevelMismatch {
+                    left: a0.level,
+                    right: a.level,
+                });
+            }
+            if a.polys.len() != a0.polys.len() {
+                return Err(Error::DegreeMismatch {
+                    found: a.degree(),
+                    expected: a0.degree(),
+                });
+            }
+            Rlwe::<B>::same_slots(a0.slots, a.slots)?;
+            Rlwe::<B>::same_scale(scale, a.scale * pt.scale)?;
+        }
+        let basis = Basis::q(a0.level + 1);
+        let polys = (0..a0.polys.len())
+            .map(|i| {
+                let pairs: Vec<(&B::Buffer, &B::Buffer)> = terms
+                    .iter()
+                    .map(|(a, pt)| (&a.polys[i], &pt.poly))
+                    .collect();
+                let mut out = self.backend().alloc(basis.rows());
+                self.backend().mul_sum(&pairs, &mut out, basis);
+                out
+            })
+            .collect();
+        Ok(Ciphertext {
+            params_id: a0.params_id,
+            polys,
+            level: a0.level,
+            scale,
+            slots: a0.slots,
+            seed: None,
+        })
+    }
+
     /// `a · pt`.
     pub fn mul_plain(&self, a: &Ciphertext<B>, pt: &Plaintext<B>) -> Result<Ciphertext<B>> {
         let mut out = self.clone_ct(a);
@@ -233,6 +283,53 @@ impl<B: PolyBackend> Ckks<B> {
         }
         a.scale *= scale;
         a.seed = None;
+        Ok(())
+    }
+
+    /// `acc += c·a` for a complex constant `c` encoded at `scale`, in one pass per polynomial
+    /// and without a temporary ciphertext (a term of a linear combination). `a` may sit above
+    /// `acc`'s level (its lower rows are read, as if dropped); `acc` must have `a`'s slots and
+    /// degree and the scale `Δ_a·scale`.
+    pub fn mul_const_acc(
+        &self,
+        acc: &mut Ciphertext<B>,
+        a: &Ciphertext<B>,
+        c: C64,
+        scale: f64,
+    ) -> Result<()> {
+        self.rlwe.own(a.params_id, a.level)?;
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(Error::InvalidParameters(
+                "scale must be finite and at least 1",
+            ));
+        }
+        if a.level < acc.level {
+            return Err(Error::LevelMismatch {
+                left: acc.level,
+                right: a.level,
+            });
+        }
+        self.binary_check(acc, a.params_id, acc.level, a.scale * scale, a.slots)?;
+        if acc.polys.len() != a.polys.len() {
+            return Err(Error::DegreeMismatch {
+                found: a.degree(),
+                expected: acc.degree(),
+            });
+        }
+        let (re, im) = self.encoder.encode_constant(c, scale)?;
+        let basis = Basis::q(acc.level + 1);
+        if im == 0 {
+            let s = self.scalar_rows(acc.level, re);
+            for (x, y) in acc.polys.iter_mut().zip(&a.polys) {
+                self.backend().mul_scalar_add_assign(x, y, &s, basis);
+            }
+        } else {
+            let k = self.constant_poly(re, im, basis);
+            for (x, y) in acc.polys.iter_mut().zip(&a.polys) {
+                self.backend().mul_add_assign(x, y, &k, basis);
+            }
+        }
+        acc.seed = None;
         Ok(())
     }
 
