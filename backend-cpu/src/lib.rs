@@ -624,6 +624,46 @@ impl PolyBackend for CpuBackend {
         });
     }
 
+    fn mul_sum_compact(
+        &self,
+        terms: &[(&Vec<u64>, &[u64])],
+        width: usize,
+        classes: &[u32],
+        out: &mut Vec<u64>,
+        basis: Basis,
+    ) {
+        // As mul_sum, gathering each plaintext word from its compact row (which stays in cache).
+        const BLK: usize = 256;
+        const LAZY: usize = 64;
+        let n = self.n();
+        self.rows_mut(out, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let mut s = [0u128; BLK];
+            let mut b = 0;
+            while b < n {
+                let e = (b + BLK).min(n);
+                let len = e - b;
+                s[..len].fill(0);
+                let cls = &classes[b..e];
+                for (t, (x, y)) in terms.iter().enumerate() {
+                    if t > 0 && t % LAZY == 0 {
+                        s[..len]
+                            .iter_mut()
+                            .for_each(|v| *v = m.reduce_u128(*v) as u128);
+                    }
+                    let (xs, ys) = (&x[r * n + b..r * n + e], &y[r * width..(r + 1) * width]);
+                    for c in 0..len {
+                        s[c] += xs[c] as u128 * ys[cls[c] as usize] as u128;
+                    }
+                }
+                for c in 0..len {
+                    row[b + c] = m.reduce_u128(s[c]);
+                }
+                b = e;
+            }
+        });
+    }
+
     fn mul_scalar_add_assign(
         &self,
         acc: &mut Vec<u64>,

@@ -45,6 +45,11 @@ pub struct BenchBootArgs {
     /// The MLP's width (its slot count).
     #[arg(long, default_value_t = 512)]
     pub mlp_width: usize,
+    /// Lean Galois keys: their `a` halves regenerated from the seeds at each use
+    /// (`Bootstrapper::gen_lean_keys`: about half the key memory, a seed expansion per rotation).
+    /// Peak memory is per process: measure the two key modes in separate runs.
+    #[arg(long)]
+    pub lean_keys: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -134,6 +139,8 @@ pub struct BenchBootReport {
     pub key_bytes_compressed: usize,
     /// In memory.
     pub key_bytes_memory: usize,
+    /// Whether the Galois keys were lean (`--lean-keys`).
+    pub lean_keys: bool,
     /// The encoded FFT plaintexts.
     pub plaintexts: usize,
     /// Their bytes in memory.
@@ -187,6 +194,7 @@ fn session(
     bp: &BootParams,
     threads: usize,
     extra_rotations: &[i64],
+    lean: bool,
     quiet: bool,
 ) -> Result<Session, BenchError> {
     let be = CpuBackend::fast(p, threads).map_err(|e| BenchError::Backend {
@@ -200,11 +208,16 @@ fn session(
     let sk = ck.gen_secret_key(&mut rng);
     let t = Instant::now();
     let mut progress = crate::progress::Progress::new("bootstrapping keys", quiet);
-    let keys = boot
-        .gen_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
+    let keys = if lean {
+        boot.gen_lean_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
             progress.update(d, n)
         })
-        .map_err(core("key generation"))?;
+    } else {
+        boot.gen_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
+            progress.update(d, n)
+        })
+    }
+    .map_err(core("key generation"))?;
     let keygen_s = t.elapsed().as_secs_f64();
     Ok(Session {
         ck,
@@ -442,14 +455,14 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
     let mut facts = None;
     for &t in &a.threads {
         reset_peak_rss();
-        let s = session(&p, &bp, t, &[], a.json)?;
+        let s = session(&p, &bp, t, &[], a.lean_keys, a.json)?;
         if facts.is_none() {
             let nkeys = s.keys.count();
             let key = |c| veil_core::serial::switching_key_len(&p, c);
             facts = Some((
                 nkeys,
                 nkeys * key(true),
-                nkeys * key(false),
+                s.keys.memory_bytes(s.ck.backend()),
                 s.boot.plaintexts(),
                 s.boot.plaintext_bytes(),
                 s.boot.levels().output,
@@ -474,7 +487,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
                 .map_err(core("layer"))?
                 .rotations()
         };
-        let s = session(&p, &mp, a.threads[0], &lt_rots, a.json)?;
+        let s = session(&p, &mp, a.threads[0], &lt_rots, a.lean_keys, a.json)?;
         let mut rng = ChaCha20Rng::from_rng(rand_core::OsRng)?;
         mlp = Some(run_mlp(&s.ck, &s.keys, &s.sk, &s.boot, 4, &mut rng)?);
     }
@@ -488,6 +501,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
         keys,
         key_bytes_compressed: kc,
         key_bytes_memory: km,
+        lean_keys: a.lean_keys,
         plaintexts: pts,
         plaintext_bytes: pt_bytes,
         rows,
@@ -505,7 +519,7 @@ pub fn render(r: &BenchBootReport) -> String {
     let _ = writeln!(
         o,
         "bootstrapping, {} (N = 2^{}, log2 QP = {:.0})\n{}\nlevels left {}; {} keys: {:.0} MB \
-         seed-compressed, {:.0} MB in memory; {} FFT plaintexts: {:.0} MB",
+         seed-compressed, {:.0} MB in memory{}; {} FFT plaintexts: {:.0} MB",
         r.params,
         r.log_n,
         r.log_qp,
@@ -514,6 +528,11 @@ pub fn render(r: &BenchBootReport) -> String {
         r.keys,
         mb(r.key_bytes_compressed),
         mb(r.key_bytes_memory),
+        if r.lean_keys {
+            " (lean Galois keys)"
+        } else {
+            ""
+        },
         r.plaintexts,
         mb(r.plaintext_bytes)
     );
@@ -600,7 +619,7 @@ mod tests {
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let (m, _) = random_layer(64, &mut rng);
         let rots = LinearTransform::from_dense(&m).unwrap().rotations();
-        let s = session(&p, &bp, 2, &rots, true).unwrap();
+        let s = session(&p, &bp, 2, &rots, false, true).unwrap();
         let r = run_mlp(&s.ck, &s.keys, &s.sk, &s.boot, 2, &mut rng).unwrap();
         println!("{r:?}");
         assert!(r.precision[0] > 18.0, "{r:?}");

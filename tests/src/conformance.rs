@@ -325,7 +325,8 @@ pub fn check_ntt<A: PolyBackend, B: PolyBackend>(
 }
 
 /// `add_assign`, `sub_assign`, `add_new`, `sub_new`, `neg_assign`, `mul_assign`, `mul`, `mul_add_assign`,
-/// `mul_scalar_assign` and `add_scalar_assign` over every test basis. Over Q-only bases the
+/// `mul_scalar_assign`, `add_scalar_assign` and the fused `mul_scalar_add_assign`, `mul_sum` and
+/// `mul_sum_compact` (against their definitions) over every test basis. Over Q-only bases the
 /// right operand spans all of Q (operands may have more rows than the basis).
 pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
     reference: &A,
@@ -396,6 +397,65 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
         pr.a.add_scalar_assign(&mut x.0, &sc, basis);
         pr.b.add_scalar_assign(&mut x.1, &sc, basis);
         pr.cmp(&format!("add_scalar_assign {basis:?}"), &x, rows)?;
+
+        // The fused ops against their definitions composed of the plain ones, both ways (so a
+        // wrong fused path on either side is caught).
+        let x = pr.up(&a);
+        let mut s = pr.up(&acc);
+        let mut t = pr.alloc(rows);
+        pr.a.copy_rows(&b.0, basis, &mut t.0, basis);
+        pr.a.mul_scalar_assign(&mut t.0, &sc, basis);
+        pr.a.add_assign(&mut s.0, &t.0, basis);
+        pr.b.mul_scalar_add_assign(&mut s.1, &b.1, &sc, basis);
+        pr.cmp(&format!("mul_scalar_add_assign {basis:?}"), &s, rows)?;
+
+        let ys: Vec<_> = (0..3)
+            .map(|_| pr.up(&random_words(pr.p(), b_basis, rng)))
+            .collect();
+        let mut out = pr.alloc(rows);
+        pr.a.mul(&x.0, &ys[0].0, &mut out.0, basis);
+        for y in &ys[1..] {
+            pr.a.mul_add_assign(&mut out.0, &x.0, &y.0, basis);
+        }
+        let terms: Vec<_> = ys.iter().map(|y| (&x.1, &y.1)).collect();
+        pr.b.mul_sum(&terms, &mut out.1, basis);
+        pr.cmp(&format!("mul_sum {basis:?}"), &out, rows)?;
+        let mut out = pr.alloc(rows);
+        let terms: Vec<_> = ys.iter().map(|y| (&x.0, &y.0)).collect();
+        pr.a.mul_sum(&terms, &mut out.0, basis);
+        pr.b.mul(&x.1, &ys[0].1, &mut out.1, basis);
+        for y in &ys[1..] {
+            pr.b.mul_add_assign(&mut out.1, &x.1, &y.1, basis);
+        }
+        pr.cmp(&format!("mul_sum (reference side) {basis:?}"), &out, rows)?;
+
+        // Compact rows: `width` words per row, a random class per position.
+        let (n, width) = (pr.p().n(), 64usize);
+        let classes: Vec<u32> = (0..n).map(|_| rng.next_u32() % width as u32).collect();
+        let compact: Vec<Vec<u64>> = (0..2)
+            .map(|_| {
+                random_words(pr.p(), basis, rng)
+                    .chunks(n)
+                    .flat_map(|row| row[..width].to_vec())
+                    .collect()
+            })
+            .collect();
+        let full: Vec<_> = compact
+            .iter()
+            .map(|c| {
+                let host: Vec<u64> = c
+                    .chunks(width)
+                    .flat_map(|row| classes.iter().map(|&k| row[k as usize]).collect::<Vec<_>>())
+                    .collect();
+                pr.up(&host)
+            })
+            .collect();
+        let mut out = pr.alloc(rows);
+        pr.a.mul(&x.0, &full[0].0, &mut out.0, basis);
+        pr.a.mul_add_assign(&mut out.0, &x.0, &full[1].0, basis);
+        let terms: Vec<_> = compact.iter().map(|c| (&x.1, c.as_slice())).collect();
+        pr.b.mul_sum_compact(&terms, width, &classes, &mut out.1, basis);
+        pr.cmp(&format!("mul_sum_compact {basis:?}"), &out, rows)?;
     }
     Ok(())
 }

@@ -128,6 +128,50 @@ fn bootstrap_full_slots() {
     assert!(st.real.avg_bits.min(st.imag.avg_bits) > 27.5, "{st}");
 }
 
+/// Lean Galois keys (their `a` halves regenerated from the seeds at each use) take less memory
+/// and bootstrap to the same words as whole keys made from the same randomness; they serialize
+/// to the same bytes.
+#[test]
+fn lean_keys_bootstrap_identically() {
+    let s = setup(2048, 11);
+    let mut rng = test_rng(12);
+    let lean = s
+        .boot
+        .gen_lean_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .unwrap();
+    let mut rng = test_rng(12);
+    let whole = s
+        .boot
+        .gen_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .unwrap();
+    let be = s.ck.backend();
+    let (ml, mw) = (lean.memory_bytes(be), whole.memory_bytes(be));
+    println!("lean keys {ml} bytes, whole {mw}");
+    assert!(ml * 10 < mw * 6, "lean keys are about half the size");
+    let mut rng = test_rng(13);
+    let x = random_values(&mut rng, 2048, 1.0);
+    let ct = fresh_at_zero(&s, &x, 14);
+    let (a, _) = s.boot.bootstrap(&s.ck, &lean, &ct).unwrap();
+    let (b, _) = s.boot.bootstrap(&s.ck, &whole, &ct).unwrap();
+    let bits = |c: &Ciphertext<CpuBackend>| -> Vec<u64> {
+        s.ck.decrypt_decode(&s.sk, c)
+            .unwrap()
+            .iter()
+            .flat_map(|v| [v.re.to_bits(), v.im.to_bits()])
+            .collect()
+    };
+    assert_eq!(bits(&a), bits(&b), "the same words");
+    for (g, k) in &lean.eval.galois {
+        let w = &whole.eval.galois[g];
+        for compressed in [true, false] {
+            assert_eq!(
+                s.ck.serialize_switching_key(k, compressed).unwrap(),
+                s.ck.serialize_switching_key(w, compressed).unwrap()
+            );
+        }
+    }
+}
+
 /// A constant input of magnitude 1 puts the whole message in one coefficient at its largest:
 /// the sine's relative error `(2π·2^-12)²/6 = 2^-21.4` is met there.
 #[test]

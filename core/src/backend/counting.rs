@@ -168,6 +168,20 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         }
         self.inner.mul_sum(terms, out, basis)
     }
+    fn mul_sum_compact(
+        &self,
+        terms: &[(&Self::Buffer, &[u64])],
+        width: usize,
+        classes: &[u32],
+        out: &mut Self::Buffer,
+        basis: Basis,
+    ) {
+        for _ in terms {
+            bump(&self.c.hadamard);
+        }
+        self.inner
+            .mul_sum_compact(terms, width, classes, out, basis)
+    }
     fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
         self.inner.mul_scalar_assign(a, scalars, basis)
     }

@@ -212,6 +212,35 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
             }
         }
     }
+    /// `out = Σ_j a_j ∘ b_j` where each `b_j` is compact and on the host: `width` words per row,
+    /// word `classes[i]` of a row standing for position `i` (the NTT rows of a periodic
+    /// plaintext, [`crate::ckks::PeriodicPlaintext`]). The default expands each `b_j`, uploads it
+    /// and calls [`PolyBackend::mul_sum`]; a backend may gather from the compact rows instead.
+    fn mul_sum_compact(
+        &self,
+        terms: &[(&Self::Buffer, &[u64])],
+        width: usize,
+        classes: &[u32],
+        out: &mut Self::Buffer,
+        basis: Basis,
+    ) {
+        let n = self.params().n();
+        let full: Vec<Self::Buffer> = terms
+            .iter()
+            .map(|(_, b)| {
+                let mut host = alloc::vec![0u64; basis.rows() * n];
+                for (row, src) in host.chunks_mut(n).zip(b.chunks(width)) {
+                    for (o, &c) in row.iter_mut().zip(classes) {
+                        *o = src[c as usize];
+                    }
+                }
+                self.upload(&host)
+            })
+            .collect();
+        let pairs: Vec<(&Self::Buffer, &Self::Buffer)> =
+            terms.iter().map(|(a, _)| *a).zip(&full).collect();
+        self.mul_sum(&pairs, out, basis);
+    }
     /// `acc += a · s_r` row by row, with one scalar `s_r < modulus_r` per row (a term of a linear
     /// combination). `a` may hold more rows than `basis` (its first ones are read). The default
     /// scales a copy of `a` and adds it; a backend may fuse the two passes (same words).

@@ -19,7 +19,10 @@
 //! exactly and consumes one level.
 
 use crate::backend::PolyBackend;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, C64};
+use crate::ckks::periodic::slot_period;
+use crate::ckks::{
+    Ciphertext, Ckks, EvaluationKeys, PeriodClasses, PeriodicPlaintext, Plaintext, C64,
+};
 use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec;
@@ -207,35 +210,67 @@ impl LinearTransform {
         }
         let n1 = self.baby_step();
         let scale = ck.rescale_prime(level);
-        let mut giants: BTreeMap<usize, Vec<(usize, Plaintext<B>)>> = BTreeMap::new();
-        for (&k, d) in &self.diags {
-            let (b, g) = (k % n1, k - k % n1);
-            let pre = rot_vec(d, -(g as i64));
-            let pt = ck.encode(&pre, self.slots, level, scale)?;
-            giants.entry(g).or_default().push((b, pt));
-        }
+        let pre: Vec<(usize, usize, Vec<C64>)> = self
+            .diags
+            .iter()
+            .map(|(&k, d)| (k - k % n1, k % n1, rot_vec(d, -((k - k % n1) as i64))))
+            .collect();
+        // Diagonals that all repeat with a short period are kept compactly (2p words per row).
+        let period = pre
+            .iter()
+            .map(|(_, _, d)| slot_period(d))
+            .max()
+            .unwrap_or(1);
+        let stored = if 2 * period * COMPACT_RATIO <= ck.params().n() {
+            let classes = ck.period_classes(self.slots, period)?;
+            let mut giants: BTreeMap<usize, Vec<(usize, PeriodicPlaintext)>> = BTreeMap::new();
+            for (g, b, d) in &pre {
+                let pt = ck.encode_periodic(d, &classes, level, scale)?;
+                giants.entry(*g).or_default().push((*b, pt));
+            }
+            Stored::Periodic(classes, giants.into_iter().collect())
+        } else {
+            let mut giants: BTreeMap<usize, Vec<(usize, Plaintext<B>)>> = BTreeMap::new();
+            for (g, b, d) in &pre {
+                let pt = ck.encode(d, self.slots, level, scale)?;
+                giants.entry(*g).or_default().push((*b, pt));
+            }
+            Stored::Full(giants.into_iter().collect())
+        };
         let (babies, _) = self.split(n1);
         Ok(EncodedLinearTransform {
             slots: self.slots,
             ring_n: ck.params().n(),
             level,
             babies: babies.into_iter().collect(),
-            giants: giants.into_iter().collect(),
+            stored,
         })
     }
 }
 
+/// Diagonals are stored compactly when their period `p` makes a compact row (`2p` words) at
+/// least this many times smaller than a full one.
+const COMPACT_RATIO: usize = 4;
+
 /// One giant step `g` and its baby steps' plaintexts `(b, ρ(d_{g+b}; −g))`.
-type GiantStep<B> = (usize, Vec<(usize, Plaintext<B>)>);
+type GiantStep<P> = (usize, Vec<(usize, P)>);
+
+/// The encoded diagonals: full plaintexts, or periodic ones with their classes.
+enum Stored<B: PolyBackend> {
+    Full(Vec<GiantStep<Plaintext<B>>>),
+    Periodic(PeriodClasses, Vec<GiantStep<PeriodicPlaintext>>),
+}
 
 /// A [`LinearTransform`] encoded for one level: per giant step, its baby steps' pre-rotated
-/// plaintexts.
+/// plaintexts. When every diagonal repeats with a period `p` with `2p ≤ N/4` (the merged FFT
+/// groups of bootstrapping but the one holding the widest butterflies), they are kept as
+/// [`PeriodicPlaintext`]s, `2p` words per row.
 pub struct EncodedLinearTransform<B: PolyBackend> {
     slots: usize,
     ring_n: usize,
     level: usize,
     babies: Vec<usize>,
-    giants: Vec<GiantStep<B>>,
+    stored: Stored<B>,
 }
 
 impl<B: PolyBackend> core::fmt::Debug for EncodedLinearTransform<B> {
@@ -244,7 +279,7 @@ impl<B: PolyBackend> core::fmt::Debug for EncodedLinearTransform<B> {
             .field("slots", &self.slots)
             .field("level", &self.level)
             .field("babies", &self.babies.len())
-            .field("giants", &self.giants.len())
+            .field("period", &self.period())
             .finish()
     }
 }
@@ -268,12 +303,25 @@ impl<B: PolyBackend> EncodedLinearTransform<B> {
 
     /// The number of diagonal plaintexts held.
     pub fn plaintexts(&self) -> usize {
-        self.giants.iter().map(|(_, v)| v.len()).sum()
+        match &self.stored {
+            Stored::Full(g) => g.iter().map(|(_, v)| v.len()).sum(),
+            Stored::Periodic(_, g) => g.iter().map(|(_, v)| v.len()).sum(),
+        }
     }
 
-    /// Their bytes in memory (`level + 1` rows of `N` words each).
+    /// The period the diagonals are stored with (`None`: full plaintexts).
+    pub fn period(&self) -> Option<usize> {
+        match &self.stored {
+            Stored::Full(_) => None,
+            Stored::Periodic(c, _) => Some(c.period()),
+        }
+    }
+
+    /// Their bytes in memory (`level + 1` rows of `N` words each, or of `2p` words when
+    /// periodic).
     pub fn plaintext_bytes(&self) -> usize {
-        self.plaintexts() * (self.level + 1) * self.ring_n * 8
+        let width = self.period().map_or(self.ring_n, |p| 2 * p);
+        self.plaintexts() * (self.level + 1) * width * 8
     }
 
     /// `M·x` on the slots of `ct` (at this transform's level and slot count), rescaled: the
@@ -318,14 +366,22 @@ impl<B: PolyBackend> EncodedLinearTransform<B> {
                 &rotated[at]
             }
         };
-        let mut terms = Vec::with_capacity(self.giants.len());
-        for (g, row) in &self.giants {
-            if row.is_empty() {
-                continue;
+        let mut terms = Vec::new();
+        match &self.stored {
+            Stored::Full(giants) => {
+                for (g, row) in giants.iter().filter(|(_, r)| !r.is_empty()) {
+                    let pairs: Vec<_> = row.iter().map(|(b, pt)| (baby(*b), pt)).collect();
+                    terms.push((ck.mul_plain_sum(&pairs)?, *g as i64));
+                    cost.pt_mults += row.len() as u64;
+                }
             }
-            let pairs: Vec<_> = row.iter().map(|(b, pt)| (baby(*b), pt)).collect();
-            terms.push((ck.mul_plain_sum(&pairs)?, *g as i64));
-            cost.pt_mults += row.len() as u64;
+            Stored::Periodic(classes, giants) => {
+                for (g, row) in giants.iter().filter(|(_, r)| !r.is_empty()) {
+                    let pairs: Vec<_> = row.iter().map(|(b, pt)| (baby(*b), pt)).collect();
+                    terms.push((ck.mul_periodic_sum(&pairs, classes)?, *g as i64));
+                    cost.pt_mults += row.len() as u64;
+                }
+            }
         }
         let (mut out, giant) = ck.rotate_sum_lazy(terms, keys)?;
         cost.giant_rotations = giant;

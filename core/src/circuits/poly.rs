@@ -2,7 +2,8 @@
 //! and its homomorphic evaluation by baby-step giant-step with exact scale management.
 //!
 //! `p(x) = Σ_i c_i·T_i(t)`, `t = (2x − a − b)/(b − a)`. The evaluation computes the baby powers
-//! `T_1 … T_{m−1}` and the giant powers `T_m, T_{2m}, T_{4m}, …` (`m` a power of two near
+//! `T_i`, `i < m`, that the leaves use (with their factors: an odd polynomial needs no even power
+//! above `m/2`) and the giant powers `T_m, T_{2m}, T_{4m}, …` (`m` a power of two near
 //! `√(d+1)`) with `T_{2k} = 2T_k² − 1` and `T_{j+k} = 2T_jT_k − T_{k−j}`, then splits `p`
 //! recursively: `p = q·T_g + r` with `g` the largest giant power `≤ deg p`, where (from
 //! `2T_gT_j = T_{g+j} + T_{g−j}`) `q_0 = c_g`, `q_j = 2c_{g+j}` and `r_i = c_i − c_{2g−i}`.

@@ -10,6 +10,7 @@
 pub mod arith;
 pub mod encoder;
 pub mod evaluator;
+pub mod periodic;
 pub mod precision;
 pub mod rotate;
 
@@ -19,4 +20,5 @@ pub use crate::rlwe::{
 };
 pub use encoder::{Encoder, C64};
 pub use evaluator::Ckks;
+pub use periodic::{PeriodClasses, PeriodicPlaintext};
 pub use precision::PrecisionStats;

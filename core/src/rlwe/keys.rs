@@ -103,6 +103,31 @@ pub struct SwitchingKey<B: PolyBackend> {
     pub(crate) params_id: u64,
 }
 
+impl<B: PolyBackend> SwitchingKey<B> {
+    /// Drops the expanded `a_j` from memory, keeping their seed: a key switch then regenerates
+    /// the digits it reads ([`crate::backend::PolyBackend::expand_uniform`], the same words).
+    /// Half the key's memory, for a seed expansion per use: for keys used a few times (the
+    /// Galois keys of a bootstrap), not the relinearization key.
+    pub fn shed_a(&mut self) {
+        self.a = Vec::new();
+    }
+
+    /// Whether the `a_j` are regenerated from the seed at each use ([`SwitchingKey::shed_a`]).
+    pub fn is_lean(&self) -> bool {
+        self.a.is_empty()
+    }
+
+    /// Words held in memory (both halves, or `b` alone when lean), times 8.
+    pub fn memory_bytes(&self, be: &B) -> usize {
+        let n = be.params().n();
+        self.b
+            .iter()
+            .chain(&self.a)
+            .map(|x| be.buffer_rows(x) * n * 8)
+            .sum()
+    }
+}
+
 impl<B: PolyBackend> core::fmt::Debug for SwitchingKey<B> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SwitchingKey")

@@ -116,7 +116,7 @@ impl<B: PolyBackend> Rlwe<B> {
         if let Some(g) = g {
             self.check_galois(g)?;
         }
-        if key.b.len() < h.digits.len() || key.a.len() < h.digits.len() {
+        if key.b.len() < h.digits.len() || (!key.is_lean() && key.a.len() < h.digits.len()) {
             return Err(Error::Shape {
                 what: "switching-key digits",
                 expected: h.digits.len(),
@@ -135,8 +135,19 @@ impl<B: PolyBackend> Rlwe<B> {
         let ext = self.ext_basis(h.level);
         let mut acc0 = self.backend.alloc(ext.rows());
         let mut acc1 = self.backend.alloc(ext.rows());
+        let expanded: Vec<B::Buffer>;
+        let a = if key.is_lean() {
+            // The digits this switch reads, regenerated over the key's basis.
+            let full = self.full_basis();
+            expanded = (0..h.digits.len())
+                .map(|j| self.backend.expand_uniform(&key.seed, j as u64, full))
+                .collect();
+            &expanded
+        } else {
+            &key.a
+        };
         self.backend
-            .key_inner_product(&h.digits, &key.b, &key.a, h.level, &mut acc0, &mut acc1);
+            .key_inner_product(&h.digits, &key.b, a, h.level, &mut acc0, &mut acc1);
         [acc0, acc1]
     }
 

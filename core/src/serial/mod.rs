@@ -452,7 +452,8 @@ impl<B: PolyBackend> Ckks<B> {
         compressed: bool,
     ) -> Result<()> {
         let dnum = self.params().dnum();
-        if key.params_id != self.params().id() || key.b.len() != dnum || key.a.len() != dnum {
+        let a_ok = key.a.len() == dnum || key.is_lean();
+        if key.params_id != self.params().id() || key.b.len() != dnum || !a_ok {
             return Err(Error::ParameterMismatch);
         }
         let basis = self.key_basis();
@@ -464,8 +465,13 @@ impl<B: PolyBackend> Ckks<B> {
             self.write_poly(out, b, basis)?;
         }
         if !compressed {
-            for a in &key.a {
-                self.write_poly(out, a, basis)?;
+            for j in 0..dnum {
+                match key.a.get(j) {
+                    Some(a) => self.write_poly(out, a, basis)?,
+                    None => {
+                        self.write_poly(out, &self.expand(&key.seed, j as u64, basis), basis)?
+                    }
+                }
             }
         }
         Ok(())
