@@ -174,6 +174,90 @@ impl CpuBackend {
         }
     }
 
+    /// The key inner product of `key_inner_product`, reading each `a_j` row from the key or, for
+    /// a lean key, expanding it from the seed into a row scratch (only the rows `Q_level ∪ P`
+    /// read, each once, in the row-parallel loop).
+    fn inner_product(
+        &self,
+        digits: &[Vec<u64>],
+        key_b: &[Vec<u64>],
+        key_a: KeyA<'_>,
+        level: usize,
+        acc0: &mut [u64],
+        acc1: &mut [u64],
+    ) {
+        // Both halves in one pass over the digits, in blocks of BLK coefficients whose
+        // accumulators stay in L1 (no per-row scratch: at N = 2^16 that was 2 MB allocated and
+        // zeroed per row). Lazy accumulation in u128: each product < 2^122 and dnum ≤ 64 keep
+        // the sum below 2^128; one Barrett reduction per coefficient.
+        const BLK: usize = 256;
+        let n = self.n();
+        let k = self.params.p().len();
+        let ext = Basis::qp(level + 1, k);
+        let key_basis = Basis::qp(self.q_total, k);
+        let dn = self.params.digits_at(level);
+        let q_total = self.q_total;
+        let body = |(r, (row0, row1)): (usize, (&mut [u64], &mut [u64]))| {
+            let g = ext.global_index(r, q_total);
+            let kr = key_basis.row_of(g, q_total).expect("key spans Q ∪ P");
+            let m = &self.moduli[g];
+            let scratch: Vec<u64> = match key_a {
+                KeyA::Held(_) => Vec::new(),
+                KeyA::Seeded(seed) => {
+                    let mut v = vec![0u64; dn * n];
+                    for (j, row) in v.chunks_mut(n).enumerate() {
+                        veil_core::math::sampling::expand_uniform_row(seed, j as u64, g, m, row);
+                    }
+                    v
+                }
+            };
+            let mut s0 = [0u128; BLK];
+            let mut s1 = [0u128; BLK];
+            let mut b = 0;
+            while b < n {
+                let e = (b + BLK).min(n);
+                let len = e - b;
+                s0[..len].fill(0);
+                s1[..len].fill(0);
+                for j in 0..dn {
+                    let dj = &digits[j][r * n..(r + 1) * n];
+                    let bj = &key_b[j][kr * n + b..kr * n + e];
+                    let aj = match key_a {
+                        KeyA::Held(a) => &a[j][kr * n + b..kr * n + e],
+                        KeyA::Seeded(_) => &scratch[j * n + b..j * n + e],
+                    };
+                    let dj = &dj[b..e];
+                    for c in 0..len {
+                        let d = dj[c] as u128;
+                        s0[c] += d * bj[c] as u128;
+                        s1[c] += d * aj[c] as u128;
+                    }
+                }
+                for c in 0..len {
+                    row0[b + c] = m.reduce_u128(s0[c]);
+                    row1[b + c] = m.reduce_u128(s1[c]);
+                }
+                b = e;
+            }
+        };
+        let rows = ext.rows() * n;
+        if self.pool.is_some() {
+            self.run(|| {
+                acc0[..rows]
+                    .par_chunks_mut(n)
+                    .zip(acc1[..rows].par_chunks_mut(n))
+                    .enumerate()
+                    .for_each(body)
+            });
+        } else {
+            acc0[..rows]
+                .chunks_mut(n)
+                .zip(acc1[..rows].chunks_mut(n))
+                .enumerate()
+                .for_each(body);
+        }
+    }
+
     fn ntt_row(&self, g: usize, row: &mut [u64]) {
         match &self.engine {
             NttEngine::Reference => self.params.ntt_table(g).forward(row),
@@ -452,6 +536,14 @@ impl CpuBackend {
     }
 }
 
+/// Where a key inner product reads the keys' `a_j`: held in memory, or regenerated from the
+/// seed (a lean key).
+#[derive(Clone, Copy)]
+enum KeyA<'a> {
+    Held(&'a [Vec<u64>]),
+    Seeded(&'a [u8; 32]),
+}
+
 impl PolyBackend for CpuBackend {
     type Buffer = Vec<u64>;
 
@@ -467,7 +559,16 @@ impl PolyBackend for CpuBackend {
     }
 
     fn alloc(&self, rows: usize) -> Vec<u64> {
-        vec![0u64; rows * self.n()]
+        let len = rows * self.n();
+        if self.pool.is_some() && rows > 1 {
+            // Zeroed by the pool's threads: the allocator reuses freed pages, whose zeroing was
+            // a serial memset on the calling thread.
+            let mut v = Vec::with_capacity(len);
+            self.run(|| v.par_extend(rayon::iter::repeat_n(0u64, len)));
+            v
+        } else {
+            vec![0u64; len]
+        }
     }
 
     fn upload_small(&self, v: &[i64], basis: Basis) -> Vec<u64> {
@@ -774,63 +875,19 @@ impl PolyBackend for CpuBackend {
         acc0: &mut Vec<u64>,
         acc1: &mut Vec<u64>,
     ) {
-        // Both halves in one pass over the digits, in blocks of BLK coefficients whose
-        // accumulators stay in L1 (no per-row scratch: at N = 2^16 that was 2 MB allocated and
-        // zeroed per row). Lazy accumulation in u128: each product < 2^122 and dnum ≤ 64 keep
-        // the sum below 2^128; one Barrett reduction per coefficient.
-        const BLK: usize = 256;
-        let n = self.n();
-        let k = self.params.p().len();
-        let ext = Basis::qp(level + 1, k);
-        let key_basis = Basis::qp(self.q_total, k);
-        let dn = self.params.digits_at(level);
-        let q_total = self.q_total;
-        let body = |(r, (row0, row1)): (usize, (&mut [u64], &mut [u64]))| {
-            let g = ext.global_index(r, q_total);
-            let kr = key_basis.row_of(g, q_total).expect("key spans Q ∪ P");
-            let m = &self.moduli[g];
-            let mut s0 = [0u128; BLK];
-            let mut s1 = [0u128; BLK];
-            let mut b = 0;
-            while b < n {
-                let e = (b + BLK).min(n);
-                let len = e - b;
-                s0[..len].fill(0);
-                s1[..len].fill(0);
-                for j in 0..dn {
-                    let dj = &digits[j][r * n..(r + 1) * n];
-                    let bj = &key_b[j][kr * n + b..kr * n + e];
-                    let aj = &key_a[j][kr * n + b..kr * n + e];
-                    let dj = &dj[b..e];
-                    for c in 0..len {
-                        let d = dj[c] as u128;
-                        s0[c] += d * bj[c] as u128;
-                        s1[c] += d * aj[c] as u128;
-                    }
-                }
-                for c in 0..len {
-                    row0[b + c] = m.reduce_u128(s0[c]);
-                    row1[b + c] = m.reduce_u128(s1[c]);
-                }
-                b = e;
-            }
-        };
-        let rows = ext.rows() * n;
-        if self.pool.is_some() {
-            self.run(|| {
-                acc0[..rows]
-                    .par_chunks_mut(n)
-                    .zip(acc1[..rows].par_chunks_mut(n))
-                    .enumerate()
-                    .for_each(body)
-            });
-        } else {
-            acc0[..rows]
-                .chunks_mut(n)
-                .zip(acc1[..rows].chunks_mut(n))
-                .enumerate()
-                .for_each(body);
-        }
+        self.inner_product(digits, key_b, KeyA::Held(key_a), level, acc0, acc1);
+    }
+
+    fn key_inner_product_seeded(
+        &self,
+        digits: &[Vec<u64>],
+        key_b: &[Vec<u64>],
+        seed: &[u8; 32],
+        level: usize,
+        acc0: &mut Vec<u64>,
+        acc1: &mut Vec<u64>,
+    ) {
+        self.inner_product(digits, key_b, KeyA::Seeded(seed), level, acc0, acc1);
     }
 
     fn mod_down(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {

@@ -50,6 +50,10 @@ pub struct BenchBootArgs {
     /// Peak memory is per process: measure the two key modes in separate runs.
     #[arg(long)]
     pub lean_keys: bool,
+    /// A memory budget for the bootstrapping keys, in MB: as few Galois keys as needed are lean
+    /// (`Bootstrapper::gen_keys_within`).
+    #[arg(long, conflicts_with = "lean_keys")]
+    pub key_budget_mb: Option<usize>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -139,8 +143,8 @@ pub struct BenchBootReport {
     pub key_bytes_compressed: usize,
     /// In memory.
     pub key_bytes_memory: usize,
-    /// Whether the Galois keys were lean (`--lean-keys`).
-    pub lean_keys: bool,
+    /// How many switching keys were lean (`--lean-keys`, `--key-budget-mb`).
+    pub lean_keys: usize,
     /// The encoded FFT plaintexts.
     pub plaintexts: usize,
     /// Their bytes in memory.
@@ -189,12 +193,30 @@ struct Session {
     keygen_s: f64,
 }
 
+/// How a session's bootstrapping keys are held.
+#[derive(Clone, Copy)]
+enum KeyMode {
+    Whole,
+    Lean,
+    Budget(usize),
+}
+
+impl KeyMode {
+    fn of(a: &BenchBootArgs) -> Self {
+        match (a.lean_keys, a.key_budget_mb) {
+            (true, _) => Self::Lean,
+            (false, Some(mb)) => Self::Budget(mb << 20),
+            (false, None) => Self::Whole,
+        }
+    }
+}
+
 fn session(
     p: &CkksParams,
     bp: &BootParams,
     threads: usize,
     extra_rotations: &[i64],
-    lean: bool,
+    keys: KeyMode,
     quiet: bool,
 ) -> Result<Session, BenchError> {
     let be = CpuBackend::fast(p, threads).map_err(|e| BenchError::Backend {
@@ -208,14 +230,11 @@ fn session(
     let sk = ck.gen_secret_key(&mut rng);
     let t = Instant::now();
     let mut progress = crate::progress::Progress::new("bootstrapping keys", quiet);
-    let keys = if lean {
-        boot.gen_lean_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
-            progress.update(d, n)
-        })
-    } else {
-        boot.gen_keys(&ck, &sk, extra_rotations, &mut rng, |d, n| {
-            progress.update(d, n)
-        })
+    let report = |d, n| progress.update(d, n);
+    let keys = match keys {
+        KeyMode::Whole => boot.gen_keys(&ck, &sk, extra_rotations, &mut rng, report),
+        KeyMode::Lean => boot.gen_lean_keys(&ck, &sk, extra_rotations, &mut rng, report),
+        KeyMode::Budget(b) => boot.gen_keys_within(&ck, &sk, extra_rotations, b, &mut rng, report),
     }
     .map_err(core("key generation"))?;
     let keygen_s = t.elapsed().as_secs_f64();
@@ -455,7 +474,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
     let mut facts = None;
     for &t in &a.threads {
         reset_peak_rss();
-        let s = session(&p, &bp, t, &[], a.lean_keys, a.json)?;
+        let s = session(&p, &bp, t, &[], KeyMode::of(a), a.json)?;
         if facts.is_none() {
             let nkeys = s.keys.count();
             let key = |c| veil_core::serial::switching_key_len(&p, c);
@@ -466,6 +485,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
                 s.boot.plaintexts(),
                 s.boot.plaintext_bytes(),
                 s.boot.levels().output,
+                s.keys.lean_count(),
             ));
         }
         if !a.json {
@@ -487,11 +507,11 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
                 .map_err(core("layer"))?
                 .rotations()
         };
-        let s = session(&p, &mp, a.threads[0], &lt_rots, a.lean_keys, a.json)?;
+        let s = session(&p, &mp, a.threads[0], &lt_rots, KeyMode::of(a), a.json)?;
         let mut rng = ChaCha20Rng::from_rng(rand_core::OsRng)?;
         mlp = Some(run_mlp(&s.ck, &s.keys, &s.sk, &s.boot, 4, &mut rng)?);
     }
-    let (keys, kc, km, pts, pt_bytes, levels_left) = facts.unwrap_or_default();
+    let (keys, kc, km, pts, pt_bytes, levels_left, lean_count) = facts.unwrap_or_default();
     Ok(BenchBootReport {
         params: p.name().into(),
         log_n: p.log_n(),
@@ -501,7 +521,7 @@ pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
         keys,
         key_bytes_compressed: kc,
         key_bytes_memory: km,
-        lean_keys: a.lean_keys,
+        lean_keys: lean_count,
         plaintexts: pts,
         plaintext_bytes: pt_bytes,
         rows,
@@ -528,10 +548,10 @@ pub fn render(r: &BenchBootReport) -> String {
         r.keys,
         mb(r.key_bytes_compressed),
         mb(r.key_bytes_memory),
-        if r.lean_keys {
-            " (lean Galois keys)"
+        if r.lean_keys > 0 {
+            format!(" ({} lean)", r.lean_keys)
         } else {
-            ""
+            String::new()
         },
         r.plaintexts,
         mb(r.plaintext_bytes)
@@ -619,7 +639,7 @@ mod tests {
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let (m, _) = random_layer(64, &mut rng);
         let rots = LinearTransform::from_dense(&m).unwrap().rotations();
-        let s = session(&p, &bp, 2, &rots, false, true).unwrap();
+        let s = session(&p, &bp, 2, &rots, KeyMode::Whole, true).unwrap();
         let r = run_mlp(&s.ck, &s.keys, &s.sk, &s.boot, 2, &mut rng).unwrap();
         println!("{r:?}");
         assert!(r.precision[0] > 18.0, "{r:?}");

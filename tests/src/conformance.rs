@@ -582,6 +582,26 @@ pub fn check_key_inner_product<A: PolyBackend, B: PolyBackend>(
             &acc1,
             ext.rows(),
         )?;
+        // A lean key: the reference on the expanded `a_j`, the candidate from the seed.
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
+        let ea: Vec<_> = (0..dsa.len())
+            .map(|j| pr.a.expand_uniform(&seed, j as u64, full))
+            .collect();
+        let mut acc0 = pr.up(&random_words(&p, ext, rng));
+        let mut acc1 = pr.up(&random_words(&p, ext, rng));
+        pr.a.key_inner_product(&dsa, &kba, &ea, level, &mut acc0.0, &mut acc1.0);
+        pr.b.key_inner_product_seeded(&dsb, &kbb, &seed, level, &mut acc0.1, &mut acc1.1);
+        pr.cmp(
+            &format!("key_inner_product_seeded level {level}"),
+            &acc0,
+            ext.rows(),
+        )?;
+        pr.cmp(
+            &format!("key_inner_product_seeded acc1 level {level}"),
+            &acc1,
+            ext.rows(),
+        )?;
     }
     Ok(())
 }

@@ -172,6 +172,64 @@ fn lean_keys_bootstrap_identically() {
     }
 }
 
+/// The bootstrapping keys, encapsulation keys included, travel as bytes (seed-compressed or
+/// not; lean keys too) and bootstrap to the same words after the round trip; truncated,
+/// corrupted or foreign bytes are typed errors.
+#[test]
+fn boot_keys_round_trip() {
+    let s = setup(2048, 21);
+    let mut rng = test_rng(22);
+    let x = random_values(&mut rng, 2048, 1.0);
+    let ct = fresh_at_zero(&s, &x, 23);
+    let words = |keys: &BootKeys<CpuBackend>| -> Vec<u64> {
+        let (out, _) = s.boot.bootstrap(&s.ck, keys, &ct).unwrap();
+        s.ck.decrypt_decode(&s.sk, &out)
+            .unwrap()
+            .iter()
+            .flat_map(|v| [v.re.to_bits(), v.im.to_bits()])
+            .collect()
+    };
+    let want = words(&s.keys);
+    let mut rng = test_rng(24);
+    let lean = s
+        .boot
+        .gen_lean_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .unwrap();
+    let lean_want = words(&lean);
+    for compressed in [true, false] {
+        let bytes = s.keys.to_bytes(&s.ck, compressed).unwrap();
+        println!("boot keys, compressed {compressed}: {} bytes", bytes.len());
+        let back = BootKeys::from_bytes(&s.ck, &bytes).unwrap();
+        assert_eq!(words(&back), want);
+        let lb = lean.to_bytes(&s.ck, compressed).unwrap();
+        assert_eq!(words(&BootKeys::from_bytes(&s.ck, &lb).unwrap()), lean_want);
+        for cut in [0, 1, 2, 9, bytes.len() / 2, bytes.len() - 1] {
+            assert!(
+                BootKeys::from_bytes(&s.ck, &bytes[..cut]).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut bad = bytes.clone();
+        bad[0] ^= 0x40;
+        assert!(BootKeys::from_bytes(&s.ck, &bad).is_err());
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(BootKeys::from_bytes(&s.ck, &long).is_err());
+    }
+    let c = s.keys.to_bytes(&s.ck, true).unwrap().len();
+    let u = s.keys.to_bytes(&s.ck, false).unwrap().len();
+    assert!(c * 10 < u * 6, "seed-compressed is about half: {c} vs {u}");
+    // Under other parameters.
+    let other = params::insecure_logn12_boot().validate().unwrap();
+    let mut lit = other.literal().clone();
+    lit.log_default_scale += 1;
+    if let Ok(p2) = lit.validate() {
+        let ck2 = Ckks::new(Arc::new(CpuBackend::fast(&p2, 1).unwrap()));
+        let bytes = s.keys.to_bytes(&s.ck, true).unwrap();
+        assert!(BootKeys::from_bytes(&ck2, &bytes).is_err());
+    }
+}
+
 /// A constant input of magnitude 1 puts the whole message in one coefficient at its largest:
 /// the sine's relative error `(2π·2^-12)²/6 = 2^-21.4` is met there.
 #[test]

@@ -225,6 +225,19 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         self.inner
             .key_inner_product(digits, key_b, key_a, level, acc0, acc1)
     }
+    fn key_inner_product_seeded(
+        &self,
+        digits: &[Self::Buffer],
+        key_b: &[Self::Buffer],
+        seed: &[u8; 32],
+        level: usize,
+        acc0: &mut Self::Buffer,
+        acc1: &mut Self::Buffer,
+    ) {
+        bump(&self.c.key_inner_product);
+        self.inner
+            .key_inner_product_seeded(digits, key_b, seed, level, acc0, acc1)
+    }
     /// Not counted: a transfer, like `upload`.
     fn upload_small(&self, v: &[i64], basis: Basis) -> Self::Buffer {
         self.inner.upload_small(v, basis)

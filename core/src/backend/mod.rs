@@ -291,6 +291,25 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
         acc0: &mut Self::Buffer,
         acc1: &mut Self::Buffer,
     );
+    /// [`PolyBackend::key_inner_product`] for a lean key, whose `a_j` are the seed's expansion
+    /// over `Basis::qp(L + 1, k)` on stream `j` ([`expand_uniform`]). The default expands the
+    /// digits' `a_j` and calls `key_inner_product`; a backend may expand only the rows it reads.
+    fn key_inner_product_seeded(
+        &self,
+        digits: &[Self::Buffer],
+        key_b: &[Self::Buffer],
+        seed: &[u8; 32],
+        level: usize,
+        acc0: &mut Self::Buffer,
+        acc1: &mut Self::Buffer,
+    ) {
+        let p = self.params();
+        let full = Basis::qp(p.max_level() + 1, p.p().len());
+        let a: Vec<Self::Buffer> = (0..digits.len())
+            .map(|j| self.expand_uniform(seed, j as u64, full))
+            .collect();
+        self.key_inner_product(digits, key_b, &a, level, acc0, acc1);
+    }
     /// ModDown: `out = round(x / P)` over `Q_level`, for `x` in the NTT domain over
     /// `Basis::qp(level + 1, k)` ([`crate::math::rns::DivRoundPlan`] with the special primes dropped).
     fn mod_down(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);

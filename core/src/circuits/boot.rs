@@ -37,10 +37,14 @@ use crate::backend::{Basis, PolyBackend};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, C64};
 use crate::error::{Error, Result};
 use crate::params::{CkksParams, SecretDistribution};
+use crate::rlwe::{LevelZeroKey, SwitchingKey};
 use alloc::collections::BTreeSet;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::f64::consts::PI;
+
+/// The version byte of [`BootKeys::to_bytes`].
+const BOOT_KEYS_VERSION: u8 = 1;
 
 /// The ephemeral secret's Hamming weight in sparse-secret encapsulation (Lattigo's default).
 pub const EPHEMERAL_WEIGHT: u32 = 32;
@@ -397,7 +401,7 @@ pub struct BootKeys<B: PolyBackend> {
     /// rotations asked for).
     pub eval: EvaluationKeys<B>,
     /// `s → s'` over `{q_0, p_0}` (`[b, a]`) and `s' → s` over `Q ∪ P`, when encapsulating.
-    encapsulation: Option<([B::Buffer; 2], crate::rlwe::SwitchingKey<B>)>,
+    encapsulation: Option<(LevelZeroKey<B>, SwitchingKey<B>)>,
 }
 
 impl<B: PolyBackend> core::fmt::Debug for BootKeys<B> {
@@ -417,6 +421,17 @@ impl<B: PolyBackend> BootKeys<B> {
             + 2 * usize::from(self.encapsulation.is_some())
     }
 
+    /// How many of the switching keys are lean ([`crate::rlwe::SwitchingKey::is_lean`]).
+    pub fn lean_count(&self) -> usize {
+        self.eval
+            .relin
+            .iter()
+            .chain(self.eval.galois.values())
+            .chain(self.encapsulation.as_ref().map(|(_, back)| back))
+            .filter(|k| k.is_lean())
+            .count()
+    }
+
     /// Their bytes in memory (the backend's words, 8 bytes each).
     pub fn memory_bytes(&self, be: &B) -> usize {
         let n = be.params().n();
@@ -429,10 +444,80 @@ impl<B: PolyBackend> BootKeys<B> {
             .map(|k| k.memory_bytes(be))
             .sum::<usize>();
         let to = self.encapsulation.as_ref().map_or(0, |(to, _)| {
-            to.iter().map(|x| be.buffer_rows(x) * n * 8).sum()
+            (be.buffer_rows(&to.b) + be.buffer_rows(&to.a)) * n * 8
         });
         switching + to
     }
+
+    /// The keys as bytes, for the client to send to the server: the evaluation keys, then the
+    /// two encapsulation keys when present, each in the crate's serial format (`compressed`:
+    /// every `a` half as its seed, about half the size), behind a small frame (a version byte,
+    /// a flag byte, and a little-endian `u64` length before each part).
+    pub fn to_bytes(&self, ck: &Ckks<B>, compressed: bool) -> Result<Vec<u8>> {
+        let mut parts = vec![ck.serialize_evaluation_keys(&self.eval, compressed)?];
+        if let Some((to, back)) = &self.encapsulation {
+            parts.push(ck.serialize_level_zero_key(to, compressed)?);
+            parts.push(ck.serialize_switching_key(back, compressed)?);
+        }
+        let mut out = Vec::with_capacity(2 + parts.iter().map(|p| 8 + p.len()).sum::<usize>());
+        out.push(BOOT_KEYS_VERSION);
+        out.push(u8::from(self.encapsulation.is_some()));
+        for p in &parts {
+            out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+            out.extend_from_slice(p);
+        }
+        Ok(out)
+    }
+
+    /// Decodes [`BootKeys::to_bytes`] under `ck`'s parameters (typed errors for anything
+    /// malformed, truncated or made under other parameters). The keys come back whole.
+    pub fn from_bytes(ck: &Ckks<B>, bytes: &[u8]) -> Result<Self> {
+        let (&version, rest) = bytes.split_first().ok_or(Error::Malformed("empty"))?;
+        if version != BOOT_KEYS_VERSION {
+            return Err(Error::Malformed("unknown bootstrapping-keys version"));
+        }
+        let (&flags, mut rest) = rest.split_first().ok_or(Error::Malformed("truncated"))?;
+        if flags > 1 {
+            return Err(Error::Malformed("unknown bootstrapping-keys flags"));
+        }
+        let mut part = || -> Result<&[u8]> {
+            if rest.len() < 8 {
+                return Err(Error::Malformed("truncated"));
+            }
+            let (len, tail) = rest.split_at(8);
+            let len = u64::from_le_bytes(len.try_into().map_err(|_| Error::Malformed("length"))?);
+            let len = usize::try_from(len).map_err(|_| Error::Malformed("length"))?;
+            if tail.len() < len {
+                return Err(Error::Malformed("truncated"));
+            }
+            let (p, tail) = tail.split_at(len);
+            rest = tail;
+            Ok(p)
+        };
+        let eval = ck.deserialize_evaluation_keys(part()?)?;
+        let encapsulation = if flags == 1 {
+            let to = ck.deserialize_level_zero_key(part()?)?;
+            let back = ck.deserialize_switching_key(part()?)?;
+            Some((to, back))
+        } else {
+            None
+        };
+        if !rest.is_empty() {
+            return Err(Error::Malformed("trailing bytes"));
+        }
+        Ok(Self {
+            eval,
+            encapsulation,
+        })
+    }
+}
+
+/// Which bootstrapping keys [`Bootstrapper::gen_keys`] and its variants make lean.
+#[derive(Clone, Copy)]
+enum Lean {
+    None,
+    All,
+    Budget(usize),
 }
 
 /// A bootstrapper for one parameter set: the encoded FFT groups and the EvalMod polynomial.
@@ -567,7 +652,7 @@ impl<B: PolyBackend> Bootstrapper<B> {
         rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
         progress: impl FnMut(usize, usize),
     ) -> Result<BootKeys<B>> {
-        self.gen_keys_with(ck, sk, extra, false, rng, progress)
+        self.gen_keys_with(ck, sk, extra, Lean::None, rng, progress)
     }
 
     /// [`Bootstrapper::gen_keys`] with lean Galois keys: each key's `a` half is dropped as soon
@@ -584,7 +669,24 @@ impl<B: PolyBackend> Bootstrapper<B> {
         rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
         progress: impl FnMut(usize, usize),
     ) -> Result<BootKeys<B>> {
-        self.gen_keys_with(ck, sk, extra, true, rng, progress)
+        self.gen_keys_with(ck, sk, extra, Lean::All, rng, progress)
+    }
+
+    /// [`Bootstrapper::gen_keys`] within a memory budget for the keys: as few keys as needed
+    /// are made lean ([`Bootstrapper::gen_lean_keys`]; first the two used once per bootstrap, the
+    /// encapsulation's `s' → s` and the conjugation key, then rotation keys) for the whole set
+    /// to fit in `max_bytes` ([`BootKeys::memory_bytes`]). Fails with a typed error when even
+    /// every key lean does not fit.
+    pub fn gen_keys_within(
+        &self,
+        ck: &Ckks<B>,
+        sk: &crate::rlwe::SecretKey,
+        extra: &[i64],
+        max_bytes: usize,
+        rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
+        progress: impl FnMut(usize, usize),
+    ) -> Result<BootKeys<B>> {
+        self.gen_keys_with(ck, sk, extra, Lean::Budget(max_bytes), rng, progress)
     }
 
     fn gen_keys_with(
@@ -592,29 +694,51 @@ impl<B: PolyBackend> Bootstrapper<B> {
         ck: &Ckks<B>,
         sk: &crate::rlwe::SecretKey,
         extra: &[i64],
-        lean: bool,
+        lean: Lean,
         rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
         mut progress: impl FnMut(usize, usize),
     ) -> Result<BootKeys<B>> {
         let mut rots = self.rotations.clone();
         rots.extend_from_slice(extra);
         let enc = ck.encoder();
-        let mut elts: Vec<u64> = rots
-            .iter()
-            .map(|&r| enc.galois_element_for_rotation(r))
-            .collect();
-        elts.push(enc.galois_element_conjugate());
+        // The conjugation key first: after the encapsulation's, it is the one used once.
+        let mut elts: Vec<u64> = vec![enc.galois_element_conjugate()];
+        for &r in &rots {
+            let g = enc.galois_element_for_rotation(r);
+            if !elts.contains(&g) {
+                elts.push(g);
+            }
+        }
         let total = 1 + elts.len();
         let mut eval = ck.gen_evaluation_keys(sk, &[], false, rng, |_, _| {})?;
         progress(1, total);
-        for (i, g) in elts.into_iter().enumerate() {
-            if let alloc::collections::btree_map::Entry::Vacant(e) = eval.galois.entry(g) {
-                let mut key = ck.gen_galois_key(sk, g, rng)?;
-                if lean {
-                    key.shed_a();
+        // Keys in shedding order: the encapsulation's `s' → s`, then `elts`.
+        let back = usize::from(self.params.ephemeral_weight.is_some());
+        let sheddable = back + elts.len();
+        let n_lean = match lean {
+            Lean::None => 0,
+            Lean::All => sheddable,
+            Lean::Budget(max) => {
+                let be = ck.backend();
+                let p = ck.params();
+                let whole = eval.relin.as_ref().map_or(0, |k| k.memory_bytes(be));
+                let a_bytes = p.dnum() * (p.q().len() + p.p().len()) * p.n() * 8;
+                let all = (1 + sheddable) * whole;
+                let need = all.saturating_sub(max).div_ceil(a_bytes.max(1));
+                if need > sheddable {
+                    return Err(Error::InvalidParameters(
+                        "the bootstrapping keys do not fit the memory budget even lean",
+                    ));
                 }
-                e.insert(key);
+                need
             }
+        };
+        for (i, g) in elts.into_iter().enumerate() {
+            let mut key = ck.gen_galois_key(sk, g, rng)?;
+            if back + i < n_lean {
+                key.shed_a();
+            }
+            eval.galois.insert(g, key);
             progress(i + 2, total);
         }
         let encapsulation = match self.params.ephemeral_weight {
@@ -622,7 +746,7 @@ impl<B: PolyBackend> Bootstrapper<B> {
                 let sparse = ck.rlwe.gen_ephemeral_secret(h as usize, rng);
                 let to = ck.rlwe.gen_sparse_switching_key(sk, &sparse, rng)?;
                 let mut back = ck.rlwe.gen_switching_key_from(sk, &sparse, rng)?;
-                if lean {
+                if n_lean > 0 {
                     back.shed_a();
                 }
                 Some((to, back))
@@ -783,15 +907,18 @@ impl<B: PolyBackend> Bootstrapper<B> {
         &self,
         ck: &Ckks<B>,
         ct: &Ciphertext<B>,
-        key: &[B::Buffer; 2],
+        key: &LevelZeroKey<B>,
     ) -> Result<Ciphertext<B>> {
+        if key.params_id != ck.params().id() {
+            return Err(Error::ParameterMismatch);
+        }
         let be = ck.backend();
         let k = ck.params().p().len();
         let mut digits = [be.alloc(1 + k)];
         be.decompose(&ct.polys[1], 0, &mut digits);
         let ext = Basis::qp(1, 1);
         let mut out = Vec::with_capacity(2);
-        for part in key {
+        for part in [&key.b, &key.a] {
             let mut prod = be.alloc(2);
             be.mul(&digits[0], part, &mut prod, ext);
             let mut down = be.alloc(1);

@@ -7,7 +7,7 @@
 //! public seed (stream `j`), so a key serializes at half size.
 
 use super::context::Rlwe;
-use super::keys::{PublicKey, SecretKey, SwitchingKey};
+use super::keys::{LevelZeroKey, PublicKey, SecretKey, SwitchingKey};
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling;
@@ -157,12 +157,12 @@ impl<B: PolyBackend> Rlwe<B> {
         sk: &SecretKey,
         sparse: &SecretKey,
         rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<[B::Buffer; 2]> {
+    ) -> Result<LevelZeroKey<B>> {
         self.check_sk(sk)?;
         let n = self.n();
         let basis = Basis::qp(1, 1);
-        let mut seed = Zeroizing::new([0u8; 32]);
-        rng.fill_bytes(&mut seed[..]);
+        let mut seed = [0u8; 32];
+        rng.fill_bytes(&mut seed);
         let a = self.backend.expand_uniform(&seed, 0, basis);
         let e = self.sample_error(rng);
         let mut b = self.small_to_ntt(&e, basis);
@@ -182,7 +182,12 @@ impl<B: PolyBackend> Rlwe<B> {
         let mut gb = self.backend.upload(&g);
         self.backend.add_assign(&mut b, &gb, basis);
         self.backend.zeroize(&mut gb);
-        Ok([b, a])
+        Ok(LevelZeroKey {
+            b,
+            a,
+            seed,
+            params_id: self.params.id(),
+        })
     }
 
     /// A switching key from `from` to `s` over `Q ∪ P` (the gadget of the parameter set).

@@ -136,6 +136,24 @@ impl<B: PolyBackend> core::fmt::Debug for SwitchingKey<B> {
     }
 }
 
+/// A one-digit switching key over `{q_0, p_0}` alone (sparse-secret encapsulation's `s → s'`
+/// at level 0): `(b, a) = (−a·s' + e + p_0·s, a)` in the NTT domain, `a` expanded from a public
+/// seed (stream 0).
+pub struct LevelZeroKey<B: PolyBackend> {
+    pub(crate) b: B::Buffer,
+    pub(crate) a: B::Buffer,
+    pub(crate) seed: [u8; 32],
+    pub(crate) params_id: u64,
+}
+
+impl<B: PolyBackend> core::fmt::Debug for LevelZeroKey<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LevelZeroKey")
+            .field("params_id", &self.params_id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Evaluation keys: relinearization and Galois keys, by Galois element.
 pub struct EvaluationKeys<B: PolyBackend> {
     /// The relinearization key (`s² → s`).

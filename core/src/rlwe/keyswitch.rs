@@ -135,19 +135,14 @@ impl<B: PolyBackend> Rlwe<B> {
         let ext = self.ext_basis(h.level);
         let mut acc0 = self.backend.alloc(ext.rows());
         let mut acc1 = self.backend.alloc(ext.rows());
-        let expanded: Vec<B::Buffer>;
-        let a = if key.is_lean() {
-            // The digits this switch reads, regenerated over the key's basis.
-            let full = self.full_basis();
-            expanded = (0..h.digits.len())
-                .map(|j| self.backend.expand_uniform(&key.seed, j as u64, full))
-                .collect();
-            &expanded
+        if key.is_lean() {
+            self.backend.key_inner_product_seeded(
+                &h.digits, &key.b, &key.seed, h.level, &mut acc0, &mut acc1,
+            );
         } else {
-            &key.a
-        };
-        self.backend
-            .key_inner_product(&h.digits, &key.b, a, h.level, &mut acc0, &mut acc1);
+            self.backend
+                .key_inner_product(&h.digits, &key.b, &key.a, h.level, &mut acc0, &mut acc1);
+        }
         [acc0, acc1]
     }
 

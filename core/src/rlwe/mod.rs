@@ -23,6 +23,8 @@ pub mod keyswitch;
 pub mod types;
 
 pub use context::Rlwe;
-pub use keys::{public_key_basis, EvaluationKeys, PublicKey, SecretKey, SwitchingKey};
+pub use keys::{
+    public_key_basis, EvaluationKeys, LevelZeroKey, PublicKey, SecretKey, SwitchingKey,
+};
 pub use keyswitch::Hoisted;
 pub use types::{expand_uniform, Ciphertext, ExtCiphertext, Plaintext};

@@ -12,7 +12,7 @@
 //! | offset | size | field |
 //! |-------:|-----:|-------|
 //! | 0 | 4 | magic `b"VEIL"` |
-//! | 4 | 1 | object kind ([`ObjectKind`]: 1 params, 2 ciphertext, 3 plaintext, 4 public key, 5 switching key, 6 evaluation keys) |
+//! | 4 | 1 | object kind ([`ObjectKind`]: 1 params, 2 ciphertext, 3 plaintext, 4 public key, 5 switching key, 6 evaluation keys, 7 level-0 key) |
 //! | 5 | 2 | format version `u16` (this build: [`FORMAT_VERSION`] = 2) |
 //! | 7 | 8 | parameter id `u64` ([`CkksParams::id`]) |
 //!
@@ -67,7 +67,7 @@ use crate::ckks::Ckks;
 use crate::error::{Error, Result};
 use crate::params::{CkksParams, CkksParamsLiteral};
 use crate::rlwe::{
-    public_key_basis, Ciphertext, EvaluationKeys, Plaintext, PublicKey, SwitchingKey,
+    public_key_basis, Ciphertext, EvaluationKeys, LevelZeroKey, Plaintext, PublicKey, SwitchingKey,
 };
 use alloc::collections::BTreeMap;
 use alloc::vec;
@@ -427,6 +427,62 @@ impl<B: PolyBackend> Ckks<B> {
         };
         r.finish()?;
         Ok(PublicKey {
+            b,
+            a,
+            seed,
+            params_id: self.params().id(),
+        })
+    }
+
+    // ---- level-0 keys -----------------------------------------------------------------------
+
+    /// Encodes a level-0 key (bootstrapping's encapsulation key, over `{q_0, p_0}`); with
+    /// `compressed`, `a` travels as its seed.
+    pub fn serialize_level_zero_key(
+        &self,
+        key: &LevelZeroKey<B>,
+        compressed: bool,
+    ) -> Result<Vec<u8>> {
+        if key.params_id != self.params().id() {
+            return Err(Error::ParameterMismatch);
+        }
+        let basis = Basis::qp(1, 1);
+        let polys = if compressed { 1 } else { 2 };
+        let mut out =
+            Vec::with_capacity(HEADER_LEN + 33 + polys * packed_poly_len(self.params(), basis));
+        write_header(&mut out, ObjectKind::LevelZeroKey, self.params().id());
+        out.push(if compressed { FLAG_SEEDED } else { 0 });
+        out.extend_from_slice(&key.seed);
+        self.write_poly(&mut out, &key.b, basis)?;
+        if !compressed {
+            self.write_poly(&mut out, &key.a, basis)?;
+        }
+        Ok(out)
+    }
+
+    /// Decodes a level-0 key made under this context's parameters.
+    pub fn deserialize_level_zero_key(&self, bytes: &[u8]) -> Result<LevelZeroKey<B>> {
+        let body = expect_header(bytes, ObjectKind::LevelZeroKey, self.params().id())?;
+        let mut r = Reader::new(body);
+        let flags = r.u8()?;
+        if flags & !FLAG_SEEDED != 0 {
+            return Err(Error::Malformed("unknown level-0 key flags"));
+        }
+        let compressed = flags & FLAG_SEEDED != 0;
+        let basis = Basis::qp(1, 1);
+        let polys = if compressed { 1 } else { 2 };
+        if r.remaining() != 32 + polys * packed_poly_len(self.params(), basis) {
+            return Err(Error::Malformed("level-0 key length"));
+        }
+        let seed = r.seed()?;
+        let b = self.read_poly(&mut r, basis)?;
+        let a = if compressed {
+            self.expand(&seed, 0, basis)
+        } else {
+            self.read_poly(&mut r, basis)?
+        };
+        r.finish()?;
+        Ok(LevelZeroKey {
             b,
             a,
             seed,

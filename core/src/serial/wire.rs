@@ -32,6 +32,8 @@ pub enum ObjectKind {
     SwitchingKey = 5,
     /// A set of [`crate::ckks::EvaluationKeys`].
     EvaluationKeys = 6,
+    /// A [`crate::rlwe::LevelZeroKey`] (bootstrapping's encapsulation key).
+    LevelZeroKey = 7,
 }
 
 impl ObjectKind {
@@ -44,6 +46,7 @@ impl ObjectKind {
             4 => Self::PublicKey,
             5 => Self::SwitchingKey,
             6 => Self::EvaluationKeys,
+            7 => Self::LevelZeroKey,
             _ => return None,
         })
     }
