@@ -258,6 +258,41 @@ impl CpuBackend {
         }
     }
 
+    /// `out[r][c] = Σ_t term_t(r, c) mod q_r`, where `term(t, r, b, s)` adds term `t`'s products
+    /// for row `r`'s coefficients `b..b + s.len()` into the u128 accumulators `s`. Lazy: blocks
+    /// of BLK coefficients stay in L1, each product is below 2^122, so LAZY terms fit before a
+    /// reduction; one Barrett reduction per coefficient otherwise.
+    fn lazy_sums(
+        &self,
+        out: &mut [u64],
+        basis: Basis,
+        count: usize,
+        term: impl Fn(usize, usize, usize, &mut [u128]) + Sync + Send,
+    ) {
+        const BLK: usize = 256;
+        const LAZY: usize = 64;
+        let n = self.n();
+        self.rows_mut(out, basis, |r, g, row| {
+            let m = &self.moduli[g];
+            let mut acc = [0u128; BLK];
+            let mut b = 0;
+            while b < n {
+                let s = &mut acc[..(n - b).min(BLK)];
+                s.fill(0);
+                for t in 0..count {
+                    if t > 0 && t % LAZY == 0 {
+                        s.iter_mut().for_each(|v| *v = m.reduce_u128(*v) as u128);
+                    }
+                    term(t, r, b, s);
+                }
+                for (o, v) in row[b..].iter_mut().zip(s.iter()) {
+                    *o = m.reduce_u128(*v);
+                }
+                b += s.len();
+            }
+        });
+    }
+
     fn ntt_row(&self, g: usize, row: &mut [u64]) {
         match &self.engine {
             NttEngine::Reference => self.params.ntt_table(g).forward(row),
@@ -693,34 +728,12 @@ impl PolyBackend for CpuBackend {
     }
 
     fn mul_sum(&self, terms: &[(&Vec<u64>, &Vec<u64>)], out: &mut Vec<u64>, basis: Basis) {
-        // Lazy accumulation in u128 over blocks of BLK coefficients (as in key_inner_product):
-        // each product is below 2^122, so LAZY of them fit before a reduction.
-        const BLK: usize = 256;
-        const LAZY: usize = 64;
         let n = self.n();
-        self.rows_mut(out, basis, |r, g, row| {
-            let m = &self.moduli[g];
-            let mut s = [0u128; BLK];
-            let mut b = 0;
-            while b < n {
-                let e = (b + BLK).min(n);
-                let len = e - b;
-                s[..len].fill(0);
-                for (t, (x, y)) in terms.iter().enumerate() {
-                    if t > 0 && t % LAZY == 0 {
-                        s[..len]
-                            .iter_mut()
-                            .for_each(|v| *v = m.reduce_u128(*v) as u128);
-                    }
-                    let (xs, ys) = (&x[r * n + b..r * n + e], &y[r * n + b..r * n + e]);
-                    for c in 0..len {
-                        s[c] += xs[c] as u128 * ys[c] as u128;
-                    }
-                }
-                for c in 0..len {
-                    row[b + c] = m.reduce_u128(s[c]);
-                }
-                b = e;
+        self.lazy_sums(out, basis, terms.len(), |t, r, b, s| {
+            let (x, y) = terms[t];
+            let (xs, ys) = (&x[r * n + b..], &y[r * n + b..]);
+            for (c, v) in s.iter_mut().enumerate() {
+                *v += xs[c] as u128 * ys[c] as u128;
             }
         });
     }
@@ -733,34 +746,17 @@ impl PolyBackend for CpuBackend {
         out: &mut Vec<u64>,
         basis: Basis,
     ) {
-        // As mul_sum, gathering each plaintext word from its compact row (which stays in cache).
-        const BLK: usize = 256;
-        const LAZY: usize = 64;
+        // Each plaintext word is gathered from its compact row (which stays in cache).
         let n = self.n();
-        self.rows_mut(out, basis, |r, g, row| {
-            let m = &self.moduli[g];
-            let mut s = [0u128; BLK];
-            let mut b = 0;
-            while b < n {
-                let e = (b + BLK).min(n);
-                let len = e - b;
-                s[..len].fill(0);
-                let cls = &classes[b..e];
-                for (t, (x, y)) in terms.iter().enumerate() {
-                    if t > 0 && t % LAZY == 0 {
-                        s[..len]
-                            .iter_mut()
-                            .for_each(|v| *v = m.reduce_u128(*v) as u128);
-                    }
-                    let (xs, ys) = (&x[r * n + b..r * n + e], &y[r * width..(r + 1) * width]);
-                    for c in 0..len {
-                        s[c] += xs[c] as u128 * ys[cls[c] as usize] as u128;
-                    }
-                }
-                for c in 0..len {
-                    row[b + c] = m.reduce_u128(s[c]);
-                }
-                b = e;
+        self.lazy_sums(out, basis, terms.len(), |t, r, b, s| {
+            let (x, y) = terms[t];
+            let (xs, ys, cls) = (
+                &x[r * n + b..],
+                &y[r * width..(r + 1) * width],
+                &classes[b..],
+            );
+            for (c, v) in s.iter_mut().enumerate() {
+                *v += xs[c] as u128 * ys[cls[c] as usize] as u128;
             }
         });
     }

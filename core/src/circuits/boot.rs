@@ -423,26 +423,22 @@ impl<B: PolyBackend> BootKeys<B> {
 
     /// How many of the switching keys are lean ([`crate::rlwe::SwitchingKey::is_lean`]).
     pub fn lean_count(&self) -> usize {
+        self.switching_keys().filter(|k| k.is_lean()).count()
+    }
+
+    /// The relinearization, Galois and `s' → s` keys.
+    fn switching_keys(&self) -> impl Iterator<Item = &SwitchingKey<B>> {
         self.eval
             .relin
             .iter()
             .chain(self.eval.galois.values())
             .chain(self.encapsulation.as_ref().map(|(_, back)| back))
-            .filter(|k| k.is_lean())
-            .count()
     }
 
     /// Their bytes in memory (the backend's words, 8 bytes each).
     pub fn memory_bytes(&self, be: &B) -> usize {
         let n = be.params().n();
-        let switching = self
-            .eval
-            .relin
-            .iter()
-            .chain(self.eval.galois.values())
-            .chain(self.encapsulation.as_ref().map(|(_, back)| back))
-            .map(|k| k.memory_bytes(be))
-            .sum::<usize>();
+        let switching: usize = self.switching_keys().map(|k| k.memory_bytes(be)).sum();
         let to = self.encapsulation.as_ref().map_or(0, |(to, _)| {
             (be.buffer_rows(&to.b) + be.buffer_rows(&to.a)) * n * 8
         });

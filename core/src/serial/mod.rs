@@ -391,32 +391,67 @@ impl<B: PolyBackend> Ckks<B> {
             return Err(Error::ParameterMismatch);
         }
         let basis = public_key_basis(self.params());
-        let polys = if compressed { 1 } else { 2 };
-        let mut out =
-            Vec::with_capacity(HEADER_LEN + 33 + polys * packed_poly_len(self.params(), basis));
-        write_header(&mut out, ObjectKind::PublicKey, self.params().id());
-        out.push(if compressed { FLAG_SEEDED } else { 0 });
-        out.extend_from_slice(&pk.seed);
-        self.write_poly(&mut out, &pk.b, basis)?;
-        if !compressed {
-            self.write_poly(&mut out, &pk.a, basis)?;
-        }
-        Ok(out)
+        self.write_seeded_pair(
+            ObjectKind::PublicKey,
+            [&pk.b, &pk.a],
+            &pk.seed,
+            basis,
+            compressed,
+        )
     }
 
     /// Decodes a public key made under this context's parameters.
     pub fn deserialize_public_key(&self, bytes: &[u8]) -> Result<PublicKey<B>> {
-        let body = expect_header(bytes, ObjectKind::PublicKey, self.params().id())?;
+        let basis = public_key_basis(self.params());
+        let (b, a, seed) = self.read_seeded_pair(bytes, ObjectKind::PublicKey, basis)?;
+        Ok(PublicKey {
+            b,
+            a,
+            seed,
+            params_id: self.params().id(),
+        })
+    }
+
+    /// `kind`'s header, a flag byte, `seed`, then `b` and (unless `compressed`: the seed's
+    /// expansion, stream 0) `a` over `basis`.
+    fn write_seeded_pair(
+        &self,
+        kind: ObjectKind,
+        [b, a]: [&B::Buffer; 2],
+        seed: &[u8; 32],
+        basis: Basis,
+        compressed: bool,
+    ) -> Result<Vec<u8>> {
+        let polys = if compressed { 1 } else { 2 };
+        let mut out =
+            Vec::with_capacity(HEADER_LEN + 33 + polys * packed_poly_len(self.params(), basis));
+        write_header(&mut out, kind, self.params().id());
+        out.push(if compressed { FLAG_SEEDED } else { 0 });
+        out.extend_from_slice(seed);
+        self.write_poly(&mut out, b, basis)?;
+        if !compressed {
+            self.write_poly(&mut out, a, basis)?;
+        }
+        Ok(out)
+    }
+
+    /// Reads what [`Ckks::write_seeded_pair`] wrote: `(b, a, seed)`.
+    fn read_seeded_pair(
+        &self,
+        bytes: &[u8],
+        kind: ObjectKind,
+        basis: Basis,
+    ) -> Result<(B::Buffer, B::Buffer, [u8; 32])> {
+        let body = expect_header(bytes, kind, self.params().id())?;
         let mut r = Reader::new(body);
         let flags = r.u8()?;
         if flags & !FLAG_SEEDED != 0 {
-            return Err(Error::Malformed("unknown public-key flags"));
+            return Err(Error::Malformed("unknown key flags"));
         }
         let compressed = flags & FLAG_SEEDED != 0;
-        let basis = public_key_basis(self.params());
         let polys = if compressed { 1 } else { 2 };
         if r.remaining() != 32 + polys * packed_poly_len(self.params(), basis) {
-            return Err(Error::Malformed("public-key length"));
+            return Err(Error::Malformed("key length"));
         }
         let seed = r.seed()?;
         let b = self.read_poly(&mut r, basis)?;
@@ -426,12 +461,7 @@ impl<B: PolyBackend> Ckks<B> {
             self.read_poly(&mut r, basis)?
         };
         r.finish()?;
-        Ok(PublicKey {
-            b,
-            a,
-            seed,
-            params_id: self.params().id(),
-        })
+        Ok((b, a, seed))
     }
 
     // ---- level-0 keys -----------------------------------------------------------------------
@@ -446,42 +476,14 @@ impl<B: PolyBackend> Ckks<B> {
         if key.params_id != self.params().id() {
             return Err(Error::ParameterMismatch);
         }
-        let basis = Basis::qp(1, 1);
-        let polys = if compressed { 1 } else { 2 };
-        let mut out =
-            Vec::with_capacity(HEADER_LEN + 33 + polys * packed_poly_len(self.params(), basis));
-        write_header(&mut out, ObjectKind::LevelZeroKey, self.params().id());
-        out.push(if compressed { FLAG_SEEDED } else { 0 });
-        out.extend_from_slice(&key.seed);
-        self.write_poly(&mut out, &key.b, basis)?;
-        if !compressed {
-            self.write_poly(&mut out, &key.a, basis)?;
-        }
-        Ok(out)
+        let (pair, basis) = ([&key.b, &key.a], Basis::qp(1, 1));
+        self.write_seeded_pair(ObjectKind::LevelZeroKey, pair, &key.seed, basis, compressed)
     }
 
     /// Decodes a level-0 key made under this context's parameters.
     pub fn deserialize_level_zero_key(&self, bytes: &[u8]) -> Result<LevelZeroKey<B>> {
-        let body = expect_header(bytes, ObjectKind::LevelZeroKey, self.params().id())?;
-        let mut r = Reader::new(body);
-        let flags = r.u8()?;
-        if flags & !FLAG_SEEDED != 0 {
-            return Err(Error::Malformed("unknown level-0 key flags"));
-        }
-        let compressed = flags & FLAG_SEEDED != 0;
-        let basis = Basis::qp(1, 1);
-        let polys = if compressed { 1 } else { 2 };
-        if r.remaining() != 32 + polys * packed_poly_len(self.params(), basis) {
-            return Err(Error::Malformed("level-0 key length"));
-        }
-        let seed = r.seed()?;
-        let b = self.read_poly(&mut r, basis)?;
-        let a = if compressed {
-            self.expand(&seed, 0, basis)
-        } else {
-            self.read_poly(&mut r, basis)?
-        };
-        r.finish()?;
+        let (b, a, seed) =
+            self.read_seeded_pair(bytes, ObjectKind::LevelZeroKey, Basis::qp(1, 1))?;
         Ok(LevelZeroKey {
             b,
             a,
