@@ -70,6 +70,25 @@ impl<B: PolyBackend> Ckks<B> {
         self.rlwe.check_level(level)?;
         // Only the 2·slots coefficients of the slot subring are non-zero (stride N/2·slots).
         let coeffs = self.encoder.encode_subring(values, slots, scale)?;
+        let poly = self.message_ntt(&coeffs, slots, level, scale)?;
+        Ok(Plaintext {
+            params_id: self.params().id(),
+            poly,
+            level,
+            scale,
+            slots,
+        })
+    }
+
+    /// The NTT rows over `Q_level` of an integer message in the slot subring (`2·slots`
+    /// coefficients at stride `N/2·slots`), after checking that it fits.
+    pub(crate) fn message_ntt(
+        &self,
+        coeffs: &[i128],
+        slots: usize,
+        level: usize,
+        scale: f64,
+    ) -> Result<B::Buffer> {
         // The integer message must fit centred in Q_level, and below scale·2^63 so that decoding
         // (which reads the fewest primes above scale·2^64) recovers it.
         let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
@@ -94,13 +113,7 @@ impl<B: PolyBackend> Ckks<B> {
         }
         let mut poly = self.backend().upload(&rows);
         self.backend().ntt(&mut poly, basis);
-        Ok(Plaintext {
-            params_id: self.params().id(),
-            poly,
-            level,
-            scale,
-            slots,
-        })
+        Ok(poly)
     }
 
     /// Encodes real values (imaginary parts zero).

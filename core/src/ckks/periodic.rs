@@ -157,23 +157,10 @@ impl<B: PolyBackend> Ckks<B> {
         }
         let mut coeffs = self.encoder.encode_subring(values, slots, scale)?;
         symmetrize(&mut coeffs, period);
-        let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
-        let bound_bits = (self.params().log_q_at(level) - 1.0).min(libm::log2(scale) + 63.0);
-        if max != 0 && libm::log2(max as f64) >= bound_bits {
-            return Err(Error::EncodingOverflow);
-        }
+        let poly = self.message_ntt(&coeffs, slots, level, scale)?;
         let n = self.params().n();
-        let gap = n / (2 * slots);
         let basis = Basis::q(level + 1);
         let mut rows = vec![0u64; basis.rows() * n];
-        for r in 0..basis.rows() {
-            let m = &self.rlwe.moduli[r];
-            for (k, &c) in coeffs.iter().enumerate() {
-                rows[r * n + k * gap] = m.from_i128(c);
-            }
-        }
-        let mut poly = self.backend().upload(&rows);
-        self.backend().ntt(&mut poly, basis);
         self.backend().download(&poly, &mut rows)?;
         let width = classes.width();
         let mut words = vec![u64::MAX; basis.rows() * width];
