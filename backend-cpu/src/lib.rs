@@ -9,6 +9,8 @@
 //! transform — same root, same bit-reversed order — which the tests check), and every operation
 //! is split over rows (limbs) and polynomials on a private rayon pool of `threads` threads.
 
+mod gemm;
+
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -776,6 +778,61 @@ impl PolyBackend for CpuBackend {
                 *o = m.add(*o, m.mul_shoup(x, w, ws));
             }
         });
+    }
+
+    fn small_weight_gemm(
+        &self,
+        ins: &[&Vec<u64>],
+        weights: &[i32],
+        post: &[u64],
+        outs: &mut [Vec<u64>],
+        basis: Basis,
+    ) {
+        // Tiles of one row: every output's words of that tile, filled by one task that reads
+        // the same tile of every input (disjoint writes, so the tasks run in parallel).
+        let (n, rows) = (self.n(), basis.rows());
+        if outs.is_empty() || rows == 0 {
+            return;
+        }
+        debug_assert_eq!(weights.len(), outs.len() * ins.len());
+        assert!(
+            n.is_multiple_of(gemm::TILE),
+            "the ring degree is a power of two of at least 2^7"
+        );
+        let tile = gemm::tile_words(ins.len());
+        let per_row = n / tile;
+        let wg = gemm::group_weights(weights, outs.len(), ins.len());
+        let mut tiles: Vec<Vec<&mut [u64]>> = (0..rows * per_row)
+            .map(|_| Vec::with_capacity(outs.len()))
+            .collect();
+        for out in outs.iter_mut() {
+            let chunks = out[..rows * n]
+                .chunks_mut(n)
+                .flat_map(|row| row.chunks_mut(tile));
+            for (t, ch) in chunks.enumerate() {
+                tiles[t].push(ch);
+            }
+        }
+        let arch = pulp::Arch::new();
+        let q_total = self.q_total;
+        let work = |(t, outs): (usize, Vec<&mut [u64]>)| {
+            let (r, b) = (t / per_row, (t % per_row) * tile);
+            let len = outs[0].len();
+            let m = &self.moduli[basis.global_index(r, q_total)];
+            let xs = ins.iter().map(|x| &x[r * n + b..r * n + b + len]).collect();
+            arch.dispatch(gemm::Tile {
+                xs,
+                w: &wg,
+                outs,
+                m,
+                post: (post[r], m.shoup(post[r])),
+            });
+        };
+        if self.pool.is_some() {
+            self.run(|| tiles.into_par_iter().enumerate().for_each(work));
+        } else {
+            tiles.into_iter().enumerate().for_each(work);
+        }
     }
 
     fn add_scalar_assign(&self, a: &mut Vec<u64>, scalars: &[u64], basis: Basis) {

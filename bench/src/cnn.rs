@@ -36,6 +36,8 @@ pub struct BenchCnnArgs {
 pub struct LenetPoint {
     /// Images per batch.
     pub batch: usize,
+    /// The CKKS parameter set.
+    pub params: String,
     /// Block size.
     pub block: usize,
     /// Images run (one batch).
@@ -74,18 +76,11 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
     let net = cnn::load("lenet").map_err(model)?;
     let all = images::read_images("mnist-test").map_err(model)?;
     let labels = images::read_labels("mnist-test").map_err(model)?;
-    let p = veil_core::params::ckks_128_logn15()
-        .validate()
-        .map_err(core("the parameter set"))?;
     let threads = if a.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         a.threads
     };
-    let be = veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
-        reason: e.to_string(),
-    })?;
-    let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
     let mut out = Vec::new();
     for &batch in &a.batches {
         if !batch.is_power_of_two() {
@@ -95,6 +90,15 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
                 expected: "powers of two",
             });
         }
+        // 8,192 images fill N = 2^14 and run pixel-wise; other batches use N = 2^15.
+        let p = veil_host::vision::cnn_params(batch)
+            .validate()
+            .map_err(core("the parameter set"))?;
+        let be =
+            veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
+                reason: e.to_string(),
+            })?;
+        let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
         let imgs = all.take(batch);
         let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
         let plain = net
@@ -129,6 +133,7 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
         out.push(LenetPoint {
             batch,
+            params: p.name().to_string(),
             block: run.block,
             images: imgs.count,
             server_s,

@@ -7,7 +7,6 @@ use serde_json::json;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
-use veil_core::params;
 use veil_host::model::{cnn, images};
 use veil_host::vision;
 
@@ -107,7 +106,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         }
         None => imgs.count.next_power_of_two().min(256),
     };
-    let p = params::ckks_128_logn15()
+    let p = veil_host::vision::cnn_params(batch)
         .validate()
         .map_err(CliError::Reference)?;
     let threads = if a.threads == 0 {

@@ -17,6 +17,7 @@ use veil_core::backend::PolyBackend;
 use veil_core::circuits::{CkksExec, Exec, OpCounts, SymExec};
 use veil_core::ckks::{Ciphertext, Ckks};
 use veil_core::cnn::{Layer, LayerCost, NetPlan, Network};
+use veil_core::params;
 
 /// Plaintext cache budget of the server (keyed masks and diagonals): 4 GiB.
 pub const CACHE_BUDGET: usize = 4 << 30;
@@ -116,8 +117,26 @@ pub fn dry_run(
     Ok((plan, sym.counts(), sym.rotations_used()))
 }
 
+/// The CKKS set for a CNN batch: a batch of 8,192 fills N = 2^14's slots and runs pixel-wise
+/// on [`params::ckks_128_logn14_cnn`] (seven levels, LeNet's depth); every other batch runs
+/// on [`params::ckks_128_logn15`] (ten levels, 16,384 slots).
+pub fn cnn_params(batch: usize) -> params::CkksParamsLiteral {
+    if batch == 1 << 13 {
+        params::ckks_128_logn14_cnn()
+    } else {
+        params::ckks_128_logn15()
+    }
+}
+
 /// The block size with the lowest [`cost_proxy`] among the admissible ones.
+///
+/// A batch that fills the slots is planned pixel-wise (one block covers the map), so the block is
+/// the map's side and nothing is swept.
 pub fn choose_block(net: &Network, batch: usize, slots: usize) -> Result<usize, VisionError> {
+    if batch == slots {
+        dry_run(net, batch, net.side, slots).map_err(VisionError::Plan)?;
+        return Ok(net.side);
+    }
     let mut best: Option<(f64, usize)> = None;
     let mut s = 1;
     while s <= net.side.next_power_of_two() {

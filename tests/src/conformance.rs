@@ -456,6 +456,90 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
         let terms: Vec<_> = compact.iter().map(|c| (&x.1, c.as_slice())).collect();
         pr.b.mul_sum_compact(&terms, width, &classes, &mut out.1, basis);
         pr.cmp(&format!("mul_sum_compact {basis:?}"), &out, rows)?;
+
+        // The small-weight matrix product against its definition, both ways: random inputs and
+        // weights, then the extremes (every word `q − 1`, weights `±2^20`) over more terms than a
+        // lazy lane may hold between reductions.
+        let mods = basis_moduli(pr.p(), basis);
+        let bound = 1i64 << veil_core::backend::SMALL_WEIGHT_BITS;
+        let top: Vec<u64> = mods
+            .iter()
+            .flat_map(|m| core::iter::repeat_n(m.value() - 1, n))
+            .collect();
+        let top = pr.up(&top);
+        let xs: Vec<_> = (0..3)
+            .map(|_| pr.up(&random_words(pr.p(), b_basis, rng)))
+            .collect();
+        // The long case once per parameter set (it is a thousand plain ops on the reference
+        // side of a device backend).
+        let cases: &[(usize, usize)] = if basis == Basis::q(1) {
+            &[(3, 5), (1030, 1)]
+        } else {
+            &[(3, 5)]
+        };
+        for &(k, outs) in cases {
+            let w: Vec<i32> = (0..k * outs)
+                .map(|i| {
+                    if k > 3 {
+                        (if i % 3 == 0 { -bound } else { bound }) as i32
+                    } else {
+                        ((rng.next_u64() % (2 * bound as u64 + 1)) as i64 - bound) as i32
+                    }
+                })
+                .collect();
+            let post = random_scalars(pr.p(), basis, rng);
+            let idx: Vec<usize> = (0..k).map(|j| if k > 3 { 3 } else { j % 3 }).collect();
+            let pick_a = |j: usize| if j == 3 { &top.0 } else { &xs[j].0 };
+            let pick_b = |j: usize| if j == 3 { &top.1 } else { &xs[j].1 };
+            let define_a = |out: &mut A::Buffer, o: usize| {
+                pr.a.mul_scalar_assign(out, &vec![0; rows], basis);
+                for (j, &i) in idx.iter().enumerate() {
+                    let s: Vec<u64> = mods
+                        .iter()
+                        .map(|m| m.from_i128(w[o * k + j] as i128))
+                        .collect();
+                    pr.a.mul_scalar_add_assign(out, pick_a(i), &s, basis);
+                }
+                pr.a.mul_scalar_assign(out, &post, basis);
+            };
+            let define_b = |out: &mut B::Buffer, o: usize| {
+                pr.b.mul_scalar_assign(out, &vec![0; rows], basis);
+                for (j, &i) in idx.iter().enumerate() {
+                    let s: Vec<u64> = mods
+                        .iter()
+                        .map(|m| m.from_i128(w[o * k + j] as i128))
+                        .collect();
+                    pr.b.mul_scalar_add_assign(out, pick_b(i), &s, basis);
+                }
+                pr.b.mul_scalar_assign(out, &post, basis);
+            };
+            let ia: Vec<&A::Buffer> = idx.iter().map(|&i| pick_a(i)).collect();
+            let ib: Vec<&B::Buffer> = idx.iter().map(|&i| pick_b(i)).collect();
+            let mut ga: Vec<A::Buffer> = (0..outs).map(|_| pr.a.alloc(rows)).collect();
+            let mut gb: Vec<B::Buffer> = (0..outs).map(|_| pr.b.alloc(rows)).collect();
+            pr.a.small_weight_gemm(&ia, &w, &post, &mut ga, basis);
+            pr.b.small_weight_gemm(&ib, &w, &post, &mut gb, basis);
+            for o in 0..outs {
+                let mut da = pr.a.alloc(rows);
+                define_a(&mut da, o);
+                let mut db = pr.b.alloc(rows);
+                define_b(&mut db, o);
+                let (ga_o, gb_o) = (
+                    pr.a.upload(&download(pr.a, &ga[o], rows)),
+                    pr.b.upload(&download(pr.b, &gb[o], rows)),
+                );
+                pr.cmp(
+                    &format!("small_weight_gemm ({k} terms, output {o}) {basis:?}"),
+                    &(da, gb_o),
+                    rows,
+                )?;
+                pr.cmp(
+                    &format!("small_weight_gemm (reference side, {k} terms, output {o}) {basis:?}"),
+                    &(ga_o, db),
+                    rows,
+                )?;
+            }
+        }
     }
     Ok(())
 }

@@ -498,3 +498,88 @@ fn slot_count_mismatch_is_typed() {
     assert_eq!(f.ck.sub_assign(&mut c, &ct).err_of(), want);
     assert_eq!(f.ck.mul_plain_assign(&mut c, &pt).err_of(), want);
 }
+
+/// `Ckks::mul_const_matrix` refuses what it cannot compute, each with its typed error.
+#[test]
+fn constant_matrix_misuse() {
+    let f = small();
+    let mut low = f.ck.clone_ct(&f.ct);
+    f.ck.drop_level_assign(&mut low, f.p.max_level() - 1)
+        .unwrap();
+    let q = f.ck.rescale_prime(f.p.max_level());
+    assert!(matches!(
+        f.ck.mul_const_matrix(&[], &[], 0, q),
+        Err(Error::InvalidParameters(_))
+    ));
+    assert!(matches!(
+        f.ck.mul_const_matrix(&[&f.ct, &f.ct], &[1.0; 3], 2, q),
+        Err(Error::Shape { .. })
+    ));
+    assert_eq!(
+        f.ck.mul_const_matrix(&[&f.ct], &[f64::NAN], 1, q).err_of(),
+        Error::NonFinite
+    );
+    assert!(matches!(
+        f.ck.mul_const_matrix(&[&f.ct, &low], &[1.0, 1.0], 1, q),
+        Err(Error::LevelMismatch { .. })
+    ));
+    assert!(matches!(
+        f.ck.mul_const_matrix(&[&f.ct], &[1.0], 1, 0.5),
+        Err(Error::InvalidParameters(_))
+    ));
+    assert!(matches!(
+        f.ck.mul_const_matrix(&[&f.ct], &[1e300], 1, q),
+        Err(Error::InvalidParameters(_))
+    ));
+    let o = other();
+    assert!(f
+        .ck
+        .mul_const_matrix(&[&f.ct, &o.ct], &[1.0, 1.0], 1, q)
+        .is_err());
+}
+
+/// A matrix of constants over ciphertexts, rescaled, against `f64` (weights of mixed sign and
+/// magnitude, a zero row, and more inputs than a lazy lane holds between reductions).
+#[test]
+fn constant_matrix_matches_f64() {
+    let f = fixture(params::insecure_logn12(), 9);
+    let n = f.p.max_slots();
+    let top = f.p.max_level();
+    let mut rng = test_rng(10);
+    let k = 1100;
+    let base: Vec<Vec<C64>> = (0..4).map(|_| random_values(&mut rng, n, 1.0)).collect();
+    let cts: Vec<_> = base
+        .iter()
+        .map(|v| {
+            let pt = f.ck.encode(v, n, top, f.p.default_scale()).unwrap();
+            f.ck.encrypt_sk(&f.sk, &pt, &mut rng).unwrap()
+        })
+        .collect();
+    let ins: Vec<_> = (0..k).map(|j| &cts[j % 4]).collect();
+    let rows = 3;
+    let w: Vec<f64> = (0..rows * k)
+        .map(|i| {
+            if i / k == 1 {
+                0.0
+            } else {
+                let u = (i as f64 * 0.618_033_988_7).fract() - 0.5;
+                u * if i % 7 == 0 { 3.0 } else { 0.01 }
+            }
+        })
+        .collect();
+    let q = f.ck.rescale_prime(top);
+    let mut outs = f.ck.mul_const_matrix(&ins, &w, rows, q).unwrap();
+    let mut worst = 0.0f64;
+    for (r, ct) in outs.iter_mut().enumerate() {
+        f.ck.rescale_assign(ct).unwrap();
+        assert_eq!(ct.level(), top - 1);
+        let got = f.ck.decrypt_decode(&f.sk, ct).unwrap();
+        for s in 0..n {
+            let want: f64 = (0..k).map(|j| w[r * k + j] * base[j % 4][s].re).sum();
+            worst = worst.max((got[s].re - want).abs());
+        }
+    }
+    // Each weight is exact to 2^-21 of the largest (1.5): 1100 terms of |x| ≤ 1 give at most
+    // 1100·1.5·2^-21 ≈ 8e-4 in the worst case, about 2.5e-5 typically; CKKS noise is far below.
+    assert!(worst < 1e-4, "worst error {worst}");
+}

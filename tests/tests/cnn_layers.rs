@@ -191,51 +191,50 @@ fn lenet_shaped_chain_on_ckks_matches_the_reference() {
 }
 
 /// Orion's LeNet shape (two stride-2 5×5 convolutions, three quadratics, two FC layers) at
-/// reduced width, in FEnc2's large-batch mode: 32 images fill each ciphertext with one channel,
-/// so the convolutions take scalar weights on masked inputs (split scale, `Δ₁·Δ₂ = q`).
-#[test]
-fn large_batch_lenet_on_ckks_matches_the_reference() {
+/// reduced width.
+fn narrow_lenet(rng: &mut impl rand_core::RngCore) -> veil_core::cnn::Network {
     use veil_core::cnn::{Layer, Network};
-    let p = cnn_params();
-    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
-    let mut rng = test_rng(22);
-    let sk = ck.gen_secret_key(&mut rng);
-    let conv = |rng: &mut _, ci: usize, co: usize| {
+    let mut conv = |ci: usize, co: usize| {
         let w = rand_vec(rng, co * ci * 25, 0.8 / (ci as f64 * 25.0).sqrt());
         Conv2d::new(ci, co, 5, 2, 2, w, rand_vec(rng, co, 0.1)).unwrap()
     };
-    let net = Network {
+    let (c1, c2) = (conv(1, 4), conv(4, 6));
+    Network {
         name: "lenet-narrow".into(),
         channels: 1,
         side: 28,
         layers: vec![
-            Layer::Conv(conv(&mut rng, 1, 4)),
+            Layer::Conv(c1),
             Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
-            Layer::Conv(conv(&mut rng, 4, 6)),
+            Layer::Conv(c2),
             Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
             Layer::Flatten,
             Layer::Linear(
                 Linear::new(
                     294,
                     16,
-                    rand_vec(&mut rng, 294 * 16, 0.06),
-                    rand_vec(&mut rng, 16, 0.1),
+                    rand_vec(rng, 294 * 16, 0.06),
+                    rand_vec(rng, 16, 0.1),
                 )
                 .unwrap(),
             ),
             Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
             Layer::Linear(
-                Linear::new(
-                    16,
-                    10,
-                    rand_vec(&mut rng, 160, 0.3),
-                    rand_vec(&mut rng, 10, 0.1),
-                )
-                .unwrap(),
+                Linear::new(16, 10, rand_vec(rng, 160, 0.3), rand_vec(rng, 10, 0.1)).unwrap(),
             ),
         ],
-    };
-    let (bs, slots) = (32usize, 2048usize);
+    }
+}
+
+/// Runs `narrow_lenet` encrypted on a batch of `bs` random images and returns the logits'
+/// largest error against the `f64` reference, with the dry run's counts.
+fn lenet_on_ckks(bs: usize, seed: u64) -> (f64, veil_core::circuits::OpCounts) {
+    let p = cnn_params();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut rng = test_rng(seed);
+    let sk = ck.gen_secret_key(&mut rng);
+    let net = narrow_lenet(&mut rng);
+    let slots = 2048usize;
     let plan = net.plan(bs, 4, slots).unwrap();
     assert_eq!(plan.input.channels_per_ct(), 1, "large-batch mode");
     let top = p.max_level();
@@ -246,7 +245,7 @@ fn large_batch_lenet_on_ckks_matches_the_reference() {
     net.run(&sym, &plan, sx, |_| {}).unwrap();
     let c = sym.counts();
     println!(
-        "dry run: {} rotations, {} masks (ptmults), {} constant MACs, {} ct×ct",
+        "batch {bs}, dry run: {} rotations, {} masks (ptmults), {} constant MACs, {} ct×ct",
         c.rotations, c.pt_mults, c.const_mults, c.ct_mults
     );
     let keys = ck
@@ -272,12 +271,17 @@ fn large_batch_lenet_on_ckks_matches_the_reference() {
     let y = net
         .run(&ex, &plan, cts, |l| {
             println!(
-                "  {:<8} cts {:>3} → {:>3}  rot {:>4}  ptmul {:>5}  const {:>6}",
+                "  {:<8} cts {:>4} → {:>4}  rot {:>4}  ptmul {:>5}  const {:>6}",
                 l.name, l.cts_in, l.cts_out, l.ops.rotations, l.ops.pt_mults, l.ops.const_mults
             )
         })
         .unwrap();
     println!("encrypted batch of {bs}: {:.2?}", t.elapsed());
+    assert_eq!(
+        ex.counts().const_mults,
+        c.const_mults,
+        "the dry run's count"
+    );
     let dec: Vec<Vec<f64>> = y
         .iter()
         .map(|ct| {
@@ -301,9 +305,28 @@ fn large_batch_lenet_on_ckks_matches_the_reference() {
         sum / want.len() as f64,
         want.len()
     );
+    (max, c)
+}
+
+/// FEnc2's large-batch mode: 32 images fill each ciphertext with one channel, so the
+/// convolutions take scalar weights on masked inputs (split scale, `Δ₁·Δ₂ = q`).
+#[test]
+fn large_batch_lenet_on_ckks_matches_the_reference() {
+    let (max, _) = lenet_on_ckks(32, 22);
     // The split scale rounds the weights to 2^-18 and the masks carry ≈ √N·2^-23 of encoding
     // error: measured ≈ 1e-5; the bound leaves 20×.
     assert!(max < 2e-4, "max error {max}");
+}
+
+/// The batch filling the slots (2048 images): one pixel of one channel per ciphertext, every
+/// layer a matrix of integer weights (`Ckks::mul_const_matrix`), no rotation and no Galois key.
+#[test]
+fn pixelwise_lenet_on_ckks_matches_the_reference() {
+    let (max, c) = lenet_on_ckks(2048, 23);
+    assert_eq!((c.rotations, c.pt_mults), (0, 0));
+    // Weights rounded to 2^-21 of the layer's largest, and the CKKS noise at 40-bit scales:
+    // the bound leaves ≥ 20× over the measured error.
+    assert!(max < 1e-4, "max error {max}");
 }
 
 /// The two roles over TCP loopback (`veil_host::vision`): the client plans the public

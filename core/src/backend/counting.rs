@@ -197,6 +197,17 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
     ) {
         self.inner.mul_scalar_add_assign(acc, a, scalars, basis)
     }
+    fn small_weight_gemm(
+        &self,
+        ins: &[&Self::Buffer],
+        weights: &[i32],
+        post: &[u64],
+        outs: &mut [Self::Buffer],
+        basis: Basis,
+    ) {
+        self.inner
+            .small_weight_gemm(ins, weights, post, outs, basis)
+    }
     fn automorphism(
         &self,
         a: &Self::Buffer,

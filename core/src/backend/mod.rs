@@ -100,6 +100,10 @@ pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: 
     out
 }
 
+/// Bound on the integer weights of [`PolyBackend::small_weight_gemm`]: `|w| ≤ 2^20`. Small
+/// weights let a backend accumulate many products in 64-bit lanes before one reduction.
+pub const SMALL_WEIGHT_BITS: u32 = 20;
+
 /// Polynomial compute over a parameter set's RNS primes.
 ///
 /// Same-basis operations take one `basis`; every operand must have at least `basis.rows()`
@@ -255,6 +259,46 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
         self.copy_rows(a, basis, &mut t, basis);
         self.mul_scalar_assign(&mut t, scalars, basis);
         self.add_assign(acc, &t, basis);
+    }
+    /// `outs[i] = post_r · Σ_j w[i·k + j] · ins[j]` row by row over `basis` (`k = ins.len()`,
+    /// `w` row-major with `outs.len()` rows): a matrix of small signed integer constants,
+    /// `|w| ≤ 2^`[`SMALL_WEIGHT_BITS`], applied to a list of polynomials, then one scalar
+    /// `post_r < modulus_r` per row. This is a CNN layer at full batch (one neuron per
+    /// ciphertext). Every `ins[j]` may hold more rows than `basis` (its first ones are read); each
+    /// `outs[i]` holds at least `basis.rows()` rows and is overwritten. The default accumulates
+    /// term by term; a backend may tile it as a matrix product and reduce lazily (same words).
+    fn small_weight_gemm(
+        &self,
+        ins: &[&Self::Buffer],
+        weights: &[i32],
+        post: &[u64],
+        outs: &mut [Self::Buffer],
+        basis: Basis,
+    ) {
+        let k = ins.len();
+        let q_total = self.params().q().len();
+        let mods: Vec<crate::math::modular::Modulus> = (0..basis.rows())
+            .map(|r| {
+                let g = basis.global_index(r, q_total);
+                *self
+                    .params()
+                    .all_moduli()
+                    .nth(g)
+                    .expect("a basis row names a prime of the set")
+            })
+            .collect();
+        let zero = alloc::vec![0u64; basis.rows()];
+        for (i, out) in outs.iter_mut().enumerate() {
+            self.mul_scalar_assign(out, &zero, basis);
+            for (j, x) in ins.iter().enumerate() {
+                let w = weights[i * k + j];
+                if w != 0 {
+                    let s: Vec<u64> = mods.iter().map(|m| m.from_i128(w as i128)).collect();
+                    self.mul_scalar_add_assign(out, x, &s, basis);
+                }
+            }
+            self.mul_scalar_assign(out, post, basis);
+        }
     }
     /// `a = a + s_r` on every coefficient of row `r` (adds a constant polynomial in the NTT domain).
     fn add_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis);

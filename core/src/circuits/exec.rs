@@ -167,9 +167,51 @@ pub trait Exec {
             "this executor does not support constant multiply-accumulates",
         ))
     }
+    /// `out_r = Σ_j ⌊W[r][j]·scale⌉·ins_j` for a real matrix `W` (`rows × ins.len()`,
+    /// row-major), each output at the inputs' scale times `scale`: a layer whose every
+    /// ciphertext holds one feature of a whole batch. The default is one
+    /// [`Exec::mul_const_acc`] per nonzero weight; the real engine runs it as one matrix product
+    /// per polynomial ([`Ckks::mul_const_matrix`]). Counted as one constant multiply-accumulate
+    /// per nonzero weight either way.
+    fn mul_const_matrix(
+        &self,
+        ins: &[&Self::Ct],
+        weights: &[f64],
+        rows: usize,
+        scale: f64,
+    ) -> Result<Vec<Self::Ct>> {
+        let k = ins.len();
+        if k == 0 || weights.len() != rows * k {
+            return Err(Error::Shape {
+                what: "weights of a constant matrix (rows × inputs)",
+                expected: rows * k.max(1),
+                found: weights.len(),
+            });
+        }
+        (0..rows)
+            .map(|r| {
+                let mut acc = None;
+                for (j, &w) in weights[r * k..(r + 1) * k].iter().enumerate() {
+                    if w != 0.0 {
+                        self.mul_const_acc(&mut acc, ins[j], w, scale)?;
+                    }
+                }
+                if acc.is_none() {
+                    self.mul_const_acc(&mut acc, ins[0], 0.0, scale)?;
+                }
+                acc.ok_or(Error::InvalidParameters("constant matrix: no output"))
+            })
+            .collect()
+    }
     /// `ct + pt` where `pt` has the slot values `values()`, encoded at the ciphertext's level
     /// and scale (a bias; no level consumed).
     fn add_plain(&self, ct: &mut Self::Ct, values: PtValues<'_>) -> Result<()>;
+    /// `ct + v` in every slot (a bias or shift constant over the batch; no level consumed).
+    /// The default adds a plaintext of `v`s; the real engine adds the constant directly.
+    fn add_const(&self, ct: &mut Self::Ct, v: f64) -> Result<()> {
+        let n = self.slots();
+        self.add_plain(ct, &|| alloc::vec![C64::real(v); n])
+    }
     /// Tensor product without relinearization (degree 2).
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct>;
     /// Relinearizes a degree-2 ciphertext.
@@ -465,6 +507,23 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
             }
         }
     }
+    fn mul_const_matrix(
+        &self,
+        ins: &[&Self::Ct],
+        weights: &[f64],
+        rows: usize,
+        scale: f64,
+    ) -> Result<Vec<Self::Ct>> {
+        let outs = self.ck.mul_const_matrix(ins, weights, rows, scale)?;
+        // The default's count: one per nonzero weight, one per all-zero row.
+        let k = ins.len().max(1);
+        let n: u64 = weights
+            .chunks(k)
+            .map(|r| (r.iter().filter(|&&w| w != 0.0).count() as u64).max(1))
+            .sum();
+        self.bump(|c| c.const_mults += n);
+        Ok(outs)
+    }
     fn mul_plain_acc(
         &self,
         acc: &mut Option<Self::Ct>,
@@ -512,6 +571,10 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         self.bump(|c| c.adds += 1);
         let pt = self.ck.encode(&v, self.slots, ct.level(), ct.scale)?;
         self.ck.add_plain_assign(ct, &pt)
+    }
+    fn add_const(&self, ct: &mut Self::Ct, v: f64) -> Result<()> {
+        self.bump(|c| c.adds += 1);
+        self.ck.add_const_assign(ct, C64::real(v))
     }
     fn mul_ct(&self, a: &Self::Ct, b: &Self::Ct) -> Result<Self::Ct> {
         self.bump(|c| c.ct_mults += 1);

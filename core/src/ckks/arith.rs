@@ -333,6 +333,88 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
+    /// `out_r = Σ_j W[r][j]·ins_j` for a real matrix `W` (`rows × ins.len()`, row-major): a
+    /// layer of constant weights over ciphertexts that each hold one feature for a whole batch
+    /// (a CNN at full batch). Every output has the scale `Δ_in·scale`; pass `scale = q_level`
+    /// ([`Ckks::rescale_prime`]) to return to `Δ_in` after one rescale.
+    ///
+    /// The scale is split as `scale = Δ₁·Δ₂` with an integer `Δ₁` (FEnc2's split, §IV-C): the
+    /// weights are rounded to integers `⌊W·Δ₂⌉` of at most
+    /// [`SMALL_WEIGHT_BITS`](crate::backend::SMALL_WEIGHT_BITS) bits, so
+    /// [`PolyBackend::small_weight_gemm`] can sum them lazily, and `Δ₁` multiplies each sum
+    /// once. Each weight is therefore exact to `1/(2Δ₂) = Δ₁/(2·scale)`, about
+    /// `2^-21·max|W|`. Inputs must share parameters, level, scale, slots and degree.
+    pub fn mul_const_matrix(
+        &self,
+        ins: &[&Ciphertext<B>],
+        weights: &[f64],
+        rows: usize,
+        scale: f64,
+    ) -> Result<Vec<Ciphertext<B>>> {
+        let first = ins
+            .first()
+            .ok_or(Error::InvalidParameters("a constant matrix needs an input"))?;
+        for c in ins {
+            self.binary_check(first, c.params_id, c.level, c.scale, c.slots)?;
+            if c.polys.len() != first.polys.len() {
+                return Err(Error::DegreeMismatch {
+                    found: c.degree(),
+                    expected: first.degree(),
+                });
+            }
+        }
+        if weights.len() != rows * ins.len() {
+            return Err(Error::Shape {
+                what: "weights of a constant matrix (rows × inputs)",
+                expected: rows * ins.len(),
+                found: weights.len(),
+            });
+        }
+        if weights.iter().any(|w| !w.is_finite()) {
+            return Err(Error::NonFinite);
+        }
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(Error::InvalidParameters(
+                "scale must be finite and at least 1",
+            ));
+        }
+        let bound = ((1u64 << crate::backend::SMALL_WEIGHT_BITS) - 1) as f64;
+        let wmax = weights.iter().fold(0.0f64, |a, w| a.max(w.abs()));
+        let d1 = libm::ceil(scale * wmax / bound).max(1.0);
+        if d1 >= 9.0e15 {
+            return Err(Error::InvalidParameters(
+                "a constant matrix's weights are too large for its scale",
+            ));
+        }
+        let d2 = scale / d1;
+        let w: Vec<i32> = weights.iter().map(|x| libm::round(x * d2) as i32).collect();
+        let level = first.level;
+        let basis = Basis::q(level + 1);
+        let post = self.scalar_rows(level, d1 as i128);
+        let be = self.backend();
+        let mut outs: Vec<Ciphertext<B>> = Vec::with_capacity(rows);
+        let mut polys: Vec<Vec<B::Buffer>> = (0..rows).map(|_| Vec::new()).collect();
+        for d in 0..first.polys.len() {
+            let xs: Vec<&B::Buffer> = ins.iter().map(|c| &c.polys[d]).collect();
+            let mut part: Vec<B::Buffer> = (0..rows).map(|_| be.alloc(basis.rows())).collect();
+            be.small_weight_gemm(&xs, &w, &post, &mut part, basis);
+            for (p, b) in polys.iter_mut().zip(part) {
+                p.push(b);
+            }
+        }
+        for p in polys {
+            outs.push(Ciphertext {
+                polys: p,
+                level,
+                scale: first.scale * scale,
+                slots: first.slots,
+                seed: None,
+                params_id: first.params_id,
+            });
+        }
+        Ok(outs)
+    }
+
     /// `a *= k` for an integer `k` (scale unchanged).
     pub fn mul_int_assign(&self, a: &mut Ciphertext<B>, k: i64) -> Result<()> {
         self.rlwe.own(a.params_id, a.level)?;

@@ -5,7 +5,6 @@
 
 use super::conv::InputAffine;
 use crate::circuits::exec::Exec;
-use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -55,18 +54,18 @@ impl Quadratic {
 
     /// Replaces each ciphertext `x` by `(x + β)²` (relinearized and rescaled: one level).
     pub fn run<E: Exec>(&self, ex: &E, cts: Vec<E::Ct>) -> Result<Vec<E::Ct>> {
+        cts.into_iter().map(|ct| self.apply(ex, ct)).collect()
+    }
+
+    /// `(x + β)²` of one ciphertext (relinearized and rescaled: one level).
+    pub fn apply<E: Exec>(&self, ex: &E, mut ct: E::Ct) -> Result<E::Ct> {
         let beta = self.shift();
-        let n = ex.slots();
-        cts.into_iter()
-            .map(|mut ct| {
-                if beta != 0.0 {
-                    ex.add_plain(&mut ct, &|| vec![C64::real(beta); n])?;
-                }
-                let mut sq = ex.mul_ct(&ct, &ct)?;
-                ex.relin(&mut sq)?;
-                ex.rescale(&mut sq)?;
-                Ok(sq)
-            })
-            .collect()
+        if beta != 0.0 {
+            ex.add_const(&mut ct, beta)?;
+        }
+        let mut sq = ex.mul_ct(&ct, &ct)?;
+        ex.relin(&mut sq)?;
+        ex.rescale(&mut sq)?;
+        Ok(sq)
     }
 }

@@ -35,6 +35,9 @@ use crate::packing::fragment::FragmentLayout;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A map applied to each finished output `(index, ciphertext)` of a pixel-wise convolution.
+type PostFn<'a, C> = &'a dyn Fn(usize, C) -> Result<C>;
+
 /// A per-channel affine map `x ↦ scale·x + shift` applied to a layer's input before its weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputAffine {
@@ -298,13 +301,49 @@ impl Conv2d {
                 found: ex.slots(),
             });
         }
-        let mut outs = if inl.channels_per_ct() == 1 {
+        let mut outs = if inl.is_pixelwise() {
+            self.products_pixel(ex, plan, cts, affine, None)?
+        } else if inl.channels_per_ct() == 1 {
             self.products_scalar(ex, plan, cts, affine)?
         } else {
             self.products_diagonal(ex, plan, cts, affine)?
         };
         self.finish(ex, plan, &mut outs, affine)?;
         Ok(outs)
+    }
+
+    /// [`Conv2d::run`] followed by `then` on every output (an activation). In the pixel-wise
+    /// mode each output position is finished and handed to `then` as soon as it is computed, so
+    /// the layer's raw outputs never all exist at once (peak memory is the activation's
+    /// outputs, not both); otherwise `then` maps the finished outputs.
+    pub fn run_then<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+        then: &dyn Fn(E::Ct) -> Result<E::Ct>,
+    ) -> Result<Vec<E::Ct>> {
+        if !plan.input.is_pixelwise() {
+            return self
+                .run(ex, plan, cts, affine)?
+                .into_iter()
+                .map(then)
+                .collect();
+        }
+        if let Some(a) = affine {
+            check_affine(a, self.in_channels)?;
+        }
+        if plan.geometry != self.geometry() || ex.slots() != plan.input.slots {
+            return Err(Error::InvalidParameters(
+                "convolution: the plan was compiled for another layer or slot count",
+            ));
+        }
+        let post = |o: usize, mut ct: E::Ct| -> Result<E::Ct> {
+            self.finish_one(ex, plan, o, &mut ct, affine)?;
+            then(ct)
+        };
+        self.products_pixel(ex, plan, cts, affine, Some(&post))
     }
 
     /// The general path: one plaintext diagonal per product (weights vary across the channel
@@ -354,6 +393,88 @@ impl Conv2d {
         };
         plan.stages
             .run(ex, cts, layer_tag(self, &plan.input, affine), &diag)
+    }
+
+    /// FEnc2's large-batch mode at its limit: the batch fills the slots and one ciphertext holds
+    /// one pixel of one channel (`S = M`, `α = 1`). No rotation and no mask is needed: the
+    /// outputs at one position are a matrix of constants (output channel × valid tap) applied to
+    /// the input ciphertexts of those taps, one [`Exec::mul_const_matrix`] per position at scale
+    /// `q_level` (one level).
+    fn products_pixel<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+        post: Option<PostFn<'_, E::Ct>>,
+    ) -> Result<Vec<E::Ct>> {
+        let (inl, outl) = (&plan.input, &plan.output);
+        if cts.len() != inl.ciphertexts() {
+            return Err(Error::Shape {
+                what: "input ciphertexts of a convolution",
+                expected: inl.ciphertexts(),
+                found: cts.len(),
+            });
+        }
+        let level = cts.first().map_or(0, |c| ex.level(c));
+        let q = ex.rescale_prime(level);
+        let (k, so) = (self.kernel, outl.block);
+        let mut outs: Vec<Option<E::Ct>> = (0..outl.ciphertexts()).map(|_| None).collect();
+        for uo in 0..so {
+            for vo in 0..so {
+                // The valid taps (c, d_i, d_j) at this output position, and their inputs.
+                let mut taps: Vec<(usize, usize, usize)> = Vec::new();
+                for c in 0..self.in_channels {
+                    for di in 0..k {
+                        let yi = (uo * self.stride + di) as i64 - self.padding as i64;
+                        if yi < 0 || yi >= inl.height as i64 {
+                            continue;
+                        }
+                        for dj in 0..k {
+                            let xi = (vo * self.stride + dj) as i64 - self.padding as i64;
+                            if xi < 0 || xi >= inl.width as i64 {
+                                continue;
+                            }
+                            taps.push((c, di, dj));
+                        }
+                    }
+                }
+                let inputs: Vec<&E::Ct> = if taps.is_empty() {
+                    alloc::vec![&cts[0]]
+                } else {
+                    taps.iter()
+                        .map(|&(c, di, dj)| {
+                            let yi = uo * self.stride + di - self.padding;
+                            let xi = vo * self.stride + dj - self.padding;
+                            &cts[inl.ct_index(c, yi, xi)]
+                        })
+                        .collect()
+                };
+                let width = inputs.len();
+                let mut w = vec![0.0; self.out_channels * width];
+                for o in 0..self.out_channels {
+                    for (t, &(c, di, dj)) in taps.iter().enumerate() {
+                        let a = affine.map_or(1.0, |a| a.scale[c]);
+                        w[o * width + t] = self.w(o, c, di, dj) * a;
+                    }
+                }
+                let res = ex.mul_const_matrix(&inputs, &w, self.out_channels, q)?;
+                for (o, ct) in res.into_iter().enumerate() {
+                    let i = outl.ct_index(o, uo, vo);
+                    outs[i] = Some(match post {
+                        Some(f) => f(i, ct)?,
+                        None => ct,
+                    });
+                }
+            }
+        }
+        outs.into_iter()
+            .map(|c| {
+                c.ok_or(Error::InvalidParameters(
+                    "convolution: an output was not made",
+                ))
+            })
+            .collect()
     }
 
     /// FEnc2's large-batch mode (one channel per ciphertext): every product's diagonal is a
@@ -501,42 +622,64 @@ impl Conv2d {
         outs: &mut [E::Ct],
         affine: Option<&InputAffine>,
     ) -> Result<()> {
+        for (o, ct) in outs.iter_mut().enumerate() {
+            self.finish_one(ex, plan, o, ct, affine)?;
+        }
+        Ok(())
+    }
+
+    /// Rescales output ciphertext `o` and adds its bias.
+    fn finish_one<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        o: usize,
+        ct: &mut E::Ct,
+        affine: Option<&InputAffine>,
+    ) -> Result<()> {
         let (inl, outl) = (&plan.input, &plan.output);
         let alpha = inl.channels_per_ct();
         let n = inl.slots;
-        for (o, ct) in outs.iter_mut().enumerate() {
-            ex.rescale(ct)?;
-            let (go, uo, vo) = outl.ct_coords(o);
-            let bias = || -> Vec<C64> {
-                let mut v = vec![C64::default(); n];
-                for to in 0..alpha {
-                    let o_ch = go * alpha + to;
-                    if o_ch >= self.out_channels {
-                        break;
-                    }
-                    for i in 0..outl.blocks() {
-                        for j in 0..outl.blocks() {
-                            let (yo, xo) = (i * outl.block + uo, j * outl.block + vo);
-                            if yo >= outl.height || xo >= outl.width {
-                                continue;
-                            }
-                            let mut val = self.bias[o_ch];
-                            if let Some(a) = affine {
-                                val += self.shifted_bias(inl, a, o_ch, yo, xo);
-                            }
-                            for b in 0..outl.batch {
-                                v[outl.slot(to, i, j, b)] = C64::real(val);
-                            }
+        ex.rescale(ct)?;
+        let (go, uo, vo) = outl.ct_coords(o);
+        let bias = || -> Vec<C64> {
+            let mut v = vec![C64::default(); n];
+            for to in 0..alpha {
+                let o_ch = go * alpha + to;
+                if o_ch >= self.out_channels {
+                    break;
+                }
+                for i in 0..outl.blocks() {
+                    for j in 0..outl.blocks() {
+                        let (yo, xo) = (i * outl.block + uo, j * outl.block + vo);
+                        if yo >= outl.height || xo >= outl.width {
+                            continue;
+                        }
+                        let mut val = self.bias[o_ch];
+                        if let Some(a) = affine {
+                            val += self.shifted_bias(inl, a, o_ch, yo, xo);
+                        }
+                        for b in 0..outl.batch {
+                            v[outl.slot(to, i, j, b)] = C64::real(val);
                         }
                     }
                 }
-                v
-            };
-            let any_bias = self.bias.iter().any(|&b| b != 0.0)
-                || affine.is_some_and(|a| a.shift.iter().any(|&s| s != 0.0));
-            if any_bias {
-                ex.add_plain(ct, &bias)?;
             }
+            v
+        };
+        let any_bias = self.bias.iter().any(|&b| b != 0.0)
+            || affine.is_some_and(|a| a.shift.iter().any(|&s| s != 0.0));
+        if any_bias && inl.is_pixelwise() {
+            // One channel and one pixel per ciphertext: the bias is one constant.
+            if uo < outl.height && vo < outl.width {
+                let mut val = self.bias[go];
+                if let Some(a) = affine {
+                    val += self.shifted_bias(inl, a, go, uo, vo);
+                }
+                ex.add_const(ct, val)?;
+            }
+        } else if any_bias {
+            ex.add_plain(ct, &bias)?;
         }
         Ok(())
     }

@@ -254,6 +254,9 @@ impl Linear {
                 found: ex.slots(),
             });
         }
+        if bs_fills(inp) {
+            return self.run_pixel(ex, plan, cts, affine);
+        }
         let (g, bs, n) = (inp.groups(), inp.batch, inp.slots);
         let mut at: Vec<Option<usize>> = vec![None; inp.cts * g];
         for (f, &(ic, fg)) in inp.pos.iter().enumerate() {
@@ -313,6 +316,57 @@ impl Linear {
                 v
             };
             ex.add_plain(ct, &bias)?;
+        }
+        Ok(outs)
+    }
+}
+
+/// Whether the batch fills the slots, so that each ciphertext holds one feature.
+fn bs_fills(m: &FeatureMap) -> bool {
+    m.batch == m.slots
+}
+
+impl Linear {
+    /// The layer when each ciphertext holds one feature of the whole batch: one
+    /// [`Exec::mul_const_matrix`] at scale `q_level` (no rotation, no plaintext), then the bias
+    /// as a constant per output.
+    fn run_pixel<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &FcPlan,
+        cts: &[E::Ct],
+        affine: Option<&InputAffine>,
+    ) -> Result<Vec<E::Ct>> {
+        let inp = &plan.input;
+        if cts.len() != inp.cts {
+            return Err(Error::Shape {
+                what: "input ciphertexts of the linear layer",
+                expected: inp.cts,
+                found: cts.len(),
+            });
+        }
+        let ins: Vec<&E::Ct> = inp.pos.iter().map(|&(c, _)| &cts[c]).collect();
+        let mut w = self.weight.clone();
+        if let Some(a) = affine {
+            for row in w.chunks_mut(self.inputs) {
+                for (x, s) in row.iter_mut().zip(&a.scale) {
+                    *x *= s;
+                }
+            }
+        }
+        let level = cts.first().map_or(0, |c| ex.level(c));
+        let mut outs = ex.mul_const_matrix(&ins, &w, self.outputs, ex.rescale_prime(level))?;
+        for (o, ct) in outs.iter_mut().enumerate() {
+            ex.rescale(ct)?;
+            let mut val = self.bias[o];
+            if let Some(a) = affine {
+                val += (0..self.inputs)
+                    .map(|f| self.weight[o * self.inputs + f] * a.shift[f])
+                    .sum::<f64>();
+            }
+            if val != 0.0 {
+                ex.add_const(ct, val)?;
+            }
         }
         Ok(outs)
     }

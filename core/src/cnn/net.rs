@@ -159,14 +159,24 @@ impl Network {
     }
 
     /// Compiles the network for `batch` samples, input block size `block` and `slots` slots.
+    ///
+    /// A batch that fills the slots (`batch = slots`) is planned pixel-wise whatever `block`
+    /// says: one block covers the unpadded `side × side` map, so every ciphertext holds one pixel
+    /// of one channel for the whole batch and no layer rotates
+    /// ([`FragmentLayout::is_pixelwise`]).
     pub fn plan(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
         self.validate()?;
+        let (grid, block) = if batch == slots {
+            (Some(self.side), self.side)
+        } else {
+            (None, block)
+        };
         let input = FragmentLayout::new(
             batch,
             self.channels,
             self.side,
             self.side,
-            None,
+            grid,
             block,
             slots,
         )?;
@@ -240,7 +250,10 @@ impl Network {
         let mut cts = input;
         let mut pending: Option<(f64, f64)> = None;
         let (mut nconv, mut nquad, mut nfc) = (0, 0, 0);
-        for (l, p) in self.layers.iter().zip(&plan.layers) {
+        // A pixel-wise convolution followed by a quadratic runs fused: each output is squared
+        // as soon as it exists (its row then carries both layers' operations).
+        let mut fused = false;
+        for (i, (l, p)) in self.layers.iter().zip(&plan.layers).enumerate() {
             let before = ex.counts();
             let cts_in = cts.len();
             let (name, rot, util);
@@ -250,9 +263,18 @@ impl Network {
                         scale: alloc::vec![a; c.in_channels],
                         shift: alloc::vec![g; c.in_channels],
                     });
-                    cts = c.run(ex, cp, &cts, aff.as_ref())?;
                     nconv += 1;
-                    name = alloc::format!("conv{nconv}");
+                    match self.layers.get(i + 1) {
+                        Some(Layer::Quad(q)) if cp.input.is_pixelwise() => {
+                            cts = c.run_then(ex, cp, &cts, aff.as_ref(), &|ct| q.apply(ex, ct))?;
+                            fused = true;
+                            name = alloc::format!("conv{nconv}+quad{}", nquad + 1);
+                        }
+                        _ => {
+                            cts = c.run(ex, cp, &cts, aff.as_ref())?;
+                            name = alloc::format!("conv{nconv}");
+                        }
+                    }
                     rot = cp.counts();
                     util = cp.output.utilization();
                 }
@@ -262,11 +284,18 @@ impl Network {
                             "network: two activations without a linear layer between",
                         ));
                     }
-                    cts = q.run(ex, cts)?;
+                    let was_fused = core::mem::take(&mut fused);
+                    if !was_fused {
+                        cts = q.run(ex, cts)?;
+                    }
                     let a = q.affine(1);
                     pending = Some((a.scale[0], a.shift[0]));
                     nquad += 1;
-                    name = alloc::format!("quad{nquad}");
+                    name = if was_fused {
+                        alloc::format!("quad{nquad} (fused)")
+                    } else {
+                        alloc::format!("quad{nquad}")
+                    };
                     rot = RotationCounts::default();
                     util = f64::NAN;
                 }

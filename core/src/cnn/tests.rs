@@ -251,6 +251,33 @@ fn convolutions_match_the_reference_at_every_block_size() {
 }
 
 #[test]
+fn pixelwise_convolutions_match_on_unpadded_maps() {
+    // The batch fills the slots: one pixel of one channel per ciphertext, the grid the map
+    // itself (odd sides included), strides by discarding positions.
+    let mut r = rng(11);
+    // (c_in, c_out, side, kernel, stride, padding)
+    for &(ci, co, h, k, s, p) in &[(2, 3, 7, 3, 1, 1), (3, 2, 6, 5, 2, 2), (1, 4, 5, 3, 1, 0)] {
+        let n = 8;
+        let conv = random_conv(&mut r, ci, co, k, s, p);
+        let l = FragmentLayout::new(n, ci, h, h, Some(h), h, n).unwrap();
+        assert!(l.is_pixelwise());
+        let plan = conv.plan(&l).unwrap();
+        let x = rand_vec(&mut r, l.len(), 1.0);
+        let y = conv
+            .run(&SlotExec { n }, &plan, &encrypt_plain(&l, &x, 2), None)
+            .unwrap();
+        assert!(y.iter().all(|c| c.level == 1));
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let (want, _, _) = reference::conv2d(&conv, &x, n, h, h, None);
+        let e = max_err(&got, &want);
+        assert!(e < 1e-9, "{:?}: error {e}", (ci, co, h, k, s, p));
+        assert_eq!(plan.counts().total(), 0);
+    }
+    // A power-of-two grid is still required when blocks tile it.
+    assert!(FragmentLayout::new(8, 1, 7, 7, Some(7), 1, 64).is_err());
+}
+
+#[test]
 fn a_wrong_weight_is_caught() {
     let mut r = rng(2);
     let conv = random_conv(&mut r, 2, 2, 3, 1, 1);
@@ -511,6 +538,34 @@ fn an_orion_shaped_lenet_matches_its_reference() {
         let e = max_err(&got, &want);
         assert!(e < 1e-9, "bs {bs} S {blk}: error {e}");
     }
+    // The batch filling the slots: pixel-wise on the unpadded 28 × 28 map, no rotation at all,
+    // one constant multiply-accumulate per nonzero weight and sample-independent counts.
+    let n = 16;
+    let plan = net.plan(n, 4, n).unwrap();
+    assert!(plan.input.is_pixelwise());
+    assert_eq!((plan.input.grid, plan.input.ciphertexts()), (28, 784));
+    let x = rand_vec(&mut r, n * 28 * 28, 1.0);
+    let y = net
+        .run(
+            &SlotExec { n },
+            &plan,
+            encrypt_plain(&plan.input, &x, 7),
+            |_| {},
+        )
+        .unwrap();
+    let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+    let e = max_err(&got, &net.reference(&x, n).unwrap());
+    assert!(e < 1e-9, "pixel-wise: error {e}");
+    let sym = SymExec::new(n);
+    let sx: Vec<_> = (0..plan.input.ciphertexts())
+        .map(|_| sym.fresh(7))
+        .collect();
+    let out = net.run(&sym, &plan, sx, |_| {}).unwrap();
+    assert_eq!(out.len(), 10);
+    let c = sym.counts();
+    assert_eq!((c.rotations, c.pt_mults), (0, 0));
+    // conv1 reads ≤ 25 taps per output pixel (fewer at the borders), and so on.
+    assert!(c.const_mults > 0 && c.const_mults <= 4 * 196 * 25 + 6 * 49 * 100 + 12 * 294 + 120);
     // A chain that does not fit is refused with a typed error.
     let mut bad = net.clone();
     bad.layers.swap(4, 5);

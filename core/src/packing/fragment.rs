@@ -76,12 +76,15 @@ impl FragmentLayout {
                 "fragment layout: the batch must be a power of two",
             ));
         }
-        if !grid.is_power_of_two() || grid < height.max(width) {
+        // One block covering the whole grid (`m = 1`) needs no power of two: no rotation ever
+        // moves a block, so the grid may be the feature map itself.
+        let whole = block == grid;
+        if (!whole && !grid.is_power_of_two()) || grid < height.max(width) {
             return Err(Error::InvalidParameters(
                 "fragment layout: the grid must be a power of two covering the feature map",
             ));
         }
-        if !block.is_power_of_two() || block > grid {
+        if (!whole && !block.is_power_of_two()) || block > grid {
             return Err(Error::InvalidParameters(
                 "fragment layout: the block size must be a power of two no larger than the grid",
             ));
@@ -121,6 +124,12 @@ impl FragmentLayout {
             self.block,
             self.slots,
         )
+    }
+
+    /// Whether the batch fills the slots with one pixel of one channel per ciphertext
+    /// (`S = M` and `BS = n`): FEnc2's large-batch mode at its limit, where no layer rotates.
+    pub fn is_pixelwise(&self) -> bool {
+        self.blocks() == 1 && self.chunk() == self.slots
     }
 
     /// Blocks per side `m = M / S`.

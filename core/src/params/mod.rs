@@ -381,7 +381,12 @@ mod tests {
 
     #[test]
     fn named_sets_validate() {
-        for lit in [ckks_128_logn14(), ckks_128_logn15(), ckks_128_logn16()] {
+        for lit in [
+            ckks_128_logn14(),
+            ckks_128_logn14_cnn(),
+            ckks_128_logn15(),
+            ckks_128_logn16(),
+        ] {
             let p = lit.validate().unwrap();
             assert!(p.log_qp() <= max_log_qp_128(p.log_n()).unwrap());
             assert!(p.name().contains(&alloc::format!("LOGN{}", p.log_n())));

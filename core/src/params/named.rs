@@ -53,6 +53,25 @@ pub fn ckks_128_logn14() -> CkksParamsLiteral {
     literal("CKKS_128_LOGN14_LOGQP420", 14, 6, 2, 4)
 }
 
+/// N = 2^14 for CNNs at full batch (8,192 images per ciphertext): `q_0` 50 bits, seven 36-bit
+/// scaling primes (LeNet's depth), two 58-bit special primes, 4 digits, scale 2^36:
+/// log2(QP) = 418 ≤ 438. The 36-bit scale keeps about 28 bits of precision, enough for
+/// logits, and makes room for the seventh level under N = 2^14's 128-bit bound.
+pub fn ckks_128_logn14_cnn() -> CkksParamsLiteral {
+    let mut log_q: Vec<u32> = vec![50];
+    log_q.extend(core::iter::repeat_n(36, 7));
+    CkksParamsLiteral {
+        name: String::from("CKKS_128_LOGN14_LOGQP418_CNN"),
+        log_n: 14,
+        log_q,
+        log_p: vec![58, 58],
+        dnum: Some(4),
+        log_default_scale: 36,
+        secret: SecretDistribution::UniformTernary,
+        sigma: crate::math::sampling::SIGMA,
+    }
+}
+
 /// N = 2^15, 10 levels, three 60-bit special primes, 4 digits: log2(QP) = 640 ≤ 881.
 pub fn ckks_128_logn15() -> CkksParamsLiteral {
     literal("CKKS_128_LOGN15_LOGQP640", 15, 10, 3, 4)
