@@ -18,17 +18,20 @@ pub struct InferImageArgs {
     /// file of the same architecture.
     #[arg(long, default_value = "lenet")]
     pub model: String,
-    /// Images: an IDX file (`idx3-ubyte`, raw or gzip) or `mnist-test` (the built-in MNIST test
-    /// set).
+    /// Images: `mnist-test` (the built-in MNIST test set), an IDX file (`idx3-ubyte`, raw or
+    /// gzip), a CIFAR-10 binary batch (`.bin`), or PNG files (`a.png,b.png`, one shape; MNIST
+    /// models expect white digits on black, 28 × 28 gray).
     #[arg(long, default_value = "mnist-test")]
     pub images: String,
-    /// Labels (IDX `idx1-ubyte`, or `mnist-test`), for accuracy; `none` to skip.
-    #[arg(long, default_value = "mnist-test")]
+    /// Labels for accuracy: IDX `idx1-ubyte`, `mnist-test`, a CIFAR-10 `.bin`, or `none`. The
+    /// default `auto` takes them from `mnist-test` or a CIFAR batch, and skips them otherwise.
+    #[arg(long, default_value = "auto")]
     pub labels: String,
     /// How many images (from the first).
     #[arg(long, default_value_t = 16)]
     pub limit: usize,
-    /// Images per ciphertext batch (a power of two; default: the limit rounded up, at most 256).
+    /// Images per ciphertext batch (a power of two; default: the image count rounded up, from 16
+    /// to 256). 8192 fills N = 2^14 and runs pixel-wise, the fastest per image.
     #[arg(long)]
     pub batch: Option<usize>,
     /// FEnc2's block size S (a power of two; default: the planner's choice).
@@ -55,10 +58,17 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         return Err(CliError::Usage("--limit must be at least 1".into()));
     }
     let imgs = all.take(a.limit);
-    let labels = if a.labels == "none" {
+    let label_spec = match a.labels.as_str() {
+        "auto" if a.images == "mnist-test" || a.images.to_ascii_lowercase().ends_with(".bin") => {
+            a.images.as_str()
+        }
+        "auto" => "none",
+        other => other,
+    };
+    let labels = if label_spec == "none" {
         None
     } else {
-        let l = images::read_labels(&a.labels).map_err(CliError::Model)?;
+        let l = images::read_labels(label_spec).map_err(CliError::Model)?;
         if l.len() < imgs.count {
             return Err(CliError::Usage(format!(
                 "{} labels for {} images",
@@ -92,6 +102,9 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             }));
         }
         println!("{} on {} images (plaintext f64)", net.name, imgs.count);
+        if imgs.count <= 32 {
+            println!("predictions {plain_pred:?}");
+        }
         if let Some(v) = acc(&plain_pred) {
             println!("accuracy {:.2} %", 100.0 * v);
         }
@@ -104,7 +117,8 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
                 "--batch {b} is not a power of two"
             )))
         }
-        None => imgs.count.next_power_of_two().min(256),
+        // At least 16: below that the Galois keys of the blocked layout outgrow a frame.
+        None => imgs.count.next_power_of_two().clamp(16, 256),
     };
     let p = veil_host::vision::cnn_params(batch)
         .validate()
@@ -130,7 +144,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let run = vision::run_loopback(&ck, &net, &imgs, batch, a.block, |b, c| {
         if !json_mode && b == 0 {
             eprintln!(
-                "  server batch 1: {:<8} done ({} → {} ciphertexts)",
+                "  server batch 1: {:<14} done ({} → {} ciphertexts)",
                 c.name, c.cts_in, c.cts_out
             );
         }
@@ -225,12 +239,12 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     );
     println!("\nper layer (server, batch 1):");
     println!(
-        "{:<8} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8}",
+        "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8}",
         "layer", "cts in", "cts out", "rot", "relin", "ptmul", "constMAC", "util", "seconds"
     );
     for (c, s) in &run.batches[0].layers {
         println!(
-            "{:<8} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8.2}",
+            "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8.2}",
             c.name,
             c.cts_in,
             c.cts_out,
