@@ -7,9 +7,10 @@
 //! runs under `pulp`'s best instruction set). The sums are reduced modulo the row's prime once
 //! every [`FLUSH`] terms.
 //!
-//! Blocking: a tile is [`TILE`] words of one row of every input and output. Within it, [`GROUP`]
-//! outputs × [`LANES`] words of both halves are accumulated in registers while the inputs stream
-//! past, so each input word is loaded once per group and each weight once per lane block.
+//! Blocking: a tile is [`tile_words`] words (8 to [`TILE`], so that the tile of every input fits
+//! a core's L2) of one row of every input and output, packed contiguously first. Within it,
+//! [`PASS`] outputs × [`LANES`] words of both halves are accumulated in registers while the
+//! inputs stream past, so each input word is loaded and split once per pass of [`PASS`] outputs.
 
 use veil_core::math::Modulus;
 
@@ -102,7 +103,7 @@ impl Tile<'_> {
                 let c0 = blk * LANES;
                 // Four outputs per pass over the inputs: eight vector accumulators (low and
                 // high halves), reduced once per FLUSH inputs.
-                for q in (0..GROUP).step_by(PASS) {
+                for q in (0..group.len()).step_by(PASS) {
                     let mut fresh = true;
                     for (xc, wc) in xb.chunks(FLUSH).zip(wg.chunks(FLUSH * GROUP)) {
                         let mut a = [[0i64; LANES]; 2 * PASS];

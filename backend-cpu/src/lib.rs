@@ -794,11 +794,37 @@ impl PolyBackend for CpuBackend {
         if outs.is_empty() || rows == 0 {
             return;
         }
-        debug_assert_eq!(weights.len(), outs.len() * ins.len());
+        assert_eq!(
+            weights.len(),
+            outs.len() * ins.len(),
+            "small_weight_gemm: one weight per output and input"
+        );
         assert!(
             n.is_multiple_of(gemm::TILE),
             "the ring degree is a power of two of at least 2^7"
         );
+        let bound = 1i64 << veil_core::backend::SMALL_WEIGHT_BITS;
+        if weights.iter().any(|&w| (w as i64).abs() > bound) {
+            // Outside the lanes' bound: the definition, term by term (same words).
+            let k = ins.len();
+            for (i, out) in outs.iter_mut().enumerate() {
+                self.rows_mut(out, basis, |r, g, row| {
+                    let m = &self.moduli[g];
+                    row.fill(0);
+                    for (j, x) in ins.iter().enumerate() {
+                        let w = m.from_i128(weights[i * k + j] as i128);
+                        let ws = m.shoup(w);
+                        for (o, &v) in row.iter_mut().zip(&x[r * n..(r + 1) * n]) {
+                            *o = m.add(*o, m.mul_shoup(v, w, ws));
+                        }
+                    }
+                    let ps = m.shoup(post[r]);
+                    row.iter_mut()
+                        .for_each(|o| *o = m.mul_shoup(*o, post[r], ps));
+                });
+            }
+            return;
+        }
         let tile = gemm::tile_words(ins.len());
         let per_row = n / tile;
         let wg = gemm::group_weights(weights, outs.len(), ins.len());

@@ -25,7 +25,7 @@ fn main() {
         .collect();
     let refs: Vec<&Vec<u64>> = ins.iter().collect();
     let w: Vec<i32> = (0..k * outs)
-        .map(|i| (i as i32 * 7919) % 1_000_000 - 500_000)
+        .map(|i| ((i as i64 * 7919) % 2_000_001 - 1_000_000) as i32)
         .collect();
     let post = vec![1u64; rows];
     let mut out: Vec<Vec<u64>> = (0..outs).map(|_| be.alloc(rows)).collect();

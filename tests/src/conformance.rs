@@ -473,14 +473,18 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
         // The long case once per parameter set (it is a thousand plain ops on the reference
         // side of a device backend).
         let cases: &[(usize, usize)] = if basis == Basis::q(1) {
-            &[(3, 5), (1030, 1)]
+            &[(3, 5), (1030, 1), (2, 3)]
         } else {
             &[(3, 5)]
         };
         for &(k, outs) in cases {
             let w: Vec<i32> = (0..k * outs)
                 .map(|i| {
-                    if k > 3 {
+                    if k == 2 {
+                        // Beyond the contract's bound: a backend must still give the words
+                        // of the definition.
+                        [i32::MIN, i32::MAX, -(bound as i32) - 1][i % 3]
+                    } else if k > 3 {
                         (if i % 3 == 0 { -bound } else { bound }) as i32
                     } else {
                         ((rng.next_u64() % (2 * bound as u64 + 1)) as i64 - bound) as i32

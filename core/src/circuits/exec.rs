@@ -167,12 +167,13 @@ pub trait Exec {
             "this executor does not support constant multiply-accumulates",
         ))
     }
-    /// `out_r = Σ_j ⌊W[r][j]·scale⌉·ins_j` for a real matrix `W` (`rows × ins.len()`,
-    /// row-major), each output at the inputs' scale times `scale`: a layer whose every
-    /// ciphertext holds one feature of a whole batch. The default is one
-    /// [`Exec::mul_const_acc`] per nonzero weight; the real engine runs it as one matrix product
-    /// per polynomial ([`Ckks::mul_const_matrix`]). Counted as one constant multiply-accumulate
-    /// per nonzero weight either way.
+    /// `out_r = Σ_j W[r][j]·ins_j` for a real matrix `W` (`rows × ins.len()`, row-major), each
+    /// output at the inputs' scale times `scale`: a layer whose every ciphertext holds one
+    /// feature of a whole batch. The default is one [`Exec::mul_const_acc`] per nonzero weight
+    /// (each weight rounded at `scale`); the real engine runs it as one matrix product per
+    /// polynomial ([`Ckks::mul_const_matrix`], weights rounded to `2^-21` of the largest).
+    /// Counted the same either way: one constant multiply-accumulate per nonzero weight and an
+    /// addition for each after a row's first.
     fn mul_const_matrix(
         &self,
         ins: &[&Self::Ct],
@@ -515,13 +516,17 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         scale: f64,
     ) -> Result<Vec<Self::Ct>> {
         let outs = self.ck.mul_const_matrix(ins, weights, rows, scale)?;
-        // The default's count: one per nonzero weight, one per all-zero row.
+        // The default's counts: one multiply-accumulate per nonzero weight (one per all-zero
+        // row), each after a row's first also an addition.
         let k = ins.len().max(1);
-        let n: u64 = weights
-            .chunks(k)
-            .map(|r| (r.iter().filter(|&&w| w != 0.0).count() as u64).max(1))
-            .sum();
-        self.bump(|c| c.const_mults += n);
+        let (macs, rows) = weights.chunks(k).fold((0u64, 0u64), |(m, r), row| {
+            let nz = (row.iter().filter(|&&w| w != 0.0).count() as u64).max(1);
+            (m + nz, r + 1)
+        });
+        self.bump(|c| {
+            c.const_mults += macs;
+            c.adds += macs - rows;
+        });
         Ok(outs)
     }
     fn mul_plain_acc(

@@ -183,12 +183,25 @@ impl Conv2d {
                 found: input.channels,
             });
         }
+        let (ho, wo) = (self.out_side(input.height)?, self.out_side(input.width)?);
+        if input.is_pixelwise() {
+            // One pixel per ciphertext: the output map is its own grid, whatever the stride.
+            let side = ho.max(wo);
+            return FragmentLayout::new(
+                input.batch,
+                self.out_channels,
+                ho,
+                wo,
+                Some(side),
+                side,
+                input.slots,
+            );
+        }
         if !input.block.is_multiple_of(self.stride) || !input.grid.is_multiple_of(self.stride) {
             return Err(Error::InvalidParameters(
                 "convolution: the stride must divide the block size (FEnc2 discards the other positions)",
             ));
         }
-        let (ho, wo) = (self.out_side(input.height)?, self.out_side(input.width)?);
         let grid = input.grid / self.stride;
         if ho > grid || wo > grid {
             return Err(Error::InvalidParameters(
@@ -214,7 +227,13 @@ impl Conv2d {
         let chunk = input.chunk() as i64;
         let mut b = TwoStageBuilder::new(input.ciphertexts(), out.ciphertexts(), input.slots);
         let k = self.kernel;
-        for go in 0..out.groups() {
+        // Pixel-wise layers never rotate and run from the weights alone: no stage list.
+        let groups = if input.is_pixelwise() {
+            0
+        } else {
+            out.groups()
+        };
+        for go in 0..groups {
             // Valid output chunks of this group.
             let to_valid = (self.out_channels - go * alpha).min(alpha);
             for uo in 0..so {
@@ -334,10 +353,16 @@ impl Conv2d {
         if let Some(a) = affine {
             check_affine(a, self.in_channels)?;
         }
-        if plan.geometry != self.geometry() || ex.slots() != plan.input.slots {
+        if plan.geometry != self.geometry() {
             return Err(Error::InvalidParameters(
-                "convolution: the plan was compiled for another layer or slot count",
+                "convolution: the plan was compiled for another layer",
             ));
+        }
+        if ex.slots() != plan.input.slots {
+            return Err(Error::SlotMismatch {
+                expected: plan.input.slots,
+                found: ex.slots(),
+            });
         }
         let post = |o: usize, mut ct: E::Ct| -> Result<E::Ct> {
             self.finish_one(ex, plan, o, &mut ct, affine)?;

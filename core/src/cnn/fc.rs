@@ -171,6 +171,16 @@ impl Linear {
             });
         }
         let output = FeatureMap::dense(self.outputs, input.batch, input.slots)?;
+        if bs_fills(input) {
+            // One feature per ciphertext: no rotation, the weights alone drive the run.
+            let stages = TwoStageBuilder::new(input.cts, output.cts, input.slots).finish();
+            return Ok(FcPlan {
+                input: input.clone(),
+                output,
+                baby_step: 1,
+                stages,
+            });
+        }
         let g = input.groups();
         // Distinct shifts δ per (input ct, output ct), over the nonzero weights.
         let mut deltas: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); input.cts * output.cts];

@@ -1,7 +1,8 @@
 //! FEnc2's fragment encoding (Conv-aware Encoding, §IV-B, Algorithm 1): a 4-D tensor
 //! `X ∈ R^{BS×C×H×W}` ↔ CKKS slot vectors.
 //!
-//! The feature map is zero-padded to an `M × M` grid (`M` a power of two) and cut into an
+//! The feature map is zero-padded to an `M × M` grid (`M` a power of two, or any side when one
+//! block covers the grid, `S = M`) and cut into an
 //! `m × m` grid of `S × S` blocks, `m = M / S`. Ciphertext `(g, u, v)` holds the pixel at
 //! intra-block position `(u, v)` of every block, for every sample and for the channels of group
 //! `g`. Within a ciphertext, slot
@@ -36,9 +37,9 @@ pub struct FragmentLayout {
     pub height: usize,
     /// Feature-map width `W`.
     pub width: usize,
-    /// The padded grid side `M` (a power of two, `M ≥ max(H, W)`).
+    /// The padded grid side `M` (`M ≥ max(H, W)`; a power of two unless `S = M`).
     pub grid: usize,
-    /// The block side `S` (a power of two dividing `M`).
+    /// The block side `S` (a power of two dividing `M`, or `M` itself).
     pub block: usize,
     /// Slots per ciphertext `n` (a power of two).
     pub slots: usize,
@@ -81,7 +82,7 @@ impl FragmentLayout {
         let whole = block == grid;
         if (!whole && !grid.is_power_of_two()) || grid < height.max(width) {
             return Err(Error::InvalidParameters(
-                "fragment layout: the grid must be a power of two covering the feature map",
+                "fragment layout: the grid must cover the feature map, and be a power of two unless one block covers it",
             ));
         }
         if (!whole && !block.is_power_of_two()) || block > grid {
