@@ -443,36 +443,21 @@ impl Conv2d {
         }
         let level = cts.first().map_or(0, |c| ex.level(c));
         let q = ex.rescale_prime(level);
-        let (k, so) = (self.kernel, outl.block);
+        let so = outl.block;
         let mut outs: Vec<Option<E::Ct>> = (0..outl.ciphertexts()).map(|_| None).collect();
         for uo in 0..so {
             for vo in 0..so {
                 // The valid taps (c, d_i, d_j) at this output position, and their inputs.
-                let mut taps: Vec<(usize, usize, usize)> = Vec::new();
-                for c in 0..self.in_channels {
-                    for di in 0..k {
-                        let yi = (uo * self.stride + di) as i64 - self.padding as i64;
-                        if yi < 0 || yi >= inl.height as i64 {
-                            continue;
-                        }
-                        for dj in 0..k {
-                            let xi = (vo * self.stride + dj) as i64 - self.padding as i64;
-                            if xi < 0 || xi >= inl.width as i64 {
-                                continue;
-                            }
-                            taps.push((c, di, dj));
-                        }
-                    }
-                }
+                let at = self.valid_taps(inl, uo, vo);
+                let taps: Vec<(usize, usize, usize)> = (0..self.in_channels)
+                    .flat_map(|c| at.iter().map(move |&(di, dj, _, _)| (c, di, dj)))
+                    .collect();
                 let inputs: Vec<&E::Ct> = if taps.is_empty() {
                     alloc::vec![&cts[0]]
                 } else {
-                    taps.iter()
-                        .map(|&(c, di, dj)| {
-                            let yi = uo * self.stride + di - self.padding;
-                            let xi = vo * self.stride + dj - self.padding;
-                            &cts[inl.ct_index(c, yi, xi)]
-                        })
+                    (0..self.in_channels)
+                        .flat_map(|c| at.iter().map(move |&(_, _, yi, xi)| (c, yi, xi)))
+                        .map(|(c, yi, xi)| &cts[inl.ct_index(c, yi, xi)])
                         .collect()
                 };
                 let width = inputs.len();
@@ -719,7 +704,24 @@ impl Conv2d {
         xo: usize,
     ) -> f64 {
         let mut acc = 0.0;
+        for (di, dj, _, _) in self.valid_taps(inl, yo, xo) {
+            for c in 0..self.in_channels {
+                acc += self.w(o, c, di, dj) * a.shift[c];
+            }
+        }
+        acc
+    }
+
+    /// The taps `(d_i, d_j)` of output pixel `(y_o, x_o)` that land on the input map, with the
+    /// input pixel `(y_i, x_i)` each reads.
+    fn valid_taps(
+        &self,
+        inl: &FragmentLayout,
+        yo: usize,
+        xo: usize,
+    ) -> Vec<(usize, usize, usize, usize)> {
         let k = self.kernel;
+        let mut v = Vec::with_capacity(k * k);
         for di in 0..k {
             let yi = (yo * self.stride + di) as i64 - self.padding as i64;
             if yi < 0 || yi >= inl.height as i64 {
@@ -730,12 +732,10 @@ impl Conv2d {
                 if xi < 0 || xi >= inl.width as i64 {
                     continue;
                 }
-                for c in 0..self.in_channels {
-                    acc += self.w(o, c, di, dj) * a.shift[c];
-                }
+                v.push((di, dj, yi as usize, xi as usize));
             }
         }
-        acc
+        v
     }
 
     /// Calls `f(i, j)` for every output block `(i, j)` at position `(u_o, v_o)` whose tap
