@@ -4,7 +4,7 @@
 //! receives keep their distribution. Statistics and negative controls: `mpc_common::views`.
 //!
 //! Shapes are small (a few rows) and the run count as small as keeps the biased-bit control
-//! clearly detectable: its `|z| ≈ 0.33·√(2R)` is 8.4 at `R = 320` against the threshold 6,
+//! clearly detectable: its `|z| ≈ 0.5·√(2R)` is 12.6 at `R = 320` against the threshold ≈ 6.3,
 //! while the null's largest `|z|` over the ~10^6 features of a view is about 5.3.
 
 mod mpc_common;

@@ -226,16 +226,19 @@ pub fn check_with(name: &str, a: &[Vec<u8>], b: &[Vec<u8>], shifts: &[usize]) {
         !compare_with(&a2, &b2, shifts).indistinguishable(),
         "{name}: negative control not detected"
     );
-    // Weaker leak: the bit is biased (flipped to the input in 1/3 of runs).
+    // Weaker leak: the bit is biased (set to the input in half of the runs, random otherwise).
+    // At 320 runs a side this gives z ≈ 12.6 ± 0.7 against the max-|z| bound ≈ 6.3. A bias in a
+    // third of the runs gave z ≈ 8.4 ± 0.8, which missed the bound by chance about once in 200
+    // checks and made CI flaky without saying anything about the protocols.
     let mut b3: Vec<Vec<u8>> = b.to_vec();
     for (i, x) in b3.iter_mut().enumerate() {
-        if i % 3 == 0 {
+        if i % 2 == 0 {
             x[pos / 8] |= 1 << (pos % 8);
         }
     }
     let mut a3: Vec<Vec<u8>> = a.to_vec();
     for (i, x) in a3.iter_mut().enumerate() {
-        if i % 3 == 0 {
+        if i % 2 == 0 {
             x[pos / 8] &= !(1 << (pos % 8));
         }
     }
