@@ -325,6 +325,23 @@ pub fn check_ntt<A: PolyBackend, B: PolyBackend>(
 }
 
 /// `add_assign`, `sub_assign`, `add_new`, `sub_new`, `neg_assign`, `mul_assign`, `mul`, `mul_add_assign`,
+/// `small_weight_gemm`'s definition for one output from plain ops: zero, one scaled term per
+/// input (`scalars[j]` holds weight `j` per row), then the post scalars.
+fn gemm_definition<'a, X: PolyBackend + 'a>(
+    be: &X,
+    out: &mut X::Buffer,
+    terms: impl Iterator<Item = &'a X::Buffer>,
+    scalars: &[Vec<u64>],
+    post: &[u64],
+    basis: Basis,
+) {
+    be.mul_scalar_assign(out, &vec![0; basis.rows()], basis);
+    for (x, s) in terms.zip(scalars) {
+        be.mul_scalar_add_assign(out, x, s, basis);
+    }
+    be.mul_scalar_assign(out, post, basis);
+}
+
 /// `mul_scalar_assign`, `add_scalar_assign` and the fused `mul_scalar_add_assign`, `mul_sum` and
 /// `mul_sum_compact` (against their definitions) over every test basis. Over Q-only bases the
 /// right operand spans all of Q (operands may have more rows than the basis).
@@ -495,27 +512,18 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
             let idx: Vec<usize> = (0..k).map(|j| if k > 3 { 3 } else { j % 3 }).collect();
             let pick_a = |j: usize| if j == 3 { &top.0 } else { &xs[j].0 };
             let pick_b = |j: usize| if j == 3 { &top.1 } else { &xs[j].1 };
+            // The definition: one scalar row per weight, term by term.
+            let scal: Vec<Vec<u64>> = w
+                .iter()
+                .map(|&x| mods.iter().map(|m| m.from_i128(x as i128)).collect())
+                .collect();
             let define_a = |out: &mut A::Buffer, o: usize| {
-                pr.a.mul_scalar_assign(out, &vec![0; rows], basis);
-                for (j, &i) in idx.iter().enumerate() {
-                    let s: Vec<u64> = mods
-                        .iter()
-                        .map(|m| m.from_i128(w[o * k + j] as i128))
-                        .collect();
-                    pr.a.mul_scalar_add_assign(out, pick_a(i), &s, basis);
-                }
-                pr.a.mul_scalar_assign(out, &post, basis);
+                let terms = idx.iter().map(|&i| pick_a(i));
+                gemm_definition(pr.a, out, terms, &scal[o * k..(o + 1) * k], &post, basis)
             };
             let define_b = |out: &mut B::Buffer, o: usize| {
-                pr.b.mul_scalar_assign(out, &vec![0; rows], basis);
-                for (j, &i) in idx.iter().enumerate() {
-                    let s: Vec<u64> = mods
-                        .iter()
-                        .map(|m| m.from_i128(w[o * k + j] as i128))
-                        .collect();
-                    pr.b.mul_scalar_add_assign(out, pick_b(i), &s, basis);
-                }
-                pr.b.mul_scalar_assign(out, &post, basis);
+                let terms = idx.iter().map(|&i| pick_b(i));
+                gemm_definition(pr.b, out, terms, &scal[o * k..(o + 1) * k], &post, basis)
             };
             let ia: Vec<&A::Buffer> = idx.iter().map(|&i| pick_a(i)).collect();
             let ib: Vec<&B::Buffer> = idx.iter().map(|&i| pick_b(i)).collect();

@@ -305,21 +305,8 @@ impl Conv2d {
         cts: &[E::Ct],
         affine: Option<&InputAffine>,
     ) -> Result<Vec<E::Ct>> {
-        if let Some(a) = affine {
-            check_affine(a, self.in_channels)?;
-        }
-        if plan.geometry != self.geometry() {
-            return Err(Error::InvalidParameters(
-                "convolution: the plan was compiled for another layer",
-            ));
-        }
+        self.check_run(ex, plan, affine)?;
         let inl = &plan.input;
-        if ex.slots() != inl.slots {
-            return Err(Error::SlotMismatch {
-                expected: inl.slots,
-                found: ex.slots(),
-            });
-        }
         let mut outs = if inl.is_pixelwise() {
             self.products_pixel(ex, plan, cts, affine, None)?
         } else if inl.channels_per_ct() == 1 {
@@ -329,6 +316,30 @@ impl Conv2d {
         };
         self.finish(ex, plan, &mut outs, affine)?;
         Ok(outs)
+    }
+
+    /// The checks of a run: the input affine's width, the plan's layer and the slot count.
+    fn check_run<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &ConvPlan,
+        affine: Option<&InputAffine>,
+    ) -> Result<()> {
+        if let Some(a) = affine {
+            check_affine(a, self.in_channels)?;
+        }
+        if plan.geometry != self.geometry() {
+            return Err(Error::InvalidParameters(
+                "convolution: the plan was compiled for another layer",
+            ));
+        }
+        if ex.slots() != plan.input.slots {
+            return Err(Error::SlotMismatch {
+                expected: plan.input.slots,
+                found: ex.slots(),
+            });
+        }
+        Ok(())
     }
 
     /// [`Conv2d::run`] followed by `then` on every output (an activation). In the pixel-wise
@@ -350,20 +361,7 @@ impl Conv2d {
                 .map(then)
                 .collect();
         }
-        if let Some(a) = affine {
-            check_affine(a, self.in_channels)?;
-        }
-        if plan.geometry != self.geometry() {
-            return Err(Error::InvalidParameters(
-                "convolution: the plan was compiled for another layer",
-            ));
-        }
-        if ex.slots() != plan.input.slots {
-            return Err(Error::SlotMismatch {
-                expected: plan.input.slots,
-                found: ex.slots(),
-            });
-        }
+        self.check_run(ex, plan, affine)?;
         let post = |o: usize, mut ct: E::Ct| -> Result<E::Ct> {
             self.finish_one(ex, plan, o, &mut ct, affine)?;
             then(ct)
