@@ -4,6 +4,8 @@
 //! Eqs. 3–4 and the planner's `S*` (Eq. 8). `--lenet` runs the built-in LeNet privately (client
 //! and server over TCP loopback, real MNIST test images) at each batch of `--batches`, and
 //! reports seconds per image, peak memory, bytes and agreement with the plaintext model.
+//! `--hybrid` runs the same LeNet trained with ReLU in the hybrid mode (linear layers under CKKS,
+//! every ReLU exact in MPC) and reports latency and bytes per image, per step.
 
 use crate::BenchError;
 use serde::Serialize;
@@ -29,6 +31,59 @@ pub struct BenchCnnArgs {
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Private LeNet-ReLU in the hybrid mode (ReLU in MPC) at each batch of `--batches`.
+    #[arg(long)]
+    pub hybrid: bool,
+    /// `--hybrid`: images run per batch (0: the whole batch). A batch of 8,192 with fewer live
+    /// images still converts every ciphertext but runs ReLU on the live slots only.
+    #[arg(long, default_value_t = 0)]
+    pub hybrid_images: usize,
+    /// `--hybrid`: the oblivious transfer, `silent` (Ferret) or `iknp`.
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
+}
+
+/// One `--hybrid` point.
+#[derive(Clone, Debug, Serialize)]
+pub struct HybridPoint {
+    /// Images per batch.
+    pub batch: usize,
+    /// Images run (live slots).
+    pub images: usize,
+    /// The CKKS parameter set.
+    pub params: String,
+    /// Block size.
+    pub block: usize,
+    /// `silent` or `iknp`.
+    pub ot: String,
+    /// The whole run (conversions, CKKS and MPC), seconds.
+    pub run_s: f64,
+    /// Run seconds per image.
+    pub seconds_per_image: f64,
+    /// Base OT and silent-OT setup, seconds (once per session).
+    pub setup_s: f64,
+    /// Galois keys.
+    pub galois_keys: usize,
+    /// Public + evaluation key bytes.
+    pub key_bytes: u64,
+    /// All bytes between the parties per image, both directions (conversions included).
+    pub bytes_per_image: f64,
+    /// Of which converted ciphertexts, per image.
+    pub converted_bytes_per_image: f64,
+    /// ReLUs evaluated in MPC.
+    pub relus: usize,
+    /// Conversions (M2C, complex C2M).
+    pub conversions: (usize, usize),
+    /// Peak resident memory, bytes (both parties in one process).
+    pub peak_rss: Option<u64>,
+    /// Predictions equal to the plaintext model's.
+    pub agreement: usize,
+    /// Predictions equal to the label.
+    pub correct: usize,
+    /// Worst `|Δlogit|` against the plaintext model.
+    pub worst_logit_error: f64,
+    /// Per step: name, converted ciphertexts, bytes, rounds, seconds.
+    pub steps: Vec<(String, usize, u64, u64, f64)>,
 }
 
 /// One `--lenet` point.
@@ -163,6 +218,184 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
         });
     }
     Ok(out)
+}
+
+/// Runs `--hybrid`.
+pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
+    use veil_host::model::{cnn, images};
+    let model = |e: veil_host::model::ModelError| BenchError::Cnn {
+        step: "the built-in LeNet-ReLU or MNIST",
+        reason: e.to_string(),
+    };
+    let silent = match a.ot.as_str() {
+        "silent" => true,
+        "iknp" => false,
+        other => {
+            return Err(BenchError::InvalidOption {
+                option: "--ot",
+                value: other.into(),
+                expected: "silent or iknp",
+            })
+        }
+    };
+    let net = cnn::load("lenet-relu").map_err(model)?;
+    let all = images::read_images("mnist-test").map_err(model)?;
+    let labels = images::read_labels("mnist-test").map_err(model)?;
+    let threads = if a.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        a.threads
+    };
+    let mut out = Vec::new();
+    for &batch in &a.batches {
+        if !batch.is_power_of_two() {
+            return Err(BenchError::InvalidOption {
+                option: "--batches",
+                value: batch.to_string(),
+                expected: "powers of two",
+            });
+        }
+        let live = if a.hybrid_images == 0 {
+            batch
+        } else {
+            a.hybrid_images.min(batch)
+        };
+        let p = veil_host::vision::cnn_params(batch)
+            .validate()
+            .map_err(core("the parameter set"))?;
+        let be =
+            veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
+                reason: e.to_string(),
+            })?;
+        let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
+        let imgs = all.take(live);
+        let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
+        let plain = net
+            .reference(&x, imgs.count)
+            .map_err(core("the reference"))?;
+        eprintln!("lenet-relu hybrid: batch {batch}, {live} images …");
+        veil_host::vision::reset_peak_rss();
+        let opts = veil_host::vision::hybrid::HybridOptions { silent_ot: silent };
+        let run = veil_host::vision::hybrid::run_loopback(
+            &ck,
+            &net,
+            &imgs,
+            batch,
+            None,
+            &opts,
+            |_, r| eprintln!("  {:<12} {:>8.2} s", r.cost.name, r.wall_s),
+        )
+        .map_err(|e| BenchError::Cnn {
+            step: "the hybrid LeNet-ReLU run",
+            reason: e.to_string(),
+        })?;
+        let classes = net.classes();
+        let (mut agreement, mut correct, mut worst) = (0, 0, 0.0f64);
+        for (i, l) in run.client.logits.iter().enumerate() {
+            let pl = &plain[i * classes..(i + 1) * classes];
+            let pe = veil_host::vision::argmax(l);
+            agreement += (veil_host::vision::argmax(pl) == pe) as usize;
+            correct += (pe == labels[i] as usize) as usize;
+            for (u, v) in l.iter().zip(pl) {
+                worst = worst.max((u - v).abs());
+            }
+        }
+        let n = imgs.count as f64;
+        out.push(HybridPoint {
+            batch,
+            images: imgs.count,
+            params: p.name().to_string(),
+            block: run.block,
+            ot: a.ot.clone(),
+            run_s: run.server.run_s,
+            seconds_per_image: run.server.run_s / n,
+            setup_s: run.client.setup_s,
+            galois_keys: run.client.galois_keys,
+            key_bytes: run.client.key_bytes,
+            bytes_per_image: run.server.mpc_bytes as f64 / n,
+            converted_bytes_per_image: run.server.converted_bytes as f64 / n,
+            relus: run.relus,
+            conversions: run.conversions,
+            peak_rss: veil_host::vision::peak_rss_bytes(),
+            agreement,
+            correct,
+            worst_logit_error: worst,
+            steps: run
+                .server
+                .steps
+                .iter()
+                .map(|r| {
+                    let c = &r.cost;
+                    (
+                        c.name.clone(),
+                        c.converted_cts,
+                        c.mpc_bytes,
+                        c.mpc_rounds,
+                        r.wall_s,
+                    )
+                })
+                .collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// A text rendering of `--hybrid`.
+pub fn render_hybrid(pts: &[HybridPoint]) -> String {
+    let mut s = String::from(
+        "Private LeNet-ReLU, hybrid mode (linear layers under CKKS, ReLU exact in MPC), MNIST test images, client and server over TCP loopback\n(batch 8192: pixel-wise at N = 2^14; others: blocked at N = 2^15)\n\n",
+    );
+    s += &format!(
+        "{:>6} {:>6} {:>3} {:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>10} {:>10}\n",
+        "batch",
+        "images",
+        "S",
+        "OT",
+        "run s",
+        "s/image",
+        "keys",
+        "MB/image",
+        "conv MB/im",
+        "peak GB",
+        "agree",
+        "worst Δ"
+    );
+    for p in pts {
+        s += &format!(
+            "{:>6} {:>6} {:>3} {:>6} {:>9.2} {:>9.3} {:>6} {:>10.2} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
+            p.batch,
+            p.images,
+            p.block,
+            p.ot,
+            p.run_s,
+            p.seconds_per_image,
+            p.galois_keys,
+            p.bytes_per_image / 1e6,
+            p.converted_bytes_per_image / 1e6,
+            p.peak_rss
+                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
+            p.agreement,
+            p.images,
+            p.worst_logit_error
+        );
+    }
+    for p in pts {
+        s += &format!(
+            "\nbatch {} ({} ReLUs, {} M2C + {} complex C2M) per step:\n",
+            p.batch, p.relus, p.conversions.0, p.conversions.1
+        );
+        s += &format!(
+            "  {:<12} {:>7} {:>10} {:>7} {:>8}\n",
+            "step", "conv", "wire MB", "rounds", "seconds"
+        );
+        for (n, c, b, r, t) in &p.steps {
+            s += &format!(
+                "  {n:<12} {c:>7} {:>10.1} {r:>7} {t:>8.2}\n",
+                *b as f64 / 1e6
+            );
+        }
+    }
+    s
 }
 
 /// A text rendering of `--lenet`.
@@ -391,11 +624,11 @@ pub fn render(t: &TableIx) -> String {
 
 /// Runs `veil bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
-    if !a.table_ix && !a.lenet {
+    if !a.table_ix && !a.lenet && !a.hybrid {
         return Err(BenchError::InvalidOption {
-            option: "--table-ix / --lenet",
+            option: "--table-ix / --lenet / --hybrid",
             value: "absent".into(),
-            expected: "--table-ix (the block-size sweep) or --lenet (private LeNet on MNIST)",
+            expected: "--table-ix (the block-size sweep), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
         });
     }
     let mut text = String::new();
@@ -413,6 +646,14 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
         text += &render_lenet(&pts);
         json.insert(
             "lenet".into(),
+            serde_json::to_value(&pts).unwrap_or_default(),
+        );
+    }
+    if a.hybrid {
+        let pts = hybrid(a)?;
+        text += &render_hybrid(&pts);
+        json.insert(
+            "hybrid".into(),
             serde_json::to_value(&pts).unwrap_or_default(),
         );
     }

@@ -1,6 +1,7 @@
-//! `veil infer-image`: private CNN inference of images (FEnc2's packing, FHE-only mode) between
-//! a client and a server over TCP loopback, each prediction beside the plaintext model's, with
-//! the server's per-layer cost table.
+//! `veil infer-image`: private CNN inference of images between a client and a server over TCP
+//! loopback, each prediction beside the plaintext model's, with the server's per-layer cost
+//! table: FEnc2's packing with quadratic activations (FHE-only mode), or a ReLU network with its
+//! ReLUs in MPC (hybrid mode).
 
 use crate::private::{print_json, CliError};
 use serde_json::json;
@@ -13,11 +14,18 @@ use veil_host::vision;
 /// Options of `veil infer-image`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct InferImageArgs {
-    /// The model: `lenet` (Orion's LeNet with trained quadratic activations, built in),
-    /// `lenet-relu` (ReLU: --plaintext only until the hybrid mode lands), or a `.safetensors`
-    /// file of the same architecture.
+    /// The model: `lenet` (Orion's LeNet with trained quadratic activations, built in; with
+    /// `--mode hybrid`, the same LeNet trained with ReLU), `lenet-relu` (ReLU), or a
+    /// `.safetensors` file of the same architecture.
     #[arg(long, default_value = "lenet")]
     pub model: String,
+    /// `fhe` (polynomial activations under CKKS alone), `hybrid` (linear layers under CKKS, each
+    /// ReLU exact in two-party MPC), or `auto`: `hybrid` for a model with ReLU, `fhe` otherwise.
+    #[arg(long, default_value = "auto")]
+    pub mode: String,
+    /// The hybrid mode's oblivious transfer: `silent` (Ferret) or `iknp`.
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
     /// Images: `mnist-test` (the built-in MNIST test set), an IDX file (`idx3-ubyte`, raw or
     /// gzip), a CIFAR-10 binary batch (`.bin`), or PNG files (`a.png,b.png`, one shape; MNIST
     /// models expect white digits on black, 28 × 28 gray).
@@ -50,7 +58,40 @@ pub struct InferImageArgs {
 
 /// Runs `veil infer-image`.
 pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
-    let net = cnn::load(&a.model).map_err(CliError::Model)?;
+    let model = match (a.mode.as_str(), a.model.as_str()) {
+        ("hybrid", "lenet") => "lenet-relu",
+        ("fhe" | "hybrid" | "auto", m) => m,
+        (m, _) => {
+            return Err(CliError::Usage(format!(
+                "--mode {m}: expected fhe, hybrid or auto"
+            )))
+        }
+    };
+    let net = cnn::load(model).map_err(CliError::Model)?;
+    let has_relu = net
+        .layers
+        .iter()
+        .any(|l| matches!(l, veil_core::cnn::Layer::Relu));
+    let hybrid = match a.mode.as_str() {
+        "hybrid" => true,
+        "fhe" if has_relu => {
+            return Err(CliError::Usage(format!(
+                "{} has ReLU activations, which are exact only in MPC: use --mode hybrid",
+                net.name
+            )))
+        }
+        "fhe" => false,
+        _ => has_relu,
+    };
+    let silent = match a.ot.as_str() {
+        "silent" => true,
+        "iknp" => false,
+        o => {
+            return Err(CliError::Usage(format!(
+                "--ot {o}: expected silent or iknp"
+            )))
+        }
+    };
     let all = images::read_images(&a.images).map_err(CliError::Model)?;
     all.check_shape(net.channels, net.side)
         .map_err(CliError::Model)?;
@@ -130,7 +171,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     };
     let be = CpuBackend::fast(&p, threads).map_err(|e| CliError::Server(e.to_string()))?;
     let ck = Ckks::new(std::sync::Arc::new(be));
-    if !a.json {
+    if !a.json && !hybrid {
         println!(
             "{}: {} images, batch {batch}, CKKS {} (N = 2^{}), client and server over TCP loopback",
             net.name,
@@ -138,6 +179,20 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             p.name(),
             p.log_n()
         );
+    }
+    if hybrid {
+        let h = HybridCli {
+            a,
+            net: &net,
+            imgs: &imgs,
+            labels: labels.as_deref(),
+            plain: &plain,
+            plain_pred: &plain_pred,
+            batch,
+            params: &p,
+            silent,
+        };
+        return h.run(&ck);
     }
     let t0 = Instant::now();
     let json_mode = a.json;
@@ -261,4 +316,175 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// The hybrid mode's run and report.
+struct HybridCli<'a> {
+    a: &'a InferImageArgs,
+    net: &'a veil_core::cnn::Network,
+    imgs: &'a images::Images,
+    labels: Option<&'a [u8]>,
+    plain: &'a [f64],
+    plain_pred: &'a [usize],
+    batch: usize,
+    params: &'a veil_core::params::CkksParams,
+    silent: bool,
+}
+
+impl HybridCli<'_> {
+    fn run(&self, ck: &Ckks<CpuBackend>) -> Result<(), CliError> {
+        let (a, imgs) = (self.a, self.imgs);
+        let batch = self.batch;
+        if !a.json {
+            println!(
+                "{}: {} images, batch {batch}, hybrid mode (ReLU in MPC, {} OT), CKKS {} (N = 2^{}), client and server over TCP loopback",
+                self.net.name,
+                imgs.count,
+                if self.silent { "silent" } else { "IKNP" },
+                self.params.name(),
+                self.params.log_n()
+            );
+        }
+        let opts = vision::hybrid::HybridOptions {
+            silent_ot: self.silent,
+        };
+        let json_mode = a.json;
+        let t0 = Instant::now();
+        let run =
+            vision::hybrid::run_loopback(ck, self.net, imgs, batch, a.block, &opts, |b, r| {
+                if !json_mode && b == 0 {
+                    eprintln!(
+                        "  server batch 1: {:<12} done in {:.2} s",
+                        r.cost.name, r.wall_s
+                    );
+                }
+            })
+            .map_err(CliError::Vision)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let pred = vision::hybrid::predictions(&run.client.logits);
+        let agree = pred
+            .iter()
+            .zip(self.plain_pred)
+            .filter(|(a, b)| a == b)
+            .count();
+        let worst = run
+            .client
+            .logits
+            .iter()
+            .flatten()
+            .zip(self.plain)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        let acc = |pred: &[usize]| {
+            self.labels.map(|l| {
+                pred.iter()
+                    .zip(l)
+                    .filter(|(p, l)| **p == **l as usize)
+                    .count() as f64
+                    / pred.len() as f64
+            })
+        };
+        let n = imgs.count as f64;
+        let peak = vision::peak_rss_bytes();
+        let per_image_bytes = run.server.mpc_bytes as f64 / n;
+        let steps: Vec<serde_json::Value> = run
+            .server
+            .steps
+            .iter()
+            .map(|r| {
+                let c = &r.cost;
+                json!({
+                    "step": c.name,
+                    "const_mults": c.layer.as_ref().map(|l| l.ops.const_mults),
+                    "rotations": c.layer.as_ref().map(|l| l.ops.rotations),
+                    "pt_mults": c.layer.as_ref().map(|l| l.ops.pt_mults),
+                    "converted_cts": c.converted_cts, "converted_bytes": c.converted_bytes,
+                    "mpc_bytes": c.mpc_bytes, "mpc_rounds": c.mpc_rounds, "seconds": r.wall_s,
+                })
+            })
+            .collect();
+        if a.json {
+            return print_json(&json!({
+                "model": self.net.name, "mode": "hybrid", "ot": if self.silent { "silent" } else { "iknp" },
+                "images": imgs.count, "batch": batch, "block": run.block, "params": self.params.name(),
+                "predictions": pred, "plaintext_predictions": self.plain_pred,
+                "agreement": agree as f64 / n,
+                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
+                "worst_logit_error": worst,
+                "run_s": run.server.run_s, "seconds_per_image": run.server.run_s / n,
+                "wall_s": wall, "keys_s": run.client.keys_s, "setup_s": run.client.setup_s,
+                "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
+                "mpc_bytes": run.server.mpc_bytes, "mpc_bytes_per_image": per_image_bytes,
+                "converted_bytes": run.server.converted_bytes,
+                "relus_batch1": run.relus, "conversions_per_batch": [run.conversions.0, run.conversions.1],
+                "peak_rss_bytes": peak, "steps_batch1": steps,
+            }));
+        }
+        for (i, (p_, q)) in pred.iter().zip(self.plain_pred).enumerate().take(32) {
+            let l = self
+                .labels
+                .map_or(String::new(), |l| format!("  label {}", l[i]));
+            println!(
+                "  image {i:>4}: private {p_}  plaintext {q}{l}{}",
+                if p_ == q { "" } else { "  (differs)" }
+            );
+        }
+        if pred.len() > 32 {
+            println!("  … {} more", pred.len() - 32);
+        }
+        println!(
+            "agreement {agree}/{} ; worst |Δlogit| {worst:.2e}",
+            imgs.count
+        );
+        if let (Some(pa), Some(pp)) = (acc(&pred), acc(self.plain_pred)) {
+            println!(
+                "accuracy private {:.2} %, plaintext {:.2} %",
+                100.0 * pa,
+                100.0 * pp
+            );
+        }
+        println!(
+            "block S = {}, {} Galois keys ({:.1} MB of keys), {} ReLUs and {} + {} conversions (M2C + complex C2M) in batch 1",
+            run.block,
+            run.client.galois_keys,
+            run.client.key_bytes as f64 / 1e6,
+            run.relus,
+            run.conversions.0,
+            run.conversions.1
+        );
+        println!(
+            "run {:.2} s ({:.3} s per image), {:.1} MB on the wire ({:.2} MB per image, {:.1} MB of it converted ciphertexts), keys {:.1} s, OT setup {:.1} s, wall {wall:.1} s, peak RSS {}",
+            run.server.run_s,
+            run.server.run_s / n,
+            run.server.mpc_bytes as f64 / 1e6,
+            per_image_bytes / 1e6,
+            run.server.converted_bytes as f64 / 1e6,
+            run.client.keys_s,
+            run.client.setup_s,
+            peak.map_or("?".into(), |b| format!("{:.2} GB", b as f64 / 1e9))
+        );
+        println!("\nper step (server, batch 1):");
+        println!(
+            "{:<12} {:>9} {:>6} {:>7} {:>10} {:>10} {:>6} {:>8}",
+            "step", "constMAC", "rot", "conv", "conv MB", "wire MB", "rounds", "seconds"
+        );
+        for r in &run.server.steps {
+            let c = &r.cost;
+            let (mac, rot) = c.layer.as_ref().map_or(("-".into(), "-".into()), |l| {
+                (l.ops.const_mults.to_string(), l.ops.rotations.to_string())
+            });
+            println!(
+                "{:<12} {:>9} {:>6} {:>7} {:>10.1} {:>10.1} {:>6} {:>8.2}",
+                c.name,
+                mac,
+                rot,
+                c.converted_cts,
+                c.converted_bytes as f64 / 1e6,
+                c.mpc_bytes as f64 / 1e6,
+                c.mpc_rounds,
+                r.wall_s
+            );
+        }
+        Ok(())
+    }
 }

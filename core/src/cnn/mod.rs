@@ -2,6 +2,8 @@
 //! ([`crate::packing::fragment`]), convolutions with any kernel, stride and padding, average
 //! pooling and fully connected layers compiled to one two-stage rotation form ([`linear`]), the
 //! one-level polynomial activation ([`act`]), and the block-size planner of Eqs. 3–8 ([`plan`]).
+//! The hybrid mode ([`hybrid`]) runs ReLU networks instead: the same linear layers under CKKS,
+//! every ReLU exact in two-party MPC through the complex conversion.
 //!
 //! Every layer runs through [`crate::circuits::Exec`], so the dry run that counts rotations for
 //! the planner and the tables is the code path of the real run.
@@ -9,6 +11,7 @@
 pub mod act;
 pub mod conv;
 pub mod fc;
+pub mod hybrid;
 pub mod linear;
 pub mod net;
 pub mod plan;
@@ -17,6 +20,7 @@ pub mod reference;
 pub use act::Quadratic;
 pub use conv::{Conv2d, ConvPlan, InputAffine};
 pub use fc::{FcPlan, FeatureMap, Linear};
+pub use hybrid::{HybridPlan, Segment, StepCost};
 pub use linear::{RotationCounts, TwoStage};
 pub use net::{Layer, LayerCost, LayerPlan, NetPlan, Network};
 pub use plan::{choose_block, BlockChoice, BlockPoint};

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::packing::fragment::FragmentLayout;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 /// One layer of a sequential CNN.
 #[derive(Clone, Debug, PartialEq)]
@@ -56,6 +57,11 @@ pub enum LayerPlan {
         /// Ciphertexts squared.
         cts: usize,
     },
+    /// A ReLU boundary of the hybrid mode over `cts` ciphertexts (MPC; no level).
+    Relu {
+        /// Ciphertexts converted to shares and back.
+        cts: usize,
+    },
     /// Flatten into a feature map.
     Flatten(FeatureMap),
     /// A fully connected layer's plan.
@@ -71,7 +77,8 @@ pub struct NetPlan {
     pub layers: Vec<LayerPlan>,
     /// The output feature map (classes × batch).
     pub output: FeatureMap,
-    /// Levels consumed.
+    /// Levels consumed: the whole network's in the FHE-only mode, the deepest run of linear
+    /// layers between ReLU boundaries in the hybrid mode.
     pub depth: usize,
 }
 
@@ -165,6 +172,18 @@ impl Network {
     /// of one channel for the whole batch and no layer rotates
     /// ([`FragmentLayout::is_pixelwise`]).
     pub fn plan(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
+        self.plan_mode(batch, block, slots, false)
+    }
+
+    /// [`Network::plan`] for the hybrid mode ([`super::hybrid`]): every [`Layer::Relu`] becomes
+    /// a boundary ([`LayerPlan::Relu`]) where the ciphertexts leave for MPC and come back fresh,
+    /// so [`NetPlan::depth`] is the deepest run of linear layers between two boundaries. A
+    /// polynomial activation is refused (the hybrid mode runs ReLU networks as trained).
+    pub fn plan_hybrid(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
+        self.plan_mode(batch, block, slots, true)
+    }
+
+    fn plan_mode(&self, batch: usize, block: usize, slots: usize, hybrid: bool) -> Result<NetPlan> {
         self.validate()?;
         let (grid, block) = if batch == slots {
             (Some(self.side), self.side)
@@ -182,24 +201,38 @@ impl Network {
         )?;
         let mut st = State::Tensor(input);
         let mut layers = Vec::with_capacity(self.layers.len());
-        let mut depth = 0;
+        let (mut depth, mut seg) = (0, 0);
         for l in &self.layers {
             match (l, &st) {
                 (Layer::Conv(c), State::Tensor(t)) => {
                     let p = c.plan(t)?;
                     st = State::Tensor(p.output);
                     layers.push(LayerPlan::Conv(p));
-                    depth += 1;
+                    seg += 1;
+                }
+                (Layer::Quad(_), _) if hybrid => {
+                    return Err(Error::InvalidParameters(
+                        "network: the hybrid mode runs ReLU networks; a polynomial activation belongs to the FHE-only mode",
+                    ))
                 }
                 (Layer::Quad(_), State::Tensor(t)) => {
                     layers.push(LayerPlan::Quad {
                         cts: t.ciphertexts(),
                     });
-                    depth += 1;
+                    seg += 1;
                 }
                 (Layer::Quad(_), State::Features(f)) => {
                     layers.push(LayerPlan::Quad { cts: f.cts });
-                    depth += 1;
+                    seg += 1;
+                }
+                (Layer::Relu, st) if hybrid => {
+                    let cts = match st {
+                        State::Tensor(t) => t.ciphertexts(),
+                        State::Features(f) => f.cts,
+                    };
+                    layers.push(LayerPlan::Relu { cts });
+                    depth = depth.max(seg);
+                    seg = 0;
                 }
                 (Layer::Relu, _) => {
                     return Err(Error::InvalidParameters(
@@ -215,11 +248,12 @@ impl Network {
                     let p = f.plan(m)?;
                     st = State::Features(p.output.clone());
                     layers.push(LayerPlan::Linear(p));
-                    depth += 1;
+                    seg += 1;
                 }
                 _ => return Err(Error::InvalidParameters("network: layer order")),
             }
         }
+        depth = depth.max(seg);
         let output = match st {
             State::Features(f) => f,
             _ => return Err(Error::InvalidParameters("network: no output features")),
@@ -238,6 +272,21 @@ impl Network {
         ex: &E,
         plan: &NetPlan,
         input: Vec<E::Ct>,
+        on_layer: impl FnMut(&LayerCost),
+    ) -> Result<Vec<E::Ct>> {
+        self.run_range(ex, plan, 0..self.layers.len(), input, on_layer)
+    }
+
+    /// Runs layers `range` of the network (a run of linear layers between two ReLU boundaries
+    /// of the hybrid mode, or the whole network): `input` is in the layout the plan gives the
+    /// range's first layer. A [`Layer::Relu`] inside the range is refused: it runs in MPC.
+    /// Layers are named by their place in the whole network (`conv2`, `fc1`, …).
+    pub fn run_range<E: Exec>(
+        &self,
+        ex: &E,
+        plan: &NetPlan,
+        range: Range<usize>,
+        input: Vec<E::Ct>,
         mut on_layer: impl FnMut(&LayerCost),
     ) -> Result<Vec<E::Ct>> {
         if plan.layers.len() != self.layers.len() {
@@ -247,13 +296,30 @@ impl Network {
                 found: plan.layers.len(),
             });
         }
+        if range.start > range.end || range.end > self.layers.len() {
+            return Err(Error::InvalidParameters(
+                "network: layer range out of bounds",
+            ));
+        }
         let mut cts = input;
         let mut pending: Option<(f64, f64)> = None;
-        let (mut nconv, mut nquad, mut nfc) = (0, 0, 0);
+        let count =
+            |f: fn(&Layer) -> bool| self.layers[..range.start].iter().filter(|l| f(l)).count();
+        let mut nconv = count(|l| matches!(l, Layer::Conv(_)));
+        let mut nquad = count(|l| matches!(l, Layer::Quad(_)));
+        let mut nfc = count(|l| matches!(l, Layer::Linear(_)));
         // A pixel-wise convolution followed by a quadratic runs fused: each output is squared
         // as soon as it exists (its row then carries both layers' operations).
         let mut fused = false;
-        for (i, (l, p)) in self.layers.iter().zip(&plan.layers).enumerate() {
+        let end = range.end;
+        for (i, (l, p)) in self
+            .layers
+            .iter()
+            .zip(&plan.layers)
+            .enumerate()
+            .take(end)
+            .skip(range.start)
+        {
             let before = ex.counts();
             let cts_in = cts.len();
             let (name, rot, util);
@@ -265,7 +331,7 @@ impl Network {
                     });
                     nconv += 1;
                     match self.layers.get(i + 1) {
-                        Some(Layer::Quad(q)) if cp.input.is_pixelwise() => {
+                        Some(Layer::Quad(q)) if cp.input.is_pixelwise() && i + 1 < end => {
                             cts = c.run_then(ex, cp, &cts, aff.as_ref(), &|ct| q.apply(ex, ct))?;
                             fused = true;
                             name = alloc::format!("conv{nconv}+quad{}", nquad + 1);
@@ -315,6 +381,11 @@ impl Network {
                     rot = fp.counts();
                     util = (f.outputs * fp.output.batch) as f64
                         / (fp.output.cts * fp.output.slots) as f64;
+                }
+                (Layer::Relu, _) => {
+                    return Err(Error::InvalidParameters(
+                        "network: ReLU is exact only in MPC (the hybrid mode); the FHE-only mode needs a polynomial activation",
+                    ))
                 }
                 _ => return Err(Error::InvalidParameters("network: plan does not match")),
             }

@@ -577,3 +577,55 @@ fn an_orion_shaped_lenet_matches_its_reference() {
     bad.layers.swap(4, 5);
     assert!(bad.plan(1, 4, 4096).is_err());
 }
+
+/// The hybrid plan splits at every ReLU, trims each C2M to the shortest admissible level and
+/// lands each M2C one level per linear layer above it; its conversion and ReLU counts follow the
+/// layout.
+#[test]
+fn hybrid_plan_splits_at_relus_and_trims_the_conversions() {
+    use crate::cnn::hybrid::HybridPlan;
+    let net = Network {
+        name: "t".into(),
+        channels: 1,
+        side: 28,
+        layers: vec![
+            Layer::Conv(Conv2d::new(1, 4, 5, 2, 2, vec![0.1; 100], vec![0.0; 4]).unwrap()),
+            Layer::Relu,
+            Layer::Flatten,
+            Layer::Linear(Linear::new(784, 10, vec![0.1; 7840], vec![0.0; 10]).unwrap()),
+        ],
+    };
+    let p = crate::params::ckks_128_logn14_cnn().validate().unwrap();
+    let slots = p.n() / 2;
+    let h = HybridPlan::new(&p, &net, slots, 28).unwrap();
+    assert_eq!(h.c2m.level(), 2);
+    let lv: Vec<_> = h.segments.iter().map(|s| s.m2c.level()).collect();
+    assert_eq!(lv, [3, 3]);
+    assert_eq!(h.net.depth, 1);
+    // 784 input pixels in, 4·14·14 = 784 ReLU ciphertexts, 10 logits.
+    assert_eq!(h.conversions(), (784 + 784, 392 + 5));
+    assert_eq!(h.relus(slots).unwrap(), 784 * slots);
+    assert_eq!(
+        h.relus(3).unwrap(),
+        784 * 3,
+        "only live slots in the pixel-wise layout"
+    );
+    assert!(h.live_slots(0).is_err() && h.live_slots(slots + 1).is_err());
+    assert!(h.relus(0).is_err() && h.opened_slots(slots + 1).is_err());
+    // Only the live images' logits are opened: slot j of each of the 10 logit ciphertexts.
+    let open = h.opened_slots(3).unwrap();
+    assert_eq!(open.len(), 3 * 10);
+    for b in 0..3 {
+        for c in 0..10 {
+            assert_eq!(open[b * 10 + c] % slots, b, "image {b}, class {c}");
+        }
+    }
+    // The fingerprint is the plan's: another block or batch changes it.
+    let same = HybridPlan::new(&p, &net, slots, 28).unwrap();
+    assert_eq!(h.fingerprint(), same.fingerprint());
+    let mut other = same.clone();
+    other.m2c_chunk += 1;
+    assert_ne!(h.fingerprint(), other.fingerprint());
+    // The FHE-only plan refuses the same network.
+    assert!(net.plan(slots, 28, slots).is_err());
+}

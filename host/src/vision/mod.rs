@@ -7,6 +7,10 @@
 //! 2. The client encrypts each batch in the fragment layout at the lowest level that suffices
 //!    (the network's depth) and sends it; the server runs the network and sends the logits back.
 //! 3. The client decrypts and takes the argmax; the server reports its per-layer costs.
+//!
+//! The hybrid mode (exact ReLU in MPC between the linear layers) is in [`hybrid`].
+
+pub mod hybrid;
 
 use crate::model::images::Images;
 use crate::party::{Client, KeyRequest, PartyError, Server};
@@ -44,6 +48,20 @@ pub enum VisionError {
     },
     /// The two-party harness failed (the loopback link, a panicked party).
     Harness(crate::harness::HarnessError),
+    /// The hybrid mode's plan does not fit (a layer, a level or a conversion).
+    HybridPlan(veil_core::convert::ProtocolError),
+    /// A step of the hybrid protocol failed (transport, MPC, conversion).
+    Hybrid {
+        /// The step (`setup`, `batch`).
+        step: &'static str,
+        /// What failed.
+        source: crate::mpc::DriverError,
+    },
+    /// The operating system's entropy source failed.
+    Entropy(String),
+    /// The client's hybrid plan is not the server's (another batch, block size, parameter set
+    /// or architecture): nothing was sent.
+    PlanMismatch,
 }
 
 impl std::fmt::Display for VisionError {
@@ -60,6 +78,13 @@ impl std::fmt::Display for VisionError {
                 "no block size fits a batch of {batch} (try a smaller batch)"
             ),
             VisionError::Harness(e) => write!(f, "{e}"),
+            VisionError::HybridPlan(e) => write!(f, "the hybrid plan does not fit: {e}"),
+            VisionError::Hybrid { step, source } => write!(f, "hybrid {step}: {source}"),
+            VisionError::Entropy(e) => write!(f, "entropy: {e}"),
+            VisionError::PlanMismatch => write!(
+                f,
+                "the client's hybrid plan is not the server's (batch, block, parameters or architecture differ)"
+            ),
         }
     }
 }
@@ -72,19 +97,21 @@ impl From<PartyError> for VisionError {
     }
 }
 
-/// The architecture alone: every weight replaced by 1 (what the client knows; the plan and the
-/// rotations depend on the geometry only).
+/// The architecture alone: every weight and bias replaced by 1 (what the client knows; the plan
+/// and the rotations depend on the geometry only). A dry run of it counts the operations of a
+/// dense model with biases: the server's run counts the same unless some weights are exactly
+/// zero (the executor skips those products, so the server's timing reflects its zero count).
 pub fn public_architecture(net: &Network) -> Network {
     let mut a = net.clone();
     for l in &mut a.layers {
         match l {
             Layer::Conv(c) => {
                 c.weight.iter_mut().for_each(|w| *w = 1.0);
-                c.bias.iter_mut().for_each(|w| *w = 0.0);
+                c.bias.iter_mut().for_each(|w| *w = 1.0);
             }
             Layer::Linear(f) => {
                 f.weight.iter_mut().for_each(|w| *w = 1.0);
-                f.bias.iter_mut().for_each(|w| *w = 0.0);
+                f.bias.iter_mut().for_each(|w| *w = 1.0);
             }
             _ => {}
         }
