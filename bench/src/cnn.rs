@@ -19,6 +19,17 @@ pub struct BenchCnnArgs {
     /// The Table IX block-size sweep (rotation counts; no ciphertext is touched).
     #[arg(long)]
     pub table_ix: bool,
+    /// Table X: Arch-aware Ct Compression on SqueezeNet's fire modules and ResNet18's
+    /// shortcuts, with and without (dry-run counts; `--time` also runs them on ciphertexts).
+    #[arg(long)]
+    pub table_x: bool,
+    /// `--table-x`: also run on real CKKS ciphertexts the modules whose name contains
+    /// `--module` (minutes each).
+    #[arg(long)]
+    pub time: bool,
+    /// `--table-x --time`: the modules to run (a substring of their names; `all` for every one).
+    #[arg(long, default_value = "Fire(64,32,128)")]
+    pub module: String,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -121,21 +132,42 @@ pub struct LenetPoint {
     pub layers: Vec<(String, u64, u64, u64, u64, f64)>,
 }
 
-/// Runs `--lenet`.
-pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
-    use veil_host::model::{cnn, images};
-    let model = |e: veil_host::model::ModelError| BenchError::Cnn {
-        step: "the built-in LeNet or MNIST",
-        reason: e.to_string(),
-    };
-    let net = cnn::load("lenet").map_err(model)?;
-    let all = images::read_images("mnist-test").map_err(model)?;
-    let labels = images::read_labels("mnist-test").map_err(model)?;
-    let threads = if a.threads == 0 {
+/// CKKS worker threads: `--threads`, or every core for 0.
+fn threads(a: &BenchCnnArgs) -> usize {
+    if a.threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         a.threads
+    }
+}
+
+/// A built-in model with the MNIST test images and labels.
+fn mnist_model(
+    name: &'static str,
+) -> Result<
+    (
+        veil_core::cnn::Network,
+        veil_host::model::images::Images,
+        Vec<u8>,
+    ),
+    BenchError,
+> {
+    use veil_host::model::{cnn, images};
+    let model = |e: veil_host::model::ModelError| BenchError::Cnn {
+        step: "a built-in model or MNIST",
+        reason: format!("{name}: {e}"),
     };
+    Ok((
+        cnn::load(name).map_err(model)?,
+        images::read_images("mnist-test").map_err(model)?,
+        images::read_labels("mnist-test").map_err(model)?,
+    ))
+}
+
+/// Runs `--lenet`.
+pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
+    let (net, all, labels) = mnist_model("lenet")?;
+    let threads = threads(a);
     let mut out = Vec::new();
     for &batch in &a.batches {
         if !batch.is_power_of_two() {
@@ -222,11 +254,6 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
 
 /// Runs `--hybrid`.
 pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
-    use veil_host::model::{cnn, images};
-    let model = |e: veil_host::model::ModelError| BenchError::Cnn {
-        step: "the built-in LeNet-ReLU or MNIST",
-        reason: e.to_string(),
-    };
     let silent = match a.ot.as_str() {
         "silent" => true,
         "iknp" => false,
@@ -238,14 +265,8 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
             })
         }
     };
-    let net = cnn::load("lenet-relu").map_err(model)?;
-    let all = images::read_images("mnist-test").map_err(model)?;
-    let labels = images::read_labels("mnist-test").map_err(model)?;
-    let threads = if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
-    };
+    let (net, all, labels) = mnist_model("lenet-relu")?;
+    let threads = threads(a);
     let mut out = Vec::new();
     for &batch in &a.batches {
         if !batch.is_power_of_two() {
@@ -624,11 +645,11 @@ pub fn render(t: &TableIx) -> String {
 
 /// Runs `veil bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
-    if !a.table_ix && !a.lenet && !a.hybrid {
+    if !a.table_ix && !a.table_x && !a.lenet && !a.hybrid {
         return Err(BenchError::InvalidOption {
-            option: "--table-ix / --lenet / --hybrid",
+            option: "--table-ix / --table-x / --lenet / --hybrid",
             value: "absent".into(),
-            expected: "--table-ix (the block-size sweep), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
+            expected: "--table-ix (the block-size sweep), --table-x (AAC), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
         });
     }
     let mut text = String::new();
@@ -638,6 +659,15 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
         text += &render(&t);
         json.insert(
             "table_ix".into(),
+            serde_json::to_value(&t).unwrap_or_default(),
+        );
+    }
+    if a.table_x {
+        let only = a.time.then_some(a.module.as_str());
+        let t = crate::cnn_aac::table_x(only, threads(a))?;
+        text += &crate::cnn_aac::render(&t);
+        json.insert(
+            "table_x".into(),
             serde_json::to_value(&t).unwrap_or_default(),
         );
     }

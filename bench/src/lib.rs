@@ -21,6 +21,7 @@ pub mod accuracy;
 pub mod boot;
 pub mod ckks;
 pub mod cnn;
+pub mod cnn_aac;
 pub mod convert;
 pub mod e2e;
 pub mod e2e_link;

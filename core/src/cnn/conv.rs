@@ -32,6 +32,7 @@ use crate::circuits::exec::Exec;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use crate::packing::fragment::FragmentLayout;
+use alloc::collections::btree_map::{BTreeMap, Entry};
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -222,52 +223,98 @@ impl Conv2d {
     /// Compiles the layer for `input` (the plan every run and dry run follows).
     pub fn plan(&self, input: &FragmentLayout) -> Result<ConvPlan> {
         let out = self.out_layout(input)?;
+        self.plan_to(input, out)
+    }
+
+    /// Compiles the layer for `input` into `out`: [`Conv2d::out_layout`]'s layout up to its
+    /// fold. A folded output is FEnc2's Arch-aware Ct Compression written by the layer itself:
+    /// each output position's outer rotation lands its channels in that position's run of
+    /// chunks and its weight diagonals are zero elsewhere (they are the mask), so compaction
+    /// costs no extra rotation, no extra plaintext product and no level.
+    pub fn plan_to(&self, input: &FragmentLayout, out: FragmentLayout) -> Result<ConvPlan> {
+        let want = self.out_layout(input)?;
+        if (FragmentLayout { fold: 1, ..out }) != (FragmentLayout { fold: 1, ..want }) {
+            return Err(Error::InvalidParameters(
+                "convolution: the output layout is not the layer's (only the fold may differ)",
+            ));
+        }
         let (s, so, m, bs) = (input.block, out.block, input.blocks(), input.batch);
         let alpha = input.channels_per_ct();
+        let (ai, ao) = (input.group_width(), out.group_width());
         let chunk = input.chunk() as i64;
         let mut b = TwoStageBuilder::new(input.ciphertexts(), out.ciphertexts(), input.slots);
         let k = self.kernel;
+        let gin = input.groups();
         // Pixel-wise layers never rotate and run from the weights alone: no stage list.
         let groups = if input.is_pixelwise() {
             0
         } else {
             out.groups()
         };
+        let mut shifts: Vec<usize> = Vec::new();
+        let folded = input.fold > 1 || out.fold > 1;
+        let mut merged: BTreeMap<(usize, usize, usize, i64, u64), u64> = BTreeMap::new();
+        let mut taps: Vec<Vec<u64>> = Vec::new();
         for go in 0..groups {
             // Valid output chunks of this group.
-            let to_valid = (self.out_channels - go * alpha).min(alpha);
+            let to_valid = (self.out_channels - go * ao).min(ao);
             for uo in 0..so {
                 for vo in 0..so {
                     let oct = out.ct_index(go, uo, vo);
-                    for gi in 0..input.groups() {
-                        let ti_valid = (self.in_channels - gi * alpha).min(alpha);
-                        // Outer shifts: (t_i − t_o) mod α over valid pairs.
-                        let mut shifts: Vec<usize> = Vec::new();
-                        if self.depthwise {
-                            if gi == go {
-                                shifts.push(0);
-                            }
-                        } else {
-                            let mut seen = vec![false; alpha];
-                            for to in 0..to_valid {
-                                for ti in 0..ti_valid {
-                                    seen[(ti + alpha - to) % alpha] = true;
-                                }
-                            }
-                            shifts.extend((0..alpha).filter(|&x| seen[x]));
+                    let bo = out.chunk_base(uo, vo);
+                    let pos = uo * so + vo;
+                    for gi in 0..gin {
+                        let ti_valid = (self.in_channels - gi * ai).min(ai);
+                        // A depthwise layer links channel c to itself only.
+                        let (lo, hi) = (
+                            (gi * ai).max(go * ao),
+                            ((gi + 1) * ai).min((go + 1) * ao).min(self.in_channels),
+                        );
+                        if self.depthwise && lo >= hi {
+                            continue;
                         }
-                        for &kk in &shifts {
-                            for di in 0..k {
-                                let ey = (uo * self.stride + di) as i64 - self.padding as i64;
-                                let (q, u1) = (ey.div_euclid(s as i64), ey.rem_euclid(s as i64));
-                                for dj in 0..k {
-                                    let ex = (vo * self.stride + dj) as i64 - self.padding as i64;
-                                    let (r, v1) =
-                                        (ex.div_euclid(s as i64), ex.rem_euclid(s as i64));
-                                    let ict = input.ct_index(gi, u1 as usize, v1 as usize);
-                                    let baby = (q * m as i64 + r) * bs as i64;
-                                    let tag = ((gi * k + di) * k + dj) as u64;
-                                    b.add(oct, kk as i64 * chunk, ict, baby, tag);
+                        for di in 0..k {
+                            let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+                            let (q, u1) = (ey.div_euclid(s as i64), ey.rem_euclid(s as i64));
+                            for dj in 0..k {
+                                let ex = (vo * self.stride + dj) as i64 - self.padding as i64;
+                                let (r, v1) = (ex.div_euclid(s as i64), ex.rem_euclid(s as i64));
+                                let (u1, v1) = (u1 as usize, v1 as usize);
+                                let ict = input.ct_index(gi, u1, v1);
+                                let bi = input.chunk_base(u1, v1);
+                                // Outer shifts: input chunk bi + t_i → output chunk bo + t_o,
+                                // over the valid pairs.
+                                shifts.clear();
+                                if self.depthwise {
+                                    shifts.extend((lo..hi).map(|c| {
+                                        (bi + c - gi * ai + alpha - bo - (c - go * ao)) % alpha
+                                    }));
+                                    shifts.sort_unstable();
+                                    shifts.dedup();
+                                } else if ti_valid + to_valid > alpha {
+                                    shifts.extend(0..alpha);
+                                } else {
+                                    // t_i − t_o runs over −(to_valid − 1) ..= ti_valid − 1.
+                                    shifts.extend((0..ti_valid + to_valid - 1).map(|d| {
+                                        (bi + d + 2 * alpha - bo - (to_valid - 1)) % alpha
+                                    }));
+                                }
+                                let baby = (q * m as i64 + r) * bs as i64;
+                                let code = (((pos * gin + gi) * k + di) * k + dj) as u64;
+                                for &kk in &shifts {
+                                    // Unfolded, every product stands alone (as Algorithm 1
+                                    // counts them); folded, products that share everything
+                                    // but the position merge into one diagonal.
+                                    let key = (oct, kk, ict, baby, if folded { 0 } else { code });
+                                    let next = taps.len() as u64;
+                                    match merged.entry(key) {
+                                        Entry::Vacant(e) => {
+                                            e.insert(next);
+                                            taps.push(vec![code]);
+                                            b.add(oct, kk as i64 * chunk, ict, baby, next);
+                                        }
+                                        Entry::Occupied(e) => taps[*e.get() as usize].push(code),
+                                    }
                                 }
                             }
                         }
@@ -280,6 +327,7 @@ impl Conv2d {
             output: out,
             geometry: self.geometry(),
             stages: b.finish(),
+            taps,
         })
     }
 
@@ -380,42 +428,62 @@ impl Conv2d {
     ) -> Result<Vec<E::Ct>> {
         let (inl, outl) = (&plan.input, &plan.output);
         let alpha = inl.channels_per_ct();
+        let (ai, ao) = (inl.group_width(), outl.group_width());
         let chunk = inl.chunk();
-        let k = self.kernel;
+        let (k, so, s) = (self.kernel, outl.block, inl.block);
+        let gin_n = inl.groups();
         let n = inl.slots;
         let diag = |o: usize, gi: usize, t: &Term| -> Vec<C64> {
-            let (go, uo, vo) = outl.ct_coords(o);
             let kk = (plan.stages.outputs[o][gi].shift as usize / chunk) % alpha;
-            let tag = t.tag as usize;
-            let (gin, di, dj) = (tag / (k * k), (tag / k) % k, tag % k);
+            // All positions of one ciphertext share its group.
+            let go = o * outl.fold / (so * so);
             let mut d = vec![C64::default(); n];
-            for ti in 0..alpha {
-                let c = gin * alpha + ti;
-                if c >= self.in_channels {
-                    break;
-                }
-                let to = (ti + alpha - kk) % alpha;
-                let o_ch = go * alpha + to;
-                if o_ch >= self.out_channels {
-                    continue;
-                }
-                let mut w = self.w(o_ch, c, di, dj);
-                if let Some(a) = affine {
-                    w *= a.scale[c];
-                }
-                if w == 0.0 {
-                    continue;
-                }
-                self.for_valid(inl, outl, uo, vo, di, dj, |i, j| {
-                    for b in 0..inl.batch {
-                        d[inl.slot(ti, i, j, b)] = C64::real(w);
+            let codes = plan.taps.get(t.tag as usize).map_or(&[][..], |v| &v[..]);
+            for &code in codes {
+                let code = code as usize;
+                let (di, dj) = ((code / k) % k, code % k);
+                let (pos, gin) = (code / (k * k) / gin_n, (code / (k * k)) % gin_n);
+                let (uo, vo) = (pos / so, pos % so);
+                let bo = outl.chunk_base(uo, vo);
+                let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+                let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
+                let bi = inl.chunk_base(
+                    ey.rem_euclid(s as i64) as usize,
+                    ex_.rem_euclid(s as i64) as usize,
+                );
+                for ti in 0..ai {
+                    let c = gin * ai + ti;
+                    if c >= self.in_channels {
+                        break;
                     }
-                });
+                    // The chunk this product lands in after the outer rotation.
+                    let target = (bi + ti + alpha - kk) % alpha;
+                    if target < bo || target >= bo + ao {
+                        continue;
+                    }
+                    let o_ch = go * ao + target - bo;
+                    if o_ch >= self.out_channels {
+                        continue;
+                    }
+                    let mut w = self.w(o_ch, c, di, dj);
+                    if let Some(a) = affine {
+                        w *= a.scale[c];
+                    }
+                    if w == 0.0 {
+                        continue;
+                    }
+                    self.for_valid(inl, outl, uo, vo, di, dj, |i, j| {
+                        for b in 0..inl.batch {
+                            let at = inl.slot(bi + ti, i, j, b);
+                            d[at] = d[at] + C64::real(w);
+                        }
+                    });
+                }
             }
             d
         };
         plan.stages
-            .run(ex, cts, layer_tag(self, &plan.input, affine), &diag)
+            .run(ex, cts, layer_tag(self, plan, affine), &diag)
     }
 
     /// FEnc2's large-batch mode at its limit: the batch fills the slots and one ciphertext holds
@@ -511,7 +579,7 @@ impl Conv2d {
         let q = ex.rescale_prime(level);
         let d1 = mask_scale(q);
         let d2 = q / d1;
-        let tag = layer_tag(self, inl, None);
+        let tag = layer_tag(self, plan, None);
         // The block offset (q_y, q_x) and input position (u', v') of a product. Two offsets may
         // share a rotation amount on small grids; their masks differ, so masks are keyed by the
         // offset.
@@ -536,7 +604,7 @@ impl Conv2d {
                     ));
                 }
                 for t in &g.terms {
-                    let tg = t.tag as usize;
+                    let tg = plan.taps.get(t.tag as usize).map_or(0, |v| v[0]) as usize;
                     let (qy, u1, qx, v1) = geometry(uo, vo, (tg / k) % k, tg % k);
                     need.entry((t.input, qy, qx)).or_insert((t.baby, u1, v1));
                 }
@@ -588,8 +656,8 @@ impl Conv2d {
             let (o_ch, uo, vo) = outl.ct_coords(o);
             let mut acc: Option<E::Ct> = None;
             for t in giants.iter().flat_map(|g| &g.terms) {
-                let tg = t.tag as usize;
-                let (c, di, dj) = (tg / (k * k), (tg / k) % k, tg % k);
+                let tg = plan.taps.get(t.tag as usize).map_or(0, |v| v[0]) as usize;
+                let (c, di, dj) = ((tg / (k * k)) % inl.groups(), (tg / k) % k, tg % k);
                 let (qy, _, qx, _) = geometry(uo, vo, di, dj);
                 let mut w = self.w(o_ch, c, di, dj);
                 if let Some(a) = affine {
@@ -646,29 +714,32 @@ impl Conv2d {
         affine: Option<&InputAffine>,
     ) -> Result<()> {
         let (inl, outl) = (&plan.input, &plan.output);
-        let alpha = inl.channels_per_ct();
+        let ao = outl.group_width();
         let n = inl.slots;
         ex.rescale(ct)?;
         let (go, uo, vo) = outl.ct_coords(o);
         let bias = || -> Vec<C64> {
             let mut v = vec![C64::default(); n];
-            for to in 0..alpha {
-                let o_ch = go * alpha + to;
-                if o_ch >= self.out_channels {
-                    break;
-                }
-                for i in 0..outl.blocks() {
-                    for j in 0..outl.blocks() {
-                        let (yo, xo) = (i * outl.block + uo, j * outl.block + vo);
-                        if yo >= outl.height || xo >= outl.width {
-                            continue;
-                        }
-                        let mut val = self.bias[o_ch];
-                        if let Some(a) = affine {
-                            val += self.shifted_bias(inl, a, o_ch, yo, xo);
-                        }
-                        for b in 0..outl.batch {
-                            v[outl.slot(to, i, j, b)] = C64::real(val);
+            for (go, uo, vo) in outl.ct_positions(o) {
+                let base = outl.chunk_base(uo, vo);
+                for to in 0..ao {
+                    let o_ch = go * ao + to;
+                    if o_ch >= self.out_channels {
+                        break;
+                    }
+                    for i in 0..outl.blocks() {
+                        for j in 0..outl.blocks() {
+                            let (yo, xo) = (i * outl.block + uo, j * outl.block + vo);
+                            if yo >= outl.height || xo >= outl.width {
+                                continue;
+                            }
+                            let mut val = self.bias[o_ch];
+                            if let Some(a) = affine {
+                                val += self.shifted_bias(inl, a, o_ch, yo, xo);
+                            }
+                            for b in 0..outl.batch {
+                                v[outl.slot(base + to, i, j, b)] = C64::real(val);
+                            }
                         }
                     }
                 }
@@ -786,8 +857,11 @@ fn check_affine(a: &InputAffine, channels: usize) -> Result<()> {
 }
 
 /// A cache-key seed for a layer's plaintexts (its geometry, weights and input affine).
-fn layer_tag(c: &Conv2d, l: &FragmentLayout, affine: Option<&InputAffine>) -> u64 {
+fn layer_tag(c: &Conv2d, plan: &ConvPlan, affine: Option<&InputAffine>) -> u64 {
+    let l = &plan.input;
     let mut parts = vec![
+        l.fold as u64,
+        plan.output.fold as u64,
         l.batch as u64,
         l.height as u64,
         l.width as u64,
@@ -819,6 +893,10 @@ pub struct ConvPlan {
     pub geometry: [usize; 6],
     /// Baby (inner) and giant (outer) rotations.
     pub stages: TwoStage,
+    /// The `(output position, input group, tap)` codes each product sums, indexed by its
+    /// [`super::linear::Term::tag`]: one per product, except on folded layouts (AAC), where the
+    /// positions sharing a ciphertext, a rotation and an input share one product.
+    pub taps: Vec<Vec<u64>>,
 }
 
 impl ConvPlan {

@@ -22,7 +22,7 @@ pub use conv::{Conv2d, ConvPlan, InputAffine};
 pub use fc::{FcPlan, FeatureMap, Linear};
 pub use hybrid::{HybridPlan, Segment, StepCost};
 pub use linear::{RotationCounts, TwoStage};
-pub use net::{Layer, LayerCost, LayerPlan, NetPlan, Network};
+pub use net::{Layer, LayerCost, LayerPlan, NetPlan, Network, PlanOptions};
 pub use plan::{choose_block, BlockChoice, BlockPoint};
 
 #[cfg(test)]

@@ -47,6 +47,18 @@ pub struct Network {
     pub layers: Vec<Layer>,
 }
 
+/// Options of [`Network::plan_with`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Every [`Layer::Relu`] is a boundary to MPC ([`Network::plan_hybrid`]).
+    pub hybrid: bool,
+    /// FEnc2's Arch-aware Ct Compression (§IV-C): a convolution whose output channels leave its
+    /// ciphertexts partly empty writes several intra-block positions into each one
+    /// ([`FragmentLayout::compact_fold`], [`super::Conv2d::plan_to`]), so the layers after it
+    /// read fewer, fuller ciphertexts. It costs the convolution no rotation, product or level.
+    pub aac: bool,
+}
+
 /// A layer's compiled form.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LayerPlan {
@@ -172,7 +184,7 @@ impl Network {
     /// of one channel for the whole batch and no layer rotates
     /// ([`FragmentLayout::is_pixelwise`]).
     pub fn plan(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
-        self.plan_mode(batch, block, slots, false)
+        self.plan_with(batch, block, slots, PlanOptions::default())
     }
 
     /// [`Network::plan`] for the hybrid mode ([`super::hybrid`]): every [`Layer::Relu`] becomes
@@ -180,10 +192,27 @@ impl Network {
     /// so [`NetPlan::depth`] is the deepest run of linear layers between two boundaries. A
     /// polynomial activation is refused (the hybrid mode runs ReLU networks as trained).
     pub fn plan_hybrid(&self, batch: usize, block: usize, slots: usize) -> Result<NetPlan> {
-        self.plan_mode(batch, block, slots, true)
+        self.plan_with(
+            batch,
+            block,
+            slots,
+            PlanOptions {
+                hybrid: true,
+                ..PlanOptions::default()
+            },
+        )
     }
 
-    fn plan_mode(&self, batch: usize, block: usize, slots: usize, hybrid: bool) -> Result<NetPlan> {
+    /// [`Network::plan`] with options: the hybrid mode ([`Network::plan_hybrid`]) and FEnc2's
+    /// Arch-aware Ct Compression ([`PlanOptions::aac`]).
+    pub fn plan_with(
+        &self,
+        batch: usize,
+        block: usize,
+        slots: usize,
+        opts: PlanOptions,
+    ) -> Result<NetPlan> {
+        let hybrid = opts.hybrid;
         self.validate()?;
         let (grid, block) = if batch == slots {
             (Some(self.side), self.side)
@@ -205,7 +234,11 @@ impl Network {
         for l in &self.layers {
             match (l, &st) {
                 (Layer::Conv(c), State::Tensor(t)) => {
-                    let p = c.plan(t)?;
+                    let mut out = c.out_layout(t)?;
+                    if opts.aac {
+                        out = out.with_fold(out.compact_fold())?;
+                    }
+                    let p = c.plan_to(t, out)?;
                     st = State::Tensor(p.output);
                     layers.push(LayerPlan::Conv(p));
                     seg += 1;

@@ -629,3 +629,162 @@ fn hybrid_plan_splits_at_relus_and_trims_the_conversions() {
     // The FHE-only plan refuses the same network.
     assert!(net.plan(slots, 28, slots).is_err());
 }
+
+/// Arch-aware Ct Compression written by the convolution (a folded output layout) and read by the
+/// next one (a folded input), also through a depthwise pooling and a stride: every case matches
+/// the reference, costs one level, and the dry run issues exactly the compiled rotations.
+#[test]
+fn aac_folded_convolutions_match_the_reference() {
+    let mut r = rng(21);
+    // (batch, c_in, c_out, side, kernel, stride, padding, block, slots, fold in, fold out)
+    let cases = [
+        (1, 8, 2, 8, 1, 1, 0, 2, 128, 1, 4),
+        (1, 2, 8, 8, 3, 1, 1, 2, 128, 4, 1),
+        (1, 2, 2, 8, 3, 1, 1, 2, 128, 4, 4),
+        (1, 3, 2, 8, 3, 1, 1, 2, 128, 2, 4),
+        (2, 2, 3, 8, 3, 1, 1, 4, 1024, 8, 2),
+        (1, 4, 2, 8, 3, 2, 1, 4, 256, 2, 4),
+        (1, 5, 2, 8, 5, 1, 2, 2, 256, 1, 4),
+    ];
+    for &(bs, ci, co, h, k, s, p, blk, n, fi, fo) in &cases {
+        let conv = random_conv(&mut r, ci, co, k, s, p);
+        let l = FragmentLayout::new(bs, ci, h, h, None, blk, n)
+            .unwrap()
+            .with_fold(fi)
+            .unwrap();
+        let out = conv.out_layout(&l).unwrap().with_fold(fo).unwrap();
+        let plan = conv.plan_to(&l, out).unwrap();
+        let x = rand_vec(&mut r, l.len(), 1.0);
+        let ex = SlotExec { n };
+        let y = conv
+            .run(&ex, &plan, &encrypt_plain(&l, &x, 3), None)
+            .unwrap();
+        assert_eq!(y.len(), out.ciphertexts());
+        assert!(y.iter().all(|c| c.level == 2), "one level, fold or not");
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let (want, _, _) = reference::conv2d(&conv, &x, bs, h, h, None);
+        let e = max_err(&got, &want);
+        let case = (bs, ci, co, h, k, s, p, blk, fi, fo);
+        assert!(e < 1e-9, "case {case:?}: error {e}");
+        // Nothing lands outside the valid elements (the diagonals are the masks).
+        let valid: usize = decrypt_plain(&y)
+            .iter()
+            .flatten()
+            .filter(|v| v.abs() > 1e-12)
+            .count();
+        assert!(valid <= out.len(), "case {case:?}: {valid} nonzero slots");
+        let sym = SymExec::new(n);
+        let sx: Vec<_> = (0..l.ciphertexts()).map(|_| sym.fresh(3)).collect();
+        conv.run(&sym, &plan, &sx, None).unwrap();
+        let c = sym.counts();
+        assert_eq!(c.rotations, plan.counts().total(), "case {case:?}");
+        assert_eq!(c.pt_mults, plan.counts().pt_mults, "case {case:?}");
+    }
+    // Average pooling on a folded tensor keeps the fold (depthwise: channel to itself).
+    let pool = Conv2d::avg_pool(2, 2).unwrap();
+    let l = FragmentLayout::new(1, 2, 8, 8, None, 2, 128)
+        .unwrap()
+        .with_fold(4)
+        .unwrap();
+    let out = pool.out_layout(&l).unwrap();
+    assert!(out.with_fold(4).is_err(), "S = 1 after the pooling");
+    let plan = pool.plan_to(&l, out).unwrap();
+    let x = rand_vec(&mut r, l.len(), 1.0);
+    let y = pool
+        .run(&SlotExec { n: 128 }, &plan, &encrypt_plain(&l, &x, 2), None)
+        .unwrap();
+    let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+    let (want, _, _) = reference::conv2d(&pool, &x, 1, 8, 8, None);
+    assert!(max_err(&got, &want) < 1e-9);
+    // An output layout that is not the layer's is refused.
+    let conv = random_conv(&mut r, 2, 3, 3, 1, 1);
+    let wrong = FragmentLayout::new(1, 4, 8, 8, None, 2, 128).unwrap();
+    assert!(conv.plan_to(&l, wrong).is_err());
+}
+
+/// Fig. 5's bottleneck (8 → 2 → 8 channels): with AAC the reduced tensor is compacted into one
+/// ciphertext instead of four quarter-full ones, at no extra level (the level count is the
+/// same with and without AAC), with fewer ciphertexts and operations after it, and the same
+/// outputs.
+#[test]
+fn aac_compacts_a_bottleneck_at_no_level() {
+    let mut r = rng(22);
+    let net = Network {
+        name: "bottleneck".into(),
+        channels: 8,
+        side: 8,
+        layers: vec![
+            Layer::Conv(random_conv(&mut r, 8, 2, 1, 1, 0)),
+            Layer::Quad(Quadratic::new(0.1, 0.5, 0.2).unwrap()),
+            Layer::Conv(random_conv(&mut r, 2, 2, 3, 1, 1)),
+            Layer::Quad(Quadratic::new(0.1, 0.4, -0.1).unwrap()),
+            Layer::Conv(random_conv(&mut r, 2, 8, 1, 1, 0)),
+            Layer::Flatten,
+            Layer::Linear(
+                Linear::new(
+                    512,
+                    4,
+                    rand_vec(&mut r, 2048, 0.1),
+                    rand_vec(&mut r, 4, 0.1),
+                )
+                .unwrap(),
+            ),
+        ],
+    };
+    let (bs, blk, n) = (1, 2, 128);
+    let plain = net.plan(bs, blk, n).unwrap();
+    let aac = net
+        .plan_with(
+            bs,
+            blk,
+            n,
+            PlanOptions {
+                aac: true,
+                ..PlanOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(plain.depth, aac.depth, "AAC costs no level");
+    let cts = |p: &NetPlan| -> Vec<usize> {
+        p.layers
+            .iter()
+            .filter_map(|l| match l {
+                LayerPlan::Conv(c) => Some(c.output.ciphertexts()),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(cts(&plain), [4, 4, 4]);
+    assert_eq!(
+        cts(&aac),
+        [1, 1, 4],
+        "the two-channel tensors fill one ciphertext"
+    );
+    let x = rand_vec(&mut r, bs * 8 * 64, 1.0);
+    let want = net.reference(&x, bs).unwrap();
+    let mut ops = Vec::new();
+    for plan in [&plain, &aac] {
+        let ex = SlotExec { n };
+        let y = net
+            .run(
+                &ex,
+                plan,
+                encrypt_plain(&plan.input, &x, plan.depth),
+                |_| {},
+            )
+            .unwrap();
+        assert_eq!(y[0].level, 0, "the same levels with and without AAC");
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let e = max_err(&got, &want);
+        assert!(e < 1e-9, "error {e}");
+        let sym = SymExec::new(n);
+        let sx: Vec<_> = (0..plan.input.ciphertexts())
+            .map(|_| sym.fresh(plan.depth))
+            .collect();
+        net.run(&sym, plan, sx, |_| {}).unwrap();
+        ops.push(sym.counts());
+    }
+    let (p, a) = (ops[0], ops[1]);
+    assert!(a.relins < p.relins, "fewer squarings: {a:?} vs {p:?}");
+    assert!(a.pt_mults < p.pt_mults, "fewer products: {a:?} vs {p:?}");
+}

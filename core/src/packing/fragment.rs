@@ -43,6 +43,11 @@ pub struct FragmentLayout {
     pub block: usize,
     /// Slots per ciphertext `n` (a power of two).
     pub slots: usize,
+    /// Intra-block positions sharing one ciphertext (FEnc2's Arch-aware Ct Compression, §IV-C):
+    /// `1` is Algorithm 1's layout; `r > 1` packs the channel groups of `r` consecutive
+    /// positions `(u, v)` into one ciphertext, each position in its own run of `α / r` chunks,
+    /// so a tensor with fewer than `α` channels still fills its ciphertexts.
+    pub fold: usize,
 }
 
 /// Where one tensor element lives.
@@ -103,6 +108,7 @@ impl FragmentLayout {
             grid,
             block,
             slots,
+            fold: 1,
         };
         if l.chunk() > slots {
             return Err(Error::Shape {
@@ -127,6 +133,36 @@ impl FragmentLayout {
         )
     }
 
+    /// The same tensor with `fold` intra-block positions per ciphertext (AAC). `fold` must be a
+    /// power of two dividing both `S²` and the chunks per ciphertext `α`; `1` undoes it.
+    pub fn with_fold(&self, fold: usize) -> Result<Self> {
+        let positions = self.block * self.block;
+        if fold == 0
+            || !fold.is_power_of_two()
+            || !positions.is_multiple_of(fold)
+            || !self.channels_per_ct().is_multiple_of(fold)
+        {
+            return Err(Error::InvalidParameters(
+                "fragment layout: the fold must be a power of two dividing S² and the channels per ciphertext",
+            ));
+        }
+        Ok(Self { fold, ..*self })
+    }
+
+    /// The largest fold that still keeps every channel of a position in one run of chunks
+    /// (`fold·⌈C⌉₂ ≤ α`, `⌈C⌉₂` the next power of two) and divides `S²`: the fold AAC applies
+    /// when the channels leave a ciphertext partly empty. `1` when the channels fill it.
+    pub fn compact_fold(&self) -> usize {
+        let alpha = self.channels_per_ct();
+        let need = self.channels.next_power_of_two();
+        let positions = self.block * self.block;
+        let mut r = 1;
+        while r * 2 * need <= alpha && positions.is_multiple_of(r * 2) {
+            r *= 2;
+        }
+        r
+    }
+
     /// Whether the batch fills the slots with one pixel of one channel per ciphertext
     /// (`S = M` and `BS = n`): FEnc2's large-batch mode at its limit, where no layer rotates.
     pub fn is_pixelwise(&self) -> bool {
@@ -148,25 +184,44 @@ impl FragmentLayout {
         self.slots / self.chunk()
     }
 
-    /// Channel groups `⌈C / α⌉`.
+    /// Channels per group `α / fold`: the channels of one position in one ciphertext.
+    pub fn group_width(&self) -> usize {
+        self.channels_per_ct() / self.fold
+    }
+
+    /// Channel groups `⌈C / (α / fold)⌉`.
     pub fn groups(&self) -> usize {
-        self.channels.div_ceil(self.channels_per_ct())
+        self.channels.div_ceil(self.group_width())
     }
 
-    /// Ciphertexts `S²·⌈C / α⌉`.
+    /// Ciphertexts `S²·groups / fold`.
     pub fn ciphertexts(&self) -> usize {
-        self.block * self.block * self.groups()
+        self.block * self.block * self.groups() / self.fold
     }
 
-    /// The index of ciphertext `(g, u, v)`: `(g·S + u)·S + v`.
+    /// The ciphertext of group `g` at intra-block position `(u, v)`: `((g·S + u)·S + v) / fold`.
     pub fn ct_index(&self, group: usize, u: usize, v: usize) -> usize {
-        (group * self.block + u) * self.block + v
+        ((group * self.block + u) * self.block + v) / self.fold
     }
 
-    /// `(g, u, v)` of a ciphertext index.
+    /// The first chunk of position `(u, v)`'s run within its ciphertext:
+    /// `((u·S + v) mod fold)·(α / fold)` (0 without a fold).
+    pub fn chunk_base(&self, u: usize, v: usize) -> usize {
+        ((u * self.block + v) % self.fold) * self.group_width()
+    }
+
+    /// `(g, u, v)` of a ciphertext index: its first position when `fold > 1`
+    /// ([`FragmentLayout::ct_positions`] lists all).
     pub fn ct_coords(&self, ct: usize) -> (usize, usize, usize) {
         let s = self.block;
-        (ct / (s * s), (ct / s) % s, ct % s)
+        let p = ct * self.fold;
+        (p / (s * s), (p / s) % s, p % s)
+    }
+
+    /// Every `(g, u, v)` held by ciphertext `ct`, in chunk order.
+    pub fn ct_positions(&self, ct: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let s = self.block;
+        (ct * self.fold..(ct + 1) * self.fold).map(move |p| (p / (s * s), (p / s) % s, p % s))
     }
 
     /// The slot of sample `b`, chunk `t` (channel `g·α + t`) and block `(i, j)`.
@@ -176,10 +231,11 @@ impl FragmentLayout {
 
     /// Where element `(b, c, y, x)` lives (`y < M`, `x < M`; padding positions included).
     pub fn locate(&self, b: usize, c: usize, y: usize, x: usize) -> SlotRef {
-        let (s, a) = (self.block, self.channels_per_ct());
+        let (s, a) = (self.block, self.group_width());
+        let (u, v) = (y % s, x % s);
         SlotRef {
-            ct: self.ct_index(c / a, y % s, x % s),
-            slot: self.slot(c % a, y / s, x / s, b),
+            ct: self.ct_index(c / a, u, v),
+            slot: self.slot(self.chunk_base(u, v) + c % a, y / s, x / s, b),
         }
     }
 
@@ -296,6 +352,42 @@ mod tests {
             assert!(nonzero <= l.len());
             assert_eq!(l.unpack(&cts).unwrap(), t);
         }
+    }
+
+    #[test]
+    fn folded_layouts_fill_the_ciphertexts() {
+        // Fig. 5's bottleneck: 2 channels in ciphertexts of 8 chunks, S = 2. Unfolded, 4
+        // ciphertexts a quarter full; folded by 4, one full ciphertext.
+        let l = FragmentLayout::new(1, 2, 4, 4, None, 2, 32).unwrap();
+        assert_eq!((l.channels_per_ct(), l.ciphertexts()), (8, 4));
+        assert_eq!(l.utilization(), 0.25);
+        assert_eq!(l.compact_fold(), 4);
+        let f = l.with_fold(4).unwrap();
+        assert_eq!((f.ciphertexts(), f.group_width(), f.groups()), (1, 2, 1));
+        assert_eq!(f.utilization(), 1.0);
+        assert_eq!(f.ct_positions(0).count(), 4);
+        // Position (0, 1) holds chunks 2..4, position (1, 1) chunks 6..8.
+        assert_eq!(f.locate(0, 1, 0, 1).slot, 3 * f.chunk());
+        assert_eq!(f.locate(0, 0, 1, 1).slot, 6 * f.chunk());
+        for &(bs, c, h, s, n, r) in &[
+            (1, 3, 8, 2, 256, 4),
+            (2, 5, 8, 4, 2048, 2),
+            (1, 6, 4, 2, 128, 2),
+        ] {
+            let l = FragmentLayout::new(bs, c, h, h, None, s, n)
+                .unwrap()
+                .with_fold(r)
+                .unwrap();
+            let t: Vec<f64> = (0..l.len()).map(|i| i as f64 + 1.0).collect();
+            let cts = l.pack(&t).unwrap();
+            assert_eq!(cts.len(), l.ciphertexts());
+            let nonzero: usize = cts.iter().flatten().filter(|v| **v != 0.0).count();
+            assert_eq!(nonzero, l.len(), "no two elements share a slot");
+            assert_eq!(l.unpack(&cts).unwrap(), t);
+        }
+        assert!(l.with_fold(3).is_err() && l.with_fold(16).is_err());
+        let full = FragmentLayout::new(1, 8, 4, 4, None, 2, 32).unwrap();
+        assert_eq!(full.compact_fold(), 1);
     }
 
     #[test]

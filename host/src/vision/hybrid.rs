@@ -166,7 +166,18 @@ struct Recorder<'a> {
     batch: usize,
 }
 
-impl Recorder<'_> {
+impl<'a> Recorder<'a> {
+    fn new(on_step: &'a mut dyn FnMut(usize, &StepRow)) -> Self {
+        Recorder {
+            last: Instant::now(),
+            rows: Vec::new(),
+            keep: true,
+            converted: 0,
+            on_step,
+            batch: 0,
+        }
+    }
+
     fn step(&mut self, c: &StepCost) {
         let now = Instant::now();
         let row = StepRow {
@@ -215,14 +226,7 @@ pub fn run_client<B: PolyBackend>(
     let per = arch.channels * arch.side * arch.side;
     let classes = arch.classes();
     let mut logits = Vec::with_capacity(images.count);
-    let mut rec = Recorder {
-        last: Instant::now(),
-        rows: Vec::new(),
-        keep: true,
-        converted: 0,
-        on_step,
-        batch: 0,
-    };
+    let mut rec = Recorder::new(on_step);
     let (b0, tr) = (channel_bytes(&p), Instant::now());
     let mut batches = 0;
     for start in (0..images.count).step_by(batch) {
@@ -291,14 +295,7 @@ pub fn run_server<B: PolyBackend>(
     let keys_s = t0.elapsed().as_secs_f64();
     let mut p = session_party(PartyId::P1, opts)?;
     let setup_s = setup(&mut p, t)?;
-    let mut rec = Recorder {
-        last: Instant::now(),
-        rows: Vec::new(),
-        keep: true,
-        converted: 0,
-        on_step,
-        batch: 0,
-    };
+    let mut rec = Recorder::new(on_step);
     let (b0, tr) = (channel_bytes(&p), Instant::now());
     let batches = images.div_ceil(batch);
     for b in 0..batches {
