@@ -23,6 +23,10 @@ pub struct BenchCnnArgs {
     /// shortcuts, with and without (dry-run counts; `--time` also runs them on ciphertexts).
     #[arg(long)]
     pub table_x: bool,
+    /// Table V: SqueezeNet, ResNet18 and MobileNet whole, at batch 1 and FEnc2's largest
+    /// batch, with and without AAC (dry-run counts beside the paper's).
+    #[arg(long)]
+    pub table_v: bool,
     /// `--table-x`: also run on real CKKS ciphertexts the modules whose name contains
     /// `--module` (minutes each).
     #[arg(long)]
@@ -645,11 +649,11 @@ pub fn render(t: &TableIx) -> String {
 
 /// Runs `veil bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
-    if !a.table_ix && !a.table_x && !a.lenet && !a.hybrid {
+    if !a.table_ix && !a.table_x && !a.table_v && !a.lenet && !a.hybrid {
         return Err(BenchError::InvalidOption {
-            option: "--table-ix / --table-x / --lenet / --hybrid",
+            option: "--table-ix / --table-x / --table-v / --lenet / --hybrid",
             value: "absent".into(),
-            expected: "--table-ix (the block-size sweep), --table-x (AAC), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
+            expected: "--table-ix (the block-size sweep), --table-x (AAC), --table-v (whole networks), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
         });
     }
     let mut text = String::new();
@@ -668,6 +672,14 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
         text += &crate::cnn_aac::render(&t);
         json.insert(
             "table_x".into(),
+            serde_json::to_value(&t).unwrap_or_default(),
+        );
+    }
+    if a.table_v {
+        let t = crate::cnn_table_v::table_v()?;
+        text += &crate::cnn_table_v::render(&t);
+        json.insert(
+            "table_v".into(),
             serde_json::to_value(&t).unwrap_or_default(),
         );
     }

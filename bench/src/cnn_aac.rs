@@ -63,7 +63,7 @@ struct Module {
 
 /// Deterministic weights for a shape study (fixed here: the bench measures cost and checks
 /// the encrypted result against the same weights in `f64`).
-fn weights(n: usize, seed: u64, amp: f64) -> Vec<f64> {
+pub(crate) fn weights(n: usize, seed: u64, amp: f64) -> Vec<f64> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     (0..n)
         .map(|_| {
@@ -76,20 +76,50 @@ fn weights(n: usize, seed: u64, amp: f64) -> Vec<f64> {
 }
 
 fn conv(ci: usize, co: usize, k: usize, seed: u64) -> Result<Conv2d, BenchError> {
+    conv_strided(ci, co, k, 1, k / 2, seed)
+}
+
+/// A layer with weights of a trained net's scale, `±1/√(N_in·K²)` (they change no count).
+pub(crate) fn conv_strided(
+    ci: usize,
+    co: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    seed: u64,
+) -> Result<Conv2d, BenchError> {
     let amp = 1.0 / ((ci * k * k) as f64).sqrt();
     Conv2d::new(
         ci,
         co,
         k,
-        1,
-        k / 2,
+        s,
+        p,
         weights(co * ci * k * k, seed, amp),
         weights(co, seed + 1, 0.1),
     )
-    .map_err(core("a module's layer"))
+    .map_err(core("a network layer"))
 }
 
-fn core(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
+/// SqueezeNet's fire expansions `(N_DS → N_out)` as one layer: outputs `0..N_out/2` are the
+/// `1 × 1` branch (the centre tap only, [`Conv2d::with_point_outputs`]), the rest the `3 × 3`
+/// branch, concatenated in that order.
+pub(crate) fn fire_expand(ds: usize, nout: usize, seed: u64) -> Result<Conv2d, BenchError> {
+    let mut e = conv(ds, nout, 3, seed)?;
+    for o in 0..nout / 2 {
+        for c in 0..ds {
+            for t in 0..9 {
+                if t != 4 {
+                    e.weight[(o * ds + c) * 9 + t] = 0.0;
+                }
+            }
+        }
+    }
+    e.with_point_outputs(nout / 2)
+        .map_err(core("a fire module's expansions"))
+}
+
+pub(crate) fn core(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
     move |source| BenchError::Core { step, source }
 }
 
@@ -101,18 +131,7 @@ fn modules() -> Result<Vec<Module>, BenchError> {
         .enumerate()
     {
         let squeeze = conv(nin, 32, 1, 10 + i as u64)?;
-        // The expansions: outputs 0..N_out/2 are the 1×1 branch (centre tap only), the rest the
-        // 3×3 branch; concatenated in that order.
-        let mut expand = conv(32, nout, 3, 20 + i as u64)?;
-        for o in 0..nout / 2 {
-            for c in 0..32 {
-                for t in 0..9 {
-                    if t != 4 {
-                        expand.weight[(o * 32 + c) * 9 + t] = 0.0;
-                    }
-                }
-            }
-        }
+        let expand = fire_expand(32, nout, 20 + i as u64)?;
         out.push(Module {
             name: format!("Fire({nin},32,{nout})"),
             batch: 8,
@@ -184,7 +203,7 @@ fn compile(
     Ok((l0, plans))
 }
 
-const QUAD: (f64, f64, f64) = (0.25, 0.5, 0.0);
+pub(crate) const QUAD: (f64, f64, f64) = (0.25, 0.5, 0.0);
 
 /// Runs the module on `cts` (any executor).
 fn run_module<E: Exec>(

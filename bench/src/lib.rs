@@ -22,6 +22,7 @@ pub mod boot;
 pub mod ckks;
 pub mod cnn;
 pub mod cnn_aac;
+pub mod cnn_table_v;
 pub mod convert;
 pub mod e2e;
 pub mod e2e_link;

@@ -68,6 +68,11 @@ pub struct Conv2d {
     pub weight: Vec<f64>,
     /// Bias per output channel.
     pub bias: Vec<f64>,
+    /// The first `point_outputs` output channels read the centre tap only: a `1 × 1` branch
+    /// concatenated before a `K × K` one in a single layer (SqueezeNet's fire expansions,
+    /// [`Conv2d::with_point_outputs`]). Public architecture, so the plan skips those products
+    /// and the rotations only they need. `0` for an ordinary layer.
+    pub point_outputs: usize,
 }
 
 impl Conv2d {
@@ -90,23 +95,91 @@ impl Conv2d {
             depthwise: false,
             weight,
             bias,
+            point_outputs: 0,
         };
         c.validate()?;
         Ok(c)
     }
 
+    /// The same layer with its first `n` output channels restricted to the centre tap: a
+    /// `1 × 1` convolution and a `K × K` one over the same input, concatenated in that order
+    /// (SqueezeNet's fire module). Their weights off the centre must be zero; `K` must be odd
+    /// and the padding `(K − 1)/2`, so both branches see the same map.
+    pub fn with_point_outputs(mut self, n: usize) -> Result<Self> {
+        let k = self.kernel;
+        if n > self.out_channels
+            || self.depthwise
+            || k.is_multiple_of(2)
+            || self.padding != k / 2
+            || self.stride != 1
+        {
+            return Err(Error::InvalidParameters(
+                "convolution: a 1×1 branch needs an odd kernel, padding (K-1)/2, stride 1, no depthwise, and at most N_out channels",
+            ));
+        }
+        for o in 0..n {
+            for c in 0..self.in_channels {
+                for di in 0..k {
+                    for dj in 0..k {
+                        if (di, dj) != (k / 2, k / 2) && self.w(o, c, di, dj) != 0.0 {
+                            return Err(Error::InvalidParameters(
+                                "convolution: a 1×1 branch channel has a weight off the centre tap",
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        self.point_outputs = n;
+        Ok(self)
+    }
+
     /// Average pooling `K × K` with stride `K` over `channels`, as a depthwise convolution.
     pub fn avg_pool(channels: usize, kernel: usize) -> Result<Self> {
-        let w = 1.0 / (kernel * kernel) as f64;
+        Self::avg_pool_with(channels, kernel, kernel, 0)
+    }
+
+    /// Average pooling `K × K` with any stride and zero padding (the padded taps count in the
+    /// mean, as PyTorch's `count_include_pad`): the stand-in for a max pooling in the FHE-only
+    /// mode, such as ResNet's `3 × 3`, stride 2, padding 1.
+    pub fn avg_pool_with(
+        channels: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Self> {
+        let k2 = kernel * kernel;
+        let w = if k2 == 0 { 0.0 } else { 1.0 / k2 as f64 };
+        Self::depthwise(
+            channels,
+            kernel,
+            stride,
+            padding,
+            vec![w; channels * k2],
+            vec![0.0; channels],
+        )
+    }
+
+    /// A validated depthwise convolution (`groups = channels`, MobileNet's `3 × 3` layers):
+    /// `weight` holds `[c][d_i][d_j]`, `C·K·K` values.
+    pub fn depthwise(
+        channels: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        weight: Vec<f64>,
+        bias: Vec<f64>,
+    ) -> Result<Self> {
         let c = Self {
             in_channels: channels,
             out_channels: channels,
             kernel,
-            stride: kernel,
-            padding: 0,
+            stride,
+            padding,
             depthwise: true,
-            weight: vec![w; channels * kernel * kernel],
-            bias: vec![0.0; channels],
+            weight,
+            bias,
+            point_outputs: 0,
         };
         c.validate()?;
         Ok(c)
@@ -277,6 +350,16 @@ impl Conv2d {
                             let ey = (uo * self.stride + di) as i64 - self.padding as i64;
                             let (q, u1) = (ey.div_euclid(s as i64), ey.rem_euclid(s as i64));
                             for dj in 0..k {
+                                // Off the centre, a 1×1 branch's outputs take no product.
+                                let t_lo = if (di, dj) == (k / 2, k / 2) {
+                                    0
+                                } else {
+                                    self.point_outputs.saturating_sub(go * ao).min(to_valid)
+                                };
+                                let to_eff = to_valid - t_lo;
+                                if to_eff == 0 {
+                                    continue;
+                                }
                                 let ex = (vo * self.stride + dj) as i64 - self.padding as i64;
                                 let (r, v1) = (ex.div_euclid(s as i64), ex.rem_euclid(s as i64));
                                 let (u1, v1) = (u1 as usize, v1 as usize);
@@ -291,11 +374,11 @@ impl Conv2d {
                                     }));
                                     shifts.sort_unstable();
                                     shifts.dedup();
-                                } else if ti_valid + to_valid > alpha {
+                                } else if ti_valid + to_eff > alpha {
                                     shifts.extend(0..alpha);
                                 } else {
-                                    // t_i − t_o runs over −(to_valid − 1) ..= ti_valid − 1.
-                                    shifts.extend((0..ti_valid + to_valid - 1).map(|d| {
+                                    // t_i − t_o runs over −(to_valid − 1) ..= ti_valid − 1 − t_lo.
+                                    shifts.extend((0..ti_valid + to_eff - 1).map(|d| {
                                         (bi + d + 2 * alpha - bo - (to_valid - 1)) % alpha
                                     }));
                                 }
@@ -331,8 +414,8 @@ impl Conv2d {
         })
     }
 
-    /// `(N_in, N_out, K, stride, padding, depthwise)`.
-    fn geometry(&self) -> [usize; 6] {
+    /// `(N_in, N_out, K, stride, padding, depthwise, point outputs)`.
+    fn geometry(&self) -> [usize; 7] {
         [
             self.in_channels,
             self.out_channels,
@@ -340,6 +423,7 @@ impl Conv2d {
             self.stride,
             self.padding,
             self.depthwise as usize,
+            self.point_outputs,
         ]
     }
 
@@ -434,7 +518,7 @@ impl Conv2d {
         let gin_n = inl.groups();
         let n = inl.slots;
         let diag = |o: usize, gi: usize, t: &Term| -> Vec<C64> {
-            let kk = (plan.stages.outputs[o][gi].shift as usize / chunk) % alpha;
+            let kk = (t.giant(plan.stages.outputs[o][gi].shift, n) as usize / chunk) % alpha;
             // All positions of one ciphertext share its group.
             let go = o * outl.fold / (so * so);
             let mut d = vec![C64::default(); n];
@@ -874,6 +958,7 @@ fn layer_tag(c: &Conv2d, plan: &ConvPlan, affine: Option<&InputAffine>) -> u64 {
         c.stride as u64,
         c.padding as u64,
         c.depthwise as u64,
+        c.point_outputs as u64,
     ];
     parts.extend(c.weight.iter().map(|w| w.to_bits()));
     if let Some(a) = affine {
@@ -889,8 +974,9 @@ pub struct ConvPlan {
     pub input: FragmentLayout,
     /// The output layout.
     pub output: FragmentLayout,
-    /// The layer it was compiled for: `(N_in, N_out, K, stride, padding, depthwise)`.
-    pub geometry: [usize; 6],
+    /// The layer it was compiled for: `(N_in, N_out, K, stride, padding, depthwise, point
+    /// outputs)`.
+    pub geometry: [usize; 7],
     /// Baby (inner) and giant (outer) rotations.
     pub stages: TwoStage,
     /// The `(output position, input group, tap)` codes each product sums, indexed by its
@@ -903,5 +989,12 @@ impl ConvPlan {
     /// Inner and outer rotation counts of the layer.
     pub fn counts(&self) -> RotationCounts {
         self.stages.counts()
+    }
+
+    /// The plan with baby-step giant-step over its outer rotations ([`TwoStage::rebalance`]):
+    /// the same products and result, fewer rotations when the channel shifts are many.
+    pub fn rebalanced(mut self) -> Self {
+        self.stages = self.stages.rebalance(self.input.slots);
+        self
     }
 }

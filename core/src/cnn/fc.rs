@@ -273,7 +273,7 @@ impl Linear {
             at[ic * g + fg] = Some(f);
         }
         let diag = |oc: usize, gi: usize, t: &Term| -> Vec<C64> {
-            let giant = plan.stages.outputs[oc][gi].shift as usize / bs;
+            let giant = t.giant(plan.stages.outputs[oc][gi].shift, n) as usize / bs;
             let delta = t.tag as usize;
             let mut d = vec![C64::default(); n];
             for o in 0..self.outputs {
@@ -396,6 +396,13 @@ pub struct FcPlan {
 }
 
 impl FcPlan {
+    /// The plan with baby-step giant-step over its giant rotations as well
+    /// ([`TwoStage::rebalance`]); it keeps the layer as it is when that saves nothing.
+    pub fn rebalanced(mut self) -> Self {
+        self.stages = self.stages.rebalance(self.input.slots);
+        self
+    }
+
     /// Rotation counts.
     pub fn counts(&self) -> RotationCounts {
         self.stages.counts()

@@ -26,6 +26,18 @@ pub struct Term {
     pub baby: usize,
     /// An identifier the layer uses to build the diagonal (opaque here).
     pub tag: u64,
+    /// The part of the product's giant shift moved into the baby stage by
+    /// [`TwoStage::rebalance`]: the input is rotated by it too, the giant shift lacks it, and
+    /// [`TwoStage::run`] rotates the layer's diagonal by it. `0` in a layer as compiled.
+    pub lo: i64,
+}
+
+impl Term {
+    /// The product's giant shift as the layer compiled it: the step's `shift` plus
+    /// [`Term::lo`], modulo `slots` (what a layer's diagonal is defined against).
+    pub fn giant(&self, shift: i64, slots: usize) -> i64 {
+        (shift + self.lo).rem_euclid(slots as i64)
+    }
 }
 
 /// One giant step of one output: a shift and the products summed before it.
@@ -119,6 +131,7 @@ impl TwoStageBuilder {
                                 input,
                                 baby: order[input][&baby],
                                 tag,
+                                lo: 0,
                             })
                             .collect(),
                     })
@@ -130,6 +143,91 @@ impl TwoStageBuilder {
 }
 
 impl TwoStage {
+    /// Baby-step giant-step over the giant shifts themselves (beyond FEnc2, whose outer
+    /// rotations are one per channel shift): every giant shift `G` splits as
+    /// `G = (G − G mod B) + (G mod B)`, and the low part moves into the baby stage, since
+    /// `ρ(d ⊙ ρ(x; a); G) = ρ(ρ(d; lo) ⊙ ρ(x; a + lo); G − lo)`. The inputs then take more
+    /// (hoisted) baby rotations and the outputs far fewer giant ones. `B` is the power of two
+    /// up to `slots` with the fewest rotations in all, counted exactly (`B = 1` keeps the
+    /// layer as it is). Products, and so plaintexts and levels, are unchanged; so is the
+    /// result, as the tests check against the reference. More baby rotations are held at once
+    /// while the layer runs, so memory grows with them.
+    pub fn rebalance(&self, slots: usize) -> TwoStage {
+        let n = slots as i64;
+        // Distinct (input, baby, giant) triples and (output, giant) pairs decide the counts.
+        let mut triples: Vec<(usize, i64, i64)> = Vec::new();
+        let mut pairs: Vec<(usize, i64)> = Vec::new();
+        for (o, giants) in self.outputs.iter().enumerate() {
+            for g in giants {
+                pairs.push((o, g.shift));
+                for t in &g.terms {
+                    let a = self.babies[t.input][t.baby];
+                    triples.push((t.input, a, t.giant(g.shift, slots)));
+                }
+            }
+        }
+        triples.sort_unstable();
+        triples.dedup();
+        let count = |b: i64| -> u64 {
+            let mut inner: Vec<(usize, i64)> = triples
+                .iter()
+                .map(|&(i, a, g)| (i, (a + g.rem_euclid(b)).rem_euclid(n)))
+                .filter(|&(_, a)| a != 0)
+                .collect();
+            inner.sort_unstable();
+            inner.dedup();
+            let mut outer: Vec<(usize, i64)> = pairs
+                .iter()
+                .map(|&(o, g)| (o, g - g.rem_euclid(b)))
+                .filter(|&(_, g)| g != 0)
+                .collect();
+            outer.sort_unstable();
+            outer.dedup();
+            (inner.len() + outer.len()) as u64
+        };
+        let mut best = (count(1), 1i64);
+        let mut b = 2i64;
+        while b <= n {
+            let c = count(b);
+            if c < best.0 {
+                best = (c, b);
+            }
+            b *= 2;
+        }
+        if best.1 == 1 {
+            return self.clone();
+        }
+        let b = best.1;
+        let mut builder = TwoStageBuilder::new(self.babies.len(), self.outputs.len(), slots);
+        // The builder keeps one term list per (output, giant); `lo` rides in a side table
+        // keyed like the terms so that `finish` can restore it.
+        let mut los: BTreeMap<(usize, i64, usize, i64, u64), i64> = BTreeMap::new();
+        for (o, giants) in self.outputs.iter().enumerate() {
+            for g in giants {
+                for t in &g.terms {
+                    let full = t.giant(g.shift, slots);
+                    let lo = full.rem_euclid(b);
+                    let a = (self.babies[t.input][t.baby] + lo).rem_euclid(n);
+                    builder.add(o, full - lo, t.input, a, t.tag);
+                    los.insert((o, full - lo, t.input, a, t.tag), lo);
+                }
+            }
+        }
+        let mut out = builder.finish();
+        for (o, giants) in out.outputs.iter_mut().enumerate() {
+            for g in giants.iter_mut() {
+                for t in g.terms.iter_mut() {
+                    let a = out.babies[t.input][t.baby];
+                    t.lo = los
+                        .get(&(o, g.shift, t.input, a, t.tag))
+                        .copied()
+                        .unwrap_or(0);
+                }
+            }
+        }
+        out
+    }
+
     /// Rotation and product counts (what [`TwoStage::run`] will issue).
     pub fn counts(&self) -> RotationCounts {
         let inner = self
@@ -216,9 +314,22 @@ impl TwoStage {
             for (gi, g) in giants.iter().enumerate() {
                 let mut acc: Option<E::Ct> = None;
                 for t in &g.terms {
-                    let key = pt_key(layer, &[o as u64, gi as u64, t.tag, t.input as u64]);
+                    let mut parts = [o as u64, gi as u64, t.tag, t.input as u64, t.lo as u64];
+                    let parts = if t.lo == 0 {
+                        &parts[..4]
+                    } else {
+                        &mut parts[..]
+                    };
+                    let key = pt_key(layer, parts);
                     ex.mul_plain_acc(&mut acc, &rotated[t.input][t.baby], Some(key), &|| {
-                        diag(o, gi, t)
+                        let d = diag(o, gi, t);
+                        if t.lo == 0 {
+                            return d;
+                        }
+                        // ρ(d; lo): slot i takes d[i + lo].
+                        let n = d.len();
+                        let lo = t.lo.rem_euclid(n.max(1) as i64) as usize;
+                        (0..n).map(|i| d[(i + lo) % n]).collect()
                     })?;
                 }
                 if let Some(a) = acc {

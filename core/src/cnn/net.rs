@@ -57,6 +57,10 @@ pub struct PlanOptions {
     /// ([`FragmentLayout::compact_fold`], [`super::Conv2d::plan_to`]), so the layers after it
     /// read fewer, fuller ciphertexts. It costs the convolution no rotation, product or level.
     pub aac: bool,
+    /// Baby-step giant-step over each layer's outer rotations as well
+    /// ([`super::ConvPlan::rebalanced`], beyond FEnc2): the same products, fewer rotations and
+    /// Galois keys where a ciphertext holds many channels.
+    pub bsgs: bool,
 }
 
 /// A layer's compiled form.
@@ -238,7 +242,10 @@ impl Network {
                     if opts.aac {
                         out = out.with_fold(out.compact_fold())?;
                     }
-                    let p = c.plan_to(t, out)?;
+                    let mut p = c.plan_to(t, out)?;
+                    if opts.bsgs {
+                        p = p.rebalanced();
+                    }
                     st = State::Tensor(p.output);
                     layers.push(LayerPlan::Conv(p));
                     seg += 1;
@@ -278,7 +285,10 @@ impl Network {
                     layers.push(LayerPlan::Flatten(f));
                 }
                 (Layer::Linear(f), State::Features(m)) => {
-                    let p = f.plan(m)?;
+                    let mut p = f.plan(m)?;
+                    if opts.bsgs {
+                        p = p.rebalanced();
+                    }
                     st = State::Features(p.output.clone());
                     layers.push(LayerPlan::Linear(p));
                     seg += 1;

@@ -788,3 +788,144 @@ fn aac_compacts_a_bottleneck_at_no_level() {
     assert!(a.relins < p.relins, "fewer squarings: {a:?} vs {p:?}");
     assert!(a.pt_mults < p.pt_mults, "fewer products: {a:?} vs {p:?}");
 }
+
+/// A fire module's expansions in one layer (`Conv2d::with_point_outputs`): the 1×1 branch's
+/// outputs take the centre tap only, so the plan has fewer products and rotations than the
+/// full `K × K` layer, and the result still equals the reference, on plain, folded (AAC) and
+/// one-channel-per-ciphertext layouts.
+#[test]
+fn point_outputs_skip_the_off_centre_taps() {
+    let mut r = rng(31);
+    // (batch, c_in, point, c_out, side, block, slots, fold in, fold out)
+    let cases = [
+        (1, 4, 3, 6, 8, 2, 256, 1, 1),
+        (1, 4, 4, 8, 8, 4, 512, 1, 1),
+        (2, 2, 2, 4, 8, 2, 256, 2, 2),
+        (1, 3, 5, 6, 8, 2, 64, 1, 1),
+        (8, 2, 1, 3, 8, 8, 512, 1, 1),
+        // α = 1: the large-batch mode's scalar products.
+        (8, 2, 1, 3, 8, 2, 128, 1, 1),
+    ];
+    for &(bs, ci, pt, co, h, blk, n, fi, fo) in &cases {
+        let mut conv = random_conv(&mut r, ci, co, 3, 1, 1);
+        // A conv with nonzero off-centre weights on a point channel is refused.
+        assert!(conv.clone().with_point_outputs(pt).is_err());
+        for o in 0..pt {
+            for c in 0..ci {
+                for t in 0..9 {
+                    if t != 4 {
+                        conv.weight[(o * ci + c) * 9 + t] = 0.0;
+                    }
+                }
+            }
+        }
+        let full = conv.clone();
+        let conv = conv.with_point_outputs(pt).unwrap();
+        let l = FragmentLayout::new(bs, ci, h, h, None, blk, n)
+            .unwrap()
+            .with_fold(fi)
+            .unwrap();
+        let out = conv.out_layout(&l).unwrap().with_fold(fo).unwrap();
+        let plan = conv.plan_to(&l, out).unwrap();
+        let plan_full = full.plan_to(&l, out).unwrap();
+        let case = (bs, ci, pt, co, blk, n, fi, fo);
+        assert!(
+            plan.counts().pt_mults < plan_full.counts().pt_mults,
+            "case {case:?}: no product saved"
+        );
+        assert!(plan.counts().total() <= plan_full.counts().total());
+        let x = rand_vec(&mut r, l.len(), 1.0);
+        let y = conv
+            .run(&SlotExec { n }, &plan, &encrypt_plain(&l, &x, 3), None)
+            .unwrap();
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let (want, _, _) = reference::conv2d(&conv, &x, bs, h, h, None);
+        let e = max_err(&got, &want);
+        assert!(e < 1e-9, "case {case:?}: error {e}");
+    }
+    // Geometry that cannot hold a 1×1 branch is refused.
+    let c = random_conv(&mut r, 2, 4, 3, 2, 1);
+    assert!(c.with_point_outputs(1).is_err(), "stride 2");
+    let c = random_conv(&mut r, 2, 4, 3, 1, 1);
+    assert!(c.with_point_outputs(5).is_err(), "more than N_out");
+}
+
+/// Baby-step giant-step over the outer rotations (`ConvPlan::rebalanced`,
+/// `FcPlan::rebalanced`): the same products and the same result as the compiled layer, never
+/// more rotations, and far fewer where a ciphertext holds many channels; the dry run issues
+/// exactly the rebalanced counts.
+#[test]
+fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
+    let mut r = rng(41);
+    // (batch, c_in, c_out, side, kernel, stride, padding, block, slots, fold in, fold out, depthwise)
+    let cases = [
+        (1, 16, 16, 8, 3, 1, 1, 2, 1024, 1, 1, false),
+        (1, 12, 20, 8, 3, 1, 1, 1, 2048, 1, 1, false),
+        (2, 8, 8, 8, 3, 2, 1, 4, 2048, 1, 1, false),
+        (1, 8, 4, 8, 1, 1, 0, 2, 512, 1, 2, false),
+        (1, 4, 8, 8, 3, 1, 1, 2, 512, 4, 2, false),
+        (1, 16, 16, 8, 3, 1, 1, 2, 1024, 1, 1, true),
+    ];
+    let mut saved = 0;
+    for &(bs, ci, co, h, k, s, p, blk, n, fi, fo, dw) in &cases {
+        let conv = if dw {
+            Conv2d::depthwise(
+                ci,
+                k,
+                s,
+                p,
+                rand_vec(&mut r, ci * k * k, 0.5),
+                rand_vec(&mut r, ci, 0.5),
+            )
+            .unwrap()
+        } else {
+            random_conv(&mut r, ci, co, k, s, p)
+        };
+        let l = FragmentLayout::new(bs, ci, h, h, None, blk, n)
+            .unwrap()
+            .with_fold(fi)
+            .unwrap();
+        let out = conv.out_layout(&l).unwrap().with_fold(fo).unwrap();
+        let plain = conv.plan_to(&l, out).unwrap();
+        let plan = plain.clone().rebalanced();
+        let case = (bs, ci, co, k, s, blk, n, fi, fo, dw);
+        let (a, b) = (plain.counts(), plan.counts());
+        assert_eq!(a.pt_mults, b.pt_mults, "case {case:?}: products changed");
+        assert!(b.total() <= a.total(), "case {case:?}: {b:?} against {a:?}");
+        if b.total() < a.total() {
+            saved += 1;
+        }
+        let x = rand_vec(&mut r, l.len(), 1.0);
+        let y = conv
+            .run(&SlotExec { n }, &plan, &encrypt_plain(&l, &x, 3), None)
+            .unwrap();
+        let got = plan.output.unpack(&decrypt_plain(&y)).unwrap();
+        let (want, _, _) = reference::conv2d(&conv, &x, bs, h, h, None);
+        let e = max_err(&got, &want);
+        assert!(e < 1e-9, "case {case:?}: error {e}");
+        let sym = SymExec::new(n);
+        let sx: Vec<_> = (0..l.ciphertexts()).map(|_| sym.fresh(3)).collect();
+        conv.run(&sym, &plan, &sx, None).unwrap();
+        assert_eq!(sym.counts().rotations, b.total(), "case {case:?}");
+    }
+    assert!(saved >= 3, "BSGS saved rotations in only {saved} cases");
+    // A fully connected layer.
+    let l = FragmentLayout::new(2, 4, 4, 4, None, 2, 512).unwrap();
+    let fm = FeatureMap::flatten(&l);
+    let f = Linear::new(
+        fm.len(),
+        40,
+        rand_vec(&mut r, fm.len() * 40, 0.5),
+        rand_vec(&mut r, 40, 0.5),
+    )
+    .unwrap();
+    let p0 = f.plan(&fm).unwrap();
+    let p = p0.clone().rebalanced();
+    assert!(p.counts().total() <= p0.counts().total());
+    let x = rand_vec(&mut r, l.len(), 1.0);
+    let y = f
+        .run(&SlotExec { n: 512 }, &p, &encrypt_plain(&l, &x, 1), None)
+        .unwrap();
+    let got = p.output.unpack(&decrypt_plain(&y)).unwrap();
+    assert!(max_err(&got, &reference::linear(&f, &x, 2, None)) < 1e-9);
+}
