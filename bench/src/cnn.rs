@@ -27,8 +27,15 @@ pub struct BenchCnnArgs {
     /// batch, with and without AAC (dry-run counts beside the paper's).
     #[arg(long)]
     pub table_v: bool,
-    /// `--table-x`: also run on real CKKS ciphertexts the modules whose name contains
-    /// `--module` (minutes each).
+    /// VGG5 for CIFAR-10 at its shape: dry-run counts at batches 16, 64 and 256; with `--time`
+    /// also a real run of `--vgg5-batch` (tens of minutes on two cores).
+    #[arg(long)]
+    pub vgg5: bool,
+    /// `--vgg5 --time`: the batch to run on ciphertexts.
+    #[arg(long, default_value_t = 16)]
+    pub vgg5_batch: usize,
+    /// Also run on real CKKS ciphertexts: with `--table-x` the modules whose name contains
+    /// `--module` (minutes each), with `--vgg5` the batch `--vgg5-batch`.
     #[arg(long)]
     pub time: bool,
     /// `--table-x --time`: the modules to run (a substring of their names; `all` for every one).
@@ -649,11 +656,11 @@ pub fn render(t: &TableIx) -> String {
 
 /// Runs `veil bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
-    if !a.table_ix && !a.table_x && !a.table_v && !a.lenet && !a.hybrid {
+    if !a.table_ix && !a.table_x && !a.table_v && !a.vgg5 && !a.lenet && !a.hybrid {
         return Err(BenchError::InvalidOption {
-            option: "--table-ix / --table-x / --table-v / --lenet / --hybrid",
+            option: "--table-ix / --table-x / --table-v / --vgg5 / --lenet / --hybrid",
             value: "absent".into(),
-            expected: "--table-ix (the block-size sweep), --table-x (AAC), --table-v (whole networks), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
+            expected: "--table-ix (the block-size sweep), --table-x (AAC), --table-v (whole networks), --vgg5 (VGG5 at its shape), --lenet (private LeNet on MNIST) or --hybrid (LeNet-ReLU with ReLU in MPC)",
         });
     }
     let mut text = String::new();
@@ -681,6 +688,14 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
         json.insert(
             "table_v".into(),
             serde_json::to_value(&t).unwrap_or_default(),
+        );
+    }
+    if a.vgg5 {
+        let pts = crate::cnn_vgg::vgg5(a.time, a.vgg5_batch, threads(a))?;
+        text += &crate::cnn_vgg::render(&pts);
+        json.insert(
+            "vgg5".into(),
+            serde_json::to_value(&pts).unwrap_or_default(),
         );
     }
     if a.lenet {

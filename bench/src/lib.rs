@@ -23,6 +23,7 @@ pub mod ckks;
 pub mod cnn;
 pub mod cnn_aac;
 pub mod cnn_table_v;
+pub mod cnn_vgg;
 pub mod convert;
 pub mod e2e;
 pub mod e2e_link;

@@ -19,6 +19,13 @@ pub struct ServeArgs {
     /// all-MiniLM-L6-v2 with the sentiment head, fetched once.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Serve a CNN instead of the BERT model: `lenet` (quadratic activations, FHE-only mode),
+    /// `lenet-relu` (ReLU, hybrid mode) or a `.safetensors` file; clients run
+    /// `veil infer-image --server ADDR` with the same model. The CKKS set follows each client's
+    /// batch (N = 2^14 at 8192, N = 2^15 otherwise); `--layers`, `--keys-timeout` and `--ot`
+    /// do not apply (the client picks the OT).
+    #[arg(long, value_name = "MODEL", conflicts_with = "model")]
+    pub cnn: Option<String>,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: String,
@@ -55,8 +62,11 @@ fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
     }
 }
 
-/// Runs `veil serve` (forever).
+/// Runs `veil serve` (forever): the BERT server, or with `--cnn` the CNN server.
 pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
+    if let Some(model) = &a.cnn {
+        return crate::infer_image::run_serve_cnn(a, model);
+    }
     let model = load_model(a.model.as_ref())?;
     let weights = crate::private::prefix(&model.weights, a.layers);
     let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {

@@ -1,10 +1,14 @@
 //! `veil infer-image`: private CNN inference of images between a client and a server over TCP
 //! loopback, each prediction beside the plaintext model's, with the server's per-layer cost
 //! table: FEnc2's packing with quadratic activations (FHE-only mode), or a ReLU network with its
-//! ReLUs in MPC (hybrid mode).
+//! ReLUs in MPC (hybrid mode). With `--server ADDR` it runs the client alone against
+//! `veil serve --cnn` ([`run_serve_cnn`]), and reports what the client sees.
 
-use crate::private::{print_json, CliError};
+use crate::infer::ServeArgs;
+use crate::private::{print_json, transport, CliError};
 use serde_json::json;
+use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
@@ -48,6 +52,15 @@ pub struct InferImageArgs {
     /// Only the plaintext model (f64), locally.
     #[arg(long)]
     pub plaintext: bool,
+    /// Run only the client, against the `veil serve --cnn` server at this address (which must
+    /// serve the same architecture as `--model`; the plaintext column comes from the local
+    /// model file). Without it, client and server run here over TCP loopback.
+    #[arg(long, value_name = "ADDR", conflicts_with = "plaintext")]
+    pub server: Option<String>,
+    /// With `--server`: the receive timeout of every step, seconds (the key transfer and each
+    /// batch's evaluation at the server must fit).
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -171,6 +184,25 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     };
     let be = CpuBackend::fast(&p, threads).map_err(|e| CliError::Server(e.to_string()))?;
     let ck = Ckks::new(std::sync::Arc::new(be));
+    if let Some(addr) = &a.server {
+        let r = RemoteCli {
+            a,
+            addr,
+            net: &net,
+            imgs: &imgs,
+            labels: labels.as_deref(),
+            plain: &plain,
+            plain_pred: &plain_pred,
+            batch,
+            params: &p,
+            mode: if hybrid {
+                vision::serve::Mode::Hybrid { silent }
+            } else {
+                vision::serve::Mode::Fhe
+            },
+        };
+        return r.run(&ck);
+    }
     if !a.json && !hybrid {
         println!(
             "{}: {} images, batch {batch}, CKKS {} (N = 2^{}), client and server over TCP loopback",
@@ -253,29 +285,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             "peak_rss_bytes": peak, "layers_batch1": layers,
         }));
     }
-    for (i, (p_, q)) in pred.iter().zip(&plain_pred).enumerate().take(32) {
-        let l = labels
-            .as_ref()
-            .map_or(String::new(), |l| format!("  label {}", l[i]));
-        println!(
-            "  image {i:>4}: private {p_}  plaintext {q}{l}{}",
-            if p_ == q { "" } else { "  (differs)" }
-        );
-    }
-    if pred.len() > 32 {
-        println!("  … {} more", pred.len() - 32);
-    }
-    println!(
-        "agreement {agree}/{} ; worst |Δlogit| {worst:.2e}",
-        imgs.count
-    );
-    if let (Some(pa), Some(pp)) = (acc(&pred), acc(&plain_pred)) {
-        println!(
-            "accuracy private {:.2} %, plaintext {:.2} %",
-            100.0 * pa,
-            100.0 * pp
-        );
-    }
+    print_comparison(&pred, &plain_pred, labels.as_deref(), worst);
     println!(
         "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB, down {:.1} MB",
         run.block,
@@ -316,6 +326,36 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         );
     }
     Ok(())
+}
+
+/// Each private prediction beside the plaintext one (the first 32), the agreement, the worst
+/// logit error and, with labels, both accuracies.
+fn print_comparison(pred: &[usize], plain_pred: &[usize], labels: Option<&[u8]>, worst: f64) {
+    for (i, (p_, q)) in pred.iter().zip(plain_pred).enumerate().take(32) {
+        let l = labels.map_or(String::new(), |l| format!("  label {}", l[i]));
+        println!(
+            "  image {i:>4}: private {p_}  plaintext {q}{l}{}",
+            if p_ == q { "" } else { "  (differs)" }
+        );
+    }
+    if pred.len() > 32 {
+        println!("  … {} more", pred.len() - 32);
+    }
+    let agree = pred.iter().zip(plain_pred).filter(|(a, b)| a == b).count();
+    println!(
+        "agreement {agree}/{} ; worst |Δlogit| {worst:.2e}",
+        pred.len()
+    );
+    if let Some(l) = labels {
+        let acc = |p: &[usize]| {
+            p.iter().zip(l).filter(|(p, l)| **p == **l as usize).count() as f64 / p.len() as f64
+        };
+        println!(
+            "accuracy private {:.2} %, plaintext {:.2} %",
+            100.0 * acc(pred),
+            100.0 * acc(plain_pred)
+        );
+    }
 }
 
 /// The hybrid mode's run and report.
@@ -420,29 +460,7 @@ impl HybridCli<'_> {
                 "peak_rss_bytes": peak, "steps_batch1": steps,
             }));
         }
-        for (i, (p_, q)) in pred.iter().zip(self.plain_pred).enumerate().take(32) {
-            let l = self
-                .labels
-                .map_or(String::new(), |l| format!("  label {}", l[i]));
-            println!(
-                "  image {i:>4}: private {p_}  plaintext {q}{l}{}",
-                if p_ == q { "" } else { "  (differs)" }
-            );
-        }
-        if pred.len() > 32 {
-            println!("  … {} more", pred.len() - 32);
-        }
-        println!(
-            "agreement {agree}/{} ; worst |Δlogit| {worst:.2e}",
-            imgs.count
-        );
-        if let (Some(pa), Some(pp)) = (acc(&pred), acc(self.plain_pred)) {
-            println!(
-                "accuracy private {:.2} %, plaintext {:.2} %",
-                100.0 * pa,
-                100.0 * pp
-            );
-        }
+        print_comparison(&pred, self.plain_pred, self.labels, worst);
         println!(
             "block S = {}, {} Galois keys ({:.1} MB of keys), {} ReLUs and {} + {} conversions (M2C + complex C2M) in batch 1",
             run.block,
@@ -484,6 +502,216 @@ impl HybridCli<'_> {
                 c.mpc_rounds,
                 r.wall_s
             );
+        }
+        Ok(())
+    }
+}
+
+/// Runs `veil serve --cnn MODEL` (forever): serves the CNN to `veil infer-image --server`
+/// clients, one CKKS context per parameter set ([`vision::cnn_params`] of each client's batch),
+/// shared by the clients that use it.
+pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
+    let net = cnn::load(model).map_err(CliError::Model)?;
+    net.validate().map_err(CliError::Reference)?;
+    let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
+        what: format!("listen on {}", a.listen),
+        source,
+    })?;
+    let addr = listener
+        .local_addr()
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| a.listen.clone());
+    let threads = if a.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        a.threads
+    };
+    let mode = vision::serve::Mode::of(&net, true);
+    eprintln!(
+        "veil serve --cnn: {} ({} mode, {}×{}×{} inputs, {} layers, {} classes) on {addr}, \
+         at most {} clients at once",
+        net.name,
+        if matches!(mode, vision::serve::Mode::Fhe) {
+            "fhe"
+        } else {
+            "hybrid"
+        },
+        net.channels,
+        net.side,
+        net.side,
+        net.layers.len(),
+        net.classes(),
+        a.max_clients.max(1)
+    );
+    eprintln!(
+        "veil serve --cnn: a session holds several GB (LeNet: about 9 GB at batch 16, 13 GB in \
+         hybrid mode, 18.5 GB at batch 8192); set --max-clients to what memory holds"
+    );
+    vision::serve::serve_cnn(
+        listener,
+        Arc::new(net),
+        vision::serve::cached_cnn_ckks(move |p| {
+            CpuBackend::fast(p, threads).map_err(|e| e.to_string())
+        }),
+        vision::serve::CnnServeOptions {
+            transport: transport(a.timeout),
+            max_clients: a.max_clients.max(1),
+            max_connections: None,
+            quiet: false,
+        },
+    );
+    Ok(())
+}
+
+/// The client alone against a `veil serve --cnn` server, and its report.
+struct RemoteCli<'a> {
+    a: &'a InferImageArgs,
+    addr: &'a str,
+    net: &'a veil_core::cnn::Network,
+    imgs: &'a images::Images,
+    labels: Option<&'a [u8]>,
+    plain: &'a [f64],
+    plain_pred: &'a [usize],
+    batch: usize,
+    params: &'a veil_core::params::CkksParams,
+    mode: vision::serve::Mode,
+}
+
+impl RemoteCli<'_> {
+    fn run(&self, ck: &Ckks<CpuBackend>) -> Result<(), CliError> {
+        use vision::serve::{infer_remote, RemoteOutcome};
+        let (a, imgs, batch) = (self.a, self.imgs, self.batch);
+        if !a.json {
+            println!(
+                "{}: {} images, batch {batch}, {} mode, CKKS {} (N = 2^{}), with the server at {}",
+                self.net.name,
+                imgs.count,
+                self.mode,
+                self.params.name(),
+                self.params.log_n(),
+                self.addr
+            );
+        }
+        let run = infer_remote(
+            ck,
+            self.addr,
+            self.net,
+            imgs,
+            batch,
+            a.block,
+            self.mode,
+            transport(a.timeout),
+        )
+        .map_err(CliError::Vision)?;
+        let n = imgs.count as f64;
+        let pred = vision::hybrid::predictions(run.logits());
+        let agree = pred
+            .iter()
+            .zip(self.plain_pred)
+            .filter(|(a, b)| a == b)
+            .count();
+        let worst = run
+            .logits()
+            .iter()
+            .flatten()
+            .zip(self.plain)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        let acc = |pred: &[usize]| {
+            self.labels.map(|l| {
+                pred.iter()
+                    .zip(l)
+                    .filter(|(p, l)| **p == **l as usize)
+                    .count() as f64
+                    / pred.len() as f64
+            })
+        };
+        let wall = run.wall_s;
+        if a.json {
+            let mut v = json!({
+                "model": self.net.name, "server": self.addr,
+                "images": imgs.count, "batch": batch, "block": run.block,
+                "params": self.params.name(),
+                "predictions": pred, "plaintext_predictions": self.plain_pred,
+                "agreement": agree as f64 / n,
+                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
+                "worst_logit_error": worst,
+                "wall_s": wall, "seconds_per_image": wall / n,
+            });
+            match &run.outcome {
+                RemoteOutcome::Fhe(c) => {
+                    v["mode"] = json!("fhe");
+                    v["keys_s"] = json!(c.keys_s);
+                    v["encrypt_s"] = json!(c.encrypt_s);
+                    v["decrypt_s"] = json!(c.decrypt_s);
+                    v["galois_keys"] = json!(c.galois_keys);
+                    v["key_bytes"] = json!(c.key_bytes);
+                    v["bytes_up"] = json!(c.ct_bytes);
+                }
+                RemoteOutcome::Hybrid(c) => {
+                    let silent = matches!(self.mode, vision::serve::Mode::Hybrid { silent: true });
+                    v["mode"] = json!("hybrid");
+                    v["ot"] = json!(if silent { "silent" } else { "iknp" });
+                    v["keys_s"] = json!(c.keys_s);
+                    v["setup_s"] = json!(c.setup_s);
+                    v["run_s"] = json!(c.run_s);
+                    v["galois_keys"] = json!(c.galois_keys);
+                    v["key_bytes"] = json!(c.key_bytes);
+                    v["mpc_bytes"] = json!(c.mpc_bytes);
+                    v["mpc_bytes_per_image"] = json!(c.mpc_bytes as f64 / n);
+                    v["converted_bytes"] = json!(c.converted_bytes);
+                    v["steps_batch1"] = c
+                        .steps
+                        .iter()
+                        .map(|r| {
+                            let s = &r.cost;
+                            json!({
+                                "step": s.name, "converted_cts": s.converted_cts,
+                                "converted_bytes": s.converted_bytes, "mpc_bytes": s.mpc_bytes,
+                                "mpc_rounds": s.mpc_rounds, "seconds": r.wall_s,
+                            })
+                        })
+                        .collect();
+                }
+            }
+            return print_json(&v);
+        }
+        print_comparison(&pred, self.plain_pred, self.labels, worst);
+        match &run.outcome {
+            RemoteOutcome::Fhe(c) => {
+                println!(
+                    "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB",
+                    run.block,
+                    c.galois_keys,
+                    c.key_bytes as f64 / 1e6,
+                    c.ct_bytes as f64 / 1e6
+                );
+                println!(
+                    "keys {:.1} s, encrypt {:.2} s, decrypt {:.2} s, wall {wall:.1} s ({:.3} s per image)",
+                    c.keys_s,
+                    c.encrypt_s,
+                    c.decrypt_s,
+                    wall / n
+                );
+            }
+            RemoteOutcome::Hybrid(c) => {
+                println!(
+                    "block S = {}, {} Galois keys ({:.1} MB of keys), {:.1} MB on the wire ({:.2} MB per image, {:.1} MB of it converted ciphertexts)",
+                    run.block,
+                    c.galois_keys,
+                    c.key_bytes as f64 / 1e6,
+                    c.mpc_bytes as f64 / 1e6,
+                    c.mpc_bytes as f64 / n / 1e6,
+                    c.converted_bytes as f64 / 1e6
+                );
+                println!(
+                    "run {:.2} s ({:.3} s per image), keys {:.1} s, OT setup {:.1} s, wall {wall:.1} s",
+                    c.run_s,
+                    c.run_s / n,
+                    c.keys_s,
+                    c.setup_s
+                );
+            }
         }
         Ok(())
     }

@@ -57,12 +57,15 @@ enum Cmd {
     /// Private inference end to end: a server and a client over loopback TCP classify built-in
     /// sentences; each result beside the plaintext one, then the cost table.
     Demo(demo::DemoArgs),
-    /// Serve private inference of a model to clients over TCP.
+    /// Serve private inference of a model to clients over TCP: the BERT classifier (`veil
+    /// infer`), or with `--cnn MODEL` a CNN (`veil infer-image --server`).
     Serve(infer::ServeArgs),
     /// Classify a text privately with a `veil serve` server (or --plaintext, locally).
     Infer(infer::InferArgs),
-    /// Classify images privately (FEnc2's CNN packing, FHE-only): a client and a server over
-    /// TCP loopback, each prediction beside the plaintext model's, with a per-layer cost table.
+    /// Classify images privately (FEnc2's CNN packing; FHE-only, or hybrid with ReLU in MPC):
+    /// a client and a server over TCP loopback, each prediction beside the plaintext model's,
+    /// with a per-layer cost table; with `--server ADDR`, only the client, against
+    /// `veil serve --cnn`.
     InferImage(infer_image::InferImageArgs),
     /// The cost model's decisions (OT, GELU split, packing) and predicted time and bytes per
     /// network profile, calibrated on this machine by a short run (or a saved calibration).

@@ -9,8 +9,9 @@
 //!   Galois keys and holds nothing else;
 //! - [`session`]: one private inference between them (hello, keys, base OT, the run, the
 //!   report) and the multi-client accept loop behind `veil serve`;
-//! - [`vision`]: private CNN inference on FEnc2's packing (FHE-only), client and server over a
-//!   transport.
+//! - [`vision`]: private CNN inference on FEnc2's packing (FHE-only, or hybrid with ReLU in
+//!   MPC), client and server over a transport, and the CNN server behind `veil serve --cnn`
+//!   ([`vision::serve`]).
 //!
 //! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
 //! (`cli/`).
@@ -20,6 +21,7 @@ pub mod model;
 pub mod mpc;
 pub mod party;
 pub mod session;
+mod slots;
 pub mod transport;
 pub mod vision;
 

@@ -9,9 +9,10 @@ use super::{
     SessionOptions,
 };
 use crate::party::{KeyExchangeStats, Server};
+use crate::slots::{take_slot, MAX_BUSY_THREADS};
 use crate::transport::{TcpTransport, Transport, TransportConfig};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -264,26 +265,6 @@ pub struct ServeSummary {
     pub failed: u64,
     /// Clients refused because the server was busy.
     pub busy: u64,
-}
-
-/// Refusal threads for busy clients at most at once (beyond, a connection is closed at once).
-const MAX_BUSY_THREADS: usize = 16;
-
-/// Decrements a counter when dropped (also when a session thread panics).
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
-    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-        (n < max).then_some(n + 1)
-    })
-    .ok()
-    .map(|_| Slot(c.clone()))
 }
 
 /// Accepts clients on `listener` and serves each on its own thread, at most

@@ -373,8 +373,7 @@ where
     let arch = super::public_architecture(net);
     let block = match block {
         Some(b) => b,
-        None if batch == slots => net.side,
-        None => super::choose_block(&relu_free(&arch), batch, slots)?,
+        None => choose_block(&arch, batch, slots)?,
     };
     let plan =
         HybridPlan::new(ck.params(), &arch, batch, block).map_err(VisionError::HybridPlan)?;
@@ -400,6 +399,17 @@ where
             .map_err(VisionError::HybridPlan)?,
         conversions: plan.conversions(),
     })
+}
+
+/// The hybrid mode's default block size: the map's side in the pixel-wise layout (the batch
+/// fills the slots), the FHE-only planner's choice on the architecture without its ReLUs
+/// otherwise.
+pub fn choose_block(arch: &Network, batch: usize, slots: usize) -> Result<usize, VisionError> {
+    if batch == slots {
+        Ok(arch.side)
+    } else {
+        super::choose_block(&relu_free(arch), batch, slots)
+    }
 }
 
 /// The architecture with its ReLUs dropped, for the FHE-only block planner (the linear layers'

@@ -8,9 +8,12 @@
 //!    (the network's depth) and sends it; the server runs the network and sends the logits back.
 //! 3. The client decrypts and takes the argmax; the server reports its per-layer costs.
 //!
-//! The hybrid mode (exact ReLU in MPC between the linear layers) is in [`hybrid`].
+//! The hybrid mode (exact ReLU in MPC between the linear layers) is in [`hybrid`]; serving a
+//! network to remote clients over TCP (`veil serve --cnn`) and the remote client are in
+//! [`serve`].
 
 pub mod hybrid;
+pub mod serve;
 
 use crate::model::images::Images;
 use crate::party::{Client, KeyRequest, PartyError, Server};
@@ -62,6 +65,15 @@ pub enum VisionError {
     /// The client's hybrid plan is not the server's (another batch, block size, parameter set
     /// or architecture): nothing was sent.
     PlanMismatch,
+    /// The server refused the request ([`serve::serve_cnn`]): its typed reason and its text.
+    Refused {
+        /// Why.
+        code: serve::CnnRefuseCode,
+        /// The server's explanation.
+        reason: String,
+    },
+    /// The server's answer to the hello did not decode.
+    Handshake(serve::CnnDecodeError),
 }
 
 impl std::fmt::Display for VisionError {
@@ -85,6 +97,13 @@ impl std::fmt::Display for VisionError {
                 f,
                 "the client's hybrid plan is not the server's (batch, block, parameters or architecture differ)"
             ),
+            VisionError::Refused { code, reason } if reason.is_empty() => {
+                write!(f, "the server refused: {code}")
+            }
+            VisionError::Refused { code, reason } => {
+                write!(f, "the server refused: {code}: {reason}")
+            }
+            VisionError::Handshake(e) => write!(f, "the server's answer to the hello: {e}"),
         }
     }
 }
