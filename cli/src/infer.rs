@@ -62,11 +62,8 @@ fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
     }
 }
 
-/// Runs `veil serve` (forever): the BERT server, or with `--cnn` the CNN server.
+/// Runs `veil serve` (forever): the BERT server (`main` sends `--cnn` to the CNN server).
 pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
-    if let Some(model) = &a.cnn {
-        return crate::infer_image::run_serve_cnn(a, model);
-    }
     let model = load_model(a.model.as_ref())?;
     let weights = crate::private::prefix(&model.weights, a.layers);
     let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {

@@ -219,7 +219,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res: Result<(), Box<dyn std::error::Error>> = match cli.cmd {
         Cmd::Demo(a) => demo::run(&a).map_err(Into::into),
-        Cmd::Serve(a) => infer::run_serve(&a).map_err(Into::into),
+        Cmd::Serve(a) => match &a.cnn {
+            Some(model) => infer_image::run_serve_cnn(&a, model).map_err(Into::into),
+            None => infer::run_serve(&a).map_err(Into::into),
+        },
         Cmd::Infer(a) => infer::run_infer(&a).map_err(Into::into),
         Cmd::InferImage(a) => infer_image::run(&a).map_err(Into::into),
         Cmd::Plan(a) => run_plan(&a).map_err(Into::into),
