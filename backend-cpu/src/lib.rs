@@ -10,6 +10,7 @@
 //! is split over rows (limbs) and polynomials on a private rayon pool of `threads` threads.
 
 mod gemm;
+mod ifma;
 
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -47,6 +48,9 @@ pub struct CpuBackend {
     engine: NttEngine,
     pool: Option<rayon::ThreadPool>,
     threads: usize,
+    /// AVX-512 IFMA for lazy sums over primes below 2^52 (the fast path only; the reference
+    /// stays scalar).
+    ifma: Option<ifma::Ifma>,
     auto_maps: Mutex<HashMap<u64, Arc<Vec<u32>>>>,
     decompose_plans: Mutex<HashMap<(usize, usize), Arc<BasisConverter>>>,
     div_plans: Mutex<HashMap<(DivKind, usize), Arc<DivRoundPlan>>>,
@@ -107,6 +111,11 @@ impl CpuBackend {
             params: params.clone(),
             moduli: params.all_moduli().copied().collect(),
             q_total: params.q().len(),
+            ifma: if matches!(engine, NttEngine::Tfhe(_)) {
+                ifma::detect()
+            } else {
+                None
+            },
             engine,
             pool,
             threads: threads.max(1),
@@ -273,25 +282,57 @@ impl CpuBackend {
     ) {
         const BLK: usize = 256;
         const LAZY: usize = 64;
-        let n = self.n();
-        self.rows_mut(out, basis, |r, g, row| {
+        self.row_parts_mut(out, basis, BLK, |r, g, start, part| {
             let m = &self.moduli[g];
             let mut acc = [0u128; BLK];
             let mut b = 0;
-            while b < n {
-                let s = &mut acc[..(n - b).min(BLK)];
+            while b < part.len() {
+                let s = &mut acc[..(part.len() - b).min(BLK)];
                 s.fill(0);
                 for t in 0..count {
                     if t > 0 && t % LAZY == 0 {
                         s.iter_mut().for_each(|v| *v = m.reduce_u128(*v) as u128);
                     }
-                    term(t, r, b, s);
+                    term(t, r, start + b, s);
                 }
-                for (o, v) in row[b..].iter_mut().zip(s.iter()) {
+                for (o, v) in part[b..].iter_mut().zip(s.iter()) {
                     *o = m.reduce_u128(*v);
                 }
                 b += s.len();
             }
+        });
+    }
+
+    /// Applies `f(row, global_prime_index, first_column, part)` to every row, each row cut into
+    /// equal parts (multiples of `align` words) so that the pool's threads share a few rows
+    /// evenly: with 7 rows on 2 threads, one task per row would leave a thread idle for a
+    /// seventh of the time. Without a pool, one part per row.
+    fn row_parts_mut(
+        &self,
+        a: &mut [u64],
+        basis: Basis,
+        align: usize,
+        f: impl Fn(usize, usize, usize, &mut [u64]) + Sync + Send,
+    ) {
+        let n = self.n();
+        let rows = basis.rows();
+        let q_total = self.q_total;
+        let a = &mut a[..rows * n];
+        if self.pool.is_none() || rows == 0 {
+            a.chunks_mut(n)
+                .enumerate()
+                .for_each(|(r, row)| f(r, basis.global_index(r, q_total), 0, row));
+            return;
+        }
+        // At least 8 tasks per thread, parts of at least 2^12 words (and of `align`).
+        let want = (8 * self.threads).div_ceil(rows).next_power_of_two();
+        let parts = want.min((n / align.max(1)).max(1)).min((n >> 12).max(1));
+        let width = n / parts;
+        self.run(|| {
+            a.par_chunks_mut(width).enumerate().for_each(|(k, part)| {
+                let r = k / parts;
+                f(r, basis.global_index(r, q_total), (k % parts) * width, part)
+            })
         });
     }
 
@@ -666,6 +707,138 @@ impl PolyBackend for CpuBackend {
 
     fn ntt(&self, a: &mut Vec<u64>, basis: Basis) {
         self.rows_mut(a, basis, |_, g, row| self.ntt_row(g, row));
+    }
+
+    fn ntt_subring(&self, coeffs: &[u64], log_gap: u32, basis: Basis) -> Vec<u64> {
+        // Each row is expanded into a scratch row that stays in cache, transformed, and sampled
+        // every g-th word: the full NTT row never reaches memory.
+        let n = self.n();
+        let (g, w) = (1usize << log_gap, n >> log_gap);
+        let q_total = self.q_total;
+        let mut out = vec![0u64; basis.rows() * w];
+        let row = |r: usize, dst: &mut [u64]| {
+            let mut scratch = vec![0u64; n];
+            for (k, &c) in coeffs[r * w..(r + 1) * w].iter().enumerate() {
+                scratch[k * g] = c;
+            }
+            self.ntt_row(basis.global_index(r, q_total), &mut scratch);
+            for (d, &v) in dst.iter_mut().zip(scratch.iter().step_by(g)) {
+                *d = v;
+            }
+        };
+        if self.pool.is_some() {
+            self.run(|| {
+                out.par_chunks_mut(w)
+                    .enumerate()
+                    .for_each(|(r, dst)| row(r, dst))
+            });
+        } else {
+            out.chunks_mut(w)
+                .enumerate()
+                .for_each(|(r, dst)| row(r, dst));
+        }
+        out
+    }
+
+    fn mul_sum_subring(
+        &self,
+        xs: &[&Vec<u64>],
+        terms: &[(usize, usize, &[u64])],
+        log_gap: u32,
+        outs: &mut [Vec<u64>],
+        basis: Basis,
+    ) {
+        // Blocks of 256 coefficients: for each block, every output's terms are summed in u128
+        // (reduced every 64 terms), so the inputs' blocks are read from cache by all outputs
+        // and each compact plaintext word serves its g positions.
+        const BLK: usize = 256;
+        const LAZY: usize = 64;
+        let n = self.n();
+        let rows = basis.rows();
+        let w = n >> log_gap;
+        let run = (1usize << log_gap).min(BLK);
+        let q_total = self.q_total;
+        let mut by_out: Vec<Vec<(usize, &[u64])>> = vec![Vec::new(); outs.len()];
+        for &(o, x, words) in terms {
+            by_out[o].push((x, words));
+        }
+        // Row parts, so that a few rows still spread evenly over the pool's threads.
+        let parts = if self.pool.is_some() {
+            (8 * self.threads)
+                .div_ceil(rows.max(1))
+                .next_power_of_two()
+                .min((n >> 12).max(1))
+        } else {
+            1
+        };
+        let width = n / parts;
+        let mut tasks: Vec<Vec<&mut [u64]>> = (0..rows * parts)
+            .map(|_| Vec::with_capacity(outs.len()))
+            .collect();
+        for out in outs.iter_mut() {
+            for (k, part) in out[..rows * n].chunks_mut(width).enumerate() {
+                tasks[k].push(part);
+            }
+        }
+        let work = |k: usize, mut slices: Vec<&mut [u64]>| {
+            let (r, start) = (k / parts, (k % parts) * width);
+            let m = &self.moduli[basis.global_index(r, q_total)];
+            let vector = self.ifma.filter(|_| m.value() < 1 << 52);
+            let mut acc = [0u128; BLK];
+            let (mut lo, mut hi) = ([0u64; BLK], [0u64; BLK]);
+            let mut b = 0;
+            while b < width {
+                let len = BLK.min(width - b);
+                let col = start + b;
+                for (list, dst) in by_out.iter().zip(slices.iter_mut()) {
+                    if let Some(simd) = vector.filter(|_| list.len() <= ifma::MAX_TERMS) {
+                        lo[..len].fill(0);
+                        hi[..len].fill(0);
+                        for &(x, words) in list {
+                            let xr = &xs[x][r * n + col..r * n + col + len];
+                            let wr = &words[r * w..(r + 1) * w];
+                            ifma::accumulate(simd, &mut lo, &mut hi, xr, wr, col, log_gap);
+                        }
+                        for ((d, &l), &h) in dst[b..b + len].iter_mut().zip(&lo).zip(&hi) {
+                            *d = m.reduce_u128(((h as u128) << 52) + l as u128);
+                        }
+                        continue;
+                    }
+                    let s = &mut acc[..len];
+                    s.fill(0);
+                    for (t, &(x, words)) in list.iter().enumerate() {
+                        if t > 0 && t % LAZY == 0 {
+                            s.iter_mut().for_each(|v| *v = m.reduce_u128(*v) as u128);
+                        }
+                        let xr = &xs[x][r * n + col..r * n + col + len];
+                        let wr = &words[r * w..(r + 1) * w];
+                        for (i, (sc, xc)) in s.chunks_mut(run).zip(xr.chunks(run)).enumerate() {
+                            let wv = wr[(col + i * run) >> log_gap] as u128;
+                            for (v, &xv) in sc.iter_mut().zip(xc) {
+                                *v += xv as u128 * wv;
+                            }
+                        }
+                    }
+                    for (d, v) in dst[b..b + len].iter_mut().zip(s.iter()) {
+                        *d = m.reduce_u128(*v);
+                    }
+                }
+                b += len;
+            }
+        };
+        if self.pool.is_some() {
+            self.run(|| {
+                tasks
+                    .into_par_iter()
+                    .enumerate()
+                    .for_each(|(k, slices)| work(k, slices))
+            });
+        } else {
+            tasks
+                .into_iter()
+                .enumerate()
+                .for_each(|(k, slices)| work(k, slices));
+        }
     }
 
     fn intt(&self, a: &mut Vec<u64>, basis: Basis) {

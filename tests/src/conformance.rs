@@ -474,6 +474,92 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
         pr.b.mul_sum_compact(&terms, width, &classes, &mut out.1, basis);
         pr.cmp(&format!("mul_sum_compact {basis:?}"), &out, rows)?;
 
+        // Subring NTT rows, kept compactly: the reference's full NTT of the expanded rows is
+        // constant on runs of g (the layout's premise) and its every g-th word is what the
+        // candidate returns. Then sums over them against the expanded definition, several
+        // outputs over shared inputs, one output empty, one past a lazy lane's 64 terms.
+        for log_gap in [0u32, 1, 2, 3] {
+            let (g, w) = (1usize << log_gap, n >> log_gap);
+            let coeffs: Vec<u64> = random_words(pr.p(), basis, rng)
+                .chunks(n)
+                .flat_map(|row| row[..w].to_vec())
+                .collect();
+            let mut host = vec![0u64; rows * n];
+            for (row, src) in host.chunks_mut(n).zip(coeffs.chunks(w)) {
+                for (k, &c) in src.iter().enumerate() {
+                    row[k * g] = c;
+                }
+            }
+            let mut full = pr.a.upload(&host);
+            pr.a.ntt(&mut full, basis);
+            let full = download(pr.a, &full, rows);
+            let want: Vec<u64> = full.iter().step_by(g).copied().collect();
+            let runs: Vec<u64> = full.iter().enumerate().map(|(j, _)| want[j / g]).collect();
+            compare_words(
+                &format!("ntt_subring premise {basis:?} g = {g}"),
+                "reference",
+                &full,
+                &runs,
+                n,
+            )?;
+            let got = pr.b.ntt_subring(&coeffs, log_gap, basis);
+            compare_words(
+                &format!("ntt_subring {basis:?} g = {g}"),
+                &pr.name,
+                &want,
+                &got,
+                w,
+            )?;
+            let got_ref = pr.a.ntt_subring(&coeffs, log_gap, basis);
+            compare_words(
+                &format!("ntt_subring (reference side) {basis:?} g = {g}"),
+                &pr.name,
+                &want,
+                &got_ref,
+                w,
+            )?;
+        }
+        for log_gap in [0u32, 2] {
+            let w = n >> log_gap;
+            let xs: Vec<_> = (0..3)
+                .map(|_| pr.up(&random_words(pr.p(), basis, rng)))
+                .collect();
+            let pts: Vec<Vec<u64>> = (0..70)
+                .map(|_| {
+                    random_words(pr.p(), basis, rng)
+                        .chunks(n)
+                        .flat_map(|row| row[..w].to_vec())
+                        .collect()
+                })
+                .collect();
+            // Output 0: two terms; 1: none; 2: 70 terms over all inputs; 3: one term.
+            let mut terms: Vec<(usize, usize, &[u64])> = vec![(0, 0, &pts[0]), (0, 2, &pts[1])];
+            terms.extend((0..70).map(|t| (2, t % 3, pts[t].as_slice())));
+            terms.push((3, 1, &pts[5]));
+            let mut outs: (Vec<_>, Vec<_>) = (0..4).map(|_| pr.alloc(rows)).unzip();
+            let xa: Vec<_> = xs.iter().map(|x| &x.0).collect();
+            let xb: Vec<_> = xs.iter().map(|x| &x.1).collect();
+            pr.b.mul_sum_subring(&xb, &terms, log_gap, &mut outs.1, basis);
+            for (o, (oa, ob)) in outs.0.iter_mut().zip(outs.1).enumerate() {
+                // The definition on the reference: expand, then multiply-accumulate.
+                pr.a.mul_scalar_assign(oa, &vec![0u64; rows], basis);
+                for &(_, x, words) in terms.iter().filter(|t| t.0 == o) {
+                    let host: Vec<u64> = words
+                        .chunks(w)
+                        .flat_map(|row| (0..n).map(move |j| row[j >> log_gap]))
+                        .collect();
+                    let y = pr.a.upload(&host);
+                    pr.a.mul_add_assign(oa, xa[x], &y, basis);
+                }
+                let pair = (pr.a.upload(&download(pr.a, oa, rows)), ob);
+                pr.cmp(
+                    &format!("mul_sum_subring {basis:?} out {o} g = {}", 1 << log_gap),
+                    &pair,
+                    rows,
+                )?;
+            }
+        }
+
         // The small-weight matrix product against its definition, both ways: random inputs and
         // weights, then the extremes (every word `q − 1`, weights `±2^20`) over more terms than a
         // lazy lane may hold between reductions.

@@ -290,3 +290,107 @@ fn chebyshev_depth_is_optimal() {
         assert_eq!(mapped.depth(), log + 1);
     }
 }
+
+/// Sums of plaintext products over compact subring plaintexts (`Ckks::mul_subring_sums`, the
+/// executor's `mul_plain_sums`) give exactly the words of term-by-term `mul_plain` + `add`, at
+/// full slots (`g = 1`) and at an eighth of them (`g = 4`), with an empty sum among them and
+/// ciphertexts shared across sums; the executor counts what the sequential form counts, and the
+/// decryption matches the `f64` products.
+#[test]
+fn subring_sums_equal_term_by_term_products() {
+    use veil_core::circuits::{CkksExec, Exec, PlainTerm, PtValues, SymExec};
+    for (e, ck) in engines().iter().enumerate() {
+        let p = ck.params().clone();
+        let mut rng = test_rng(90 + e as u64);
+        let sk = ck.gen_secret_key(&mut rng);
+        let keys = ck
+            .gen_evaluation_keys(&sk, &[], false, &mut rng, |_, _| {})
+            .unwrap();
+        let top = p.max_level();
+        for slots in [p.n() / 2, p.n() / 8] {
+            let xs: Vec<Vec<C64>> = (0..3)
+                .map(|_| random_values(&mut rng, slots, 1.0))
+                .collect();
+            let cts: Vec<_> = xs
+                .iter()
+                .map(|x| {
+                    let pt = ck.encode(x, slots, top, p.default_scale()).unwrap();
+                    ck.encrypt_sk(&sk, &pt, &mut rng).unwrap()
+                })
+                .collect();
+            let ws: Vec<Vec<C64>> = (0..5)
+                .map(|_| random_values(&mut rng, slots, 1.0))
+                .collect();
+            let plan: [&[(usize, usize)]; 3] = [&[(0, 0), (1, 1), (2, 2)], &[], &[(0, 3), (2, 4)]];
+            let vals: Vec<_> = ws.iter().map(|w| move || w.clone()).collect();
+            let groups: Vec<Vec<PlainTerm<'_, _>>> = plan
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&(c, w)| (&cts[c], None, &vals[w] as PtValues<'_>))
+                        .collect()
+                })
+                .collect();
+            let ex = CkksExec::new(ck, &keys, slots);
+            let got = ex.mul_plain_sums(&groups).unwrap();
+            // The dry run counts the default (sequential) form.
+            let sym = SymExec::new(slots);
+            let sct = sym.fresh(top);
+            let sym_groups: Vec<Vec<PlainTerm<'_, _>>> = plan
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&(_, w)| (&sct, None, &vals[w] as PtValues<'_>))
+                        .collect()
+                })
+                .collect();
+            sym.mul_plain_sums(&sym_groups).unwrap();
+            let scale = ck.rescale_prime(top);
+            for (g, out) in plan.iter().zip(&got) {
+                let Some(out) = out else {
+                    assert!(g.is_empty(), "only the empty sum is None");
+                    continue;
+                };
+                let mut want = None;
+                for &(c, w) in g.iter() {
+                    let pt = ck.encode(&ws[w], slots, top, scale).unwrap();
+                    let t = ck.mul_plain(&cts[c], &pt).unwrap();
+                    match &mut want {
+                        None => want = Some(t),
+                        Some(a) => ck.add_assign(a, &t).unwrap(),
+                    }
+                }
+                let want = want.unwrap();
+                for (a, b) in want.polys().iter().zip(out.polys()) {
+                    let rows = top + 1;
+                    assert_eq!(
+                        veil_tests::conformance::download(ck.backend(), a, rows),
+                        veil_tests::conformance::download(ck.backend(), b, rows),
+                        "engine {e}, {slots} slots: words differ"
+                    );
+                }
+                let f: Vec<C64> = (0..slots)
+                    .map(|i| {
+                        g.iter()
+                            .map(|&(c, w)| xs[c][i] * ws[w][i])
+                            .fold(C64::default(), |s, v| s + v)
+                    })
+                    .collect();
+                let mut dec = ck.clone_ct(out);
+                ck.rescale_assign(&mut dec).unwrap();
+                let st = PrecisionStats::compute(&f, &ck.decrypt_decode(&sk, &dec).unwrap());
+                assert!(
+                    st.real.max_err.max(st.imag.max_err) < 1e-6,
+                    "engine {e}, {slots} slots"
+                );
+            }
+            let c = ex.counts();
+            assert_eq!(
+                (c.pt_mults, c.adds),
+                (5, 3),
+                "five products, three additions"
+            );
+            assert_eq!(c, sym.counts(), "counted as the dry run counts");
+        }
+    }
+}

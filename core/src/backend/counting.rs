@@ -182,6 +182,23 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         self.inner
             .mul_sum_compact(terms, width, classes, out, basis)
     }
+    fn ntt_subring(&self, coeffs: &[u64], log_gap: u32, basis: Basis) -> alloc::vec::Vec<u64> {
+        bump(&self.c.ntt);
+        self.inner.ntt_subring(coeffs, log_gap, basis)
+    }
+    fn mul_sum_subring(
+        &self,
+        xs: &[&Self::Buffer],
+        terms: &[(usize, usize, &[u64])],
+        log_gap: u32,
+        outs: &mut [Self::Buffer],
+        basis: Basis,
+    ) {
+        for _ in terms {
+            bump(&self.c.hadamard);
+        }
+        self.inner.mul_sum_subring(xs, terms, log_gap, outs, basis)
+    }
     fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
         self.inner.mul_scalar_assign(a, scalars, basis)
     }

@@ -245,6 +245,71 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
             terms.iter().map(|(a, _)| *a).zip(&full).collect();
         self.mul_sum(&pairs, out, basis);
     }
+    /// The NTT rows over `basis` of a polynomial in the subring `Z[X^g]`, `g = 2^log_gap`, given
+    /// by its coefficients at positions `k·g` (`N/g` reduced words per row), kept compactly.
+    /// The canonical NTT puts `a(ψ^{2·bitrev(j)+1})` at position `j`, which for such a polynomial
+    /// depends only on `j >> log_gap`: each NTT row is constant on runs of `g` consecutive
+    /// positions, and word `i` of a compact row stands for positions `i·g..(i+1)·g`. Returns
+    /// `basis.rows() × N/g` words on the host. The default expands, transforms on the backend
+    /// and keeps every `g`-th word.
+    fn ntt_subring(&self, coeffs: &[u64], log_gap: u32, basis: Basis) -> Vec<u64> {
+        let n = self.params().n();
+        let (g, w) = (1usize << log_gap, n >> log_gap);
+        let mut host = alloc::vec![0u64; basis.rows() * n];
+        for (row, src) in host.chunks_mut(n).zip(coeffs.chunks(w)) {
+            for (k, &c) in src.iter().enumerate() {
+                row[k * g] = c;
+            }
+        }
+        let mut buf = self.upload(&host);
+        self.ntt(&mut buf, basis);
+        self.download(&buf, &mut host)
+            .expect("a buffer of the backend's own making downloads");
+        host.chunks(n)
+            .flat_map(|row| row.iter().step_by(g).copied())
+            .collect()
+    }
+    /// `outs[o] = Σ_{(o, x, w) ∈ terms} xs[x] ∘ expand(w)` over `basis`, where each `w` holds
+    /// compact NTT rows of [`PolyBackend::ntt_subring`]'s layout (`N/g` words per row, word `i`
+    /// for positions `i·g..(i+1)·g`): several plaintext sums over one set of ciphertext
+    /// polynomials at once (the giant steps of a linear transform), so that a backend can read
+    /// each `xs[x]` once for all of them. Every `outs[o]` holds at least `basis.rows()` rows and
+    /// is overwritten; one without terms is zero. The default expands each `w` and calls
+    /// [`PolyBackend::mul_sum`] per output (same words).
+    fn mul_sum_subring(
+        &self,
+        xs: &[&Self::Buffer],
+        terms: &[(usize, usize, &[u64])],
+        log_gap: u32,
+        outs: &mut [Self::Buffer],
+        basis: Basis,
+    ) {
+        let n = self.params().n();
+        let w = n >> log_gap;
+        let zero = alloc::vec![0u64; basis.rows()];
+        for (o, out) in outs.iter_mut().enumerate() {
+            let mine: Vec<&(usize, usize, &[u64])> = terms.iter().filter(|t| t.0 == o).collect();
+            if mine.is_empty() {
+                self.mul_scalar_assign(out, &zero, basis);
+                continue;
+            }
+            let full: Vec<Self::Buffer> = mine
+                .iter()
+                .map(|&&(_, _, words)| {
+                    let mut host = alloc::vec![0u64; basis.rows() * n];
+                    for (row, src) in host.chunks_mut(n).zip(words.chunks(w)) {
+                        for (j, v) in row.iter_mut().enumerate() {
+                            *v = src[j >> log_gap];
+                        }
+                    }
+                    self.upload(&host)
+                })
+                .collect();
+            let pairs: Vec<(&Self::Buffer, &Self::Buffer)> =
+                mine.iter().map(|t| xs[t.1]).zip(&full).collect();
+            self.mul_sum(&pairs, out, basis);
+        }
+    }
     /// `acc += a · s_r` row by row, with one scalar `s_r < modulus_r` per row (a term of a linear
     /// combination). `a` may hold more rows than `basis` (its first ones are read). The default
     /// scales a copy of `a` and adds it; a backend may fuse the two passes (same words).

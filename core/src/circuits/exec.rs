@@ -12,7 +12,7 @@
 //! Key switches = rotations + conjugations + relinearizations.
 
 use crate::backend::PolyBackend;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, C64};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, SubringPlaintext, SubringSum, C64};
 use crate::error::{Error, Result};
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
@@ -83,6 +83,21 @@ impl OpCounts {
 /// Slot values of a plaintext, produced on demand (a dry run never asks).
 pub type PtValues<'a> = &'a dyn Fn() -> Vec<C64>;
 
+/// Bytes of compact plaintexts the real executor holds at once in
+/// [`Exec::mul_plain_sums`] (batches of giant steps are cut to fit).
+const SUM_BYTES: usize = 96 << 20;
+
+/// Where a term's compact plaintext lives during a batch.
+#[derive(Clone, Copy)]
+enum Src {
+    Cached(u64),
+    Fresh(usize),
+}
+
+/// One term `ct ⊙ pt` of a plaintext sum ([`Exec::mul_plain_sum_acc`]): the ciphertext, the
+/// plaintext's cache key (structural plaintexts only) and its slot values.
+pub type PlainTerm<'a, C> = (&'a C, Option<u64>, PtValues<'a>);
+
 /// The homomorphic operations the Transformer kernels are written against.
 ///
 /// Plaintext multiplications encode at the ciphertext's level with scale `q_level` (the prime the
@@ -136,6 +151,38 @@ pub trait Exec {
                 Ok(())
             }
         }
+    }
+    /// `acc += Σ_t ct_t ⊙ pt_t` (`acc` starts as the first product when empty): the baby-step sum
+    /// of a linear transform. Counted exactly as the same sequence of [`Exec::mul_plain_acc`]
+    /// calls, which is the default; the real executor encodes the plaintexts a few at a time and
+    /// accumulates each chunk lazily, reducing once per coefficient (the same words as term by
+    /// term, since every step is exact modulo each prime).
+    fn mul_plain_sum_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        terms: &[PlainTerm<'_, Self::Ct>],
+    ) -> Result<()> {
+        for &(ct, key, values) in terms {
+            self.mul_plain_acc(acc, ct, key, values)?;
+        }
+        Ok(())
+    }
+    /// `[Σ_{t ∈ G} ct_t ⊙ pt_t for G in groups]`, `None` for an empty group: several baby-step
+    /// sums over one set of ciphertexts (the giant steps of a linear transform). Counted as one
+    /// [`Exec::mul_plain_sum_acc`] per group, which is the default; the real executor reads each
+    /// ciphertext once for all the groups of a batch.
+    fn mul_plain_sums(
+        &self,
+        groups: &[Vec<PlainTerm<'_, Self::Ct>>],
+    ) -> Result<Vec<Option<Self::Ct>>> {
+        groups
+            .iter()
+            .map(|g| {
+                let mut acc = None;
+                self.mul_plain_sum_acc(&mut acc, g)?;
+                Ok(acc)
+            })
+            .collect()
     }
     /// `ct ⊙ pt` with `pt` encoded at an explicit `scale` instead of `q_level` (no rescale): the
     /// first factor of a split-scale product `Δ₁·Δ₂ = q_level` (FEnc2 §IV-C), whose second
@@ -297,6 +344,9 @@ pub struct CkksExec<'a, B: PolyBackend> {
     slots: usize,
     counts: RefCell<OpCounts>,
     cache: RefCell<BTreeMap<(u64, usize), Plaintext<B>>>,
+    /// Compact encodings of keyed plaintexts (boxed: the executor stays small inside the
+    /// pipelines' role enums).
+    compact: alloc::boxed::Box<RefCell<BTreeMap<(u64, usize), SubringPlaintext>>>,
     cache_budget: usize,
     cached_bytes: core::cell::Cell<usize>,
 }
@@ -311,6 +361,7 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
             slots,
             counts: RefCell::new(OpCounts::default()),
             cache: RefCell::new(BTreeMap::new()),
+            compact: alloc::boxed::Box::new(RefCell::new(BTreeMap::new())),
             cache_budget: usize::MAX,
             cached_bytes: core::cell::Cell::new(0),
         }
@@ -331,7 +382,10 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
 
     /// Whether a plaintext at `level` still fits the cache budget (and reserves it if so).
     fn reserve(&self, level: usize) -> bool {
-        let sz = (level + 1) * self.ck.params().n() * 8;
+        self.reserve_bytes((level + 1) * self.ck.params().n() * 8)
+    }
+
+    fn reserve_bytes(&self, sz: usize) -> bool {
         let now = self.cached_bytes.get();
         if now.saturating_add(sz) > self.cache_budget {
             return false;
@@ -371,6 +425,82 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
             }
             None => f(&self.encode_at(level, values)?),
         }
+    }
+
+    /// The compact subring encoding of a term's plaintext at `level` (cached when keyed and the
+    /// budget allows).
+    fn compact_pt(
+        &self,
+        level: usize,
+        key: Option<u64>,
+        values: PtValues<'_>,
+        fresh: &mut Vec<SubringPlaintext>,
+    ) -> Result<Src> {
+        if let Some(k) = key {
+            if self.compact.borrow().contains_key(&(k, level)) {
+                return Ok(Src::Cached(k));
+            }
+            let pt = self.encode_compact(level, values)?;
+            if self.reserve_bytes(pt.bytes()) {
+                self.compact.borrow_mut().insert((k, level), pt);
+                return Ok(Src::Cached(k));
+            }
+            fresh.push(pt);
+            return Ok(Src::Fresh(fresh.len() - 1));
+        }
+        fresh.push(self.encode_compact(level, values)?);
+        Ok(Src::Fresh(fresh.len() - 1))
+    }
+
+    fn encode_compact(&self, level: usize, values: PtValues<'_>) -> Result<SubringPlaintext> {
+        let v = values();
+        if v.len() != self.slots {
+            return Err(Error::SlotCount {
+                given: v.len(),
+                slots: self.slots,
+            });
+        }
+        self.ck
+            .encode_subring_compact(&v, self.slots, level, self.ck.rescale_prime(level))
+    }
+
+    /// The sums of one batch of groups (every term of one shape), their plaintexts encoded
+    /// compactly and multiplied in one pass ([`Ckks::mul_subring_sums`]).
+    fn subring_batch(
+        &self,
+        groups: &[&[PlainTerm<'_, Ciphertext<B>>]],
+    ) -> Result<Vec<Option<Ciphertext<B>>>> {
+        let Some(&(first, _, _)) = groups.iter().flat_map(|g| g.iter()).next() else {
+            return Ok(groups.iter().map(|_| None).collect());
+        };
+        let level = first.level;
+        let mut fresh = Vec::new();
+        let srcs: Vec<Vec<Src>> = groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|&(_, key, values)| self.compact_pt(level, key, values, &mut fresh))
+                    .collect::<Result<Vec<Src>>>()
+            })
+            .collect::<Result<_>>()?;
+        let cache = self.compact.borrow();
+        let sums: Vec<SubringSum<'_, B>> = groups
+            .iter()
+            .zip(&srcs)
+            .map(|(g, ss)| {
+                g.iter()
+                    .zip(ss)
+                    .map(|(&(ct, _, _), src)| {
+                        let pt = match *src {
+                            Src::Cached(k) => &cache[&(k, level)],
+                            Src::Fresh(i) => &fresh[i],
+                        };
+                        (ct, pt)
+                    })
+                    .collect()
+            })
+            .collect();
+        self.ck.mul_subring_sums(&sums)
     }
 
     fn encode_at(&self, level: usize, values: PtValues<'_>) -> Result<Plaintext<B>> {
@@ -564,6 +694,113 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
             a.seed = None;
             Ok(())
         })
+    }
+    fn mul_plain_sum_acc(
+        &self,
+        acc: &mut Option<Self::Ct>,
+        terms: &[PlainTerm<'_, Self::Ct>],
+    ) -> Result<()> {
+        let Some(&(first, _, _)) = terms.first() else {
+            return Ok(());
+        };
+        let shape = match acc {
+            Some(a) => (a.level, a.polys.len(), a.slots),
+            None => (first.level, first.polys.len(), first.slots),
+        };
+        if terms.len() < 2
+            || terms
+                .iter()
+                .any(|(c, _, _)| (c.level, c.polys.len(), c.slots) != shape)
+        {
+            // A lone or mismatched term goes the checked one-by-one way.
+            for &(ct, key, values) in terms {
+                self.mul_plain_acc(acc, ct, key, values)?;
+            }
+            return Ok(());
+        }
+        let sum = self
+            .mul_plain_sums(&[terms.to_vec()])?
+            .pop()
+            .flatten()
+            .expect("a nonempty sum");
+        match acc {
+            Some(a) => self.add_assign(a, &sum),
+            None => {
+                *acc = Some(sum);
+                Ok(())
+            }
+        }
+    }
+    fn mul_plain_sums(
+        &self,
+        groups: &[Vec<PlainTerm<'_, Self::Ct>>],
+    ) -> Result<Vec<Option<Self::Ct>>> {
+        let mut all = groups.iter().flatten();
+        let Some(&(first, _, _)) = all.next() else {
+            return Ok(groups.iter().map(|_| None).collect());
+        };
+        let shape = (first.level, first.polys.len(), first.slots);
+        let n = self.ck.params().n();
+        if shape.2 != self.slots
+            || !n.is_multiple_of(2 * self.slots)
+            || all.any(|(c, _, _)| (c.level, c.polys.len(), c.slots) != shape)
+        {
+            // Mixed shapes: each group one term at a time (the checked path).
+            let mut out = Vec::with_capacity(groups.len());
+            for g in groups {
+                let mut acc = None;
+                for &(ct, key, values) in g {
+                    self.mul_plain_acc(&mut acc, ct, key, values)?;
+                }
+                out.push(acc);
+            }
+            return Ok(out);
+        }
+        // Batches of whole groups within the byte budget; a group larger than the budget is cut
+        // into parts whose sums are added.
+        let per_term = (shape.0 + 1) * 2 * self.slots * 8;
+        let cap = (SUM_BYTES / per_term).max(2);
+        let mut out: Vec<Option<Self::Ct>> = Vec::with_capacity(groups.len());
+        let mut batch: Vec<&[PlainTerm<'_, Self::Ct>]> = Vec::new();
+        let mut held = 0;
+        let flush = |batch: &mut Vec<&[PlainTerm<'_, Self::Ct>]>,
+                     out: &mut Vec<Option<Self::Ct>>|
+         -> Result<()> {
+            out.extend(self.subring_batch(batch)?);
+            batch.clear();
+            Ok(())
+        };
+        for g in groups {
+            if g.len() > cap {
+                flush(&mut batch, &mut out)?;
+                held = 0;
+                let mut acc: Option<Self::Ct> = None;
+                for part in g.chunks(cap) {
+                    if let Some(s) = self.subring_batch(&[part])?.pop().flatten() {
+                        match &mut acc {
+                            Some(a) => self.ck.add_assign(a, &s)?,
+                            None => acc = Some(s),
+                        }
+                    }
+                }
+                out.push(acc);
+                continue;
+            }
+            if held + g.len() > cap {
+                flush(&mut batch, &mut out)?;
+                held = 0;
+            }
+            batch.push(g);
+            held += g.len();
+        }
+        flush(&mut batch, &mut out)?;
+        let k: u64 = groups.iter().map(|g| g.len() as u64).sum();
+        let nonempty = groups.iter().filter(|g| !g.is_empty()).count() as u64;
+        self.bump(|c| {
+            c.pt_mults += k;
+            c.adds += k - nonempty;
+        });
+        Ok(out)
     }
     fn add_plain(&self, ct: &mut Self::Ct, values: PtValues<'_>) -> Result<()> {
         let v = values();

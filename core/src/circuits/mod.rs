@@ -10,6 +10,6 @@ pub mod lintrans;
 pub mod poly;
 
 pub use boot::{BootCost, BootKeys, BootLevels, BootParams, BootStep, Bootstrapper};
-pub use exec::{CkksExec, Exec, OpCounts, PtValues, SymCt, SymExec};
+pub use exec::{CkksExec, Exec, OpCounts, PlainTerm, PtValues, SymCt, SymExec};
 pub use lintrans::{EncodedLinearTransform, LinearTransform, TransformCost};
 pub use poly::{ChebyshevPoly, PolyCost};

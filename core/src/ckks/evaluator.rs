@@ -89,31 +89,44 @@ impl<B: PolyBackend> Ckks<B> {
         level: usize,
         scale: f64,
     ) -> Result<B::Buffer> {
-        // The integer message must fit centred in Q_level, and below scale·2^63 so that decoding
-        // (which reads the fewest primes above scale·2^64) recovers it.
-        let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
-        let bound_bits = (self.params().log_q_at(level) - 1.0).min(libm::log2(scale) + 63.0);
-        if max != 0 && libm::log2(max as f64) >= bound_bits {
-            return Err(Error::EncodingOverflow);
-        }
+        let residues = self.message_residues(coeffs, level, scale)?;
         let n = self.params().n();
         let gap = n / (2 * slots);
         let basis = Basis::q(level + 1);
         let mut rows = vec![0u64; basis.rows() * n];
-        for r in 0..basis.rows() {
-            let m = &self.rlwe.moduli[r];
-            let row = &mut rows[r * n..(r + 1) * n];
-            for (k, &c) in coeffs.iter().enumerate() {
-                // Almost every coefficient fits an i64, whose reduction is a single mul-high.
-                row[k * gap] = match i64::try_from(c) {
-                    Ok(v) => m.from_i64(v),
-                    Err(_) => m.from_i128(c),
-                };
+        for (row, src) in rows.chunks_mut(n).zip(residues.chunks(coeffs.len())) {
+            for (k, &c) in src.iter().enumerate() {
+                row[k * gap] = c;
             }
         }
         let mut poly = self.backend().upload(&rows);
         self.backend().ntt(&mut poly, basis);
         Ok(poly)
+    }
+
+    /// The residues over `Q_level` of an integer message (`coeffs.len()` words per row), after
+    /// checking that it fits: centred in `Q_level`, and below `scale·2^63` so that decoding
+    /// (which reads the fewest primes above `scale·2^64`) recovers it.
+    pub(crate) fn message_residues(
+        &self,
+        coeffs: &[i128],
+        level: usize,
+        scale: f64,
+    ) -> Result<Vec<u64>> {
+        let max = coeffs.iter().map(|c| c.unsigned_abs()).max().unwrap_or(0);
+        let bound_bits = (self.params().log_q_at(level) - 1.0).min(libm::log2(scale) + 63.0);
+        if max != 0 && libm::log2(max as f64) >= bound_bits {
+            return Err(Error::EncodingOverflow);
+        }
+        let mut out = Vec::with_capacity((level + 1) * coeffs.len());
+        for m in &self.rlwe.moduli[..level + 1] {
+            // Almost every coefficient fits an i64, whose reduction is a single mul-high.
+            out.extend(coeffs.iter().map(|&c| match i64::try_from(c) {
+                Ok(v) => m.from_i64(v),
+                Err(_) => m.from_i128(c),
+            }));
+        }
+        Ok(out)
     }
 
     /// Encodes real values (imaginary parts zero).

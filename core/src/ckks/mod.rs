@@ -13,6 +13,7 @@ pub mod evaluator;
 pub mod periodic;
 pub mod precision;
 pub mod rotate;
+pub mod subring;
 
 pub use crate::rlwe::{
     expand_uniform, Ciphertext, EvaluationKeys, ExtCiphertext, Hoisted, Plaintext, PublicKey,
@@ -22,3 +23,4 @@ pub use encoder::{Encoder, C64};
 pub use evaluator::Ckks;
 pub use periodic::{PeriodClasses, PeriodicPlaintext};
 pub use precision::PrecisionStats;
+pub use subring::{SubringPlaintext, SubringSum};

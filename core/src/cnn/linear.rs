@@ -11,7 +11,7 @@
 //! rotations (spatial: whole blocks move) and the giant shifts its outer rotations (channel
 //! aggregation), so the counts of Eqs. 3–6 are the sizes of these sets.
 
-use crate::circuits::exec::{pt_key, Exec};
+use crate::circuits::exec::{pt_key, Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::collections::BTreeMap;
@@ -310,9 +310,9 @@ impl TwoStage {
         let rotated = self.rotate_inputs(ex, inputs)?;
         let mut outs = Vec::with_capacity(self.outputs.len());
         for (o, giants) in self.outputs.iter().enumerate() {
-            let mut sums = Vec::with_capacity(giants.len());
+            let mut steps = Vec::with_capacity(giants.len());
             for (gi, g) in giants.iter().enumerate() {
-                let mut acc: Option<E::Ct> = None;
+                let mut prods = Vec::with_capacity(g.terms.len());
                 for t in &g.terms {
                     let mut parts = [o as u64, gi as u64, t.tag, t.input as u64, t.lo as u64];
                     let parts = if t.lo == 0 {
@@ -321,7 +321,7 @@ impl TwoStage {
                         &mut parts[..]
                     };
                     let key = pt_key(layer, parts);
-                    ex.mul_plain_acc(&mut acc, &rotated[t.input][t.baby], Some(key), &|| {
+                    let vals = move || {
                         let d = diag(o, gi, t);
                         if t.lo == 0 {
                             return d;
@@ -330,8 +330,23 @@ impl TwoStage {
                         let n = d.len();
                         let lo = t.lo.rem_euclid(n.max(1) as i64) as usize;
                         (0..n).map(|i| d[(i + lo) % n]).collect()
-                    })?;
+                    };
+                    prods.push((&rotated[t.input][t.baby], key, vals));
                 }
+                steps.push(prods);
+            }
+            // All giant steps of this output in one pass over the rotated inputs.
+            let groups: Vec<Vec<PlainTerm<'_, E::Ct>>> = steps
+                .iter()
+                .map(|prods| {
+                    prods
+                        .iter()
+                        .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
+                        .collect()
+                })
+                .collect();
+            let mut sums = Vec::with_capacity(giants.len());
+            for (acc, g) in ex.mul_plain_sums(&groups)?.into_iter().zip(giants) {
                 if let Some(a) = acc {
                     sums.push((a, g.shift));
                 }

@@ -23,7 +23,7 @@
 //! rotations of an accumulator are lazy (`rotate_hoisted_lazy`): their key-switch outputs are
 //! summed over `Q ∪ P` and brought down by one `mod_down_ext`.
 
-use super::exec::{check_count, Exec};
+use super::exec::{check_count, Exec, PlainTerm, PtValues};
 pub use super::plan::ProjConfig;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
@@ -131,18 +131,21 @@ pub fn project<E: Exec>(
                     (re + C64::new(0.0, sign) * im) * 0.5
                 };
                 let out_active = |c_out: usize| g.out.active(u, c_out);
-                let mut giants: Vec<(E::Ct, i64)> = Vec::new();
+                // Every giant step's baby-step sum, then all of them in one pass over the
+                // babies.
+                let coef = &coef;
+                let mut steps = Vec::new();
                 for p in 0..n2 {
                     let pn = p * n1;
                     let halves: &[usize] = if full || pn == 0 { &[0] } else { &[0, 1] };
                     for &half in halves {
-                        let mut z: Option<E::Ct> = None;
+                        let mut prods = Vec::new();
                         for (i, bi) in babies.iter().enumerate() {
                             for (bidx, &(q, branch, _)) in baby_amounts.iter().enumerate() {
                                 if pn + q >= c {
                                     continue;
                                 }
-                                let cond = |cp: usize| -> bool {
+                                let cond = move |cp: usize| -> bool {
                                     let br =
                                         full || if branch == 0 { cp < c - q } else { cp >= c - q };
                                     let hf = full || if half == 0 { cp >= pn } else { cp < pn };
@@ -156,7 +159,7 @@ pub fn project<E: Exec>(
                                 if !live {
                                     continue;
                                 }
-                                let vals = || {
+                                let vals = move || {
                                     let mut v = vec![C64::default(); n];
                                     for cp in 0..c {
                                         if !cond(cp) {
@@ -169,18 +172,31 @@ pub fn project<E: Exec>(
                                     }
                                     v
                                 };
-                                ex.mul_plain_acc(&mut z, &bi[bidx], None, &vals)?;
+                                prods.push((&bi[bidx], vals));
                             }
                         }
-                        if let Some(mut z) = z {
-                            ex.rescale(&mut z)?;
-                            let amount = if half == 0 {
-                                pn as i64 * mi
-                            } else {
-                                (pn as i64 - c as i64) * mi
-                            };
-                            giants.push((z, amount));
-                        }
+                        let amount = if half == 0 {
+                            pn as i64 * mi
+                        } else {
+                            (pn as i64 - c as i64) * mi
+                        };
+                        steps.push((prods, amount));
+                    }
+                }
+                let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> = steps
+                    .iter()
+                    .map(|(prods, _)| {
+                        prods
+                            .iter()
+                            .map(|(ct, v)| (*ct, None, v as PtValues<'_>))
+                            .collect()
+                    })
+                    .collect();
+                let mut giants: Vec<(E::Ct, i64)> = Vec::new();
+                for (z, (_, amount)) in ex.mul_plain_sums(&sums)?.into_iter().zip(&steps) {
+                    if let Some(mut z) = z {
+                        ex.rescale(&mut z)?;
+                        giants.push((z, *amount));
                     }
                 }
                 if giants.is_empty() {

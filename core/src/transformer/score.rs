@@ -24,7 +24,9 @@
 //! `export = 2·#{t : s ≠ 0} + #{t : s = 0, t·H·m ≢ 0 mod n}` (BERT-base: `210 + 256 + 118 = 584`).
 //! Depth: 4 levels (bank masks ×2, product, export masks).
 
-use super::exec::{accumulate, align_levels, check_count, check_slots, pt_key, Exec};
+use super::exec::{
+    accumulate, align_levels, check_count, check_slots, pt_key, Exec, PlainTerm, PtValues,
+};
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, psi_bank, rotate_sum, seg_of};
 use crate::ckks::C64;
@@ -100,7 +102,7 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
         };
         let (lo, hi) = (o / n, (o + chunk - 1) / n);
         for e in lo..=hi {
-            let mut acc_e = None;
+            let mut masks = Vec::with_capacity(parts.len());
             for (rot, &(k, first)) in rots.iter().zip(&parts) {
                 // Slot i of ρ(y; k) holds source slot (i + k) mod n.
                 let f = move |i: usize| -> C64 {
@@ -108,7 +110,7 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
                     let (h, r) = seg_of(src, m);
                     C64::real(dest(first, h, r).is_some_and(|g| g / n == e) as u8 as f64)
                 };
-                let vals = || (0..n).map(f).collect::<Vec<C64>>();
+                let vals = move || (0..n).map(f).collect::<Vec<C64>>();
                 let key = pt_key(
                     4,
                     &[
@@ -121,8 +123,14 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
                         e as u64,
                     ],
                 );
-                ex.mul_plain_acc(&mut acc_e, rot, Some(key), &vals)?;
+                masks.push((rot, key, vals));
             }
+            let sum: Vec<PlainTerm<'_, E::Ct>> = masks
+                .iter()
+                .map(|(rot, key, v)| (*rot, Some(*key), v as PtValues<'_>))
+                .collect();
+            let mut acc_e = None;
+            ex.mul_plain_sum_acc(&mut acc_e, &sum)?;
             let mut z = acc_e.unwrap();
             ex.rescale(&mut z)?;
             accumulate(ex, &mut stream[e], z)?;

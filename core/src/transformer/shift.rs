@@ -14,7 +14,7 @@
 //! All masked forms put the mask *after* the rotation so that every rotation of one input is
 //! hoisted (one gadget decomposition), and rescale once after summing the masked terms.
 
-use super::exec::{accumulate, pt_key, Exec};
+use super::exec::{accumulate, pt_key, Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::collections::BTreeMap;
@@ -28,11 +28,18 @@ pub fn masked_rot_sum<E: Exec>(ex: &E, x: &E::Ct, terms: &[(i64, SlotFn<'_>)]) -
     let ks: Vec<i64> = terms.iter().map(|t| t.0).collect();
     let rots = ex.rotate_many(x, &ks)?;
     let n = ex.slots();
+    let vals: Vec<_> = terms
+        .iter()
+        .map(|(_, (_, f))| move || (0..n).map(f).collect::<Vec<C64>>())
+        .collect();
+    let sum: Vec<PlainTerm<'_, E::Ct>> = rots
+        .iter()
+        .zip(terms)
+        .zip(&vals)
+        .map(|((r, (_, (key, _))), v)| (r, Some(*key), v as PtValues<'_>))
+        .collect();
     let mut acc = None;
-    for (r, (_, (key, f))) in rots.iter().zip(terms) {
-        let vals = || (0..n).map(f).collect::<Vec<C64>>();
-        ex.mul_plain_acc(&mut acc, r, Some(*key), &vals)?;
-    }
+    ex.mul_plain_sum_acc(&mut acc, &sum)?;
     let mut acc = acc.ok_or(Error::InvalidParameters("empty masked sum"))?;
     ex.rescale(&mut acc)?;
     Ok(acc)
@@ -93,7 +100,7 @@ pub fn psi_bank<E: Exec>(
     let mut out = Vec::with_capacity(taus.len());
     for &tau in taus {
         let t = tau.rem_euclid(m as i64) as usize;
-        let mut acc = None;
+        let mut parts = Vec::new();
         for (k, first) in psi_terms(m, tau) {
             let f = move |i: usize| {
                 let (c, r) = seg_of(i, m);
@@ -115,9 +122,16 @@ pub fn psi_bank<E: Exec>(
                     factor.im.to_bits(),
                 ],
             );
-            let vals = || (0..n).map(f).collect::<Vec<C64>>();
-            ex.mul_plain_acc(&mut acc, &rots[index[&k]], Some(key), &vals)?;
+            parts.push((&rots[index[&k]], key, move || {
+                (0..n).map(f).collect::<Vec<C64>>()
+            }));
         }
+        let sum: Vec<PlainTerm<'_, E::Ct>> = parts
+            .iter()
+            .map(|(r, key, v)| (*r, Some(*key), v as PtValues<'_>))
+            .collect();
+        let mut acc = None;
+        ex.mul_plain_sum_acc(&mut acc, &sum)?;
         let mut acc = acc.unwrap();
         ex.rescale(&mut acc)?;
         out.push(acc);

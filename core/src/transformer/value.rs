@@ -30,7 +30,9 @@
 //! `|D| = 127` and `#rot = 6·(126 + 2 + 126) = 1524`, `#ctmul = 6·64 = 384` (Table II: 1524 / 384).
 //! Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
 
-use super::exec::{accumulate, align_levels, check_count, check_slots, pt_key, Exec};
+use super::exec::{
+    accumulate, align_levels, check_count, check_slots, pt_key, Exec, PlainTerm, PtValues,
+};
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, phi_bank, psi_bank};
 use crate::ckks::C64;
@@ -114,9 +116,9 @@ fn block_products<E: Exec>(
                     groups.entry(delta(h, uu, t)).or_default().push(h * dh + uu);
                 }
             }
-            let mut bt = None;
+            let mut masks = Vec::with_capacity(groups.len());
             for (d, segs_on) in &groups {
-                let vals = || {
+                let vals = move || {
                     let mut x = vec![C64::default(); n];
                     for &sg in segs_on {
                         for r in 0..m {
@@ -129,8 +131,14 @@ fn block_products<E: Exec>(
                 let mut desc: Vec<u64> = alloc::vec![m as u64, (l % 2) as u64];
                 desc.extend(segs_on.iter().map(|&x| x as u64));
                 let key = pt_key(5, &desc);
-                ex.mul_plain_acc(&mut bt, &pb[idx[d]], Some(key), &vals)?;
+                masks.push((&pb[idx[d]], key, vals));
             }
+            let sum: Vec<PlainTerm<'_, E::Ct>> = masks
+                .iter()
+                .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
+                .collect();
+            let mut bt = None;
+            ex.mul_plain_sum_acc(&mut bt, &sum)?;
             let mut bt = bt.unwrap();
             ex.rescale(&mut bt)?;
             align_levels(ex, &mut bt, &mut ub[t])?;
@@ -178,13 +186,13 @@ fn bsgs_operand<E: Exec>(
         let (a, b) = (d.div_euclid(g), d.rem_euclid(g));
         giants.entry(a).or_default().push((b as usize, segs_on));
     }
-    let mut terms = Vec::with_capacity(giants.len());
+    let mut steps = Vec::with_capacity(giants.len());
     for (a, list) in &giants {
         let k = g * a * m as i64;
-        let mut z = None;
+        let mut masks = Vec::with_capacity(list.len());
         for &(b, segs_on) in list {
             // The mask pre-rotated by −k: slot i holds the mask's slot i − k.
-            let vals = || {
+            let vals = move || {
                 let mut x = vec![C64::default(); n];
                 for &sg in segs_on {
                     for r in 0..m {
@@ -197,13 +205,27 @@ fn bsgs_operand<E: Exec>(
             let mut desc: Vec<u64> = alloc::vec![m as u64, (l % 2) as u64, k as u64];
             desc.extend(segs_on.iter().map(|&x| x as u64));
             let key = pt_key(6, &desc);
-            ex.mul_plain_acc(&mut z, &babies[b], Some(key), &vals)?;
+            masks.push((&babies[b], key, vals));
         }
+        steps.push((masks, k));
+    }
+    // All giant steps' sums in one pass over the babies.
+    let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> = steps
+        .iter()
+        .map(|(masks, _)| {
+            masks
+                .iter()
+                .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
+                .collect()
+        })
+        .collect();
+    let mut terms = Vec::with_capacity(steps.len());
+    for (z, (_, k)) in ex.mul_plain_sums(&sums)?.into_iter().zip(&steps) {
         let mut z = z.ok_or(crate::error::Error::InvalidParameters(
             "value kernel: empty giant step",
         ))?;
         ex.rescale(&mut z)?;
-        terms.push((z, k));
+        terms.push((z, *k));
     }
     ex.rotate_sum_lazy(terms)
 }
