@@ -714,6 +714,10 @@ impl PolyBackend for CpuBackend {
         // every g-th word: the full NTT row never reaches memory.
         let n = self.n();
         let (g, w) = (1usize << log_gap, n >> log_gap);
+        assert!(
+            coeffs.len() >= basis.rows() * w,
+            "ntt_subring: too few coefficients"
+        );
         let q_total = self.q_total;
         let mut out = vec![0u64; basis.rows() * w];
         let row = |r: usize, dst: &mut [u64]| {
@@ -740,6 +744,10 @@ impl PolyBackend for CpuBackend {
         out
     }
 
+    fn native_subring_sums(&self) -> bool {
+        true
+    }
+
     fn mul_sum_subring(
         &self,
         xs: &[&Vec<u64>],
@@ -760,6 +768,10 @@ impl PolyBackend for CpuBackend {
         let q_total = self.q_total;
         let mut by_out: Vec<Vec<(usize, &[u64])>> = vec![Vec::new(); outs.len()];
         for &(o, x, words) in terms {
+            assert!(
+                o < outs.len() && x < xs.len() && words.len() >= rows * w,
+                "mul_sum_subring: a term out of range"
+            );
             by_out[o].push((x, words));
         }
         // Row parts, so that a few rows still spread evenly over the pool's threads.

@@ -519,7 +519,7 @@ pub fn check_elementwise<A: PolyBackend, B: PolyBackend>(
                 w,
             )?;
         }
-        for log_gap in [0u32, 2] {
+        for log_gap in [0u32, 1, 2, 3, 9] {
             let w = n >> log_gap;
             let xs: Vec<_> = (0..3)
                 .map(|_| pr.up(&random_words(pr.p(), basis, rng)))

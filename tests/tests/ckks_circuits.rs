@@ -391,6 +391,71 @@ fn subring_sums_equal_term_by_term_products() {
                 "five products, three additions"
             );
             assert_eq!(c, sym.counts(), "counted as the dry run counts");
+
+            // Keyed plaintexts under a budget that cuts every sum into parts of two terms, run
+            // twice (the second time from the compact cache), then a sum of five added into an
+            // existing accumulator: the same words, counted as the dry run counts.
+            let ex2 = CkksExec::new(ck, &keys, slots).with_sum_budget(1);
+            let keyed: Vec<Vec<PlainTerm<'_, _>>> = plan
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&(c, w)| (&cts[c], Some(100 + w as u64), &vals[w] as PtValues<'_>))
+                        .collect()
+                })
+                .collect();
+            let words = |ct: &veil_core::ckks::Ciphertext<_>| -> Vec<Vec<u64>> {
+                ct.polys()
+                    .iter()
+                    .map(|p| veil_tests::conformance::download(ck.backend(), p, ct.level() + 1))
+                    .collect()
+            };
+            for _ in 0..2 {
+                for (a, b) in ex2.mul_plain_sums(&keyed).unwrap().iter().zip(&got) {
+                    assert_eq!(
+                        a.as_ref().map(words),
+                        b.as_ref().map(words),
+                        "keyed, in parts"
+                    );
+                }
+            }
+            let five: Vec<PlainTerm<'_, _>> = (0..5)
+                .map(|w| (&cts[w % 3], Some(100 + w as u64), &vals[w] as PtValues<'_>))
+                .collect();
+            let mut acc = got[0].as_ref().map(|c| ck.clone_ct(c));
+            ex2.mul_plain_sum_acc(&mut acc, &five).unwrap();
+            let mut want = ck.clone_ct(got[0].as_ref().unwrap());
+            for w in 0..5 {
+                let pt = ck.encode(&ws[w], slots, top, scale).unwrap();
+                ck.add_assign(&mut want, &ck.mul_plain(&cts[w % 3], &pt).unwrap())
+                    .unwrap();
+            }
+            assert_eq!(
+                words(acc.as_ref().unwrap()),
+                words(&want),
+                "added into an accumulator"
+            );
+            let sym2 = SymExec::new(slots);
+            let sym_keyed: Vec<Vec<PlainTerm<'_, _>>> = plan
+                .iter()
+                .map(|g| {
+                    g.iter()
+                        .map(|&(_, w)| (&sct, Some(100 + w as u64), &vals[w] as PtValues<'_>))
+                        .collect()
+                })
+                .collect();
+            sym2.mul_plain_sums(&sym_keyed).unwrap();
+            sym2.mul_plain_sums(&sym_keyed).unwrap();
+            let mut sacc = Some(sct);
+            let sfive: Vec<PlainTerm<'_, _>> = (0..5)
+                .map(|w| (&sct, Some(100 + w as u64), &vals[w] as PtValues<'_>))
+                .collect();
+            sym2.mul_plain_sum_acc(&mut sacc, &sfive).unwrap();
+            assert_eq!(
+                ex2.counts(),
+                sym2.counts(),
+                "parts and accumulators counted alike"
+            );
         }
     }
 }

@@ -199,6 +199,9 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         }
         self.inner.mul_sum_subring(xs, terms, log_gap, outs, basis)
     }
+    fn native_subring_sums(&self) -> bool {
+        self.inner.native_subring_sums()
+    }
     fn mul_scalar_assign(&self, a: &mut Self::Buffer, scalars: &[u64], basis: Basis) {
         self.inner.mul_scalar_assign(a, scalars, basis)
     }

@@ -252,9 +252,16 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     /// positions, and word `i` of a compact row stands for positions `i·g..(i+1)·g`. Returns
     /// `basis.rows() × N/g` words on the host. The default expands, transforms on the backend
     /// and keeps every `g`-th word.
+    ///
+    /// # Panics
+    /// If `coeffs` holds fewer than `basis.rows() · N/g` words.
     fn ntt_subring(&self, coeffs: &[u64], log_gap: u32, basis: Basis) -> Vec<u64> {
         let n = self.params().n();
         let (g, w) = (1usize << log_gap, n >> log_gap);
+        assert!(
+            coeffs.len() >= basis.rows() * w,
+            "ntt_subring: too few coefficients"
+        );
         let mut host = alloc::vec![0u64; basis.rows() * n];
         for (row, src) in host.chunks_mut(n).zip(coeffs.chunks(w)) {
             for (k, &c) in src.iter().enumerate() {
@@ -274,8 +281,12 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     /// for positions `i·g..(i+1)·g`): several plaintext sums over one set of ciphertext
     /// polynomials at once (the giant steps of a linear transform), so that a backend can read
     /// each `xs[x]` once for all of them. Every `outs[o]` holds at least `basis.rows()` rows and
-    /// is overwritten; one without terms is zero. The default expands each `w` and calls
-    /// [`PolyBackend::mul_sum`] per output (same words).
+    /// is overwritten; one without terms is zero. The default expands one term at a time and
+    /// multiplies and accumulates it (same words).
+    ///
+    /// # Panics
+    /// If a term names an output or input out of range, or its `w` is shorter than
+    /// `basis.rows() · N/g` words.
     fn mul_sum_subring(
         &self,
         xs: &[&Self::Buffer],
@@ -287,28 +298,30 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
         let n = self.params().n();
         let w = n >> log_gap;
         let zero = alloc::vec![0u64; basis.rows()];
-        for (o, out) in outs.iter_mut().enumerate() {
-            let mine: Vec<&(usize, usize, &[u64])> = terms.iter().filter(|t| t.0 == o).collect();
-            if mine.is_empty() {
-                self.mul_scalar_assign(out, &zero, basis);
-                continue;
-            }
-            let full: Vec<Self::Buffer> = mine
-                .iter()
-                .map(|&&(_, _, words)| {
-                    let mut host = alloc::vec![0u64; basis.rows() * n];
-                    for (row, src) in host.chunks_mut(n).zip(words.chunks(w)) {
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v = src[j >> log_gap];
-                        }
-                    }
-                    self.upload(&host)
-                })
-                .collect();
-            let pairs: Vec<(&Self::Buffer, &Self::Buffer)> =
-                mine.iter().map(|t| xs[t.1]).zip(&full).collect();
-            self.mul_sum(&pairs, out, basis);
+        let mut host = alloc::vec![0u64; basis.rows() * n];
+        for out in outs.iter_mut() {
+            self.mul_scalar_assign(out, &zero, basis);
         }
+        for &(o, x, words) in terms {
+            assert!(
+                o < outs.len() && x < xs.len() && words.len() >= basis.rows() * w,
+                "mul_sum_subring: a term out of range"
+            );
+            for (row, src) in host.chunks_mut(n).zip(words.chunks(w)) {
+                for (j, v) in row.iter_mut().enumerate() {
+                    *v = src[j >> log_gap];
+                }
+            }
+            let y = self.upload(&host);
+            self.mul_add_assign(&mut outs[o], xs[x], &y, basis);
+        }
+    }
+    /// Whether [`PolyBackend::mul_sum_subring`] is this backend's own pass (and so worth batching
+    /// plaintexts for) rather than the default's expansion term by term. Executors batch sums
+    /// over compact plaintexts only when it is; otherwise they keep full plaintexts where the
+    /// backend holds them (a device cache).
+    fn native_subring_sums(&self) -> bool {
+        false
     }
     /// `acc += a · s_r` row by row, with one scalar `s_r < modulus_r` per row (a term of a linear
     /// combination). `a` may hold more rows than `basis` (its first ones are read). The default

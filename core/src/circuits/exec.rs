@@ -83,9 +83,9 @@ impl OpCounts {
 /// Slot values of a plaintext, produced on demand (a dry run never asks).
 pub type PtValues<'a> = &'a dyn Fn() -> Vec<C64>;
 
-/// Bytes of compact plaintexts the real executor holds at once in
-/// [`Exec::mul_plain_sums`] (batches of giant steps are cut to fit).
-const SUM_BYTES: usize = 96 << 20;
+/// Bytes of compact plaintexts the real executor holds at once in [`Exec::mul_plain_sums`] by
+/// default (batches of giant steps are cut to fit; [`CkksExec::with_sum_budget`]).
+pub const SUM_BYTES: usize = 96 << 20;
 
 /// Where a term's compact plaintext lives during a batch.
 #[derive(Clone, Copy)]
@@ -344,11 +344,11 @@ pub struct CkksExec<'a, B: PolyBackend> {
     slots: usize,
     counts: RefCell<OpCounts>,
     cache: RefCell<BTreeMap<(u64, usize), Plaintext<B>>>,
-    /// Compact encodings of keyed plaintexts (boxed: the executor stays small inside the
-    /// pipelines' role enums).
-    compact: alloc::boxed::Box<RefCell<BTreeMap<(u64, usize), SubringPlaintext>>>,
+    /// Compact encodings of keyed plaintexts ([`Exec::mul_plain_sums`]).
+    compact: RefCell<BTreeMap<(u64, usize), SubringPlaintext>>,
     cache_budget: usize,
     cached_bytes: core::cell::Cell<usize>,
+    sum_budget: usize,
 }
 
 impl<'a, B: PolyBackend> CkksExec<'a, B> {
@@ -361,10 +361,19 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
             slots,
             counts: RefCell::new(OpCounts::default()),
             cache: RefCell::new(BTreeMap::new()),
-            compact: alloc::boxed::Box::new(RefCell::new(BTreeMap::new())),
+            compact: RefCell::new(BTreeMap::new()),
             cache_budget: usize::MAX,
             cached_bytes: core::cell::Cell::new(0),
+            sum_budget: SUM_BYTES,
         }
+    }
+
+    /// Holds at most `bytes` of compact plaintexts at once while summing products
+    /// ([`Exec::mul_plain_sums`]; at least two terms per batch): larger sums are cut into parts
+    /// that are added. The default is [`SUM_BYTES`].
+    pub fn with_sum_budget(mut self, bytes: usize) -> Self {
+        self.sum_budget = bytes;
+        self
     }
 
     /// Caches keyed plaintexts only while their total size stays within `bytes`; beyond it each
@@ -453,6 +462,13 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
     }
 
     fn encode_compact(&self, level: usize, values: PtValues<'_>) -> Result<SubringPlaintext> {
+        let v = self.slot_values(values)?;
+        self.ck
+            .encode_subring_compact(&v, self.slots, level, self.ck.rescale_prime(level))
+    }
+
+    /// The slot values of a plaintext, checked to fill the executor's slots.
+    fn slot_values(&self, values: PtValues<'_>) -> Result<Vec<C64>> {
         let v = values();
         if v.len() != self.slots {
             return Err(Error::SlotCount {
@@ -460,8 +476,7 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
                 slots: self.slots,
             });
         }
-        self.ck
-            .encode_subring_compact(&v, self.slots, level, self.ck.rescale_prime(level))
+        Ok(v)
     }
 
     /// The sums of one batch of groups (every term of one shape), their plaintexts encoded
@@ -504,13 +519,7 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
     }
 
     fn encode_at(&self, level: usize, values: PtValues<'_>) -> Result<Plaintext<B>> {
-        let v = values();
-        if v.len() != self.slots {
-            return Err(Error::SlotCount {
-                given: v.len(),
-                slots: self.slots,
-            });
-        }
+        let v = self.slot_values(values)?;
         self.ck
             .encode(&v, self.slots, level, self.ck.rescale_prime(level))
     }
@@ -595,13 +604,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         self.bump(|c| c.pt_mults += 1);
         let level = ct.level();
         let encode = || -> Result<Plaintext<B>> {
-            let v = values();
-            if v.len() != self.slots {
-                return Err(Error::SlotCount {
-                    given: v.len(),
-                    slots: self.slots,
-                });
-            }
+            let v = self.slot_values(values)?;
             self.ck.encode(&v, self.slots, level, scale)
         };
         match key {
@@ -741,11 +744,13 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         };
         let shape = (first.level, first.polys.len(), first.slots);
         let n = self.ck.params().n();
-        if shape.2 != self.slots
+        if !self.ck.backend().native_subring_sums()
+            || shape.2 != self.slots
             || !n.is_multiple_of(2 * self.slots)
             || all.any(|(c, _, _)| (c.level, c.polys.len(), c.slots) != shape)
         {
-            // Mixed shapes: each group one term at a time (the checked path).
+            // Mixed shapes, or a backend without its own subring pass (it keeps full
+            // plaintexts in its memory instead): each group one term at a time.
             let mut out = Vec::with_capacity(groups.len());
             for g in groups {
                 let mut acc = None;
@@ -759,7 +764,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         // Batches of whole groups within the byte budget; a group larger than the budget is cut
         // into parts whose sums are added.
         let per_term = (shape.0 + 1) * 2 * self.slots * 8;
-        let cap = (SUM_BYTES / per_term).max(2);
+        let cap = (self.sum_budget / per_term).max(2);
         let mut out: Vec<Option<Self::Ct>> = Vec::with_capacity(groups.len());
         let mut batch: Vec<&[PlainTerm<'_, Self::Ct>]> = Vec::new();
         let mut held = 0;
@@ -803,13 +808,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         Ok(out)
     }
     fn add_plain(&self, ct: &mut Self::Ct, values: PtValues<'_>) -> Result<()> {
-        let v = values();
-        if v.len() != self.slots {
-            return Err(Error::SlotCount {
-                given: v.len(),
-                slots: self.slots,
-            });
-        }
+        let v = self.slot_values(values)?;
         self.bump(|c| c.adds += 1);
         let pt = self.ck.encode(&v, self.slots, ct.level(), ct.scale)?;
         self.ck.add_plain_assign(ct, &pt)

@@ -348,6 +348,9 @@ pub struct StepCost {
     pub mpc_rounds: u64,
 }
 
+// One value per run, never stored in bulk: the server's executor (with its caches) may make
+// its variant much larger than the client's.
+#[allow(clippy::large_enum_variant)]
 enum Side<'a, B: PolyBackend> {
     Client {
         sk: &'a SecretKey,
