@@ -154,9 +154,9 @@ pub trait Exec {
     }
     /// `acc += Σ_t ct_t ⊙ pt_t` (`acc` starts as the first product when empty): the baby-step sum
     /// of a linear transform. Counted exactly as the same sequence of [`Exec::mul_plain_acc`]
-    /// calls, which is the default; the real executor encodes the plaintexts a few at a time and
-    /// accumulates each chunk lazily, reducing once per coefficient (the same words as term by
-    /// term, since every step is exact modulo each prime).
+    /// calls, which is the default; the real executor runs it as [`Exec::mul_plain_sums`] of one
+    /// group (plaintexts encoded compactly, a batch at a time, summed lazily and reduced once per
+    /// coefficient: the same words as term by term, since every step is exact modulo each prime).
     fn mul_plain_sum_acc(
         &self,
         acc: &mut Option<Self::Ct>,
