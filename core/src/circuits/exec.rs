@@ -98,6 +98,17 @@ enum Src {
 /// plaintext's cache key (structural plaintexts only) and its slot values.
 pub type PlainTerm<'a, C> = (&'a C, Option<u64>, PtValues<'a>);
 
+/// The terms of a plaintext sum from `(ciphertext, cache key, slot values)` triples the caller
+/// holds (structural plaintexts, each cached under its key).
+pub fn keyed_terms<'a, C, F: Fn() -> Vec<C64>>(
+    items: &'a [(&'a C, u64, F)],
+) -> Vec<PlainTerm<'a, C>> {
+    items
+        .iter()
+        .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'a>))
+        .collect()
+}
+
 /// The homomorphic operations the Transformer kernels are written against.
 ///
 /// Plaintext multiplications encode at the ciphertext's level with scale `q_level` (the prime the

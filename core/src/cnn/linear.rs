@@ -11,7 +11,7 @@
 //! rotations (spatial: whole blocks move) and the giant shifts its outer rotations (channel
 //! aggregation), so the counts of Eqs. 3–6 are the sizes of these sets.
 
-use crate::circuits::exec::{pt_key, Exec, PlainTerm, PtValues};
+use crate::circuits::exec::{keyed_terms, pt_key, Exec, PlainTerm};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::collections::BTreeMap;
@@ -336,15 +336,8 @@ impl TwoStage {
                 steps.push(prods);
             }
             // All giant steps of this output in one pass over the rotated inputs.
-            let groups: Vec<Vec<PlainTerm<'_, E::Ct>>> = steps
-                .iter()
-                .map(|prods| {
-                    prods
-                        .iter()
-                        .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
-                        .collect()
-                })
-                .collect();
+            let groups: Vec<Vec<PlainTerm<'_, E::Ct>>> =
+                steps.iter().map(|prods| keyed_terms(prods)).collect();
             let mut sums = Vec::with_capacity(giants.len());
             for (acc, g) in ex.mul_plain_sums(&groups)?.into_iter().zip(giants) {
                 if let Some(a) = acc {

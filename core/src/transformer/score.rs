@@ -25,7 +25,7 @@
 //! Depth: 4 levels (bank masks ×2, product, export masks).
 
 use super::exec::{
-    accumulate, align_levels, check_count, check_slots, pt_key, Exec, PlainTerm, PtValues,
+    accumulate, align_levels, check_count, check_slots, keyed_terms, pt_key, Exec, PlainTerm,
 };
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, psi_bank, rotate_sum, seg_of};
@@ -125,10 +125,7 @@ pub fn score<E: Exec>(ex: &E, plan: &AttnPlan, q: &[E::Ct], k: &[E::Ct]) -> Resu
                 );
                 masks.push((rot, key, vals));
             }
-            let sum: Vec<PlainTerm<'_, E::Ct>> = masks
-                .iter()
-                .map(|(rot, key, v)| (*rot, Some(*key), v as PtValues<'_>))
-                .collect();
+            let sum: Vec<PlainTerm<'_, E::Ct>> = keyed_terms(&masks);
             let mut acc_e = None;
             ex.mul_plain_sum_acc(&mut acc_e, &sum)?;
             let mut z = acc_e.unwrap();

@@ -14,7 +14,7 @@
 //! All masked forms put the mask *after* the rotation so that every rotation of one input is
 //! hoisted (one gadget decomposition), and rescale once after summing the masked terms.
 
-use super::exec::{accumulate, pt_key, Exec, PlainTerm, PtValues};
+use super::exec::{accumulate, keyed_terms, pt_key, Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::collections::BTreeMap;
@@ -126,10 +126,7 @@ pub fn psi_bank<E: Exec>(
                 (0..n).map(f).collect::<Vec<C64>>()
             }));
         }
-        let sum: Vec<PlainTerm<'_, E::Ct>> = parts
-            .iter()
-            .map(|(r, key, v)| (*r, Some(*key), v as PtValues<'_>))
-            .collect();
+        let sum: Vec<PlainTerm<'_, E::Ct>> = keyed_terms(&parts);
         let mut acc = None;
         ex.mul_plain_sum_acc(&mut acc, &sum)?;
         let mut acc = acc.unwrap();

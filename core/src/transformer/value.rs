@@ -31,7 +31,7 @@
 //! Depth: 3 levels from `V` (two bank levels and the product), 2 from `P`.
 
 use super::exec::{
-    accumulate, align_levels, check_count, check_slots, pt_key, Exec, PlainTerm, PtValues,
+    accumulate, align_levels, check_count, check_slots, keyed_terms, pt_key, Exec, PlainTerm,
 };
 use super::plan::AttnPlan;
 use super::shift::{complexify_half, phi_bank, psi_bank};
@@ -133,10 +133,7 @@ fn block_products<E: Exec>(
                 let key = pt_key(5, &desc);
                 masks.push((&pb[idx[d]], key, vals));
             }
-            let sum: Vec<PlainTerm<'_, E::Ct>> = masks
-                .iter()
-                .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
-                .collect();
+            let sum: Vec<PlainTerm<'_, E::Ct>> = keyed_terms(&masks);
             let mut bt = None;
             ex.mul_plain_sum_acc(&mut bt, &sum)?;
             let mut bt = bt.unwrap();
@@ -210,15 +207,8 @@ fn bsgs_operand<E: Exec>(
         steps.push((masks, k));
     }
     // All giant steps' sums in one pass over the babies.
-    let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> = steps
-        .iter()
-        .map(|(masks, _)| {
-            masks
-                .iter()
-                .map(|(ct, key, v)| (*ct, Some(*key), v as PtValues<'_>))
-                .collect()
-        })
-        .collect();
+    let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> =
+        steps.iter().map(|(masks, _)| keyed_terms(masks)).collect();
     let mut terms = Vec::with_capacity(steps.len());
     for (z, (_, k)) in ex.mul_plain_sums(&sums)?.into_iter().zip(&steps) {
         let mut z = z.ok_or(crate::error::Error::InvalidParameters(
