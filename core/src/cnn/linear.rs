@@ -76,8 +76,8 @@ impl RotationCounts {
     }
 }
 
-/// The products registered for one output: giant shift → `(input, baby shift, tag)`.
-type GiantTerms = BTreeMap<i64, Vec<(usize, i64, u64)>>;
+/// The products registered for one output: giant shift → `(input, baby shift, tag, lo)`.
+type GiantTerms = BTreeMap<i64, Vec<(usize, i64, u64, i64)>>;
 
 /// Builds a [`TwoStage`]: register products with [`TwoStageBuilder::add`], then
 /// [`TwoStageBuilder::finish`].
@@ -99,13 +99,19 @@ impl TwoStageBuilder {
 
     /// Adds the product `d_tag ⊙ ρ(x_input; baby)` to the giant step `giant` of `output`.
     pub fn add(&mut self, output: usize, giant: i64, input: usize, baby: i64, tag: u64) {
+        self.add_moved(output, giant, input, baby, tag, 0);
+    }
+
+    /// [`TwoStageBuilder::add`] for a product whose giant shift lacks `lo` and whose baby
+    /// shift carries it ([`Term::lo`]).
+    fn add_moved(&mut self, output: usize, giant: i64, input: usize, baby: i64, tag: u64, lo: i64) {
         let (giant, baby) = (giant.rem_euclid(self.slots), baby.rem_euclid(self.slots));
         let next = self.babies[input].len();
         self.babies[input].entry(baby).or_insert(next);
         self.outputs[output]
             .entry(giant)
             .or_default()
-            .push((input, baby, tag));
+            .push((input, baby, tag, lo));
     }
 
     /// The compiled layer.
@@ -127,11 +133,11 @@ impl TwoStageBuilder {
                         shift,
                         terms: terms
                             .into_iter()
-                            .map(|(input, baby, tag)| Term {
+                            .map(|(input, baby, tag, lo)| Term {
                                 input,
                                 baby: order[input][&baby],
                                 tag,
-                                lo: 0,
+                                lo,
                             })
                             .collect(),
                     })
@@ -154,20 +160,26 @@ impl TwoStage {
     /// while the layer runs, so memory grows with them.
     pub fn rebalance(&self, slots: usize) -> TwoStage {
         let n = slots as i64;
-        // Distinct (input, baby, giant) triples and (output, giant) pairs decide the counts.
-        let mut triples: Vec<(usize, i64, i64)> = Vec::new();
-        let mut pairs: Vec<(usize, i64)> = Vec::new();
+        // Every product as compiled: (output, input, baby shift, giant shift, tag). A layer
+        // rebalanced before is taken back to this form first (its baby shifts carry `lo`), so
+        // rebalancing twice gives what rebalancing once does.
+        let mut products: Vec<(usize, usize, i64, i64, u64)> = Vec::new();
         for (o, giants) in self.outputs.iter().enumerate() {
             for g in giants {
-                pairs.push((o, g.shift));
                 for t in &g.terms {
-                    let a = self.babies[t.input][t.baby];
-                    triples.push((t.input, a, t.giant(g.shift, slots)));
+                    let a = (self.babies[t.input][t.baby] - t.lo).rem_euclid(n);
+                    products.push((o, t.input, a, t.giant(g.shift, slots), t.tag));
                 }
             }
         }
+        // Distinct (input, baby, giant) triples and (output, giant) pairs decide the counts.
+        let mut triples: Vec<(usize, i64, i64)> =
+            products.iter().map(|&(_, i, a, g, _)| (i, a, g)).collect();
         triples.sort_unstable();
         triples.dedup();
+        let mut pairs: Vec<(usize, i64)> = products.iter().map(|&(o, _, _, g, _)| (o, g)).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
         let count = |b: i64| -> u64 {
             let mut inner: Vec<(usize, i64)> = triples
                 .iter()
@@ -194,38 +206,14 @@ impl TwoStage {
             }
             b *= 2;
         }
-        if best.1 == 1 {
-            return self.clone();
-        }
+        // `B = 1` rebuilds the compiled form (every `lo` zero).
         let b = best.1;
         let mut builder = TwoStageBuilder::new(self.babies.len(), self.outputs.len(), slots);
-        // The builder keeps one term list per (output, giant); `lo` rides in a side table
-        // keyed like the terms so that `finish` can restore it.
-        let mut los: BTreeMap<(usize, i64, usize, i64, u64), i64> = BTreeMap::new();
-        for (o, giants) in self.outputs.iter().enumerate() {
-            for g in giants {
-                for t in &g.terms {
-                    let full = t.giant(g.shift, slots);
-                    let lo = full.rem_euclid(b);
-                    let a = (self.babies[t.input][t.baby] + lo).rem_euclid(n);
-                    builder.add(o, full - lo, t.input, a, t.tag);
-                    los.insert((o, full - lo, t.input, a, t.tag), lo);
-                }
-            }
+        for &(o, input, a, full, tag) in &products {
+            let lo = full.rem_euclid(b);
+            builder.add_moved(o, full - lo, input, a + lo, tag, lo);
         }
-        let mut out = builder.finish();
-        for (o, giants) in out.outputs.iter_mut().enumerate() {
-            for g in giants.iter_mut() {
-                for t in g.terms.iter_mut() {
-                    let a = out.babies[t.input][t.baby];
-                    t.lo = los
-                        .get(&(o, g.shift, t.input, a, t.tag))
-                        .copied()
-                        .unwrap_or(0);
-                }
-            }
-        }
-        out
+        builder.finish()
     }
 
     /// Rotation and product counts (what [`TwoStage::run`] will issue).

@@ -850,6 +850,25 @@ fn point_outputs_skip_the_off_centre_taps() {
     assert!(c.with_point_outputs(5).is_err(), "more than N_out");
 }
 
+/// A layer's products as a sorted list of `(output, giant shift, input, baby shift, tag,
+/// lo)`: equal for two forms that issue the same rotations and products.
+fn products(t: &linear::TwoStage) -> Vec<(usize, i64, usize, i64, u64, i64)> {
+    let mut v: Vec<_> = t
+        .outputs
+        .iter()
+        .enumerate()
+        .flat_map(|(o, giants)| {
+            giants.iter().flat_map(move |g| {
+                g.terms
+                    .iter()
+                    .map(move |x| (o, g.shift, x.input, t.babies[x.input][x.baby], x.tag, x.lo))
+            })
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 /// Baby-step giant-step over the outer rotations (`ConvPlan::rebalanced`,
 /// `FcPlan::rebalanced`): the same products and the same result as the compiled layer, never
 /// more rotations, and far fewer where a ciphertext holds many channels; the dry run issues
@@ -889,6 +908,14 @@ fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
         let plain = conv.plan_to(&l, out).unwrap();
         let plan = plain.clone().rebalanced();
         let case = (bs, ci, co, k, s, blk, n, fi, fo, dw);
+        // Rebalancing again changes nothing: it starts from the compiled form.
+        let twice = plan.clone().rebalanced();
+        assert_eq!(
+            products(&twice.stages),
+            products(&plan.stages),
+            "case {case:?}: rebalanced twice"
+        );
+        assert_eq!(twice.counts(), plan.counts(), "case {case:?}");
         let (a, b) = (plain.counts(), plan.counts());
         assert_eq!(a.pt_mults, b.pt_mults, "case {case:?}: products changed");
         assert!(b.total() <= a.total(), "case {case:?}: {b:?} against {a:?}");
@@ -922,6 +949,10 @@ fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
     let p0 = f.plan(&fm).unwrap();
     let p = p0.clone().rebalanced();
     assert!(p.counts().total() <= p0.counts().total());
+    assert_eq!(
+        products(&p.clone().rebalanced().stages),
+        products(&p.stages)
+    );
     let x = rand_vec(&mut r, l.len(), 1.0);
     let y = f
         .run(&SlotExec { n: 512 }, &p, &encrypt_plain(&l, &x, 1), None)
