@@ -23,6 +23,15 @@ pub struct Quadratic {
 impl Quadratic {
     /// A validated activation.
     pub fn new(a: f64, b: f64, c: f64) -> Result<Self> {
+        let q = Self { a, b, c };
+        q.validate()?;
+        Ok(q)
+    }
+
+    /// Checks the coefficients: what [`Quadratic::new`] checks, for an activation built field
+    /// by field ([`crate::cnn::Network::validate`] calls it for every layer).
+    pub fn validate(&self) -> Result<()> {
+        let (a, b, c) = (self.a, self.b, self.c);
         if !(a.is_finite() && b.is_finite() && c.is_finite()) {
             return Err(Error::NonFinite);
         }
@@ -31,7 +40,7 @@ impl Quadratic {
                 "quadratic activation: the leading coefficient must be nonzero",
             ));
         }
-        Ok(Self { a, b, c })
+        Ok(())
     }
 
     /// The value at `x`.

@@ -106,31 +106,8 @@ impl Conv2d {
     /// (SqueezeNet's fire module). Their weights off the centre must be zero; `K` must be odd
     /// and the padding `(K − 1)/2`, so both branches see the same map.
     pub fn with_point_outputs(mut self, n: usize) -> Result<Self> {
-        let k = self.kernel;
-        if n > self.out_channels
-            || self.depthwise
-            || k.is_multiple_of(2)
-            || self.padding != k / 2
-            || self.stride != 1
-        {
-            return Err(Error::InvalidParameters(
-                "convolution: a 1×1 branch needs an odd kernel, padding (K-1)/2, stride 1, no depthwise, and at most N_out channels",
-            ));
-        }
-        for o in 0..n {
-            for c in 0..self.in_channels {
-                for di in 0..k {
-                    for dj in 0..k {
-                        if (di, dj) != (k / 2, k / 2) && self.w(o, c, di, dj) != 0.0 {
-                            return Err(Error::InvalidParameters(
-                                "convolution: a 1×1 branch channel has a weight off the centre tap",
-                            ));
-                        }
-                    }
-                }
-            }
-        }
         self.point_outputs = n;
+        self.validate()?;
         Ok(self)
     }
 
@@ -185,7 +162,9 @@ impl Conv2d {
         Ok(c)
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Checks the fields: what the constructors check, for a layer built or changed field by
+    /// field ([`crate::cnn::Network::validate`] calls it for every layer).
+    pub fn validate(&self) -> Result<()> {
         if self.in_channels == 0 || self.out_channels == 0 || self.kernel == 0 || self.stride == 0 {
             return Err(Error::InvalidParameters(
                 "convolution: channels, kernel and stride must be positive",
@@ -218,6 +197,39 @@ impl Conv2d {
         }
         if self.weight.iter().chain(&self.bias).any(|v| !v.is_finite()) {
             return Err(Error::NonFinite);
+        }
+        self.check_point_outputs()
+    }
+
+    /// [`Conv2d::point_outputs`]: a `1 × 1` branch needs the shape under which the centre tap
+    /// is a `1 × 1` convolution of the same map, and weights only there.
+    fn check_point_outputs(&self) -> Result<()> {
+        let (n, k) = (self.point_outputs, self.kernel);
+        if n == 0 {
+            return Ok(());
+        }
+        if n > self.out_channels
+            || self.depthwise
+            || k.is_multiple_of(2)
+            || self.padding != k / 2
+            || self.stride != 1
+        {
+            return Err(Error::InvalidParameters(
+                "convolution: a 1×1 branch needs an odd kernel, padding (K-1)/2, stride 1, no depthwise, and at most N_out channels",
+            ));
+        }
+        for o in 0..n {
+            for c in 0..self.in_channels {
+                for di in 0..k {
+                    for dj in 0..k {
+                        if (di, dj) != (k / 2, k / 2) && self.w(o, c, di, dj) != 0.0 {
+                            return Err(Error::InvalidParameters(
+                                "convolution: a 1×1 branch channel has a weight off the centre tap",
+                            ));
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -305,6 +317,7 @@ impl Conv2d {
     /// chunks and its weight diagonals are zero elsewhere (they are the mask), so compaction
     /// costs no extra rotation, no extra plaintext product and no level.
     pub fn plan_to(&self, input: &FragmentLayout, out: FragmentLayout) -> Result<ConvPlan> {
+        self.validate()?;
         let want = self.out_layout(input)?;
         if (FragmentLayout { fold: 1, ..out }) != (FragmentLayout { fold: 1, ..want }) {
             return Err(Error::InvalidParameters(

@@ -132,37 +132,47 @@ pub struct Linear {
 impl Linear {
     /// A validated layer.
     pub fn new(inputs: usize, outputs: usize, weight: Vec<f64>, bias: Vec<f64>) -> Result<Self> {
-        if inputs == 0 || outputs == 0 {
-            return Err(Error::InvalidParameters("linear: sizes must be positive"));
-        }
-        if weight.len() != inputs * outputs {
-            return Err(Error::Shape {
-                what: "linear weights",
-                expected: inputs * outputs,
-                found: weight.len(),
-            });
-        }
-        if bias.len() != outputs {
-            return Err(Error::Shape {
-                what: "linear bias",
-                expected: outputs,
-                found: bias.len(),
-            });
-        }
-        if weight.iter().chain(&bias).any(|v| !v.is_finite()) {
-            return Err(Error::NonFinite);
-        }
-        Ok(Self {
+        let l = Self {
             inputs,
             outputs,
             weight,
             bias,
-        })
+        };
+        l.validate()?;
+        Ok(l)
+    }
+
+    /// Checks the fields: what [`Linear::new`] checks, for a layer built or changed field by
+    /// field ([`crate::cnn::Network::validate`] calls it for every layer).
+    pub fn validate(&self) -> Result<()> {
+        let (inputs, outputs) = (self.inputs, self.outputs);
+        if inputs == 0 || outputs == 0 {
+            return Err(Error::InvalidParameters("linear: sizes must be positive"));
+        }
+        if self.weight.len() != inputs * outputs {
+            return Err(Error::Shape {
+                what: "linear weights",
+                expected: inputs * outputs,
+                found: self.weight.len(),
+            });
+        }
+        if self.bias.len() != outputs {
+            return Err(Error::Shape {
+                what: "linear bias",
+                expected: outputs,
+                found: self.bias.len(),
+            });
+        }
+        if self.weight.iter().chain(&self.bias).any(|v| !v.is_finite()) {
+            return Err(Error::NonFinite);
+        }
+        Ok(())
     }
 
     /// Compiles the layer for `input`, choosing the baby-step size `n₁` (a power of two) that
     /// minimizes the rotations.
     pub fn plan(&self, input: &FeatureMap) -> Result<FcPlan> {
+        self.validate()?;
         if input.len() != self.inputs {
             return Err(Error::Shape {
                 what: "input features of the linear layer",

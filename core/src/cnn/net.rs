@@ -121,11 +121,18 @@ enum State {
 }
 
 impl Network {
-    /// Validates the chain (channel and feature counts agree layer to layer).
+    /// Validates every layer (as its constructor would: the fields are public) and the chain
+    /// (channel and feature counts agree layer to layer).
     pub fn validate(&self) -> Result<()> {
         let (mut ch, mut side) = (self.channels, self.side);
         let mut feats: Option<usize> = None;
         for l in &self.layers {
+            match l {
+                Layer::Conv(c) => c.validate()?,
+                Layer::Linear(f) => f.validate()?,
+                Layer::Quad(q) => q.validate()?,
+                Layer::Flatten | Layer::Relu => {}
+            }
             match (l, feats) {
                 (Layer::Conv(c), None) => {
                     if c.in_channels != ch {

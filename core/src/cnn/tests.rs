@@ -847,7 +847,37 @@ fn point_outputs_skip_the_off_centre_taps() {
     let c = random_conv(&mut r, 2, 4, 3, 2, 1);
     assert!(c.with_point_outputs(1).is_err(), "stride 2");
     let c = random_conv(&mut r, 2, 4, 3, 1, 1);
-    assert!(c.with_point_outputs(5).is_err(), "more than N_out");
+    assert!(c.clone().with_point_outputs(5).is_err(), "more than N_out");
+    // The same checks hold for a layer changed field by field: planning it, or validating a
+    // network that holds it, refuses it (a plan would otherwise skip real products).
+    let l = FragmentLayout::new(1, 2, 8, 8, None, 2, 256).unwrap();
+    for pt in [1, 5] {
+        let mut bad = c.clone();
+        bad.point_outputs = pt;
+        assert!(bad.validate().is_err(), "{pt}");
+        assert!(bad.plan(&l).is_err(), "{pt}");
+        let net = Network {
+            name: "bad".into(),
+            channels: 2,
+            side: 8,
+            layers: vec![
+                Layer::Conv(bad),
+                Layer::Flatten,
+                Layer::Linear(Linear::new(4 * 64, 2, vec![0.5; 4 * 64 * 2], vec![0.0; 2]).unwrap()),
+            ],
+        };
+        assert!(net.validate().is_err(), "{pt}");
+        let mut ok = net.clone();
+        if let Layer::Conv(c0) = &mut ok.layers[0] {
+            c0.point_outputs = 0;
+        }
+        assert!(ok.validate().is_ok());
+        let mut nan = ok.clone();
+        if let Layer::Linear(f) = &mut nan.layers[2] {
+            f.bias[1] = f64::NAN;
+        }
+        assert!(nan.validate().is_err(), "a NaN bias");
+    }
 }
 
 /// A layer's products as a sorted list of `(output, giant shift, input, baby shift, tag,
