@@ -370,10 +370,14 @@ fn wrong_mode_batch_block_and_version_are_refused() {
 #[test]
 fn garbage_gets_no_panic_and_the_server_goes_on() {
     let (net, ck) = (fhe_net(4, 10), fhe_ckks());
-    let (addr, server) = spawn(&net, &ck, 5, 4, 30);
-    // Not a Veil frame at all, a header announcing 4 GiB, a frame of the BERT session.
+    let (addr, server) = spawn(&net, &ck, 6, 4, 30);
+    // Not a Veil frame at all, a header announcing 4 GiB, one announcing 1 MiB (within the
+    // session's frame limit, past a hello's: refused at once, not awaited), a frame of the
+    // BERT session.
     let mut huge = vec![0x56, 1, 0x02, 0x0C, 0, 0, 0, 0];
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    let mut mib = huge.clone();
+    mib[8..12].copy_from_slice(&(1u32 << 20).to_le_bytes());
     let bert = veil_host::transport::encode_frames(&[Frame {
         tag: 0x0B01,
         depth: 0,
@@ -385,6 +389,7 @@ fn garbage_gets_no_panic_and_the_server_goes_on() {
             b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
         ),
         ("a 4 GiB header", huge),
+        ("a 1 MiB header", mib),
         ("a BERT hello", bert),
     ] {
         let (code, reason) = refusal_of_raw(&addr, bytes);
@@ -395,7 +400,7 @@ fn garbage_gets_no_panic_and_the_server_goes_on() {
     drop(TcpStream::connect(&addr).unwrap());
     good_fhe_client(&addr, &net, &ck);
     let s = server.join().unwrap();
-    assert_eq!((s.connections, s.served, s.refused, s.failed), (5, 1, 3, 1));
+    assert_eq!((s.connections, s.served, s.refused, s.failed), (6, 1, 4, 1));
 }
 
 #[test]

@@ -28,7 +28,9 @@ use veil_host::session::{
     DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary, SessionError,
     SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
 };
-use veil_host::transport::{TcpTransport, Transport, TransportConfig, TransportError};
+use veil_host::transport::{
+    TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS,
+};
 
 /// The bound on |encrypted − plaintext| per logit (the lead's stated bound replaces it).
 const LOGIT_BOUND: f64 = 0.05;
@@ -619,6 +621,28 @@ fn client_disconnect_and_stall_before_hello() {
     let (e, took) = serve_one_error(timeout, |a| keep = Some(TcpStream::connect(a).unwrap()));
     assert_eq!(e, SessionError::Transport(TransportError::Timeout));
     assert!(took >= timeout && took < timeout * 2, "{took:?}");
+}
+
+/// A first frame larger than any hello is refused when its header arrives, under
+/// `HELLO_LIMITS`: the server neither buffers it up to the session's frame limit (1 GiB) nor
+/// waits for it until the session's timeout.
+#[test]
+fn oversized_first_frame_is_refused_at_its_header() {
+    let timeout = Duration::from_secs(60);
+    let mut keep = None;
+    let (e, took) = serve_one_error(timeout, |a| {
+        let mut b = frame_bytes(TAG_HELLO, &[]);
+        b[8..12].copy_from_slice(&(1u32 << 20).to_le_bytes());
+        keep = Some(send_raw(a, &b));
+    });
+    assert_eq!(
+        e,
+        SessionError::Transport(TransportError::TooLarge {
+            len: 1 << 20,
+            max: HELLO_LIMITS.max_frame
+        })
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
 // ---- the private pipeline end to end ------------------------------------------------------

@@ -89,3 +89,56 @@ fn gigabyte_header_then_silence_in_memory() {
     );
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+/// `recv_limited` applies the tighter of its limits and the configured ones, on both
+/// transports: a frame over its size limit is refused at its header, silence ends at its
+/// deadline, a frame within both arrives; a looser limit than the configured one changes
+/// nothing.
+#[test]
+fn limited_receive_takes_the_tighter_limits() {
+    let long = TransportConfig {
+        timeout: Duration::from_secs(30),
+        max_frame: 1 << 20,
+    };
+    let tight = TransportConfig {
+        timeout: Duration::from_millis(300),
+        max_frame: 64,
+    };
+    assert_eq!(long.tighter(tight).max_frame, 64);
+    assert_eq!(long.tighter(tight).timeout, tight.timeout);
+    let frame = |n: usize| veil_core::mpc::Frame {
+        tag: 0x0B01,
+        depth: 0,
+        payload: vec![7; n],
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || TcpTransport::connect(addr, long).unwrap());
+    let mut server = TcpTransport::accept(&listener, long).unwrap();
+    let mut client = peer.join().unwrap();
+    let (mut a, mut b) = mem_pair(long);
+    let pairs: [(&mut dyn Transport, &mut dyn Transport); 2] =
+        [(&mut client, &mut server), (&mut a, &mut b)];
+    for (tx, rx) in pairs {
+        // Silence: a timeout at the tight deadline, not the configured 30 s.
+        let t0 = Instant::now();
+        assert_eq!(rx.recv_limited(tight).unwrap_err(), TransportError::Timeout);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        // Within both limits.
+        tx.send(vec![frame(64)]).unwrap();
+        assert_eq!(rx.recv_limited(tight).unwrap().payload.len(), 64);
+        // Looser than configured: the configured size limit still holds.
+        tx.send(vec![frame(1000)]).unwrap();
+        let loose = TransportConfig {
+            timeout: Duration::from_secs(60),
+            max_frame: 1 << 30,
+        };
+        assert_eq!(rx.recv_limited(loose).unwrap().payload.len(), 1000);
+        // Over the tight size limit: refused at the header.
+        tx.send(vec![frame(65)]).unwrap();
+        assert_eq!(
+            rx.recv_limited(tight).unwrap_err(),
+            TransportError::TooLarge { len: 65, max: 64 }
+        );
+    }
+}

@@ -333,7 +333,22 @@ pub(crate) fn frame(tag: u16, payload: Vec<u8>) -> Frame {
 /// Receives the next frame; a transport error other than the peer's own abort or disconnect is
 /// reported to the peer.
 pub(crate) fn recv(t: &mut dyn Transport) -> Result<Frame, SessionError> {
-    t.recv().map_err(|e| {
+    let r = t.recv();
+    on_error(t, r)
+}
+
+/// [`recv`] for a server's first frame, under [`crate::transport::HELLO_LIMITS`].
+pub(crate) fn recv_hello(t: &mut dyn Transport) -> Result<Frame, SessionError> {
+    let r = t.recv_limited(crate::transport::HELLO_LIMITS);
+    on_error(t, r)
+}
+
+/// Reports a receive error to the peer (unless the peer ended the session itself).
+fn on_error(
+    t: &mut dyn Transport,
+    r: Result<Frame, TransportError>,
+) -> Result<Frame, SessionError> {
+    r.map_err(|e| {
         if !matches!(
             e,
             TransportError::PeerAborted(_) | TransportError::Disconnected

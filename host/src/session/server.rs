@@ -5,12 +5,12 @@ use super::messages::{
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
-    frame, plan, recv, setup_party, BlockRow, CkksCache, Clock, Patient, SessionError,
+    frame, plan, recv_hello, setup_party, BlockRow, CkksCache, Clock, Patient, SessionError,
     SessionOptions,
 };
 use crate::party::{KeyExchangeStats, Server};
 use crate::slots::{take_slot, MAX_BUSY_THREADS};
-use crate::transport::{TcpTransport, Transport, TransportConfig};
+use crate::transport::{TcpTransport, Transport, TransportConfig, HELLO_LIMITS};
 use std::net::TcpListener;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
@@ -67,7 +67,7 @@ fn read_hello<B: PolyBackend>(
     weights: &EncoderWeights,
     ckks: &CkksCache<B>,
 ) -> Result<(usize, usize, std::sync::Arc<veil_core::ckks::Ckks<B>>), SessionError> {
-    let f = recv(t)?;
+    let f = recv_hello(t)?;
     if f.tag != TAG_HELLO {
         return reject(
             t,
@@ -326,7 +326,7 @@ pub fn serve<B: PolyBackend>(
                     .name(format!("veil-busy-{id}"))
                     .spawn(move || {
                         let _b = b;
-                        let _ = t.recv();
+                        let _ = t.recv_limited(HELLO_LIMITS);
                         let _ = reject::<()>(
                             &mut t,
                             Refusal::new(

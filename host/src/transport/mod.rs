@@ -43,6 +43,25 @@ impl Default for TransportConfig {
     }
 }
 
+/// The limits of a server's first receive on a new connection (the peer's hello, a few dozen
+/// bytes, sent as soon as it connects): until the hello is accepted the peer is unknown, so it
+/// may neither hold a session slot for the long session timeout nor make the server buffer a
+/// frame of [`TransportConfig::max_frame`].
+pub const HELLO_LIMITS: TransportConfig = TransportConfig {
+    timeout: Duration::from_secs(30),
+    max_frame: 64 << 10,
+};
+
+impl TransportConfig {
+    /// The tighter of each limit of `self` and `other`.
+    pub fn tighter(self, other: TransportConfig) -> TransportConfig {
+        TransportConfig {
+            timeout: self.timeout.min(other.timeout),
+            max_frame: self.max_frame.min(other.max_frame),
+        }
+    }
+}
+
 /// Transport errors.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -89,6 +108,14 @@ pub trait Transport: Send {
     fn send(&mut self, frames: Vec<Frame>) -> Result<(), TransportError>;
     /// Receives the next frame (within the configured timeout).
     fn recv(&mut self) -> Result<Frame, TransportError>;
+    /// Receives the next frame under `limits` where they are tighter than the configured ones
+    /// (a server's first receive from a new peer, under [`HELLO_LIMITS`]). The transports that
+    /// read bytes themselves ([`TcpTransport`], [`MemTransport`]) apply them; the default, for
+    /// wrappers, is [`Transport::recv`].
+    fn recv_limited(&mut self, limits: TransportConfig) -> Result<Frame, TransportError> {
+        let _ = limits;
+        self.recv()
+    }
     /// Best-effort abort notice to the peer.
     fn abort(&mut self, reason: &str) {
         let _ = self.send(vec![Frame {

@@ -171,4 +171,7 @@ impl Transport for TcpTransport {
     fn recv(&mut self) -> Result<Frame, TransportError> {
         read_frame(&mut self.src, &mut self.rb, &self.cfg)
     }
+    fn recv_limited(&mut self, limits: TransportConfig) -> Result<Frame, TransportError> {
+        read_frame(&mut self.src, &mut self.rb, &self.cfg.tighter(limits))
+    }
 }

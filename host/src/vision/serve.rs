@@ -26,7 +26,7 @@ use super::{
 use crate::model::images::Images;
 use crate::party::PartyError;
 use crate::slots::{take_slot, MAX_BUSY_THREADS};
-use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError};
+use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -534,7 +534,8 @@ fn read_hello<B: PolyBackend>(
     make_ckks: &MakeCkks<B>,
 ) -> Result<(CnnHello, Arc<Ckks<B>>), VisionError> {
     use CnnRefuseCode as R;
-    let f = match t.recv() {
+    // Until the hello is accepted the peer is unknown: a small frame, soon.
+    let f = match t.recv_limited(HELLO_LIMITS) {
         Ok(f) => f,
         Err(e @ (TransportError::Malformed(_) | TransportError::TooLarge { .. })) => {
             return refuse(t, R::Malformed, format!("not a Veil frame: {e}"))
@@ -749,7 +750,7 @@ pub fn serve_cnn<B: PolyBackend>(
                     .name(format!("veil-cnn-busy-{id}"))
                     .spawn(move || {
                         let _b = b;
-                        let _ = t.recv();
+                        let _ = t.recv_limited(HELLO_LIMITS);
                         let _ = refuse::<()>(
                             &mut t,
                             CnnRefuseCode::Busy,
