@@ -117,9 +117,11 @@ impl From<PartyError> for VisionError {
 }
 
 /// The architecture alone: every weight and bias replaced by 1 (what the client knows; the plan
-/// and the rotations depend on the geometry only). A dry run of it counts the operations of a
-/// dense model with biases: the server's run counts the same unless some weights are exactly
-/// zero (the executor skips those products, so the server's timing reflects its zero count).
+/// and the rotations depend on the geometry only), except the off-centre taps of a
+/// convolution's `1 × 1` branch ([`veil_core::cnn::Conv2d::point_outputs`]), which the
+/// architecture fixes at 0. A dry run of it counts the operations of a dense model with biases:
+/// the server's run counts the same unless some weights are exactly zero (the executor skips
+/// those products, so the server's timing reflects its zero count).
 pub fn public_architecture(net: &Network) -> Network {
     let mut a = net.clone();
     for l in &mut a.layers {
@@ -127,6 +129,20 @@ pub fn public_architecture(net: &Network) -> Network {
             Layer::Conv(c) => {
                 c.weight.iter_mut().for_each(|w| *w = 1.0);
                 c.bias.iter_mut().for_each(|w| *w = 1.0);
+                if !c.depthwise {
+                    let (k, ci) = (c.kernel, c.in_channels);
+                    let per_output = ci * k * k;
+                    for o in 0..c.point_outputs.min(c.out_channels) {
+                        for (t, w) in c.weight[o * per_output..(o + 1) * per_output]
+                            .iter_mut()
+                            .enumerate()
+                        {
+                            if t % (k * k) != (k / 2) * k + k / 2 {
+                                *w = 0.0;
+                            }
+                        }
+                    }
+                }
             }
             Layer::Linear(f) => {
                 f.weight.iter_mut().for_each(|w| *w = 1.0);

@@ -1085,6 +1085,44 @@ mod tests {
         }
     }
 
+    /// A fire-style layer (a `1 × 1` branch beside a `3 × 3` one): the client's weight-free
+    /// copy is a valid network whose dry run counts what the server's does.
+    #[test]
+    fn public_architecture_keeps_a_point_branch_valid() {
+        let k = 3;
+        let (ci, co, pt) = (4, 6, 2);
+        let mut w = vec![0.0; co * ci * k * k];
+        for (i, v) in w.iter_mut().enumerate() {
+            let (o, tap) = (i / (ci * k * k), i % (k * k));
+            if o >= pt || tap == 4 {
+                *v = 0.25 + (i % 7) as f64 / 16.0;
+            }
+        }
+        let conv = Conv2d::new(ci, co, k, 1, 1, w, vec![0.1; co])
+            .unwrap()
+            .with_point_outputs(pt)
+            .unwrap();
+        let net = Network {
+            name: "fire".into(),
+            channels: ci,
+            side: 8,
+            layers: vec![
+                Layer::Conv(conv),
+                Layer::Quad(Quadratic::new(0.125, 0.5, 0.25).unwrap()),
+                Layer::Flatten,
+                Layer::Linear(
+                    Linear::new(co * 64, 3, vec![0.5; co * 64 * 3], vec![0.0; 3]).unwrap(),
+                ),
+            ],
+        };
+        let arch = public_architecture(&net);
+        arch.validate().unwrap();
+        assert_eq!(arch_digest(&arch), arch_digest(&net));
+        let (_, server, _) = dry_run(&net, 1, 2, 1024).unwrap();
+        let (_, client, _) = dry_run(&arch, 1, 2, 1024).unwrap();
+        assert_eq!(client, server);
+    }
+
     #[test]
     fn arch_digest_covers_the_geometry_only() {
         let a = net(10, 0.5);
