@@ -127,12 +127,12 @@ fn limited_receive_takes_the_tighter_limits() {
         // Within both limits.
         tx.send(vec![frame(64)]).unwrap();
         assert_eq!(rx.recv_limited(tight).unwrap().payload.len(), 64);
-        // Looser than configured: the configured size limit still holds.
-        tx.send(vec![frame(1000)]).unwrap();
+        // Looser than configured: a frame within the configured limits arrives.
         let loose = TransportConfig {
             timeout: Duration::from_secs(60),
             max_frame: 1 << 30,
         };
+        tx.send(vec![frame(1000)]).unwrap();
         assert_eq!(rx.recv_limited(loose).unwrap().payload.len(), 1000);
         // Over the tight size limit: refused at the header.
         tx.send(vec![frame(65)]).unwrap();
@@ -141,4 +141,19 @@ fn limited_receive_takes_the_tighter_limits() {
             TransportError::TooLarge { len: 65, max: 64 }
         );
     }
+    // The configured size limit holds under looser limits too (its own pair: a refused frame
+    // is left unread on the stream).
+    let (mut a, mut b) = mem_pair(long);
+    let loose = TransportConfig {
+        timeout: Duration::from_secs(60),
+        max_frame: 1 << 30,
+    };
+    a.send(vec![frame((1 << 20) + 1)]).unwrap();
+    assert_eq!(
+        b.recv_limited(loose).unwrap_err(),
+        TransportError::TooLarge {
+            len: (1 << 20) + 1,
+            max: 1 << 20
+        }
+    );
 }

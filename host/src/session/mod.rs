@@ -58,7 +58,7 @@ pub use server::{serve, serve_one, ServeOptions, ServeSummary, ServerStats};
 
 use crate::mpc::DriverError;
 use crate::party::PartyError;
-use crate::transport::{Transport, TransportError};
+use crate::transport::{Transport, TransportConfig, TransportError};
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 use std::collections::HashMap;
@@ -218,6 +218,14 @@ impl Transport for Patient<'_> {
     fn recv(&mut self) -> Result<Frame, TransportError> {
         loop {
             match self.t.recv() {
+                Err(TransportError::Timeout) if Instant::now() < self.until => {}
+                r => return r,
+            }
+        }
+    }
+    fn recv_limited(&mut self, limits: TransportConfig) -> Result<Frame, TransportError> {
+        loop {
+            match self.t.recv_limited(limits) {
                 Err(TransportError::Timeout) if Instant::now() < self.until => {}
                 r => return r,
             }
