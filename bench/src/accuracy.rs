@@ -74,6 +74,20 @@ pub struct AccuracyReport {
     pub rows: Vec<PathRow>,
     /// Wall seconds of the encrypted runs (mean per sentence).
     pub private_s_per_sentence: f64,
+    /// Held-out sentences whose exact logit margin `|l0 − l1|` is below [`NEAR_TIE`]:
+    /// `(index, margin, fixed-point agrees)`. A logit error of half the margin can flip them.
+    pub near_ties: Vec<(usize, f64, bool)>,
+}
+
+/// The exact-path logit margin below which a sentence is listed as a near tie (four times the
+/// worst encrypted logit error measured so far, about 0.033).
+pub const NEAR_TIE: f64 = 0.15;
+
+fn margin(l: &[f64]) -> f64 {
+    match l {
+        [a, b] => (a - b).abs(),
+        _ => f64::INFINITY,
+    }
 }
 
 fn err<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BenchError {
@@ -119,6 +133,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
     let (mut exact, mut fixed, mut private) = (Vec::new(), Vec::new(), Vec::new());
     let ck = Ckks::new(Arc::new(crate::cpu_backend(&params, 0)?));
     let mut private_s = 0.0;
+    let mut near_ties = Vec::new();
     for (i, s) in sents.iter().enumerate() {
         let ids = md.tokenize(&s.text, 128).map_err(err("tokenize"))?;
         let valid = ids.len();
@@ -132,6 +147,9 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
         let plan = &plans[&m];
         let f = veil_core::bert::fixed::logits_fixed(plan, &md.weights, &x, valid)
             .map_err(err("fixed-point path"))?;
+        if margin(&e) < NEAR_TIE {
+            near_ties.push((i, margin(&e), head::argmax(&f) == head::argmax(&e)));
+        }
         exact.push((e.clone(), e.clone(), s.label));
         fixed.push((f, e.clone(), s.label));
         if (a.private_from..a.private_from.saturating_add(a.private)).contains(&i) {
@@ -196,13 +214,15 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                     .fold(0.0, f64::max);
                 let am = head::argmax;
                 eprintln!(
-                    "encrypted {}/{} (held-out #{i}, m = {m}): {:.1} s, label {} (plaintext {}, true {}), max |Δlogit| {err:.4}",
+                    "encrypted {}/{} (held-out #{i}, m = {m}): {:.1} s, label {} (plaintext {}, fixed-point {}, true {}), max |Δlogit| {err:.4}, plaintext margin {:.4}",
                     private.len() + 1,
                     a.private,
                     t.elapsed().as_secs_f64(),
                     am(&lg),
                     am(&e),
+                    am(&fixed[i].0),
                     s.label,
+                    margin(&e),
                 );
             }
             private.push((lg, e, s.label));
@@ -224,6 +244,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
         } else {
             private_s / private.len() as f64
         },
+        near_ties,
     })
 }
 
@@ -243,6 +264,16 @@ pub fn render(r: &AccuracyReport) -> String {
         s += &format!(
             "encrypted: {:.1} s per sentence (keys included)\n",
             r.private_s_per_sentence
+        );
+    }
+    s += &format!(
+        "near ties (exact margin |l0 − l1| < {NEAR_TIE}): {}\n",
+        r.near_ties.len()
+    );
+    for (i, m, f) in &r.near_ties {
+        s += &format!(
+            "  held-out #{i}: margin {m:.4}, fixed-point {}\n",
+            if *f { "agrees" } else { "disagrees" }
         );
     }
     s

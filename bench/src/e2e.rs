@@ -14,6 +14,7 @@
 //! tests' job.
 
 use crate::convert::NETWORKS;
+use crate::nonlinear::{MBLN_PARAMS, MBMAX_PARAMS};
 use crate::progress::Progress;
 use crate::BenchError;
 use rand_chacha::ChaCha20Rng;
@@ -22,6 +23,7 @@ use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use veil_core::bert::cost::Measured;
+use veil_core::bert::Blocks;
 use veil_core::bert::{
     client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights, SessionPlan,
     MPC_CONFIG,
@@ -29,7 +31,7 @@ use veil_core::bert::{
 use veil_core::ckks::Ckks;
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
-use veil_core::nn::gelu::GeluKind;
+use veil_core::nn::gelu::{GeluKind, GeluSplit};
 use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::drive;
 use veil_host::transport::TransportConfig;
@@ -50,9 +52,16 @@ pub struct BenchE2eArgs {
     /// Real tokens per sentence (default: m − m/4, so padding is masked).
     #[arg(long)]
     pub valid: Option<usize>,
-    /// GELU approximation: erf (the checkpoint's) or bolt.
+    /// GELU approximation: erf (the checkpoint's), bolt, or bolt-split (BOLT's quartic with
+    /// EncFormer's split: CKKS evaluates the two candidates, MPC compares and selects).
     #[arg(long, default_value = "erf")]
     pub gelu: String,
+    /// Nonlinear blocks: exact (the checkpoint's softmax and LayerNorm, with --gelu) or
+    /// encformer (EncFormer's MBMax, MBLN and BOLT split, at the nonlinear benchmark's
+    /// parameters; surrogates of a distilled model, so for costs, not for a checkpoint's
+    /// accuracy).
+    #[arg(long, default_value = "exact")]
+    pub blocks: String,
     /// OT: iknp (16 bytes per correlated OT) or silent (Ferret, ≈ 0.45 bit per COT; every
     /// layer after the first runs on silently preprocessed COTs).
     #[arg(long, default_value = "silent")]
@@ -137,6 +146,11 @@ pub struct E2eRun {
     pub hotspot: String,
     /// `|logit| ` sanity: both parties finished and the client got this many logits.
     pub logits: usize,
+    /// EncFormer's constants fitted to the model (`--blocks encformer`).
+    pub fit: Option<EncformerFit>,
+    /// Largest `|logit − fixed-point emulation's logit|` ([`veil_core::bert::fixed`], the same
+    /// blocks in the clear): the run computed the function, not only sent its bytes.
+    pub fixed_logit_err: f64,
     /// Every block event of the run, per layer (the cost model's calibration).
     pub raw: Vec<Measured>,
 }
@@ -243,26 +257,102 @@ pub fn party(id: PartyId, silent: bool) -> Result<Party<ChaCha20Rng>, BenchError
     })
 }
 
-/// One private run at `m`.
-fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, BenchError> {
-    let params = session_params().map_err(core_err("session parameters"))?;
-    let gelu = match a.gelu.as_str() {
-        "erf" => GeluKind::Erf,
-        "bolt" => GeluKind::Bolt,
+/// EncFormer's blocks fitted to a model, as its distillation would: MBMax's `c` covers the
+/// largest score and `R_d = valid·c^5` makes a row of scores near 0 sum to about 1; MBLN divides
+/// by the mean deviation of the LayerNorm input rows (`l = 1`). The fit reads the exact `f64`
+/// forward pass, then the same pass with the fitted blocks must stay inside every bound of the
+/// plan's conversions; otherwise a typed error (the run would compute garbage).
+pub fn fit_encformer(
+    w: &EncoderWeights,
+    x: &veil_core::packing::Mat,
+    valid: usize,
+) -> Result<(Blocks, EncformerFit), BenchError> {
+    use veil_core::bert::reference::ranges;
+    let exact = ranges(w, x, valid, &Blocks::EXACT).map_err(core_err("the exact ranges"))?;
+    let c = exact.score.ceil().max(1.0);
+    let rd = valid as f64 * c.powi(5);
+    let blocks = Blocks::encformer((c, rd), (1.0, exact.ln_std.max(1e-3)));
+    let fitted = ranges(w, x, valid, &blocks).map_err(core_err("the fitted ranges"))?;
+    let b = blocks
+        .bounds()
+        .map_err(core_err("the fitted blocks' bounds"))?;
+    let within = [
+        (fitted.x, b.x),
+        (fitted.score, b.s),
+        (fitted.p, b.p),
+        (fitted.h, b.h),
+        (fitted.gelu_in, b.f1),
+        (fitted.g, b.g),
+    ]
+    .iter()
+    .all(|&(v, bits)| v < f64::from(1u32 << bits));
+    if !within {
+        return Err(BenchError::InvalidOption {
+            option: "--blocks",
+            value: format!("encformer: {fitted:?} exceeds the bounds {b:?}"),
+            expected: "a model whose fitted surrogates stay within the conversions' bounds",
+        });
+    }
+    Ok((
+        blocks,
+        EncformerFit {
+            mbmax: (c, rd),
+            mbln: (1.0, exact.ln_std),
+            gelu_in: fitted.gelu_in,
+            ln_out: fitted.x.max(fitted.h),
+        },
+    ))
+}
+
+/// The constants [`fit_encformer`] chose and the ranges the fitted pass showed.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EncformerFit {
+    /// MBMax's `(c, R_d)`.
+    pub mbmax: (f64, f64),
+    /// MBLN's `(l, R_d)`.
+    pub mbln: (f64, f64),
+    /// Largest GELU input (the split's bound is 32).
+    pub gelu_in: f64,
+    /// Largest MBLN output.
+    pub ln_out: f64,
+}
+
+/// The nonlinear blocks named by `--blocks` and `--gelu` (EncFormer's with the nonlinear
+/// benchmark's constants; a run fits them to its model instead, [`fit_encformer`]).
+pub fn blocks_of(a: &BenchE2eArgs) -> Result<Blocks, BenchError> {
+    if a.blocks == "encformer" {
+        return Ok(Blocks::encformer(MBMAX_PARAMS, MBLN_PARAMS));
+    }
+    if a.blocks != "exact" {
+        return Err(BenchError::InvalidOption {
+            option: "--blocks",
+            value: a.blocks.clone(),
+            expected: "exact or encformer",
+        });
+    }
+    let (gelu, gelu_split) = match a.gelu.as_str() {
+        "erf" => (GeluKind::Erf, GeluSplit::AllMpc),
+        "bolt" => (GeluKind::Bolt, GeluSplit::AllMpc),
+        "bolt-split" => (GeluKind::Bolt, GeluSplit::CkksCandidates),
         v => {
             return Err(BenchError::InvalidOption {
                 option: "--gelu",
                 value: v.into(),
-                expected: "erf or bolt",
+                expected: "erf, bolt or bolt-split",
             })
         }
     };
-    let plan = SessionPlan::new(&params, &cfg, m)
-        .map_err(|e| BenchError::Protocol {
-            protocol: "session plan".into(),
-            source: veil_host::mpc::DriverError::Convert(e),
-        })?
-        .with_gelu(gelu);
+    Ok(Blocks {
+        gelu,
+        gelu_split,
+        ..Blocks::EXACT
+    })
+}
+
+/// One private run at `m`.
+fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, BenchError> {
+    let params = session_params().map_err(core_err("session parameters"))?;
+    let blocks = blocks_of(a)?;
     let valid = a.valid.unwrap_or(m - m / 4).clamp(1, m);
     let silent = match a.ot.as_str() {
         "silent" => true,
@@ -288,6 +378,17 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         );
         e.head.w.transpose()
     };
+    let (blocks, fit) = if a.blocks == "encformer" {
+        let (b, f) = fit_encformer(&w, &x, valid)?;
+        (b, Some(f))
+    } else {
+        (blocks, None)
+    };
+    let plan =
+        SessionPlan::with_blocks(&params, &cfg, m, blocks).map_err(|e| BenchError::Protocol {
+            protocol: "session plan".into(),
+            source: veil_host::mpc::DriverError::Convert(e),
+        })?;
     let ck = Ckks::new(Arc::new(crate::cpu_backend(&params, a.threads)?));
     let t = Instant::now();
     let sk = ck.gen_secret_key(&mut rng);
@@ -313,7 +414,10 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         timeout: Duration::from_secs(a.timeout_s),
         max_frame: 1 << 30,
     };
-    let blocks_total = plan.cfg.layers * 17 + 1 + if silent { plan.cfg.layers - 1 } else { 0 };
+    // Blocks per layer: 16, and the two candidate conversions with the split.
+    let per_layer = if plan.blocks.split() { 18 } else { 16 };
+    let blocks_total =
+        plan.cfg.layers * per_layer + 1 + if silent { plan.cfg.layers - 1 } else { 0 };
     let mut bar = Progress::new(&format!("m = {m}"), a.json);
     let mut done = 0usize;
     let t = Instant::now();
@@ -355,6 +459,13 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let wall_s = t.elapsed().as_secs_f64();
     let logits = logits?;
     srv?;
+    let fixed = veil_core::bert::fixed::logits_fixed(&plan, &w, &x, valid)
+        .map_err(core_err("the fixed-point emulation"))?;
+    let fixed_logit_err = logits
+        .iter()
+        .zip(&fixed)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     let mut raw = server_raw.lock().unwrap().clone();
     let mut conv_bytes = vec![0u64; raw.len()];
     for ((r, cb), (c, bytes)) in raw.iter_mut().zip(conv_bytes.iter_mut()).zip(&client_raw) {
@@ -398,6 +509,8 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         networks,
         hotspot,
         logits: logits.len(),
+        fit,
+        fixed_logit_err,
         raw,
     })
 }
@@ -427,7 +540,11 @@ pub fn run_cfg(a: &BenchE2eArgs, mut cfg: EncoderConfig) -> Result<E2eReport, Be
     Ok(E2eReport {
         shape: a.shape.clone(),
         params: params.name().to_string(),
-        gelu: a.gelu.clone(),
+        gelu: if a.blocks == "encformer" {
+            "EncFormer's blocks (MBMax, MBLN, BOLT split)".into()
+        } else {
+            a.gelu.clone()
+        },
         ot: a.ot.clone(),
         runs,
     })
@@ -471,6 +588,16 @@ pub fn render(r: &E2eReport) -> String {
             );
         }
         s += &format!("largest hotspot: {}\n", run.hotspot);
+        if let Some(f) = &run.fit {
+            s += &format!(
+                "EncFormer's blocks fitted to the model: MBMax c = {}, R_d = {:.3e}; MBLN l·R_d = {:.3}; largest GELU input {:.1}, largest MBLN output {:.1}\n",
+                f.mbmax.0, f.mbmax.1, f.mbln.1, f.gelu_in, f.ln_out
+            );
+        }
+        s += &format!(
+            "logits against the fixed-point emulation of the same blocks: max |Δ| {:.4}\n",
+            run.fixed_logit_err
+        );
         s += "estimated wall time with the keys over (estimate: loopback + bytes/bandwidth + rounds·RTT):";
         for (n, t) in &run.networks {
             s += &format!(" {n} {t:.0} s;");

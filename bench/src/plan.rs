@@ -161,6 +161,7 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, B
             layers: Some(a.calib_layers),
             valid: None,
             gelu: "erf".into(),
+            blocks: "exact".into(),
             ot: ot.into(),
             threads: 0,
             timeout_s: 900,

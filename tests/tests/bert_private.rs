@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
 use veil_core::bert::fixed::logits_fixed;
 use veil_core::bert::{
-    client_run, server_run, BlockCost, EncoderConfig, EncoderWeights, SessionPlan, MPC_CONFIG,
+    client_run, server_run, BlockCost, Blocks, EncoderConfig, EncoderWeights, SessionPlan,
+    MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
 use veil_core::mpc::{Party, PartyId};
@@ -55,9 +56,10 @@ fn run_private(
     x: &Mat,
     m: usize,
     valid: usize,
+    blocks: Blocks,
 ) -> (Vec<f64>, Vec<BlockCost>) {
     let p = lit.validate().unwrap();
-    let plan = SessionPlan::new(&p, &w.cfg, m).unwrap();
+    let plan = SessionPlan::with_blocks(&p, &w.cfg, m, blocks).unwrap();
     println!(
         "plan: slots {} levels {:?} c2m levels {:?}, {} Galois steps",
         plan.slots,
@@ -136,7 +138,7 @@ fn tiny_encoder_matches_reference() {
     let lit = params::insecure_logn12();
     let plan = SessionPlan::new(&lit.clone().validate().unwrap(), &cfg, m).unwrap();
     let fx = logits_fixed(&plan, &w, &x, valid).unwrap();
-    let (got, costs) = run_private(lit, &w, &x, m, valid);
+    let (got, costs) = run_private(lit, &w, &x, m, valid, Blocks::EXACT);
     println!("logits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
     assert_eq!(costs.last().map(|c| c.block), Some("head"));
     for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
@@ -145,6 +147,57 @@ fn tiny_encoder_matches_reference() {
             (a - c).abs() < FIXED_BOUND,
             "logit {a} vs fixed-point emulation {c}"
         );
+    }
+}
+
+/// EncFormer's blocks in the pipeline: GELU with the split (CKKS evaluates BOLT's two
+/// candidates on both real vectors of each complex ciphertext, MPC selects), alone and with
+/// MBMax and MBLN. The logits match the fixed-point emulation of the same blocks and the `f64`
+/// reference of the same functions; the candidates cost two extra C2M conversions and no
+/// GELU polynomial in MPC.
+#[test]
+fn tiny_encoder_with_encformer_blocks_matches_reference() {
+    use veil_core::nn::gelu::{GeluKind, GeluSplit};
+    let cfg = EncoderConfig {
+        layers: 1,
+        hidden: 64,
+        heads: 2,
+        ffn: 128,
+        ln_eps: 1e-12,
+        classes: 2,
+    };
+    let w = tiny(cfg, 5);
+    let (m, valid) = (16, 11);
+    let x = input(m, cfg.hidden, 9);
+    let split = Blocks {
+        gelu: GeluKind::Bolt,
+        gelu_split: GeluSplit::CkksCandidates,
+        ..Blocks::EXACT
+    };
+    // MBMax with (c, R_d) = (4, 4^5·16): about 1/16 per key near 0; MBLN dividing by 16.
+    let enc = Blocks::encformer((4.0, 16384.0), (1.0, 16.0));
+    let lit = params::insecure_logn12();
+    let p = lit.clone().validate().unwrap();
+    for blocks in [split, enc] {
+        let plan = SessionPlan::with_blocks(&p, &cfg, m, blocks).unwrap();
+        assert!(plan.c2m_cand_level().is_some());
+        let want = veil_core::bert::reference::logits_with(&w, &x, valid, &blocks).unwrap();
+        let fx = logits_fixed(&plan, &w, &x, valid).unwrap();
+        let (got, costs) = run_private(lit.clone(), &w, &x, m, valid, blocks);
+        println!("{blocks:?}\nlogits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
+        assert_eq!(costs.iter().filter(|c| c.block == "c2m:cand").count(), 2);
+        let fc1 = costs.iter().find(|c| c.block == "fc1").unwrap();
+        assert_eq!(
+            fc1.ckks.conjugations, 0,
+            "the client counts no CKKS operation"
+        );
+        for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
+            assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
+            assert!(
+                (a - c).abs() < FIXED_BOUND,
+                "logit {a} vs fixed-point emulation {c}"
+            );
+        }
     }
 }
 

@@ -112,9 +112,27 @@ pub fn logits_fixed(
         };
         let hi = refuse_empty(ln.reference(ring, &y, Some(&aff)), "layernorm reference")?;
         let hr = to_mat(&hi, m, d, f);
-        let mut f1 = to_int(&hr.matmul(&l.w1), f);
-        add_bias_int(&mut f1, &l.b1, f);
-        let g = refuse_empty(gelu.reference(ring, &f1), "gelu reference")?;
+        let g = if plan.blocks.split() {
+            // The bias enters in CKKS; both candidates are evaluated on the unrounded `x` and
+            // each is rounded at its own C2M boundary.
+            let mut x1 = hr.matmul(&l.w1);
+            for (e, v) in x1.data.iter_mut().enumerate() {
+                *v += l.b1[e % ffn];
+            }
+            let ev = |c: &[f64], v: f64| c.iter().rev().fold(0.0, |a, k| a * v + k);
+            let enc =
+                |c: &[f64]| -> Vec<i64> { x1.data.iter().map(|&v| encode(ev(c, v), f)).collect() };
+            let (c0, c1) = gelu.candidates();
+            let (f0, f1) = (enc(&c0), enc(&c1));
+            refuse_empty(
+                gelu.reference_split(&to_int(&x1, f), &f0, &f1),
+                "gelu reference",
+            )?
+        } else {
+            let mut f1 = to_int(&hr.matmul(&l.w1), f);
+            add_bias_int(&mut f1, &l.b1, f);
+            refuse_empty(gelu.reference(ring, &f1), "gelu reference")?
+        };
         let gr = to_mat(&g, m, ffn, f);
         let mut f2 = to_int(&gr.matmul(&l.w2), f);
         add_bias_int(&mut f2, &l.b2, f);

@@ -13,6 +13,7 @@ mod track;
 pub mod weights;
 
 pub use private::{
-    client_run, server_run, session_params, BlockCost, Levels, SessionPlan, MPC_CONFIG, SEQ_LENS,
+    client_run, server_run, session_params, BlockCost, Blocks, Bounds, Levels, SessionPlan,
+    MPC_CONFIG, SEQ_LENS,
 };
 pub use weights::{Embeddings, EncoderConfig, EncoderWeights, Head, LayerWeights};

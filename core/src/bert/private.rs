@@ -27,6 +27,15 @@
 //! product with the server's `W/valid` (`ℓ` COTs per weight), `+ b`, and an opening to the
 //! client alone (the client masks its share first, so the server sees a uniform value).
 //!
+//! The nonlinear blocks are the plan's [`Blocks`]: by default the checkpoint's own functions
+//! ([`Blocks::EXACT`]); [`Blocks::encformer`] takes EncFormer's surrogates instead (MBMax,
+//! MBLN) and GELU with the split: after FC1 the server adds `b_1` in CKKS and evaluates BOLT's
+//! two candidates `F0(x)`, `F1(x)` on both real vectors of every ciphertext
+//! ([`crate::circuits::eval_part_polys`]: one conjugation, six products, three levels), the
+//! conversion carries `x`, `F0` and `F1` (block `c2m:cand` for the candidates), and MPC only
+//! compares and selects ([`Gelu::run_split`]). The candidates grow as `|x|^4`, so the split
+//! bounds GELU's inputs at `|x| ≤ 32` ([`bounds::F1_SPLIT`]).
+//!
 //! The residual stream never leaves MPC: the shares of `X` and `H` are kept for the residual
 //! additions, so each layer costs four conversions each way. The server never decrypts and never
 //! sees a share unmasked; the client sees only one-time-padded ciphertexts in the conversions and
@@ -46,6 +55,7 @@
 use super::layout::Layout;
 use super::track::ScaleExec;
 use super::weights::{EncoderConfig, EncoderWeights, LayerWeights};
+use crate::circuits::eval_part_polys;
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey, C64};
 use crate::convert::{
     c2m_p0, c2m_p1, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, M2cPlan, ProtocolError, RunStats,
@@ -53,10 +63,10 @@ use crate::convert::{
 use crate::error::Error;
 use crate::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares};
 use crate::nn::fixed;
-use crate::nn::gelu::{Gelu, GeluKind};
+use crate::nn::gelu::{Gelu, GeluKind, GeluSplit};
 use crate::nn::layernorm::{LayerNorm, LnAffine, LnKind};
 use crate::nn::ops;
-use crate::nn::softmax::{Mask, Softmax, SoftmaxKind};
+use crate::nn::softmax::{Mask, Softmax, SoftmaxKind, MBMAX_B};
 use crate::packing::{ChannelMap, Mat};
 use crate::params::CkksParams;
 use crate::transformer::pipeline::{output_projection, qkv_projection, score_kernel, value_kernel};
@@ -76,7 +86,8 @@ pub const MPC_CONFIG: MpcConfig = MpcConfig::ENCFORMER;
 
 /// `log2` of the largest magnitude each boundary carries (real units), with margin over what
 /// all-MiniLM-L6-v2 shows on real sentences (softmax inputs ≲ 46, LayerNorm inputs ≲ 224,
-/// GELU inputs ≲ 25). Values beyond a bound break the conversion's correctness argument.
+/// GELU inputs ≲ 25). Values beyond a bound break the conversion's correctness argument, and
+/// a C2M value `2^k` times over its bound takes `k` bits from the mask's statistical margin.
 pub mod bounds {
     /// M2C of a layer input `X` (LayerNorm outputs).
     pub const X: u32 = 8;
@@ -94,6 +105,153 @@ pub mod bounds {
     pub const F1: u32 = 7;
     /// C2M of FC2's output.
     pub const F2: u32 = 9;
+    /// M2C of MBMax's output (`|Y| ≤ B^5 < 2^{14.8}`, [`crate::nn::softmax::MBMAX_B`]).
+    pub const P_MBMAX: u32 = 15;
+    /// M2C of an MBLN output (`X` and `H`): MBLN divides by a public constant instead of the
+    /// row's deviation, so its range is the model's (EncFormer's distilled models keep it
+    /// small); one bit above the accurate LayerNorm's.
+    pub const X_MBLN: u32 = 9;
+    /// C2M of FC1's output with the GELU split: the candidates grow as `|x|^4`, and the
+    /// complex C2M's fixed-point decoding carries about 15 bits above `F` (at `|x| ≤ 2^7` BOLT's
+    /// candidates reach `2^{22.5}`, past it), so the split takes GELU inputs `|x| ≤ 32`
+    /// (candidates `< 2^{14.8}`). all-MiniLM-L6-v2's GELU inputs stay below 25.
+    pub const F1_SPLIT: u32 = 5;
+    /// The largest candidate bound the split accepts (what the complex C2M carries).
+    pub const CAND_LIMIT: u32 = 15;
+}
+
+/// The boundary bounds of one plan (`log2` of the largest magnitude, real units): the
+/// [`bounds`] constants, moved where the plan's [`Blocks`] change a range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// M2C of a layer input `X`.
+    pub x: u32,
+    /// M2C of the softmax output.
+    pub p: u32,
+    /// M2C of `H`.
+    pub h: u32,
+    /// M2C of the GELU output.
+    pub g: u32,
+    /// C2M of the scores.
+    pub s: u32,
+    /// C2M of the attention output projection.
+    pub y: u32,
+    /// C2M of FC1's output.
+    pub f1: u32,
+    /// C2M of FC2's output.
+    pub f2: u32,
+    /// C2M of the GELU candidates `F0(x)`, `F1(x)` over `|x| ≤ 2^{f1}` (0 without the split;
+    /// BOLT's: 15 at `f1 = 5`).
+    pub cand: u32,
+}
+
+/// The nonlinear blocks of a session. They are part of its public parameters: both parties
+/// must plan with the same ones.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Blocks {
+    /// The softmax function.
+    pub softmax: SoftmaxKind,
+    /// The LayerNorm function.
+    pub layernorm: LnKind,
+    /// The GELU approximation.
+    pub gelu: GeluKind,
+    /// Where GELU's candidate polynomials are evaluated.
+    pub gelu_split: GeluSplit,
+}
+
+impl Default for Blocks {
+    fn default() -> Self {
+        Self::EXACT
+    }
+}
+
+impl Blocks {
+    /// The checkpoint's own functions: accurate softmax and LayerNorm, the erf GELU, all in MPC.
+    pub const EXACT: Blocks = Blocks {
+        softmax: SoftmaxKind::Accurate,
+        layernorm: LnKind::Accurate,
+        gelu: GeluKind::Erf,
+        gelu_split: GeluSplit::AllMpc,
+    };
+
+    /// EncFormer's configuration (§IV-B): MBMax `(X + c)^5/R_d`, MBLN `(x − μ)/(l·R_d)`, and
+    /// BOLT's GELU with the split (CKKS evaluates the two candidates, MPC selects). MBMax and
+    /// MBLN are the surrogates of a model distilled for them; on another model they change
+    /// the function.
+    pub fn encformer(mbmax: (f64, f64), mbln: (f64, f64)) -> Self {
+        Blocks {
+            softmax: SoftmaxKind::MbMax {
+                c: mbmax.0,
+                rd: mbmax.1,
+            },
+            layernorm: LnKind::Mbln {
+                l: mbln.0,
+                rd: mbln.1,
+            },
+            gelu: GeluKind::Bolt,
+            gelu_split: GeluSplit::CkksCandidates,
+        }
+    }
+
+    /// Whether CKKS evaluates GELU's candidates.
+    pub fn split(&self) -> bool {
+        self.gelu_split == GeluSplit::CkksCandidates
+    }
+
+    /// GELU's candidate polynomials `[F0, F1]` (ascending coefficients).
+    pub fn candidates(&self) -> Vec<Vec<f64>> {
+        let (f0, f1) = Gelu { kind: self.gelu }.candidates();
+        vec![f0, f1]
+    }
+
+    /// The boundary bounds these blocks need; a typed error when the GELU candidates over
+    /// `|x| ≤ 2^{F1_SPLIT}` exceed what the conversion carries ([`bounds::CAND_LIMIT`]: the
+    /// erf fit's degree-7 candidates do).
+    pub fn bounds(&self) -> Result<Bounds, Error> {
+        let mbln = matches!(self.layernorm, LnKind::Mbln { .. });
+        let x = if mbln { bounds::X_MBLN } else { bounds::X };
+        let p = match self.softmax {
+            SoftmaxKind::Accurate => bounds::P,
+            SoftmaxKind::MbMax { .. } => {
+                debug_assert!(libm::log2(libm::pow(MBMAX_B, 5.0)) < bounds::P_MBMAX as f64);
+                bounds::P_MBMAX
+            }
+        };
+        let f1 = if self.split() {
+            bounds::F1_SPLIT
+        } else {
+            bounds::F1
+        };
+        let cand = if self.split() {
+            // Σ|c_k|·R^k bounds |F(x)| on |x| ≤ R.
+            let r = libm::exp2(f1 as f64);
+            let peak = self
+                .candidates()
+                .iter()
+                .map(|c| c.iter().rev().fold(0.0, |a, k| a * r + k.abs()))
+                .fold(0.0, f64::max);
+            let b = libm::ceil(libm::log2(peak.max(1.0))) as u32;
+            if b > bounds::CAND_LIMIT {
+                return Err(Error::InvalidParameters(
+                    "the GELU split's candidates exceed what the conversion carries over the FC1 bound",
+                ));
+            }
+            b
+        } else {
+            0
+        };
+        Ok(Bounds {
+            x,
+            p,
+            h: x,
+            g: bounds::G,
+            s: bounds::S,
+            y: bounds::Y,
+            f1,
+            f2: bounds::F2,
+            cand,
+        })
+    }
 }
 
 /// One block's costs, as one party saw them (the host adds wall time between events).
@@ -102,7 +260,8 @@ pub struct BlockCost {
     /// Layer index (`usize::MAX` for the head).
     pub layer: usize,
     /// Block name: `"m2c:x"`, `"qkv+score"`, `"c2m:s"`, `"softmax"`, `"m2c:p"`, `"value+out"`,
-    /// `"c2m:y"`, `"ln1"`, `"m2c:h"`, `"fc1"`, `"c2m:f1"`, `"gelu"`, `"m2c:g"`, `"fc2"`,
+    /// `"c2m:y"`, `"ln1"`, `"m2c:h"`, `"fc1"`, `"c2m:f1"`, `"c2m:cand"` (the GELU candidates,
+    /// with the split), `"gelu"`, `"m2c:g"`, `"fc2"`,
     /// `"c2m:f2"`, `"ln2"`, `"head"`, and `"ot-fill"` (a silent-OT pool fill before a layer).
     pub block: &'static str,
     /// CKKS operations (server side; zero at the client).
@@ -147,15 +306,19 @@ pub struct SessionPlan {
     /// FHE operations of one layer's blocks, from the dry run: `qkv+score`, `value+out`,
     /// `fc1`, `fc2`.
     pub dry_counts: [OpCounts; 4],
-    /// The GELU approximation (both parties must agree; part of the session's public
-    /// parameters): [`GeluKind::Erf`] by default (the checkpoint's GELU within `7·10⁻⁴`),
-    /// [`GeluKind::Bolt`] for a third fewer bytes at `9.5·10⁻³` ([`SessionPlan::with_gelu`]).
-    pub gelu: GeluKind,
+    /// The nonlinear blocks (both parties must agree; part of the session's public
+    /// parameters): [`Blocks::EXACT`] by default (the checkpoint's GELU within `7·10⁻⁴`);
+    /// [`GeluKind::Bolt`] for a third fewer bytes at `9.5·10⁻³`; [`Blocks::encformer`].
+    pub blocks: Blocks,
+    /// The boundary bounds of these blocks.
+    pub bounds: Bounds,
     f_map: ChannelMap,
     fc1: ProjConfig,
     fc2: ProjConfig,
     m2c: [M2cPlan; 4],
     c2m: [C2mPlan; 4],
+    /// The GELU candidates' C2M (with the split).
+    c2m_cand: Option<C2mPlan>,
     lay_x: Layout,
     lay_f: Layout,
     lay_s: Layout,
@@ -250,9 +413,22 @@ fn pick_level(
 }
 
 impl SessionPlan {
-    /// Plans a session; typed error when the shape or parameters do not fit.
+    /// Plans a session with the checkpoint's own functions ([`Blocks::EXACT`]); typed error
+    /// when the shape or parameters do not fit.
     pub fn new(params: &CkksParams, cfg: &EncoderConfig, m: usize) -> Result<Self, ProtocolError> {
+        Self::with_blocks(params, cfg, m, Blocks::EXACT)
+    }
+
+    /// Plans a session with the nonlinear blocks `blocks`; typed error when the shape, the
+    /// parameters or the blocks' ranges do not fit.
+    pub fn with_blocks(
+        params: &CkksParams,
+        cfg: &EncoderConfig,
+        m: usize,
+        blocks: Blocks,
+    ) -> Result<Self, ProtocolError> {
         cfg.validate()?;
+        let bnd = blocks.bounds()?;
         if !SEQ_LENS.contains(&m) {
             return Err(Error::InvalidParameters("sequence length (16, 32, 64 or 128)").into());
         }
@@ -274,7 +450,7 @@ impl SessionPlan {
         let mut best: Option<(u64, Self)> = None;
         let mut last = None;
         for g in [8usize, 16, 32, 64].into_iter().filter(|&g| g <= n_seg) {
-            match Self::build(params, cfg, m, slots, attn.clone(), g) {
+            match Self::build(params, cfg, m, slots, attn.clone(), g, blocks, bnd) {
                 Ok(p) => {
                     let cost = p.dry_counts.iter().map(|c| c.key_switches()).sum::<u64>()
                         + 2 * p.rotations.len() as u64;
@@ -293,6 +469,7 @@ impl SessionPlan {
     }
 
     /// The plan with baby-step grid `g` (every projection's `N₁` and the `Φ` bank's `G`).
+    #[allow(clippy::too_many_arguments)]
     fn build(
         params: &CkksParams,
         cfg: &EncoderConfig,
@@ -300,6 +477,8 @@ impl SessionPlan {
         slots: usize,
         attn: AttnPlan,
         g: usize,
+        blocks: Blocks,
+        bnd: Bounds,
     ) -> Result<Self, ProtocolError> {
         let (d, ffn) = (cfg.hidden, cfg.ffn);
         let mut attn = attn.with_phi_bsgs(g);
@@ -328,7 +507,7 @@ impl SessionPlan {
             })
             .map(|r| r.0)
         };
-        let (lx, c2m_s, dry_a) = pick_level(params, slots, bounds::S, block_a)?;
+        let (lx, c2m_s, dry_a) = pick_level(params, slots, bnd.s, block_a)?;
         // Attention, second half: P, V → O → Y, with the lowest P level that loses nothing.
         let v_at = |ex: &ScaleExec| -> crate::Result<Vec<super::track::Tracked>> {
             let x: Vec<_> = (0..x_map.cts).map(|_| ex.fresh(lx, delta)).collect();
@@ -346,7 +525,7 @@ impl SessionPlan {
             })
             .map(|r| r.0)
         };
-        let (lp, c2m_y, mut dry_b) = pick_level(params, slots, bounds::Y, block_b)?;
+        let (lp, c2m_y, mut dry_b) = pick_level(params, slots, bnd.y, block_b)?;
         // The value block's own counts (without V's projection, counted in block A).
         let v_counts = dry::<()>(slots, &primes, v_at)
             .map(|r| r.0.counts)
@@ -364,16 +543,49 @@ impl SessionPlan {
             })
             .map(|r| r.0)
         };
-        let (lh, c2m_f1, dry_f1) =
-            pick_level(params, slots, bounds::F1, |l| fc(&x_map, &f_map, &fc1, l))?;
+        // With the split, FC1 is followed by its bias and the candidates `F0`, `F1` (at the
+        // input's scale, `part_poly_depth` levels down); they bound the level of `H`.
+        let polys = blocks.candidates();
+        let fc1_split = |l: usize| {
+            dry::<()>(slots, &primes, |ex| {
+                let x: Vec<_> = (0..x_map.cts).map(|_| ex.fresh(l, delta)).collect();
+                let g = [ProjGroup {
+                    out: &f_map,
+                    weight: &zero_fn,
+                    raw: false,
+                }];
+                let mut f = project(ex, &fc1, &x, &x_map, &g)?.pop().unwrap_or_default();
+                let mut first = None;
+                for ct in f.iter_mut() {
+                    ex.add_plain(ct, &|| vec![C64::default(); slots])?;
+                    let c = eval_part_polys(ex, ct, ct.scale, ct.scale, &polys)?;
+                    first = first.or(c.first().copied());
+                }
+                Ok(first.into_iter().collect())
+            })
+            .map(|r| r.0)
+        };
+        let (lh, c2m_fc1, dry_f1) = if blocks.split() {
+            pick_level(params, slots, bnd.cand, fc1_split)?
+        } else {
+            pick_level(params, slots, bnd.f1, |l| fc(&x_map, &f_map, &fc1, l))?
+        };
+        let (c2m_f1, c2m_cand) = if blocks.split() {
+            // The candidates keep FC1's output scale.
+            let x = C2mPlan::shortest_admissible(params, slots, dry_f1.scale, cfg_b(bnd.f1))
+                .map(C2mPlan::local_rounding)?;
+            (x, Some(c2m_fc1))
+        } else {
+            (c2m_fc1, None)
+        };
         let (lg, c2m_f2, dry_f2) =
-            pick_level(params, slots, bounds::F2, |l| fc(&f_map, &x_map, &fc2, l))?;
+            pick_level(params, slots, bnd.f2, |l| fc(&f_map, &x_map, &fc2, l))?;
         let m2c = |l: usize, b: u32| M2cPlan::new(params, l, slots, delta, cfg_b(b));
         let m2c = [
-            m2c(lx, bounds::X)?,
-            m2c(lp, bounds::P)?,
-            m2c(lh, bounds::H)?,
-            m2c(lg, bounds::G)?,
+            m2c(lx, bnd.x)?,
+            m2c(lp, bnd.p)?,
+            m2c(lh, bnd.h)?,
+            m2c(lg, bnd.g)?,
         ];
         let mut rotations: Vec<i64> = [&dry_a, &dry_b, &dry_f1, &dry_f2]
             .iter()
@@ -392,7 +604,8 @@ impl SessionPlan {
                 g: lg,
             },
             dry_counts: [dry_a.counts, dry_b.counts, dry_f1.counts, dry_f2.counts],
-            gelu: GeluKind::Erf,
+            blocks,
+            bounds: bnd,
             lay_x: Layout::channels(&x_map, d, slots)?,
             lay_f: Layout::channels(&f_map, ffn, slots)?,
             lay_s: Layout::scores(&attn.score_stream())?,
@@ -403,6 +616,7 @@ impl SessionPlan {
             fc2,
             m2c,
             c2m: [c2m_s, c2m_y, c2m_f1, c2m_f2],
+            c2m_cand,
             rotations,
         })
     }
@@ -428,7 +642,7 @@ impl SessionPlan {
             } else {
                 Mask::Padding { valid }
             },
-            kind: SoftmaxKind::Accurate,
+            kind: self.blocks.softmax,
         }
     }
 
@@ -438,21 +652,21 @@ impl SessionPlan {
             rows: self.m,
             cols: self.cfg.hidden,
             eps: self.cfg.ln_eps,
-            kind: LnKind::Accurate,
+            kind: self.blocks.layernorm,
             affine: true,
         }
     }
 
-    /// The same plan with another GELU approximation ([`GeluKind::Tanh`] is GPT-2's
-    /// `gelu_new`, not a BERT checkpoint's GELU).
-    pub fn with_gelu(mut self, kind: GeluKind) -> Self {
-        self.gelu = kind;
-        self
-    }
-
     /// The GELU block.
     pub fn gelu(&self) -> Gelu {
-        Gelu { kind: self.gelu }
+        Gelu {
+            kind: self.blocks.gelu,
+        }
+    }
+
+    /// The C2M level of the GELU candidates, with the split.
+    pub fn c2m_cand_level(&self) -> Option<usize> {
+        self.c2m_cand.as_ref().map(C2mPlan::level)
     }
 
     fn check_valid(&self, valid: usize) -> Result<(), ProtocolError> {
@@ -582,6 +796,17 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
         name: &'static str,
     ) -> Result<RingShares, ProtocolError> {
         let plan = &self.plan.c2m[which];
+        self.c2m_with(plan, cts, lay, name).await
+    }
+
+    /// [`Run::c2m`] under an explicit plan.
+    async fn c2m_with(
+        &mut self,
+        plan: &'a C2mPlan,
+        cts: Option<Vec<Ciphertext<B>>>,
+        lay: &Layout,
+        name: &'static str,
+    ) -> Result<RingShares, ProtocolError> {
         let (sh, st) = match (&self.side, cts) {
             (Side::Server { pk, .. }, Some(c)) => c2m_p1(self.p, self.ck, pk, plan, &c).await?,
             (Side::Client { sk }, None) => c2m_p0(self.p, self.ck, sk, plan, lay.cts).await?,
@@ -689,6 +914,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
             .await?;
 
         // Feed-forward.
+        let split = plan.blocks.split();
         let hc = self.m2c(M_H, &h, &plan.lay_x, "m2c:h").await?;
         let f1 = match (&self.side, hc, w) {
             (Side::Server { ex, .. }, Some(hc), Some(w)) => {
@@ -698,14 +924,50 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
                     weight: &wf,
                     raw: false,
                 }];
-                project(ex, &plan.fc1, &hc, &plan.attn.x_map(), &g)?.pop()
+                let mut f = project(ex, &plan.fc1, &hc, &plan.attn.x_map(), &g)?
+                    .pop()
+                    .unwrap_or_default();
+                // With the split the bias enters in CKKS, before the candidates
+                // `F0(x)`, `F1(x)` (EncFormer §IV-B3).
+                let cands = if split {
+                    let polys = plan.blocks.candidates();
+                    let (mut c0, mut c1) = (Vec::new(), Vec::new());
+                    for (u, ct) in f.iter_mut().enumerate() {
+                        ex.add_plain(ct, &|| bias_slots(&plan.f_map, &w.b1, u, plan.slots))?;
+                        let sc = ct.scale();
+                        let mut c = eval_part_polys(ex, ct, sc, sc, &polys)?.into_iter();
+                        c0.extend(c.next());
+                        c1.extend(c.next());
+                    }
+                    Some((c0, c1))
+                } else {
+                    None
+                };
+                Some((f, cands))
             }
             _ => None,
         };
         self.done("fc1");
+        let (f1, cands) = match f1 {
+            Some((f, c)) => (Some(f), c),
+            None => (None, None),
+        };
         let f = self.c2m(C_F1, f1, &plan.lay_f, "c2m:f1").await?;
-        let f = add_bias(r, server, f, w.map(|w| &w.b1[..]), ffn);
-        let g = plan.gelu().run(self.p, &f).await?;
+        let g = match &plan.c2m_cand {
+            Some(cp) if split => {
+                let (c0, c1) = match cands {
+                    Some((c0, c1)) => (Some(c0), Some(c1)),
+                    None => (None, None),
+                };
+                let f0 = self.c2m_with(cp, c0, &plan.lay_f, "c2m:cand").await?;
+                let f1 = self.c2m_with(cp, c1, &plan.lay_f, "c2m:cand").await?;
+                plan.gelu().run_split(self.p, &f, &f0, &f1).await?
+            }
+            _ => {
+                let f = add_bias(r, server, f, w.map(|w| &w.b1[..]), ffn);
+                plan.gelu().run(self.p, &f).await?
+            }
+        };
         self.done("gelu");
         let gc = self.m2c(M_G, &g, &plan.lay_f, "m2c:g").await?;
         let f2 = match (&self.side, gc, w) {
@@ -895,7 +1157,7 @@ pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
         .into());
     }
     let r = p.ring();
-    let lim = libm::exp2(bounds::X as f64);
+    let lim = libm::exp2(plan.bounds.x as f64);
     if x.data.iter().any(|v| !v.is_finite() || v.abs() > lim) {
         return Err(Error::InvalidParameters("client input outside the M2C bound").into());
     }
@@ -1001,6 +1263,43 @@ mod tests {
             // Block A holds the score products (H·m/2 folded diagonals per pair of heads).
             assert!(plan.dry_counts[0].ct_mults > 0 && plan.dry_counts[2].ct_mults == 0);
         }
+    }
+
+    /// EncFormer's blocks plan at every length: the GELU candidates take `part_poly_depth(4)`
+    /// more levels below `H`, their conversion trims to the same level as FC1's own, and the
+    /// surrogates move the bounds they own. The erf fit's degree-7 candidates do not fit the
+    /// conversion over `|x| ≤ 32` and are refused with a typed error.
+    #[test]
+    fn encformer_blocks_plan_at_every_length() {
+        let p = session_params().unwrap();
+        let enc = Blocks::encformer((8.0, 9200.0), (1.0, 1.0));
+        let b = enc.bounds().unwrap();
+        assert_eq!((b.p, b.x, b.h, b.f1, b.cand), (15, 9, 9, 5, 15));
+        for m in SEQ_LENS {
+            let exact = SessionPlan::new(&p, &EncoderConfig::MINILM_L6, m).unwrap();
+            let plan = SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, m, enc).unwrap();
+            assert_eq!(plan.c2m_cand_level(), Some(1), "m = {m}");
+            assert_eq!(plan.c2m_levels(), [1; 4], "m = {m}");
+            assert_eq!(
+                plan.levels.h,
+                exact.levels.h + crate::circuits::part_poly_depth(4),
+                "m = {m}"
+            );
+            // One conjugation and 6 products per FC1 output ciphertext.
+            let fc1 = plan.dry_counts[2];
+            assert_eq!(exact.dry_counts[2].ct_mults, 0);
+            let conj = fc1
+                .conjugations
+                .saturating_sub(exact.dry_counts[2].conjugations);
+            assert_eq!(fc1.ct_mults, 6 * conj, "m = {m}");
+            assert!(conj > 0);
+        }
+        let erf = Blocks {
+            gelu: GeluKind::Erf,
+            ..enc
+        };
+        assert!(erf.bounds().is_err());
+        assert!(SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, 16, erf).is_err());
     }
 
     /// Lengths outside the supported set and a non-dividing head count are refused.

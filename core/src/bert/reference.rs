@@ -18,9 +18,13 @@
 //! Padding rows are computed like any other row (their queries see only the valid keys), so a
 //! row `< valid` never depends on what the padding rows hold.
 
+use super::private::Blocks;
 use super::weights::{EncoderConfig, EncoderWeights, Head, LayerWeights};
 use super::Embeddings;
 use crate::error::{Error, Result};
+use crate::nn::gelu::{Gelu, GeluKind};
+use crate::nn::layernorm::{LayerNorm, LnAffine};
+use crate::nn::softmax::{Mask, Softmax};
 use crate::packing::Mat;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -157,6 +161,189 @@ pub fn layer(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Re
 }
 
 fn layer_unchecked(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Mat {
+    layer_with(cfg, l, x, valid, &Blocks::EXACT)
+}
+
+/// The layer with the functions of `blocks`: the checkpoint's where they are exact, the
+/// surrogates' `f64` references where they are not (MBMax, MBLN, the GELU fits).
+fn layer_with(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize, b: &Blocks) -> Mat {
+    if *b == Blocks::EXACT {
+        return layer_exact(cfg, l, x, valid);
+    }
+    layer_traced(cfg, l, x, valid, b, &mut Ranges::default())
+}
+
+/// The largest magnitudes a forward pass shows at each boundary of the private pipeline (the
+/// valid rows only: padding rows never reach a result): what [`super::private::Bounds`] must
+/// cover, and what a surrogate's constants are fitted to.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Ranges {
+    /// Largest `|x|` of a layer input (LayerNorm output, and the encoder input).
+    pub x: f64,
+    /// Largest `|score|` (softmax input).
+    pub score: f64,
+    /// Largest softmax output.
+    pub p: f64,
+    /// Largest `|y|` at a LayerNorm input (residual sum).
+    pub ln_in: f64,
+    /// Mean standard deviation of a LayerNorm input row.
+    pub ln_std: f64,
+    /// Largest `|h|` (LayerNorm-1 output).
+    pub h: f64,
+    /// Largest `|x|` at GELU's input (FC1 output plus bias).
+    pub gelu_in: f64,
+    /// Largest `|GELU output|`.
+    pub g: f64,
+    /// Rows seen by `ln_std`.
+    rows: usize,
+}
+
+fn max_abs_rows(v: &[f64], cols: usize, rows: usize) -> f64 {
+    v.chunks(cols.max(1))
+        .take(rows)
+        .flatten()
+        .fold(0.0, |a, x| a.max(x.abs()))
+}
+
+impl Ranges {
+    fn ln(&mut self, y: &[f64], cols: usize, valid: usize) {
+        self.ln_in = self.ln_in.max(max_abs_rows(y, cols, valid));
+        for row in y.chunks(cols.max(1)).take(valid) {
+            let n = row.len() as f64;
+            let mu = row.iter().sum::<f64>() / n;
+            let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n;
+            let k = self.rows as f64;
+            self.ln_std = (self.ln_std * k + libm::sqrt(var)) / (k + 1.0);
+            self.rows += 1;
+        }
+    }
+}
+
+/// [`Ranges`] of the forward pass with the functions of `blocks` (typed errors as [`logits`]).
+pub fn ranges(w: &EncoderWeights, x: &Mat, valid: usize, blocks: &Blocks) -> Result<Ranges> {
+    w.validate()?;
+    check_input(&w.cfg, x, valid)?;
+    let mut r = Ranges::default();
+    let mut h = x.clone();
+    for l in &w.layers {
+        r.x = r.x.max(max_abs_rows(&h.data, h.cols, valid));
+        h = layer_traced(&w.cfg, l, &h, valid, blocks, &mut r);
+    }
+    r.x = r.x.max(max_abs_rows(&h.data, h.cols, valid));
+    Ok(r)
+}
+
+fn layer_traced(
+    cfg: &EncoderConfig,
+    l: &LayerWeights,
+    x: &Mat,
+    valid: usize,
+    b: &Blocks,
+    r: &mut Ranges,
+) -> Mat {
+    let (m, d, heads, dh) = (x.rows, cfg.hidden, cfg.heads, cfg.head_dim());
+    let (q, k, v) = (
+        linear(x, &l.wq, &l.bq),
+        linear(x, &l.wk, &l.bk),
+        linear(x, &l.wv, &l.bv),
+    );
+    let inv = 1.0 / libm::sqrt(dh as f64);
+    let mut s = Vec::with_capacity(heads * m * m);
+    for h in 0..heads {
+        for i in 0..m {
+            for j in 0..m {
+                let dot: f64 = (0..dh)
+                    .map(|u| q.get(i, h * dh + u) * k.get(j, h * dh + u))
+                    .sum();
+                s.push(dot * inv);
+            }
+        }
+    }
+    let sm = Softmax {
+        rows: heads * m,
+        cols: m,
+        mask: if valid >= m {
+            Mask::None
+        } else {
+            Mask::Padding { valid }
+        },
+        kind: b.softmax,
+    };
+    let p = sm.f64_reference(&s);
+    for h in 0..heads {
+        let rows = h * m..h * m + valid;
+        r.score = r
+            .score
+            .max(max_abs_rows(&s[rows.start * m..rows.end * m], m, valid));
+        r.p =
+            r.p.max(max_abs_rows(&p[rows.start * m..rows.end * m], m, valid));
+    }
+    let mut ctx = Mat::zeros(m, d);
+    for h in 0..heads {
+        for i in 0..m {
+            for u in 0..dh {
+                let acc: f64 = (0..m)
+                    .map(|j| p[(h * m + i) * m + j] * v.get(j, h * dh + u))
+                    .sum();
+                ctx.set(i, h * dh + u, acc);
+            }
+        }
+    }
+    let ln = LayerNorm {
+        rows: m,
+        cols: d,
+        eps: cfg.ln_eps,
+        kind: b.layernorm,
+        affine: true,
+    };
+    let mut y = linear(&ctx, &l.wo, &l.bo);
+    for (a, xv) in y.data.iter_mut().zip(&x.data) {
+        *a += xv;
+    }
+    r.ln(&y.data, d, valid);
+    let h = Mat {
+        rows: m,
+        cols: d,
+        data: ln.f64_reference(
+            &y.data,
+            Some(&LnAffine {
+                gamma: &l.ln1_g,
+                beta: &l.ln1_b,
+            }),
+        ),
+    };
+    r.h = r.h.max(max_abs_rows(&h.data, d, valid));
+    let f1 = linear(&h, &l.w1, &l.b1);
+    r.gelu_in = r.gelu_in.max(max_abs_rows(&f1.data, cfg.ffn, valid));
+    let g = Mat {
+        rows: m,
+        cols: cfg.ffn,
+        data: if b.gelu == GeluKind::Erf {
+            f1.data.iter().map(|&v| gelu(v)).collect()
+        } else {
+            Gelu { kind: b.gelu }.f64_reference(&f1.data)
+        },
+    };
+    let mut o = linear(&g, &l.w2, &l.b2);
+    r.g = r.g.max(max_abs_rows(&g.data, cfg.ffn, valid));
+    for (a, hv) in o.data.iter_mut().zip(&h.data) {
+        *a += hv;
+    }
+    r.ln(&o.data, d, valid);
+    Mat {
+        rows: m,
+        cols: d,
+        data: ln.f64_reference(
+            &o.data,
+            Some(&LnAffine {
+                gamma: &l.ln2_g,
+                beta: &l.ln2_b,
+            }),
+        ),
+    }
+}
+
+fn layer_exact(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Mat {
     let mut h = attention(cfg, l, x, valid);
     for (hv, xv) in h.data.iter_mut().zip(&x.data) {
         *hv += xv;
@@ -225,6 +412,18 @@ pub fn head_logits(head: &Head, pooled: &[f64]) -> Result<Vec<f64>> {
 /// The logits of the classification head on the mean-pooled encoder output.
 pub fn logits(w: &EncoderWeights, x: &Mat, valid: usize) -> Result<Vec<f64>> {
     let h = hidden(w, x, valid)?;
+    head_logits(&w.head, &pooled(&h, valid))
+}
+
+/// [`logits`] with the nonlinear functions of `blocks` (the `f64` reference of a plan built
+/// with [`super::private::SessionPlan::with_blocks`]). With [`Blocks::EXACT`] it is [`logits`].
+pub fn logits_with(w: &EncoderWeights, x: &Mat, valid: usize, blocks: &Blocks) -> Result<Vec<f64>> {
+    w.validate()?;
+    check_input(&w.cfg, x, valid)?;
+    let mut h = x.clone();
+    for l in &w.layers {
+        h = layer_with(&w.cfg, l, &h, valid, blocks);
+    }
     head_logits(&w.head, &pooled(&h, valid))
 }
 

@@ -108,6 +108,26 @@ impl Exec for ScaleExec {
             scale: ct.scale * q,
         })
     }
+    fn mul_const_acc(
+        &self,
+        acc: &mut Option<Tracked>,
+        ct: &Tracked,
+        w: f64,
+        scale: f64,
+    ) -> Result<()> {
+        let term = ct.scale * scale;
+        let keep = match acc {
+            Some(a) => {
+                same_scale(a.scale, term)?;
+                a.scale
+            }
+            None => term,
+        };
+        let mut sym = acc.map(|a| a.sym);
+        self.inner.mul_const_acc(&mut sym, &ct.sym, w, scale)?;
+        *acc = sym.map(|sym| Tracked { sym, scale: keep });
+        Ok(())
+    }
     fn add_plain(&self, ct: &mut Tracked, values: PtValues<'_>) -> Result<()> {
         self.inner.add_plain(&mut ct.sym, values)
     }
