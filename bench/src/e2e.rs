@@ -269,9 +269,10 @@ pub fn fit_encformer(
 ) -> Result<(Blocks, EncformerFit), BenchError> {
     use veil_core::bert::reference::ranges;
     let exact = ranges(w, x, valid, &Blocks::EXACT).map_err(core_err("the exact ranges"))?;
-    let c = exact.score.ceil().max(1.0);
+    let c = exact.score_valid.ceil().max(1.0);
     let rd = valid as f64 * c.powi(5);
-    let blocks = Blocks::encformer((c, rd), (1.0, exact.ln_std.max(1e-3)));
+    let ln_rd = exact.ln_std.max(1e-3);
+    let blocks = Blocks::encformer((c, rd), (1.0, ln_rd));
     let fitted = ranges(w, x, valid, &blocks).map_err(core_err("the fitted ranges"))?;
     let b = blocks
         .bounds()
@@ -280,9 +281,11 @@ pub fn fit_encformer(
         (fitted.x, b.x),
         (fitted.score, b.s),
         (fitted.p, b.p),
+        (fitted.y, b.y),
         (fitted.h, b.h),
         (fitted.gelu_in, b.f1),
         (fitted.g, b.g),
+        (fitted.f2, b.f2),
     ]
     .iter()
     .all(|&(v, bits)| v < f64::from(1u32 << bits));
@@ -297,7 +300,7 @@ pub fn fit_encformer(
         blocks,
         EncformerFit {
             mbmax: (c, rd),
-            mbln: (1.0, exact.ln_std),
+            mbln: (1.0, ln_rd),
             gelu_in: fitted.gelu_in,
             ln_out: fitted.x.max(fitted.h),
         },

@@ -26,8 +26,9 @@ use veil_core::bert::cost::{
     candidate_counts, candidate_peak, decide_gelu, fit_op_latency, network, predict, Calibration,
     Estimate, GeluDecision, GeluInputs, Measured, Network, OpLatency, LOOPBACK, NETWORKS,
 };
-use veil_core::bert::private::bounds;
+use veil_core::bert::Blocks;
 use veil_core::bert::{session_params, EncoderConfig, SessionPlan};
+use veil_core::nn::gelu::{GeluKind, GeluSplit};
 
 /// Options of `veil plan`.
 #[derive(clap::Args, Debug, Clone)]
@@ -318,8 +319,23 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
         )
     };
     let lat = fit_op_latency(&cal.silent.blocks).ok_or_else(missing)?;
-    let (f0, f1) = plan.gelu().candidates();
+    // The split the pipeline runs: BOLT's quartic (the erf fit's candidates do not fit the
+    // conversion), GELU inputs within 2^{F1_SPLIT}, candidates within 2^{cand}.
+    let split = Blocks {
+        gelu: GeluKind::Bolt,
+        gelu_split: GeluSplit::CkksCandidates,
+        ..Blocks::EXACT
+    };
+    let sb = split.bounds().map_err(|e| BenchError::Core {
+        step: "the split's bounds",
+        source: e,
+    })?;
+    let (f0, f1) = {
+        let c = split.candidates();
+        (c[0].clone(), c[1].clone())
+    };
     let degree = f0.len().max(f1.len()).saturating_sub(1);
+    let in_range = a.gelu_range <= f64::from(1u32 << sb.f1);
     let gelu_for = |c: &Calibration, select: &Measured| -> Result<GeluInputs, BenchError> {
         let conv = last_layer_block(c, "c2m:f1").ok_or_else(missing)?;
         Ok(GeluInputs {
@@ -327,8 +343,12 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
             split_select: select.clone(),
             c2m_f1: conv.clone(),
             candidates: candidate_counts(degree, conv.converted_cts),
-            peak: candidate_peak(&f0, &f1, a.gelu_range),
-            bound: f64::from(1u32 << bounds::F1),
+            peak: if in_range {
+                candidate_peak(&f0, &f1, a.gelu_range)
+            } else {
+                f64::INFINITY
+            },
+            bound: f64::from(1u32 << sb.cand),
         })
     };
     let g_iknp = gelu_for(&cal.iknp, &cal.split_iknp)?;
@@ -507,11 +527,18 @@ mod tests {
         assert_eq!(by("WAN2").ot, "silent");
         let lo = by("loopback");
         assert!((lo.silent.total_s - lo.iknp.total_s - 6.0).abs() < 1e-9);
-        // MiniLM's GELU range puts the erf candidates far outside the FC1 boundary.
-        for n in &r.networks {
+        // At MiniLM's GELU range (25 ≤ 32) BOLT's candidates fit their conversion bound.
+        assert!(r.networks.iter().all(|n| n.gelu.split_feasible));
+        assert!(r.gelu_inputs.peak <= r.gelu_inputs.bound);
+        // Beyond the split's input bound it is never feasible, whatever the times.
+        let wide = run(&PlanArgs {
+            gelu_range: 40.0,
+            ..args.clone()
+        })
+        .unwrap();
+        for n in &wide.networks {
             assert!(!n.gelu.split_feasible && !n.gelu.split_chosen, "{n:?}");
         }
-        assert!(r.gelu_inputs.peak > r.gelu_inputs.bound);
         // Within a small range the split is feasible, and chosen where it is cheaper.
         let small = run(&PlanArgs {
             gelu_range: 1.0,

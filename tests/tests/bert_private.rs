@@ -58,6 +58,19 @@ fn run_private(
     valid: usize,
     blocks: Blocks,
 ) -> (Vec<f64>, Vec<BlockCost>) {
+    let (l, c, _) = run_private_both(lit, w, x, m, valid, blocks);
+    (l, c)
+}
+
+/// [`run_private`], with the server's block costs (its CKKS counts) as well.
+fn run_private_both(
+    lit: params::CkksParamsLiteral,
+    w: &EncoderWeights,
+    x: &Mat,
+    m: usize,
+    valid: usize,
+    blocks: Blocks,
+) -> (Vec<f64>, Vec<BlockCost>, Vec<BlockCost>) {
     let p = lit.validate().unwrap();
     let plan = SessionPlan::with_blocks(&p, &w.cfg, m, blocks).unwrap();
     println!(
@@ -87,12 +100,16 @@ fn run_private(
         let h = s.spawn(move || {
             let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, seeded(2)).unwrap();
             let ch = p1.channel();
+            let mut server_costs = Vec::new();
             drive(
                 ch,
-                server_run(&mut p1, ck1, pk1, keys1, plan1, w, valid, &mut |_| {}),
+                server_run(&mut p1, ck1, pk1, keys1, plan1, w, valid, &mut |c| {
+                    server_costs.push(c.clone())
+                }),
                 &mut t1,
             )
-            .unwrap()
+            .unwrap();
+            server_costs
         });
         let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, seeded(1)).unwrap();
         let ch = p0.channel();
@@ -115,9 +132,9 @@ fn run_private(
             &mut t0,
         )
         .unwrap();
-        h.join().unwrap();
+        let server_costs = h.join().unwrap();
         println!("private run {:.2?}", t.elapsed());
-        (logits, costs)
+        (logits, costs, server_costs)
     })
 }
 
@@ -153,8 +170,9 @@ fn tiny_encoder_matches_reference() {
 /// EncFormer's blocks in the pipeline: GELU with the split (CKKS evaluates BOLT's two
 /// candidates on both real vectors of each complex ciphertext, MPC selects), alone and with
 /// MBMax and MBLN. The logits match the fixed-point emulation of the same blocks and the `f64`
-/// reference of the same functions; the candidates cost two extra C2M conversions and no
-/// GELU polynomial in MPC.
+/// reference of the same functions. The server evaluates the candidates (a conjugation and six
+/// products per FC1 ciphertext, as the plan's dry run counts), the conversion carries two more
+/// tensors, and GELU's MPC part sends less than half of the all-MPC block's bytes.
 #[test]
 fn tiny_encoder_with_encformer_blocks_matches_reference() {
     use veil_core::nn::gelu::{GeluKind, GeluSplit};
@@ -178,18 +196,37 @@ fn tiny_encoder_with_encformer_blocks_matches_reference() {
     let enc = Blocks::encformer((4.0, 16384.0), (1.0, 16.0));
     let lit = params::insecure_logn12();
     let p = lit.clone().validate().unwrap();
+    let gelu_bytes = |c: &[BlockCost]| -> u64 {
+        c.iter()
+            .filter(|c| c.block == "gelu")
+            .map(|c| c.mpc_bytes)
+            .sum()
+    };
+    let (_, exact_costs, exact_server) =
+        run_private_both(lit.clone(), &w, &x, m, valid, Blocks::EXACT);
+    let fc1_of = |c: &[BlockCost]| c.iter().find(|c| c.block == "fc1").unwrap().ckks;
     for blocks in [split, enc] {
         let plan = SessionPlan::with_blocks(&p, &cfg, m, blocks).unwrap();
         assert!(plan.c2m_cand_level().is_some());
         let want = veil_core::bert::reference::logits_with(&w, &x, valid, &blocks).unwrap();
         let fx = logits_fixed(&plan, &w, &x, valid).unwrap();
-        let (got, costs) = run_private(lit.clone(), &w, &x, m, valid, blocks);
+        let (got, costs, server) = run_private_both(lit.clone(), &w, &x, m, valid, blocks);
         println!("{blocks:?}\nlogits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
         assert_eq!(costs.iter().filter(|c| c.block == "c2m:cand").count(), 2);
-        let fc1 = costs.iter().find(|c| c.block == "fc1").unwrap();
+        let (fc1, fc1_exact) = (fc1_of(&server), fc1_of(&exact_server));
+        let conj = fc1.conjugations - fc1_exact.conjugations;
+        assert!(conj > 0 && fc1.ct_mults == 6 * conj, "{fc1:?}");
+        let dry = plan.dry_counts[2];
         assert_eq!(
-            fc1.ckks.conjugations, 0,
-            "the client counts no CKKS operation"
+            (fc1.ct_mults, fc1.conjugations, fc1.rotations),
+            (dry.ct_mults, dry.conjugations, dry.rotations),
+            "the dry run counts the real run"
+        );
+        assert!(
+            2 * gelu_bytes(&costs) < gelu_bytes(&exact_costs),
+            "{} vs {}",
+            gelu_bytes(&costs),
+            gelu_bytes(&exact_costs)
         );
         for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
             assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");

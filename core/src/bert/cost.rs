@@ -18,8 +18,10 @@
 //! range; [`candidate_peak`] gives their peak. The choice between OT modes is the smaller
 //! [`predict`] of two calibrations.
 
+use crate::circuits::{eval_part_polys, part_poly_depth, Exec, SymExec};
 use crate::transformer::OpCounts;
 use alloc::string::String;
+use alloc::vec;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
@@ -384,33 +386,18 @@ pub fn predict(cal: &Calibration, layers: usize, net: &Network) -> Option<Estima
     })
 }
 
-/// CKKS operations to evaluate two polynomials of degree `degree` (sharing their powers) on
-/// each of `cts` ciphertexts by baby-step giant-step: `k = ⌈√(d+1)⌉` baby powers (`k − 1`
-/// products), `g = ⌈(d+1)/k⌉` giant steps (`g − 1` further powers), and per polynomial `d + 1`
-/// scalar products and `g − 1` products joining the giant steps; one relinearization and one
-/// rescale per ciphertext product.
+/// CKKS operations of the GELU split's candidates on `cts` ciphertexts: two polynomials of
+/// degree `degree` on both real vectors of each ([`crate::circuits::eval_part_polys`], counted
+/// by its dry run on [`SymExec`], so the estimate is the real run's count).
 pub fn candidate_counts(degree: usize, cts: usize) -> OpCounts {
-    let d1 = degree + 1;
-    let k = (1..=d1).find(|&k| k * k >= d1).unwrap_or(1);
-    let g = d1.div_ceil(k);
-    let prods = (k - 1) + g.saturating_sub(1) + 2 * g.saturating_sub(1);
-    let per = OpCounts {
-        ct_mults: prods as u64,
-        relins: prods as u64,
-        pt_mults: 2 * d1 as u64,
-        rescales: (prods + 2) as u64,
-        adds: 2 * d1 as u64,
-        ..OpCounts::default()
-    };
-    let c = cts as u64;
-    OpCounts {
-        ct_mults: per.ct_mults * c,
-        relins: per.relins * c,
-        pt_mults: per.pt_mults * c,
-        rescales: per.rescales * c,
-        adds: per.adds * c,
-        ..OpCounts::default()
+    let ex = SymExec::new(2);
+    let poly: Vec<f64> = vec![1.0; degree.max(1) + 1];
+    for _ in 0..cts {
+        let z = ex.fresh(part_poly_depth(degree.max(1)));
+        // A dry run cannot fail at its own depth with finite coefficients.
+        let _ = eval_part_polys(&ex, &z, 1.0, 1.0, &[poly.clone(), poly.clone()]);
     }
+    ex.counts()
 }
 
 /// The largest `|F0(x)|`, `|F1(x)|` over `|x| ≤ bound` (ascending coefficients), sampled on a
@@ -472,7 +459,6 @@ pub fn decide_gelu(lat: &OpLatency, g: &GeluInputs, net: &Network) -> GeluDecisi
 mod tests {
     use super::*;
     use alloc::string::ToString;
-    use alloc::vec;
 
     fn blk(layer: usize, name: &str, s: f64, bytes: u64, rounds: u64) -> Measured {
         Measured {
@@ -570,10 +556,11 @@ mod tests {
             rescale_s: 1e-3,
             rel_rms: 0.0,
         };
-        let c = candidate_counts(7, 4);
-        // d = 7: k = 3 baby powers (2 products), g = 3 giant steps: 2 + 2 + 4 = 8 products.
-        assert_eq!(c.ct_mults, 8 * 4);
-        assert_eq!(c.pt_mults, 16 * 4);
+        let c = candidate_counts(4, 4);
+        // Degree 4 on both real vectors: one conjugation, 2·3 products, 2·2·4 constants.
+        assert_eq!(c.conjugations, 4);
+        assert_eq!(c.ct_mults, 6 * 4);
+        assert_eq!(c.const_mults, 16 * 4);
         let mut g = GeluInputs {
             mpc: blk(1, "gelu", 5.0, 50_000_000, 25),
             split_select: blk(1, "gelu", 1.0, 5_000_000, 9),

@@ -2,7 +2,8 @@
 //! in the clear. The linear layers run in `f64` (CKKS computes them to ~2^-20 here), every
 //! C2M boundary rounds to the ring's `F` fractional bits (the protocol truncates locally instead,
 //! within one ulp of this: [`crate::convert::C2mPlan::local_rounding`]), every
-//! bias is added as its `F`-bit encoding, and every nonlinear block is its integer reference in
+//! bias is added as its `F`-bit encoding (except FC1's with the GELU split, which CKKS adds before
+//! the candidates), and every nonlinear block is its integer reference in
 //! [`crate::nn`] (the protocols match those references within a few ulps). So on a sentence
 //! set, this path tells what the encrypted path will predict, at plaintext speed: the
 //! "fixed-point" column of the accuracy table.

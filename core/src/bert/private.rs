@@ -37,9 +37,9 @@
 //! bounds GELU's inputs at `|x| ≤ 32` ([`bounds::F1_SPLIT`]).
 //!
 //! The residual stream never leaves MPC: the shares of `X` and `H` are kept for the residual
-//! additions, so each layer costs four conversions each way. The server never decrypts and never
-//! sees a share unmasked; the client sees only one-time-padded ciphertexts in the conversions and
-//! the logits at the end.
+//! additions, so each layer costs four conversions each way (six C2M with the GELU split). The
+//! server never decrypts and never sees a share unmasked; the client sees only one-time-padded
+//! ciphertexts in the conversions and the logits at the end.
 //!
 //! # Levels and scales
 //!
@@ -121,7 +121,10 @@ pub mod bounds {
 }
 
 /// The boundary bounds of one plan (`log2` of the largest magnitude, real units): the
-/// [`bounds`] constants, moved where the plan's [`Blocks`] change a range.
+/// [`bounds`] constants, moved where the plan's [`Blocks`] change a range they fix (MBMax's
+/// output, the split's GELU input and candidates). MBLN's outputs and the ranges after MBMax
+/// (the attention output) depend on the model's constants: [`bounds::X_MBLN`] assumes a model
+/// fitted to them, and a benchmark checks its fit against every bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
     /// M2C of a layer input `X`.
@@ -308,7 +311,8 @@ pub struct SessionPlan {
     pub dry_counts: [OpCounts; 4],
     /// The nonlinear blocks (both parties must agree; part of the session's public
     /// parameters): [`Blocks::EXACT`] by default (the checkpoint's GELU within `7·10⁻⁴`);
-    /// [`GeluKind::Bolt`] for a third fewer bytes at `9.5·10⁻³`; [`Blocks::encformer`].
+    /// `Blocks { gelu: GeluKind::Bolt, ..Blocks::EXACT }` for a third fewer bytes at
+    /// `9.5·10⁻³`; [`Blocks::encformer`].
     pub blocks: Blocks,
     /// The boundary bounds of these blocks.
     pub bounds: Bounds,
@@ -429,6 +433,8 @@ impl SessionPlan {
     ) -> Result<Self, ProtocolError> {
         cfg.validate()?;
         let bnd = blocks.bounds()?;
+        // The surrogates' constants are checked here, before any key is made.
+        Gelu { kind: blocks.gelu }.validate(MPC_CONFIG.ring)?;
         if !SEQ_LENS.contains(&m) {
             return Err(Error::InvalidParameters("sequence length (16, 32, 64 or 128)").into());
         }
@@ -462,7 +468,11 @@ impl SessionPlan {
             }
         }
         match (best, last) {
-            (Some((_, p)), _) => Ok(p),
+            (Some((_, p)), _) => {
+                p.softmax(m).validate(MPC_CONFIG.ring)?;
+                p.layernorm().validate(MPC_CONFIG.ring)?;
+                Ok(p)
+            }
             (None, Some(e)) => Err(e),
             (None, None) => Err(Error::InvalidParameters("no baby-step grid fits").into()),
         }
@@ -926,7 +936,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
                 }];
                 let mut f = project(ex, &plan.fc1, &hc, &plan.attn.x_map(), &g)?
                     .pop()
-                    .unwrap_or_default();
+                    .ok_or(Error::InvalidParameters("FC1 produced no output group"))?;
                 // With the split the bias enters in CKKS, before the candidates
                 // `F0(x)`, `F1(x)` (EncFormer §IV-B3).
                 let cands = if split {
@@ -1300,6 +1310,18 @@ mod tests {
         };
         assert!(erf.bounds().is_err());
         assert!(SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, 16, erf).is_err());
+        // Surrogate constants outside their blocks' ranges are refused at planning, before
+        // any key is made.
+        for bad in [
+            Blocks::encformer((8.0, 0.0), (1.0, 1.0)),
+            Blocks::encformer((8.0, 9200.0), (0.0, 1.0)),
+            Blocks::encformer((f64::NAN, 9200.0), (1.0, 1.0)),
+        ] {
+            assert!(
+                SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, 16, bad).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     /// Lengths outside the supported set and a non-dividing head count are refused.

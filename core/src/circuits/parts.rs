@@ -12,9 +12,10 @@
 //!
 //! Several polynomials of one input share the powers `u^k` and `v^k`, `k ≤ d`. Each power is one
 //! product of two lower powers at the least depth, `⌈log₂ k⌉`. Every term `c_k·u^k` is then a
-//! constant multiply-accumulate whose constant is encoded at the scale that brings the term to the
-//! input's scale after the one final rescale. So all terms of a sum have equal scales, and the
-//! output has the input's scale exactly (up to the floating-point rounding of the scale itself).
+//! constant multiply-accumulate whose constant is encoded at the scale that brings the term to a
+//! chosen output scale after the one final rescale. So all terms of a sum have equal scales, and
+//! the output has exactly the scale asked for (up to the floating-point rounding of the scale
+//! itself): the input's, or a lower one that leaves room for outputs larger than the input.
 //!
 //! **Depth:** `⌈log₂ d⌉ + 1` levels for degree `d ≥ 1` ([`part_poly_depth`]).
 //!
