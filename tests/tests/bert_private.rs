@@ -27,6 +27,16 @@ const LOGIT_BOUND: f64 = 0.05;
 /// element with the local C2M truncation).
 const FIXED_BOUND: f64 = 0.02;
 
+/// The small encoder every test here runs: one layer, `d = 64`, two heads, FFN 128.
+const TINY: EncoderConfig = EncoderConfig {
+    layers: 1,
+    hidden: 64,
+    heads: 2,
+    ffn: 128,
+    ln_eps: 1e-12,
+    classes: 2,
+};
+
 fn seeded(s: u64) -> ChaCha20Rng {
     ChaCha20Rng::seed_from_u64(s)
 }
@@ -138,16 +148,21 @@ fn run_private_both(
     })
 }
 
+/// The private logits against the `f64` reference and the fixed-point emulation.
+fn check_logits(got: &[f64], want: &[f64], fx: &[f64]) {
+    assert_eq!(got.len(), want.len());
+    for ((a, b), c) in got.iter().zip(want).zip(fx) {
+        assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
+        assert!(
+            (a - c).abs() < FIXED_BOUND,
+            "logit {a} vs fixed-point emulation {c}"
+        );
+    }
+}
+
 #[test]
 fn tiny_encoder_matches_reference() {
-    let cfg = EncoderConfig {
-        layers: 1,
-        hidden: 64,
-        heads: 2,
-        ffn: 128,
-        ln_eps: 1e-12,
-        classes: 2,
-    };
+    let cfg = TINY;
     let w = tiny(cfg, 5);
     let (m, valid) = (16, 11);
     let x = input(m, cfg.hidden, 9);
@@ -158,13 +173,7 @@ fn tiny_encoder_matches_reference() {
     let (got, costs) = run_private(lit, &w, &x, m, valid, Blocks::EXACT);
     println!("logits: private {got:?}, fixed-point {fx:?}, f64 reference {want:?}");
     assert_eq!(costs.last().map(|c| c.block), Some("head"));
-    for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
-        assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
-        assert!(
-            (a - c).abs() < FIXED_BOUND,
-            "logit {a} vs fixed-point emulation {c}"
-        );
-    }
+    check_logits(&got, &want, &fx);
 }
 
 /// EncFormer's blocks in the pipeline: GELU with the split (CKKS evaluates BOLT's two
@@ -176,14 +185,7 @@ fn tiny_encoder_matches_reference() {
 #[test]
 fn tiny_encoder_with_encformer_blocks_matches_reference() {
     use veil_core::nn::gelu::{GeluKind, GeluSplit};
-    let cfg = EncoderConfig {
-        layers: 1,
-        hidden: 64,
-        heads: 2,
-        ffn: 128,
-        ln_eps: 1e-12,
-        classes: 2,
-    };
+    let cfg = TINY;
     let w = tiny(cfg, 5);
     let (m, valid) = (16, 11);
     let x = input(m, cfg.hidden, 9);
@@ -228,13 +230,7 @@ fn tiny_encoder_with_encformer_blocks_matches_reference() {
             gelu_bytes(&costs),
             gelu_bytes(&exact_costs)
         );
-        for ((a, b), c) in got.iter().zip(&want).zip(&fx) {
-            assert!((a - b).abs() < LOGIT_BOUND, "logit {a} vs reference {b}");
-            assert!(
-                (a - c).abs() < FIXED_BOUND,
-                "logit {a} vs fixed-point emulation {c}"
-            );
-        }
+        check_logits(&got, &want, &fx);
     }
 }
 
@@ -244,14 +240,7 @@ fn tiny_encoder_with_encformer_blocks_matches_reference() {
 #[test]
 fn misuse_is_refused_with_typed_errors() {
     use veil_core::convert::ProtocolError;
-    let cfg = EncoderConfig {
-        layers: 1,
-        hidden: 64,
-        heads: 2,
-        ffn: 128,
-        ln_eps: 1e-12,
-        classes: 2,
-    };
+    let cfg = TINY;
     let p = params::insecure_logn12().validate().unwrap();
     let plan = SessionPlan::new(&p, &cfg, 16).unwrap();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 1).unwrap()));

@@ -9,6 +9,7 @@
 //! "fixed-point" column of the accuracy table.
 
 use super::private::{SessionPlan, MPC_CONFIG};
+use super::reference::{head_context, head_scores};
 use super::weights::EncoderWeights;
 use crate::error::{Error, Result};
 use crate::nn::fixed::{decode, encode};
@@ -79,29 +80,12 @@ pub fn logits_fixed(
             lin(&xr, &l.wv, &l.bv, 1.0),
         );
         // Scores, row-major (h·m + query)·m + key, rounded at the C2M boundary.
-        let mut s = Vec::with_capacity(heads * m * m);
-        for h in 0..heads {
-            for i in 0..m {
-                for j in 0..m {
-                    let dot: f64 = (0..dh)
-                        .map(|u| q.get(i, h * dh + u) * k.get(j, h * dh + u))
-                        .sum();
-                    s.push(encode(dot, f));
-                }
-            }
-        }
+        let s: Vec<i64> = head_scores(&q, &k, heads)
+            .iter()
+            .map(|&v| encode(v, f))
+            .collect();
         let p = refuse_empty(sm.reference(ring, &s), "softmax reference")?;
-        let mut o = Mat::zeros(m, d);
-        for h in 0..heads {
-            for i in 0..m {
-                for u in 0..dh {
-                    let acc: f64 = (0..m)
-                        .map(|j| decode(p[(h * m + i) * m + j], f) * v.get(j, h * dh + u))
-                        .sum();
-                    o.set(i, h * dh + u, acc);
-                }
-            }
-        }
+        let o = head_context(|e| decode(p[e], f), &v, heads);
         let mut y = to_int(&o.matmul(&l.wo), f);
         add_bias_int(&mut y, &l.bo, f);
         for (a, b) in y.iter_mut().zip(&xi) {

@@ -174,6 +174,43 @@ fn layer_with(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize, b: &
     layer_traced(cfg, l, x, valid, b, &mut Ranges::default())
 }
 
+/// Every head's `Q_h·K_hᵀ` (unscaled), row-major: entry `(h·m + query)·m + key`, for `m × d`
+/// projections split into `heads` heads of `d/heads` columns.
+pub(crate) fn head_scores(q: &Mat, k: &Mat, heads: usize) -> Vec<f64> {
+    let (m, dh) = (q.rows, q.cols / heads.max(1));
+    let mut s = Vec::with_capacity(heads * m * m);
+    for h in 0..heads {
+        for i in 0..m {
+            for j in 0..m {
+                let dot: f64 = (0..dh)
+                    .map(|u| q.get(i, h * dh + u) * k.get(j, h * dh + u))
+                    .sum();
+                s.push(dot);
+            }
+        }
+    }
+    s
+}
+
+/// Every head's `P_h·V_h`, the heads side by side (`m × d`), for probabilities `p(e)` laid out as
+/// [`head_scores`] lays out the scores.
+pub(crate) fn head_context(p: impl Fn(usize) -> f64, v: &Mat, heads: usize) -> Mat {
+    let (m, d) = (v.rows, v.cols);
+    let dh = d / heads.max(1);
+    let mut ctx = Mat::zeros(m, d);
+    for h in 0..heads {
+        for i in 0..m {
+            for u in 0..dh {
+                let acc: f64 = (0..m)
+                    .map(|j| p((h * m + i) * m + j) * v.get(j, h * dh + u))
+                    .sum();
+                ctx.set(i, h * dh + u, acc);
+            }
+        }
+    }
+    ctx
+}
+
 /// The largest magnitudes a forward pass shows at each boundary of the private pipeline, over
 /// every row (the conversions carry the padding rows too, and one slot past its bound spoils a
 /// whole ciphertext): what [`super::private::Bounds`] must cover. Two statistics over the real
@@ -250,17 +287,7 @@ fn layer_traced(
         linear(x, &l.wv, &l.bv),
     );
     let inv = 1.0 / libm::sqrt(dh as f64);
-    let mut s = Vec::with_capacity(heads * m * m);
-    for h in 0..heads {
-        for i in 0..m {
-            for j in 0..m {
-                let dot: f64 = (0..dh)
-                    .map(|u| q.get(i, h * dh + u) * k.get(j, h * dh + u))
-                    .sum();
-                s.push(dot * inv);
-            }
-        }
-    }
+    let s: Vec<f64> = head_scores(&q, &k, heads).iter().map(|v| v * inv).collect();
     let sm = Softmax {
         rows: heads * m,
         cols: m,
@@ -280,17 +307,7 @@ fn layer_traced(
             r.score_valid = r.score_valid.max(max_abs(row));
         }
     }
-    let mut ctx = Mat::zeros(m, d);
-    for h in 0..heads {
-        for i in 0..m {
-            for u in 0..dh {
-                let acc: f64 = (0..m)
-                    .map(|j| p[(h * m + i) * m + j] * v.get(j, h * dh + u))
-                    .sum();
-                ctx.set(i, h * dh + u, acc);
-            }
-        }
-    }
+    let ctx = head_context(|e| p[e], &v, heads);
     let ln = LayerNorm {
         rows: m,
         cols: d,
