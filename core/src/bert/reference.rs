@@ -161,15 +161,21 @@ pub fn layer(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Re
 }
 
 fn layer_unchecked(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Mat {
-    layer_with(cfg, l, x, valid, &Blocks::EXACT)
+    layer_exact(cfg, l, x, valid)
 }
 
 /// The layer with the functions of `blocks`: the checkpoint's where they are exact, the
 /// surrogates' `f64` functions where they are not (MBMax, MBLN). GELU is the checkpoint's for
 /// every kind but Tanh (`gelu_new`): a fit is measured against it, not modelled.
-fn layer_with(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize, b: &Blocks) -> Mat {
+fn layer_with(
+    cfg: &EncoderConfig,
+    l: &LayerWeights,
+    x: &Mat,
+    valid: usize,
+    b: &Blocks,
+) -> Result<Mat> {
     if *b == Blocks::EXACT {
-        return layer_exact(cfg, l, x, valid);
+        return Ok(layer_exact(cfg, l, x, valid));
     }
     layer_traced(cfg, l, x, valid, b, &mut Ranges::default())
 }
@@ -266,7 +272,7 @@ pub fn ranges(w: &EncoderWeights, x: &Mat, valid: usize, blocks: &Blocks) -> Res
     let mut h = x.clone();
     for l in &w.layers {
         r.x = r.x.max(max_abs(&h.data));
-        h = layer_traced(&w.cfg, l, &h, valid, blocks, &mut r);
+        h = layer_traced(&w.cfg, l, &h, valid, blocks, &mut r)?;
     }
     r.x = r.x.max(max_abs(&h.data));
     Ok(r)
@@ -279,7 +285,15 @@ fn layer_traced(
     valid: usize,
     b: &Blocks,
     r: &mut Ranges,
-) -> Mat {
+) -> Result<Mat> {
+    // A block's f64 function returns nothing for constants outside its range.
+    let full = |v: Vec<f64>, n: usize, what: &'static str| -> Result<Vec<f64>> {
+        if v.len() == n {
+            Ok(v)
+        } else {
+            Err(Error::InvalidParameters(what))
+        }
+    };
     let (m, d, heads, dh) = (x.rows, cfg.hidden, cfg.heads, cfg.head_dim());
     let (q, k, v) = (
         linear(x, &l.wq, &l.bq),
@@ -298,7 +312,11 @@ fn layer_traced(
         },
         kind: b.softmax,
     };
-    let p = sm.f64_reference(&s);
+    let p = full(
+        sm.f64_reference(&s),
+        s.len(),
+        "softmax constants out of range",
+    )?;
     r.score = r.score.max(max_abs(&s));
     r.p = r.p.max(max_abs(&p));
     for h in 0..heads {
@@ -321,16 +339,15 @@ fn layer_traced(
         *a += l.bo[e % d] + xv;
     }
     r.ln(&y.data, d, valid);
+    let aff1 = LnAffine {
+        gamma: &l.ln1_g,
+        beta: &l.ln1_b,
+    };
+    let bad_ln = "LayerNorm constants out of range";
     let h = Mat {
         rows: m,
         cols: d,
-        data: ln.f64_reference(
-            &y.data,
-            Some(&LnAffine {
-                gamma: &l.ln1_g,
-                beta: &l.ln1_b,
-            }),
-        ),
+        data: full(ln.f64_reference(&y.data, Some(&aff1)), m * d, bad_ln)?,
     };
     r.h = r.h.max(max_abs(&h.data));
     let f1 = linear(&h, &l.w1, &l.b1);
@@ -340,7 +357,11 @@ fn layer_traced(
     let g = Mat {
         rows: m,
         cols: cfg.ffn,
-        data: Gelu { kind: b.gelu }.f64_reference(&f1.data),
+        data: full(
+            Gelu { kind: b.gelu }.f64_reference(&f1.data),
+            f1.data.len(),
+            "GELU out of range",
+        )?,
     };
     r.g = r.g.max(max_abs(&g.data));
     let mut o = g.matmul(&l.w2);
@@ -349,17 +370,15 @@ fn layer_traced(
         *a += l.b2[e % d] + hv;
     }
     r.ln(&o.data, d, valid);
-    Mat {
+    let aff2 = LnAffine {
+        gamma: &l.ln2_g,
+        beta: &l.ln2_b,
+    };
+    Ok(Mat {
         rows: m,
         cols: d,
-        data: ln.f64_reference(
-            &o.data,
-            Some(&LnAffine {
-                gamma: &l.ln2_g,
-                beta: &l.ln2_b,
-            }),
-        ),
-    }
+        data: full(ln.f64_reference(&o.data, Some(&aff2)), m * d, bad_ln)?,
+    })
 }
 
 fn layer_exact(cfg: &EncoderConfig, l: &LayerWeights, x: &Mat, valid: usize) -> Mat {
@@ -441,7 +460,7 @@ pub fn logits_with(w: &EncoderWeights, x: &Mat, valid: usize, blocks: &Blocks) -
     check_input(&w.cfg, x, valid)?;
     let mut h = x.clone();
     for l in &w.layers {
-        h = layer_with(&w.cfg, l, &h, valid, blocks);
+        h = layer_with(&w.cfg, l, &h, valid, blocks)?;
     }
     head_logits(&w.head, &pooled(&h, valid))
 }
@@ -658,6 +677,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The blocks' path with the checkpoint's functions (the split changes where GELU runs, not
+    /// what it is) is the exact layer; surrogate constants out of range are a typed error, not a
+    /// panic.
+    #[test]
+    fn traced_layer_is_the_exact_layer() {
+        use crate::nn::gelu::GeluSplit;
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let c = cfg(1);
+        let l = rlayer(&mut rng, &c);
+        let x = rmat(&mut rng, 5, 4, 1.5);
+        let same = Blocks {
+            gelu_split: GeluSplit::CkksCandidates,
+            ..Blocks::EXACT
+        };
+        for valid in [1, 3, 5] {
+            let want = layer_exact(&c, &l, &x, valid);
+            let got = layer_with(&c, &l, &x, valid, &same).unwrap();
+            for (a, b) in got.data.iter().zip(&want.data) {
+                assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+            }
+        }
+        let w = EncoderWeights {
+            cfg: c,
+            layers: vec![l],
+            head: Head {
+                w: Mat::zeros(c.hidden, c.classes),
+                b: vec![0.0; c.classes],
+            },
+        };
+        let bad = Blocks::encformer((f64::NAN, 1.0), (1.0, 1.0));
+        assert!(ranges(&w, &x, 3, &bad).is_err());
+        assert!(logits_with(&w, &x, 3, &bad).is_err());
+        let r = ranges(&w, &x, 3, &same).unwrap();
+        assert!(r.score >= r.score_valid && r.score_valid > 0.0 && r.p <= 1.0 + 1e-12);
     }
 
     #[test]
