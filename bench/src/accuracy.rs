@@ -9,7 +9,9 @@
 //!   each sentence's result is printed as it comes, so a long run can be split).
 //!
 //! It reports accuracy per path, the agreement of each path's prediction with the exact one, and
-//! the worst logit difference.
+//! the worst logit difference. With `--gelu bolt|bolt-split` (a GELU `veil serve` may serve
+//! instead of the checkpoint's erf) the fixed-point and encrypted paths run it; checked against
+//! the checkpoint's `f64` path, their rows show the cost of that choice with the protocol's.
 
 use crate::BenchError;
 use rand_chacha::ChaCha20Rng;
@@ -43,6 +45,11 @@ pub struct BenchAccuracyArgs {
     /// Use only the first N held-out sentences (default: all 300).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// The served GELU (as `veil serve --gelu`): erf (the checkpoint's), bolt or bolt-split.
+    /// The fixed-point and encrypted paths run it; with another than erf, a row gives its `f64`
+    /// reference against the checkpoint's.
+    #[arg(long, default_value = "erf")]
+    pub gelu: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +136,12 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
         source,
     })?;
     let cfg = md.weights.cfg;
+    let blocks =
+        veil_host::session::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
+            option: "--gelu",
+            value: a.gelu.clone(),
+            expected: "erf, bolt or bolt-split",
+        })?;
     let mut plans: BTreeMap<usize, SessionPlan> = BTreeMap::new();
     let (mut exact, mut fixed, mut private) = (Vec::new(), Vec::new(), Vec::new());
     let ck = Ckks::new(Arc::new(crate::cpu_backend(&params, 0)?));
@@ -142,8 +155,12 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
         let e =
             veil_core::bert::reference::logits(&md.weights, &x, valid).map_err(err("reference"))?;
         if let std::collections::btree_map::Entry::Vacant(v) = plans.entry(m) {
-            v.insert(SessionPlan::new(&params, &cfg, m).map_err(err("plan"))?);
+            v.insert(SessionPlan::with_blocks(&params, &cfg, m, blocks).map_err(err("plan"))?);
         }
+        // The protocol paths are checked against the checkpoint's `f64` path whatever GELU
+        // they run: the reference of a GELU fit is the function it fits
+        // ([`veil_core::bert::reference::logits_with`]), so with BOLT's the rows show the fit's
+        // cost and the protocol's together.
         let plan = &plans[&m];
         let f = veil_core::bert::fixed::logits_fixed(plan, &md.weights, &x, valid)
             .map_err(err("fixed-point path"))?;
@@ -231,7 +248,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
     }
     let mut rows = vec![
         row("exact (f64)", &exact),
-        row("fixed-point emulation", &fixed),
+        row(&format!("fixed-point emulation, GELU {}", a.gelu), &fixed),
     ];
     if !private.is_empty() {
         rows.push(row("encrypted", &private));

@@ -5,9 +5,10 @@
 //! seed-compressed size is what the key upload sends), and runs [`client_run`] / [`server_run`]
 //! on two threads over a real TCP connection. The server's progress events give the wall time of
 //! each block as the server sees it (the FHE blocks are the server's; the MPC blocks are joint);
-//! the client's give each block's bytes and rounds. A network overlay adds
-//! `bytes·8/bandwidth + rounds·2·latency` to the loopback time for each profile of
-//! [`crate::convert::NETWORKS`]: an estimate, labelled as such.
+//! the client's give each block's bytes and rounds. A network overlay adds the cost model's
+//! link term per block ([`veil_core::bert::cost::Network::transfer_s`]: the busier direction's
+//! bytes over the bandwidth, one one-way latency per round) and the key upload to the loopback
+//! time for each profile of [`crate::convert::NETWORKS`]: an estimate, labelled as such.
 //!
 //! Weights are random at the chosen shape ([`EncoderWeights::random`]): the costs of a private
 //! run do not depend on the values. Accuracy against the real checkpoint is the demo's and the
@@ -31,7 +32,6 @@ use veil_core::bert::{
 use veil_core::ckks::Ckks;
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
-use veil_core::nn::gelu::{GeluKind, GeluSplit};
 use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::drive;
 use veil_host::transport::TransportConfig;
@@ -210,6 +210,7 @@ fn measured(c: &BlockCost, wall: f64) -> Measured {
         ckks: c.ckks,
         converted_cts: c.converted_cts,
         bytes: c.mpc_bytes,
+        sent: c.mpc_bytes_sent,
         rounds: c.mpc_rounds,
     }
 }
@@ -333,22 +334,10 @@ pub fn blocks_of(a: &BenchE2eArgs) -> Result<Blocks, BenchError> {
             expected: "exact or encformer",
         });
     }
-    let (gelu, gelu_split) = match a.gelu.as_str() {
-        "erf" => (GeluKind::Erf, GeluSplit::AllMpc),
-        "bolt" => (GeluKind::Bolt, GeluSplit::AllMpc),
-        "bolt-split" => (GeluKind::Bolt, GeluSplit::CkksCandidates),
-        v => {
-            return Err(BenchError::InvalidOption {
-                option: "--gelu",
-                value: v.into(),
-                expected: "erf, bolt or bolt-split",
-            })
-        }
-    };
-    Ok(Blocks {
-        gelu,
-        gelu_split,
-        ..Blocks::EXACT
+    veil_host::session::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
+        option: "--gelu",
+        value: a.gelu.clone(),
+        expected: "erf, bolt or bolt-split",
     })
 }
 
@@ -475,6 +464,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         if r.block == c.block && r.layer == c.layer {
             r.converted_cts = c.converted_cts;
             r.bytes = c.bytes;
+            r.sent = c.sent;
             r.rounds = c.rounds;
             *cb = *bytes;
         }
@@ -490,10 +480,18 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let networks = NETWORKS
         .iter()
         .map(|&(name, bw, lat)| {
-            let bytes = (run_bytes + key_bytes) as f64;
+            let net = veil_core::bert::cost::Network {
+                name,
+                bandwidth_bps: bw,
+                one_way_s: lat,
+            };
+            let link: f64 = raw
+                .iter()
+                .map(|b| net.transfer_s(b.bytes, b.sent, b.rounds))
+                .sum();
             (
                 name.to_string(),
-                wall_s + bytes * 8.0 / bw + rounds as f64 * 2.0 * lat,
+                wall_s + net.transfer_s(key_bytes, key_bytes, 1) + link,
             )
         })
         .collect();
@@ -601,7 +599,7 @@ pub fn render(r: &E2eReport) -> String {
             "logits against the fixed-point emulation of the same blocks: max |Δ| {:.4}\n",
             run.fixed_logit_err
         );
-        s += "estimated wall time with the keys over (estimate: loopback + bytes/bandwidth + rounds·RTT):";
+        s += "estimated wall time with the keys over (estimate: loopback + per block the busier direction's bytes/bandwidth + rounds·one-way latency):";
         for (n, t) in &run.networks {
             s += &format!(" {n} {t:.0} s;");
         }

@@ -5,7 +5,9 @@
 //! namespace).
 //!
 //! Each profile's measured wall time stands beside the network model's prediction from the
-//! loopback run: `loopback + bytes·8/bandwidth + rounds·2·one-way`, the overlay that `bench e2e`
+//! loopback run: the loopback time plus the cost model's link term per block
+//! ([`veil_core::bert::cost::Network::transfer_s`]: the busier direction's bytes over the
+//! bandwidth, one one-way latency per round) and the key upload, the overlay that `bench e2e`
 //! and the cost model use. The relative error of that prediction is the model's validation.
 //!
 //! The sentence of each `m` is fixed ([`text_for`]) so that the peer (SPU's MiniLM script) can be
@@ -70,6 +72,9 @@ pub struct LinkRun {
     pub rel_err: Option<f64>,
     /// The encrypted logits.
     pub logits: Vec<f64>,
+    /// The client's per-block table as `veil infer --json` printed it (wall times, bytes,
+    /// rounds, the server's CKKS counts), for a block-by-block comparison of two runs.
+    pub blocks: serde_json::Value,
 }
 
 /// The report.
@@ -77,6 +82,8 @@ pub struct LinkRun {
 pub struct LinkReport {
     /// The OT of both parties (`silent` or `iknp`).
     pub ot: String,
+    /// The served GELU (`veil serve --gelu`: erf, bolt or bolt-split).
+    pub gelu: String,
     /// The sentence of each `m`.
     pub texts: Vec<(usize, String)>,
     /// One entry per (m, profile).
@@ -152,6 +159,7 @@ fn one(
                 .args(["serve", "--listen", &server_addr, "--max-clients", "1"])
                 .args(["--layers", &layers, "--timeout", &timeout])
                 .args(["--threads", &threads, "--ot", &a.ot])
+                .args(["--gelu", &a.gelu])
                 .args(&model_args),
         )
         .map_err(BenchError::Harness)?;
@@ -207,6 +215,17 @@ fn one(
 
 /// Runs the product over loopback and each profile in `a.netem`, for each `m` of `a.m`.
 pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
+    // The product serves the checkpoint's softmax and LayerNorm; only its GELU is a choice.
+    if a.blocks != "exact" {
+        return Err(invalid(
+            "--blocks",
+            a.blocks.clone(),
+            "exact with --netem (`veil serve` chooses only its GELU: --gelu)",
+        ));
+    }
+    if veil_host::session::gelu_blocks(&a.gelu).is_none() {
+        return Err(invalid("--gelu", a.gelu.clone(), "erf, bolt or bolt-split"));
+    }
     let mut profiles = Vec::new();
     for p in a
         .netem
@@ -249,8 +268,27 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
             let total_s = field_f(&v, &["total_s"]);
             let (bw, lat) = prof.map_or((0.0, 0.0), |p| (p.1, p.2));
             let predicted_s = match (prof, loop_s) {
-                (Some(_), Some(l)) => {
-                    Some(l + (key_bytes + run_bytes) as f64 * 8.0 / bw + rounds as f64 * 2.0 * lat)
+                (Some(p), Some(l)) => {
+                    let net = veil_core::bert::cost::Network {
+                        name: p.0,
+                        bandwidth_bps: bw,
+                        one_way_s: lat,
+                    };
+                    let link: f64 = v["blocks"]
+                        .as_array()
+                        .map(|bs| {
+                            bs.iter()
+                                .map(|b| {
+                                    net.transfer_s(
+                                        field_u(b, &["mpc_bytes"]),
+                                        field_u(b, &["mpc_bytes_sent"]),
+                                        field_u(b, &["mpc_rounds"]),
+                                    )
+                                })
+                                .sum()
+                        })
+                        .unwrap_or(f64::NAN);
+                    Some(l + net.transfer_s(key_bytes, key_bytes, 1) + link)
                 }
                 _ => None,
             };
@@ -277,11 +315,13 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
                 predicted_s,
                 rel_err: predicted_s.map(|p| (p - total_s) / total_s),
                 logits,
+                blocks: v["blocks"].clone(),
             });
         }
     }
     Ok(LinkReport {
         ot: a.ot.clone(),
+        gelu: a.gelu.clone(),
         texts,
         runs,
     })
@@ -290,8 +330,8 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
 /// The report as a table.
 pub fn render(r: &LinkReport) -> String {
     let mut s = format!(
-        "private inference, the product's `veil serve` + `veil infer` as two processes, real checkpoint, OT {}\n",
-        r.ot
+        "private inference, the product's `veil serve` + `veil infer` as two processes, real checkpoint, OT {}, GELU {}\n",
+        r.ot, r.gelu
     );
     for (m, t) in &r.texts {
         s += &format!("m = {m}: {t:?}\n");

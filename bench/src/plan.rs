@@ -3,28 +3,28 @@
 //!
 //! Calibration (on this machine, unless `--calibration FILE` loads a saved one): a private run
 //! of the first `--calib-layers` layers and the head on TCP loopback, random weights at the
-//! model's shape (costs do not depend on the values), once with IKNP and once with the silent
-//! OT; and the GELU split's compare-and-select at the FFN shape (`bench nonlinear`'s
-//! `gelu/bolt-split`; its MPC part is the same for every candidate polynomial). From these the
-//! model fits per-operation CKKS latencies, extends the calibrated layers to the whole model, and
+//! model's shape (costs do not depend on the values), with the GELU to be served (`--gelu
+//! erf|bolt`), once with IKNP and once with the silent OT; and, where that GELU's split can run,
+//! the same two runs with the split. From these the model extends the calibrated layers to the
+//! whole model on each network (and fits per-operation CKKS latencies, for the report), and
 //! decides per network:
 //! - the OT: IKNP or the silent OT, whichever the model predicts faster;
-//! - GELU: fully in MPC, or EncFormer's split (CKKS pre-evaluates `F0`, `F1`: the session GELU's
-//!   candidates, costed by [`candidate_counts`]; two more `c2m:f1` conversions; MPC selects),
-//!   the split only where its candidates stay inside the FC1 boundary's bound over the GELU
-//!   input range (`--gelu-range`);
+//! - GELU: fully in MPC, or EncFormer's split (CKKS pre-evaluates `F0`, `F1`; two more
+//!   conversions carry them; MPC selects), whichever the model predicts faster under that OT,
+//!   the split only where its candidates fit their conversion over the GELU input range
+//!   (`--gelu-range`). The erf fit's degree-7 candidates never do; BOLT's quartic does below
+//!   `|x| = 32`. The decision is printed as the `veil serve --gelu` value that runs it (`erf`,
+//!   `bolt` or `bolt-split`);
 //! - packing: minimal packing at every boundary (the only one implemented; expanded packing is
 //!   not built, so the model does not weigh it).
 
 use crate::e2e::BenchE2eArgs;
-use crate::mpc::{OtMode, TransportKind};
-use crate::nonlinear::{bench_nonlinear, BenchNonlinearOptions, Shapes, Variant};
 use crate::BenchError;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use veil_core::bert::cost::{
     candidate_counts, candidate_peak, decide_gelu, fit_op_latency, network, predict, Calibration,
-    Estimate, GeluDecision, GeluInputs, Measured, Network, OpLatency, LOOPBACK, NETWORKS,
+    Estimate, GeluDecision, Measured, Network, OpLatency, LOOPBACK, NETWORKS,
 };
 use veil_core::bert::Blocks;
 use veil_core::bert::{session_params, EncoderConfig, SessionPlan};
@@ -57,6 +57,10 @@ pub struct PlanArgs {
     /// Largest |x| at GELU's input (all-MiniLM-L6-v2 on real sentences: about 25).
     #[arg(long, default_value_t = 25.0)]
     pub gelu_range: f64,
+    /// The GELU to be served: erf (the checkpoint's; its split never fits) or bolt (BOLT's
+    /// quartic, in MPC or split). The calibration runs it.
+    #[arg(long, default_value = "erf")]
+    pub gelu: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -69,15 +73,19 @@ pub struct PlanCalibration {
     pub shape: String,
     /// Sequence length.
     pub m: usize,
-    /// The IKNP run.
+    /// The IKNP run (GELU in MPC).
     pub iknp: Calibration,
-    /// The silent-OT run.
+    /// The silent-OT run (GELU in MPC).
     pub silent: Calibration,
-    /// The split's compare-and-select at `m × FFN`, IKNP (as one layer's block).
-    pub split_iknp: Measured,
-    /// The same on silently preprocessed COTs (online part; the pool fill is the run's
-    /// `ot-fill`).
-    pub split_silent: Measured,
+    /// The GELU the calibration ran (`erf` or `bolt`). Calibrations saved by earlier versions
+    /// (without it, or with the select-only split measurement) do not load: a typed error says
+    /// which field; recalibrate.
+    pub gelu: String,
+    /// The same run with the GELU split, IKNP (`None` where the served GELU's split cannot
+    /// run: the erf fit's candidates never fit their conversion).
+    pub split_iknp: Option<Calibration>,
+    /// The same with the silent OT.
+    pub split_silent: Option<Calibration>,
 }
 
 /// One network's decisions.
@@ -85,14 +93,23 @@ pub struct PlanCalibration {
 pub struct NetworkPlan {
     /// The profile.
     pub network: Network,
-    /// The whole model with IKNP.
+    /// The whole model with IKNP (GELU in MPC).
     pub iknp: Estimate,
-    /// The whole model with the silent OT.
+    /// The whole model with the silent OT (GELU in MPC).
     pub silent: Estimate,
-    /// The OT chosen (`iknp` or `silent`).
+    /// The OT chosen (`iknp` or `silent`): that of the fastest calibrated run.
     pub ot: String,
-    /// The GELU decision under the chosen OT (per layer).
+    /// The GELU decision under the chosen OT (whole-model predictions).
     pub gelu: GeluDecision,
+    /// The prediction of the chosen OT and GELU placement.
+    pub chosen: Estimate,
+    /// The `veil serve --gelu` value that runs the decision: `erf`, `bolt` or `bolt-split`.
+    pub serve_gelu: String,
+    /// The whole model with the split and IKNP, predicted seconds (`None` without a split
+    /// calibration).
+    pub split_iknp_s: Option<f64>,
+    /// The same with the silent OT.
+    pub split_silent_s: Option<f64>,
 }
 
 /// The report.
@@ -110,16 +127,32 @@ pub struct PlanReport {
     pub slots: usize,
     /// Galois keys.
     pub galois_keys: usize,
-    /// Fitted CKKS latencies (silent calibration).
-    pub op_latency: OpLatency,
-    /// The GELU split's inputs (silent calibration).
-    pub gelu_inputs: GeluInputs,
+    /// Fitted CKKS latencies (silent calibration; for the report, `None` where no FHE block
+    /// had operations to fit).
+    pub op_latency: Option<OpLatency>,
     /// Degree of the candidate polynomials.
     pub candidate_degree: usize,
+    /// The split's CKKS operations per layer (the dry run of its candidates on the `c2m:f1`
+    /// boundary's ciphertexts).
+    pub candidate_ops: veil_core::transformer::OpCounts,
+    /// Largest `|F0|`, `|F1|` over the GELU input range (`f64::INFINITY` beyond the split's
+    /// input bound).
+    pub candidate_peak: f64,
+    /// What the candidates' conversion carries.
+    pub candidate_bound: f64,
     /// Per network.
     pub networks: Vec<NetworkPlan>,
     /// The calibration used.
     pub calibration: PlanCalibration,
+}
+
+/// The GELU kind of `--gelu` (erf or bolt).
+fn served_gelu(v: &str) -> Result<GeluKind, BenchError> {
+    match v {
+        "erf" => Ok(GeluKind::Erf),
+        "bolt" => Ok(GeluKind::Bolt),
+        _ => Err(invalid("--gelu", v.into(), "erf or bolt")),
+    }
 }
 
 fn invalid(option: &'static str, value: String, expected: &'static str) -> BenchError {
@@ -143,6 +176,7 @@ fn calibration_of(run: &crate::e2e::E2eRun, ot: &str) -> Calibration {
 
 /// Measures the calibration.
 pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, BenchError> {
+    served_gelu(&a.gelu)?;
     if a.calib_layers < 2 || a.calib_layers > cfg.layers {
         return Err(invalid(
             "--calib-layers",
@@ -150,10 +184,19 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, B
             "2..=the architecture's layers",
         ));
     }
+    // The split of the served GELU is calibrated by a run of its own where it can run at all
+    // (its candidates fit their conversion: BOLT's do, the erf fit's never).
+    let split_runs = split_blocks(served_gelu(&a.gelu)?).bounds().is_ok();
+    let mut variants = vec![(a.gelu.clone(), "iknp"), (a.gelu.clone(), "silent")];
+    if split_runs {
+        let split = format!("{}-split", a.gelu);
+        variants.push((split.clone(), "iknp"));
+        variants.push((split, "silent"));
+    }
     let mut runs = Vec::new();
-    for ot in ["iknp", "silent"] {
+    for (gelu, ot) in variants {
         eprintln!(
-            "calibration: {} layer(s) + head at m = {}, OT {ot} ...",
+            "calibration: {} layer(s) + head at m = {}, OT {ot}, GELU {gelu} ...",
             a.calib_layers, a.m
         );
         let args = BenchE2eArgs {
@@ -161,7 +204,7 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, B
             m: vec![a.m],
             layers: Some(a.calib_layers),
             valid: None,
-            gelu: "erf".into(),
+            gelu,
             blocks: "exact".into(),
             ot: ot.into(),
             threads: 0,
@@ -178,57 +221,32 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, B
             .ok_or_else(|| invalid("--m", a.m.to_string(), "a supported length"))?;
         runs.push(calibration_of(run, ot));
     }
-    eprintln!(
-        "calibration: the GELU split's select at {} x {} ...",
-        a.m, cfg.ffn
-    );
-    let rep = bench_nonlinear(&BenchNonlinearOptions {
-        shapes: Shapes {
-            gelu: (a.m, cfg.ffn),
-            ..Shapes::SMALL
-        },
-        variants: vec![Variant::GeluBoltSplit],
-        transports: vec![TransportKind::Tcp],
-        quiet: true,
-        ot_modes: vec![OtMode::Iknp, OtMode::Silent],
-        ..BenchNonlinearOptions::default()
-    })?;
-    let split = |mode: OtMode| -> Result<Measured, BenchError> {
-        let r = rep
-            .rows
-            .iter()
-            .find(|r| r.ot == mode)
-            .ok_or_else(|| invalid("--ot", format!("{mode:?}"), "a mode the run measured"))?;
-        let n = r.elements as f64;
-        let (s, bytes, rounds) = if r.ot_pool {
-            (
-                r.time_s - r.pre_s,
-                r.online_bytes_per_elem * n,
-                r.online_rounds,
-            )
-        } else {
-            (r.time_s, r.bytes_per_elem * n, r.rounds)
-        };
-        Ok(Measured {
-            layer: 1,
-            block: "gelu (split select)".into(),
-            compute_s: s,
-            bytes: bytes.round() as u64,
-            rounds: rounds as u64,
-            ..Measured::default()
-        })
+    let mut runs = runs.into_iter();
+    let mut next = || runs.next().unwrap_or_default();
+    let (iknp, silent) = (next(), next());
+    let (split_iknp, split_silent) = if split_runs {
+        (Some(next()), Some(next()))
+    } else {
+        (None, None)
     };
-    let (split_iknp, split_silent) = (split(OtMode::Iknp)?, split(OtMode::Silent)?);
-    let silent = runs.pop().unwrap_or_default();
-    let iknp = runs.pop().unwrap_or_default();
     Ok(PlanCalibration {
         shape: arch(cfg),
         m: a.m,
+        gelu: a.gelu.clone(),
         iknp,
         silent,
         split_iknp,
         split_silent,
     })
+}
+
+/// The session blocks of GELU `kind` with EncFormer's split (accurate softmax and LayerNorm).
+fn split_blocks(kind: GeluKind) -> Blocks {
+    Blocks {
+        gelu: kind,
+        gelu_split: GeluSplit::CkksCandidates,
+        ..Blocks::EXACT
+    }
 }
 
 fn last_layer_block<'a>(c: &'a Calibration, name: &str) -> Option<&'a Measured> {
@@ -258,6 +276,7 @@ fn architecture(a: &PlanArgs) -> Result<(String, EncoderConfig), BenchError> {
 
 /// Runs `veil plan`.
 pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
+    let kind = served_gelu(&a.gelu)?;
     let (name, cfg) = architecture(a)?;
     let params = session_params().map_err(|source| BenchError::Core {
         step: "session parameters",
@@ -277,11 +296,11 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
                     line: s.chars().take(120).collect(),
                     source,
                 })?;
-            if c.m != a.m || c.shape != arch(&cfg) {
+            if c.m != a.m || c.shape != arch(&cfg) || c.gelu != a.gelu {
                 return Err(invalid(
                     "--calibration",
-                    format!("{} at m = {}", c.shape, c.m),
-                    "a calibration of the same architecture and --m",
+                    format!("{} at m = {}, GELU {}", c.shape, c.m, c.gelu),
+                    "a calibration of the same architecture, --m and --gelu",
                 ));
             }
             c
@@ -318,53 +337,80 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
             "a calibration with blocks",
         )
     };
-    let lat = fit_op_latency(&cal.silent.blocks).ok_or_else(missing)?;
-    // The split the pipeline runs: BOLT's quartic (the erf fit's candidates do not fit the
-    // conversion), GELU inputs within 2^{F1_SPLIT}, candidates within 2^{cand}.
-    let split = Blocks {
-        gelu: GeluKind::Bolt,
-        gelu_split: GeluSplit::CkksCandidates,
-        ..Blocks::EXACT
+    let lat = fit_op_latency(&cal.silent.blocks);
+    // The split of the served GELU: GELU inputs within 2^{F1_SPLIT}, candidates within their
+    // bound 2^{cand}. Where the candidates exceed what the conversion carries (the erf fit's),
+    // the split is never feasible: their bound is the limit, which their peak exceeds.
+    let split = split_blocks(kind);
+    let (f1_bits, cand_bits, fits) = match split.bounds() {
+        Ok(sb) => (sb.f1, sb.cand, true),
+        Err(_) => (
+            veil_core::bert::private::bounds::F1_SPLIT,
+            veil_core::bert::private::bounds::CAND_LIMIT,
+            false,
+        ),
     };
-    let sb = split.bounds().map_err(|e| BenchError::Core {
-        step: "the split's bounds",
-        source: e,
-    })?;
     let (f0, f1) = {
         let c = split.candidates();
         (c[0].clone(), c[1].clone())
     };
     let degree = f0.len().max(f1.len()).saturating_sub(1);
-    let in_range = a.gelu_range < f64::from(1u32 << sb.f1);
-    let gelu_for = |c: &Calibration, select: &Measured| -> Result<GeluInputs, BenchError> {
-        let conv = last_layer_block(c, "c2m:f1").ok_or_else(missing)?;
-        Ok(GeluInputs {
-            mpc: last_layer_block(c, "gelu").ok_or_else(missing)?.clone(),
-            split_select: select.clone(),
-            c2m_f1: conv.clone(),
-            candidates: candidate_counts(degree, conv.converted_cts),
-            peak: if in_range {
-                candidate_peak(&f0, &f1, a.gelu_range)
-            } else {
-                f64::INFINITY
-            },
-            bound: f64::from(1u32 << sb.cand),
-        })
+    let in_range = fits && a.gelu_range < f64::from(1u32 << f1_bits);
+    let peak = if in_range {
+        candidate_peak(&f0, &f1, a.gelu_range)
+    } else {
+        f64::INFINITY
     };
-    let g_iknp = gelu_for(&cal.iknp, &cal.split_iknp)?;
-    let g_silent = gelu_for(&cal.silent, &cal.split_silent)?;
+    let bound = f64::from(1u32 << cand_bits);
+    let feasible = peak <= bound;
+    let conv_cts = last_layer_block(&cal.silent, "c2m:f1")
+        .ok_or_else(missing)?
+        .converted_cts;
     let mut networks = Vec::new();
     for net in nets {
         let iknp = predict(&cal.iknp, cfg.layers, &net).ok_or_else(missing)?;
         let silent = predict(&cal.silent, cfg.layers, &net).ok_or_else(missing)?;
-        let use_silent = silent.total_s <= iknp.total_s;
-        let gelu = decide_gelu(&lat, if use_silent { &g_silent } else { &g_iknp }, &net);
+        let split_of = |c: &Option<Calibration>| -> Result<Option<Estimate>, BenchError> {
+            match c {
+                Some(c) => Ok(Some(predict(c, cfg.layers, &net).ok_or_else(missing)?)),
+                None => Ok(None),
+            }
+        };
+        let (split_iknp, split_silent) = (split_of(&cal.split_iknp)?, split_of(&cal.split_silent)?);
+        // The fastest of the calibrated runs (the split only where feasible) decides both the
+        // OT and GELU: the split removes most of GELU's COTs, where IKNP costs most.
+        let mut use_silent = silent.total_s <= iknp.total_s;
+        let mut best = if use_silent { &silent } else { &iknp };
+        for (is_silent, e) in [(false, &split_iknp), (true, &split_silent)] {
+            if let Some(e) = e.as_ref().filter(|_| feasible) {
+                if e.total_s < best.total_s {
+                    best = e;
+                    use_silent = is_silent;
+                }
+            }
+        }
+        let chosen = best.clone();
+        let (mpc_est, split_est) = if use_silent {
+            (&silent, &split_silent)
+        } else {
+            (&iknp, &split_iknp)
+        };
+        let gelu = decide_gelu(mpc_est, split_est.as_ref(), feasible);
+        let serve_gelu = if gelu.split_chosen {
+            format!("{}-split", a.gelu)
+        } else {
+            a.gelu.clone()
+        };
         networks.push(NetworkPlan {
             network: net,
             iknp,
             silent,
             ot: if use_silent { "silent" } else { "iknp" }.into(),
             gelu,
+            serve_gelu,
+            chosen,
+            split_iknp_s: split_iknp.as_ref().map(|e| e.total_s),
+            split_silent_s: split_silent.as_ref().map(|e| e.total_s),
         });
     }
     Ok(PlanReport {
@@ -375,8 +421,10 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
         slots: plan.slots,
         galois_keys: plan.rotations().len(),
         op_latency: lat,
-        gelu_inputs: g_silent,
         candidate_degree: degree,
+        candidate_ops: candidate_counts(degree, conv_cts),
+        candidate_peak: peak,
+        candidate_bound: bound,
         networks,
         calibration: cal,
     })
@@ -388,31 +436,43 @@ pub fn render(r: &PlanReport) -> String {
         "plan: {} ({} layers), m = {}, {} ({} slots, {} Galois keys); minimal packing at every boundary\n",
         r.shape, r.layers, r.m, r.params, r.slots, r.galois_keys
     );
-    let l = &r.op_latency;
+    if let Some(l) = &r.op_latency {
+        s += &format!(
+            "fitted CKKS latencies: key switch {:.2} ms, ct×pt {:.3} ms, rescale {:.3} ms (rms relative residual {:.0}%)\n",
+            l.key_switch_s * 1e3,
+            l.pt_mult_s * 1e3,
+            l.rescale_s * 1e3,
+            l.rel_rms * 100.0
+        );
+    }
     s += &format!(
-        "fitted CKKS latencies: key switch {:.2} ms, ct×pt {:.3} ms, rescale {:.3} ms (rms relative residual {:.0}%)\n",
-        l.key_switch_s * 1e3,
-        l.pt_mult_s * 1e3,
-        l.rescale_s * 1e3,
-        l.rel_rms * 100.0
-    );
-    let g = &r.gelu_inputs;
-    s += &format!(
-        "GELU split: candidates of degree {}, peak |F| = 2^{:.1} over the input range against the FC1 boundary's 2^{:.0}: {}\n",
+        "GELU {} split: candidates of degree {} ({} ct×ct, {} key switches per layer), peak |F| = 2^{:.1} over the input range against their conversion's 2^{:.0}: {}\n",
+        r.calibration.gelu,
         r.candidate_degree,
-        g.peak.log2(),
-        g.bound.log2(),
-        if g.peak <= g.bound {
+        r.candidate_ops.ct_mults,
+        r.candidate_ops.key_switches(),
+        r.candidate_peak.log2(),
+        r.candidate_bound.log2(),
+        if r.candidate_peak <= r.candidate_bound {
             "feasible"
         } else {
-            "not feasible at this model's range"
+            "not feasible"
         }
     );
-    s += "\n| network | OT | T iknp s | T silent s | keys s | T_conv s | T_ckks s | T_mpc s | run MB | rounds | GELU MPC s/layer | GELU split s/layer | GELU |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    s += "\n| network | OT | T iknp s | T silent s | keys s | T_conv s | T_ckks s | T_mpc s | run MB | rounds | T, GELU in MPC s | T, GELU split s | GELU |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for n in &r.networks {
-        let e = if n.ot == "silent" { &n.silent } else { &n.iknp };
+        let e = &n.chosen;
+        let why = if n.gelu.split_chosen {
+            "split"
+        } else if !n.gelu.split_feasible {
+            "MPC (split out of range)"
+        } else if n.gelu.split_s.is_finite() {
+            "MPC (faster)"
+        } else {
+            "MPC (split not calibrated)"
+        };
         s += &format!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.2} | {:.2} | {} |\n",
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {why} (`--gelu {}`) |\n",
             n.network.name,
             n.ot,
             n.iknp.total_s,
@@ -425,13 +485,7 @@ pub fn render(r: &PlanReport) -> String {
             e.rounds,
             n.gelu.mpc_s,
             n.gelu.split_s,
-            if n.gelu.split_chosen {
-                "split"
-            } else if n.gelu.split_feasible {
-                "MPC (faster)"
-            } else {
-                "MPC (split out of range)"
-            }
+            n.serve_gelu
         );
     }
     s
@@ -448,6 +502,7 @@ mod tests {
             compute_s: s,
             converted_cts: cts,
             bytes,
+            sent: bytes,
             rounds,
             ckks: veil_core::transformer::OpCounts {
                 rotations: if block == "fc1" || block == "fc2" {
@@ -462,8 +517,11 @@ mod tests {
         }
     }
 
-    /// A synthetic calibration: IKNP costs 1 s less compute per layer but 200 MB more.
-    fn calibration(ot: &str) -> Calibration {
+    /// A synthetic calibration: IKNP costs 1 s less compute per layer but 200 MB more. With
+    /// the split, FC1 computes the candidates (1.5 s more), a conversion carries them (0.2 s,
+    /// 10 MB) and GELU's MPC part shrinks (1.5 s less, 25 MB fewer): 0.2 s slower per layer
+    /// on loopback, 15 MB fewer bytes.
+    fn calibration(ot: &str, split: bool) -> Calibration {
         let (extra_s, extra_b) = if ot == "iknp" {
             (0.0, 200_000_000)
         } else {
@@ -471,16 +529,17 @@ mod tests {
         };
         let mut blocks = Vec::new();
         for layer in 0..2 {
-            blocks.push(blk(layer, "fc1", 2.0, 0, 0, 0));
+            blocks.push(blk(layer, "fc1", if split { 3.5 } else { 2.0 }, 0, 0, 0));
             blocks.push(blk(layer, "c2m:f1", 0.5, 5_000_000, 6, 4));
-            blocks.push(blk(
-                layer,
-                "gelu",
-                3.0 + extra_s,
-                30_000_000 + extra_b,
-                25,
-                0,
-            ));
+            if split {
+                blocks.push(blk(layer, "c2m:cand", 0.2, 10_000_000, 0, 8));
+            }
+            let (g_s, g_b) = if split {
+                (1.5, 5_000_000)
+            } else {
+                (3.0, 30_000_000)
+            };
+            blocks.push(blk(layer, "gelu", g_s + extra_s, g_b + extra_b, 25, 0));
             blocks.push(blk(layer, "fc2", 1.0, 0, 0, 0));
         }
         blocks.push(blk(usize::MAX, "head", 0.2, 1000, 2, 0));
@@ -499,10 +558,11 @@ mod tests {
         let cal = PlanCalibration {
             shape: arch(&EncoderConfig::MINILM_L6),
             m: 16,
-            iknp: calibration("iknp"),
-            silent: calibration("silent"),
-            split_iknp: blk(1, "gelu (split select)", 1.0, 10_000_000, 9, 0),
-            split_silent: blk(1, "gelu (split select)", 1.2, 1_000_000, 9, 0),
+            gelu: "bolt".into(),
+            iknp: calibration("iknp", false),
+            silent: calibration("silent", false),
+            split_iknp: Some(calibration("iknp", true)),
+            split_silent: Some(calibration("silent", true)),
         };
         let dir = std::env::temp_dir().join(format!("veil-plan-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -517,6 +577,7 @@ mod tests {
             calibration: Some(file.clone()),
             save: None,
             gelu_range: 25.0,
+            gelu: "bolt".into(),
             json: false,
         };
         let r = run(&args).unwrap();
@@ -529,7 +590,14 @@ mod tests {
         assert!((lo.silent.total_s - lo.iknp.total_s - 6.0).abs() < 1e-9);
         // At MiniLM's GELU range (25 ≤ 32) BOLT's candidates fit their conversion bound.
         assert!(r.networks.iter().all(|n| n.gelu.split_feasible));
-        assert!(r.gelu_inputs.peak <= r.gelu_inputs.bound);
+        assert!(r.candidate_peak <= r.candidate_bound);
+        // Loopback: the split's 0.2 s more per layer (1.0 s over the five later layers and
+        // 0.2 s in the first) decide for GELU in MPC; WAN2: its 15 MB fewer per layer (1.2 s at
+        // 100 Mbps) decide for the split.
+        assert_eq!(by("loopback").serve_gelu, "bolt");
+        assert!((by("loopback").gelu.split_s - by("loopback").gelu.mpc_s - 1.2).abs() < 1e-9);
+        assert_eq!(by("WAN2").serve_gelu, "bolt-split");
+        assert!(render(&r).contains("split (`--gelu bolt-split`)"));
         // Beyond the split's input bound (32) it is never feasible, whatever the times, even
         // where the candidates' peak alone (2^14.96 at 33) would still fit their bound.
         let wide = run(&PlanArgs {
@@ -548,6 +616,35 @@ mod tests {
         .unwrap();
         assert!(small.networks.iter().all(|n| n.gelu.split_feasible));
         assert!(render(&small).contains("| WAN2 | silent |"));
+        // The checkpoint's erf GELU: its candidates never fit, even at a small range, so the
+        // plan serves it in MPC. Its calibration must be one of the erf GELU.
+        let mut erf_cal = cal.clone();
+        erf_cal.gelu = "erf".into();
+        erf_cal.split_iknp = None;
+        erf_cal.split_silent = None;
+        let erf_file = dir.join("cal-erf.json");
+        std::fs::write(&erf_file, serde_json::to_string(&erf_cal).unwrap()).unwrap();
+        let erf = run(&PlanArgs {
+            gelu_range: 1.0,
+            gelu: "erf".into(),
+            calibration: Some(erf_file),
+            ..args.clone()
+        })
+        .unwrap();
+        for n in &erf.networks {
+            assert!(!n.gelu.split_feasible && n.serve_gelu == "erf", "{n:?}");
+        }
+        let mismatch = run(&PlanArgs {
+            gelu: "erf".into(),
+            ..args.clone()
+        });
+        assert!(matches!(
+            mismatch,
+            Err(BenchError::InvalidOption {
+                option: "--calibration",
+                ..
+            })
+        ));
         // A calibration of another length is refused.
         let bad = run(&PlanArgs { m: 32, ..args });
         assert!(matches!(

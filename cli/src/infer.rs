@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
-use veil_host::session::{run_client, serve, ServeOptions, SessionOptions};
+use veil_host::session::{
+    describe_blocks, gelu_blocks, run_client, serve, ServeOptions, SessionOptions,
+};
 use veil_host::transport::TcpTransport;
 
 /// Options of `veil serve`.
@@ -49,6 +51,14 @@ pub struct ServeArgs {
     /// preprocessed COTs) or iknp (16 bytes per COT). Clients must choose the same.
     #[arg(long, default_value = "silent")]
     pub ot: String,
+    /// The GELU served: erf (the checkpoint's, in MPC), bolt (BOLT's quartic in MPC) or
+    /// bolt-split (BOLT's with EncFormer's split: CKKS evaluates the two candidates, MPC
+    /// selects). BOLT's changes the model's function by up to 9.5e-3 per element; the split
+    /// also needs GELU inputs below |x| = 32 (MPC GELU: 128), which all-MiniLM-L6-v2 meets
+    /// (about 25) and another checkpoint must (nothing sees the values to check). `veil plan
+    /// --gelu bolt` says where the split is faster. Clients adopt the server's choice.
+    #[arg(long, default_value = "erf")]
+    pub gelu: String,
 }
 
 /// The silent-OT parameters of an `--ot` value (`None`: IKNP alone).
@@ -64,8 +74,29 @@ fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
 
 /// Runs `veil serve` (forever): the BERT server (`main` sends `--cnn` to the CNN server).
 pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
+    let blocks = gelu_blocks(&a.gelu).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--gelu {:?}: expected erf, bolt or bolt-split",
+            a.gelu
+        ))
+    })?;
     let model = load_model(a.model.as_ref())?;
     let weights = crate::private::prefix(&model.weights, a.layers);
+    // The blocks must plan for this model (they do for every --gelu value on a BERT
+    // architecture); checked once here rather than refused to every client.
+    veil_host::session::session_params(&weights.cfg, 16)
+        .map_err(|e| e.to_string())
+        .and_then(|p| {
+            veil_core::bert::SessionPlan::with_blocks(&p, &weights.cfg, 16, blocks)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "--gelu {}: this model cannot be served so: {e}",
+                a.gelu
+            ))
+        })?;
     let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
         what: format!("listen on {}", a.listen),
         source,
@@ -77,14 +108,15 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
     let c = weights.cfg;
     eprintln!(
         "veil serve: {} ({} layers, hidden {}, {} heads, FFN {}, {} classes) on {addr}, \
-         at most {} clients at once",
+         at most {} clients at once; {}",
         model.dir.display(),
         c.layers,
         c.hidden,
         c.heads,
         c.ffn,
         c.classes,
-        a.max_clients
+        a.max_clients,
+        describe_blocks(&blocks)
     );
     serve(
         listener,
@@ -95,6 +127,7 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
             session: SessionOptions {
                 keys_timeout: Some(Duration::from_secs(a.keys_timeout)),
                 silent: silent_ot(&a.ot)?,
+                blocks,
                 ..SessionOptions::default()
             },
             max_clients: a.max_clients.max(1),

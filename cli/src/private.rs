@@ -10,7 +10,7 @@ use veil_backend_cpu::CpuBackend;
 use veil_core::bert::{EncoderConfig, EncoderWeights, SEQ_LENS};
 use veil_core::packing::Mat;
 use veil_host::model::{self, Model, ModelError};
-use veil_host::session::{BlockRow, CkksCache, ClientResult, SessionError};
+use veil_host::session::{describe_blocks, BlockRow, CkksCache, ClientResult, SessionError};
 use veil_host::transport::{TransportConfig, TransportError};
 
 /// Errors of the inference commands.
@@ -231,6 +231,8 @@ pub struct Totals {
     pub converted_bytes: u64,
     /// MPC bytes.
     pub mpc_bytes: u64,
+    /// Of the MPC bytes, those this party sent.
+    pub mpc_bytes_sent: u64,
     /// MPC rounds.
     pub mpc_rounds: u64,
 }
@@ -249,6 +251,7 @@ impl Totals {
             t.converted_cts += c.converted_cts as u64;
             t.converted_bytes += c.converted_bytes;
             t.mpc_bytes += c.mpc_bytes;
+            t.mpc_bytes_sent += c.mpc_bytes_sent;
             t.mpc_rounds += c.mpc_rounds;
         }
         t
@@ -265,6 +268,7 @@ impl Totals {
             "converted_cts": self.converted_cts,
             "converted_bytes": self.converted_bytes,
             "mpc_bytes": self.mpc_bytes,
+            "mpc_bytes_sent": self.mpc_bytes_sent,
             "mpc_rounds": self.mpc_rounds,
         })
     }
@@ -367,6 +371,8 @@ pub fn result_json(text: &str, classes: usize, r: &ClientResult) -> Value {
     v["tokens"] = json!(r.valid);
     v["m"] = json!(r.m);
     v["params"] = json!(r.params);
+    v["nonlinear"] = json!(describe_blocks(&r.nonlinear));
+    v["gelu_split"] = json!(r.nonlinear.split());
     v["blocks"] = table_json(r);
     v["totals"] = Totals::of(&r.blocks).json();
     v["totals"]["server_wall_ms"] = json!(server_total(r) * 1e3);
@@ -401,11 +407,12 @@ pub fn render_classification(classes: usize, logits: &[f64]) -> String {
 /// A private result's session line (tokens, parameters, keys, times).
 pub fn render_session(r: &ClientResult) -> String {
     format!(
-        "  {} tokens (m = {}), {}; keys {:.1} MB ({} Galois keys) in {:.2} s, base OT {:.2} s, \
-         inference {:.2} s, total {:.2} s\n",
+        "  {} tokens (m = {}), {}; {}; keys {:.1} MB ({} Galois keys) in {:.2} s, base OT \
+         {:.2} s, inference {:.2} s, total {:.2} s\n",
         r.valid,
         r.m,
         r.params,
+        describe_blocks(&r.nonlinear),
         (r.key_exchange.public_key_bytes + r.key_exchange.evaluation_key_bytes) as f64 / 1e6,
         r.key_exchange.galois_keys,
         r.key_exchange.seconds,

@@ -20,13 +20,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
-use veil_core::bert::{EncoderConfig, EncoderWeights, Head, LayerWeights};
+use veil_core::bert::{Blocks, EncoderConfig, EncoderWeights, Head, LayerWeights};
 use veil_core::mpc::Frame;
 use veil_core::packing::Mat;
 use veil_host::session::{
-    decode_report, fingerprint, run_client, serve, serve_one, Accept, CkksCache, ClientResult,
-    DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary, SessionError,
-    SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
+    decode_report, fingerprint, gelu_blocks, run_client, serve, serve_one, Accept, CkksCache,
+    ClientResult, DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary,
+    SessionError, SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
 };
 use veil_host::transport::{
     TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS,
@@ -503,16 +503,30 @@ fn garbage_on_the_port_is_a_typed_error() {
     }
 }
 
-/// A "server" that answers a Hello with garbage: the client gets a typed error.
+/// A "server" that answers a Hello with garbage, or with a well-formed Accept of another
+/// protocol version: the client gets a typed error.
 #[test]
 fn client_reads_garbage_as_a_typed_error() {
-    let answers: [&[u8]; 4] = [
+    let old = Accept {
+        version: SESSION_VERSION - 1,
+        blocks: Blocks::EXACT,
+    }
+    .encode();
+    let mut bad_blocks = Accept {
+        version: SESSION_VERSION,
+        blocks: Blocks::EXACT,
+    }
+    .encode();
+    bad_blocks[2 + 34] = 9;
+    let answers: [&[u8]; 6] = [
         b"\x00\x01garbage-garbage",
         &frame_bytes(TAG_ACCEPT, &[1, 2, 3]),
         &frame_bytes(TAG_REFUSE, &[0xff, 0xff, 0, 0]),
         &frame_bytes(0x0A04, &[]),
+        &frame_bytes(TAG_ACCEPT, &old),
+        &frame_bytes(TAG_ACCEPT, &bad_blocks),
     ];
-    for ans in answers {
+    for (i, ans) in answers.into_iter().enumerate() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let ans = ans.to_vec();
@@ -526,10 +540,25 @@ fn client_reads_garbage_as_a_typed_error() {
         });
         let mut t = connect(addr, Duration::from_secs(2));
         let e = client(&mut t, &tiny_cfg(), &input(5), 5).unwrap_err();
+        // The well-formed Accepts fail for their own reasons, not their length.
+        match (i, &e) {
+            (4, SessionError::Decode { source, .. }) => {
+                assert_eq!(*source, DecodeError::OtherVersion(SESSION_VERSION - 1))
+            }
+            (5, SessionError::Decode { source, .. }) => {
+                assert!(matches!(source, DecodeError::BadBlocks(_)), "{source}")
+            }
+            (4 | 5, e) => panic!("answer {i}: {e}"),
+            _ => {}
+        }
         match &e {
             SessionError::Transport(TransportError::Malformed(_))
             | SessionError::Decode {
-                source: DecodeError::Length { .. } | DecodeError::UnknownReason(_),
+                source:
+                    DecodeError::Length { .. }
+                    | DecodeError::UnknownReason(_)
+                    | DecodeError::OtherVersion(_)
+                    | DecodeError::BadBlocks(_),
                 ..
             }
             | SessionError::UnexpectedMessage { .. } => {}
@@ -566,6 +595,7 @@ fn session_decoders_are_total_and_canonical() {
         good_hello(5).encode(),
         Accept {
             version: SESSION_VERSION,
+            blocks: gelu_blocks("bolt-split").unwrap(),
         }
         .encode(),
         Refusal::new(RefuseCode::Busy, "4 sessions running").encode(),
@@ -674,6 +704,60 @@ fn pipeline_one_session_matches_reference() {
     assert!(r.blocks.iter().any(|b| b.cost.mpc_bytes > 0));
     assert!(r.key_exchange.evaluation_key_bytes > 0);
     assert_eq!((r.m, r.valid), (M, 9));
+    let s = h.join().unwrap();
+    assert_eq!((s.served, s.failed), (1, 0));
+}
+
+/// The server's blocks reach the client in the Accept: a server of BOLT's GELU with the split
+/// (candidates in CKKS, select in MPC) serves a client that asked for nothing, the client plans
+/// with the server's blocks (else the two parties' protocols would not match: the candidate
+/// conversions are in its table), and its logits match the `f64` reference of those blocks.
+/// A server whose blocks do not plan refuses as unavailable; an Accept of another version is
+/// a typed error at the client.
+#[test]
+fn pipeline_server_blocks_reach_the_client() {
+    let w = tiny_weights(11);
+    let split = gelu_blocks("bolt-split").unwrap();
+    let mut opts = serve_opts(Duration::from_secs(120), 1, 1);
+    opts.session.blocks = split;
+    let (addr, h) = start_serve(w.clone(), opts);
+    let x = input(11);
+    let mut t = connect(addr, Duration::from_secs(120));
+    let r = client(&mut t, &tiny_cfg(), &x, 12).unwrap();
+    drop(t);
+    assert_eq!(r.nonlinear, split);
+    let want = veil_core::bert::reference::logits_with(&w, &x, 12, &split).unwrap();
+    assert_close(&r.logits, &want, "served split");
+    // The split's conversions are in the table.
+    assert!(r.blocks.iter().any(|b| b.cost.block.contains("cand")));
+
+    // The erf fit's degree-7 candidates do not fit the conversion: a server configured with
+    // them refuses the client as unavailable, before any key is made.
+    let bad = Blocks {
+        gelu_split: veil_core::nn::gelu::GeluSplit::CkksCandidates,
+        ..Blocks::EXACT
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let a2 = listener.local_addr().unwrap();
+    let w2 = w.clone();
+    let srv = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        let mut t = TcpTransport::new(s, tcfg(Duration::from_secs(30))).unwrap();
+        let opts = SessionOptions {
+            blocks: bad,
+            ..SessionOptions::default()
+        };
+        serve_one(&mut t, &w2, &cache(), &opts).map(|_| ())
+    });
+    let mut t = connect(a2, Duration::from_secs(30));
+    match client(&mut t, &tiny_cfg(), &x, 12) {
+        Err(SessionError::Refused(r)) => assert_eq!(r.code, RefuseCode::Unavailable, "{r}"),
+        other => panic!("expected an unavailable refusal, got {other:?}"),
+    }
+    assert!(matches!(
+        srv.join().unwrap(),
+        Err(SessionError::Rejected(_))
+    ));
     let s = h.join().unwrap();
     assert_eq!((s.served, s.failed), (1, 0));
 }

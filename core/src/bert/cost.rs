@@ -1,5 +1,7 @@
 //! EncFormer's cost model (§V-A): `T = T_conv + T_ckks + T_mpc`, each block's time its measured
-//! compute plus what the network adds, `bytes·8/BW + rounds·RTT`.
+//! compute plus what the network adds ([`Network::transfer_s`]): the busier direction's bytes
+//! over the bandwidth (the link is full duplex) plus one one-way latency per round (the channel
+//! counts rounds as the causal depth of its frames, i.e. one-way flights on the critical path).
 //!
 //! The model is calibrated on the machine at hand ([`Calibration`]): the blocks of a short
 //! private run on loopback (their compute time, CKKS operation counts, bytes and rounds), from
@@ -10,13 +12,13 @@
 //! layer 0 extends COTs with IKNP; later layers run on silently preprocessed pools), the head
 //! once, and the key upload.
 //!
-//! Decisions. [`decide_gelu`] weighs GELU fully in MPC against EncFormer's split (CKKS
-//! pre-evaluates the candidate polynomials `F0`, `F1`; MPC only compares and selects), with the
-//! split's CKKS work costed from the fitted latencies ([`candidate_counts`]), its two extra
-//! conversions from the measured `c2m:f1` boundary and its select from a measured run. The split
-//! is *feasible* only when the candidates stay inside the boundary's bound over the block's input
-//! range; [`candidate_peak`] gives their peak. The choice between OT modes is the smaller
-//! [`predict`] of two calibrations.
+//! Decisions. Each alternative is calibrated by a run of its own, so the model compares
+//! predictions of whole runs: the OT mode (IKNP or silent), and [`decide_gelu`]: GELU fully in
+//! MPC against EncFormer's split (CKKS pre-evaluates the candidate polynomials `F0`, `F1`; two
+//! more conversions carry them, `ΔT_conv`; MPC only compares and selects). The split is
+//! *feasible* only when the candidates stay inside the boundary's bound over the block's input
+//! range; [`candidate_peak`] gives their peak. [`candidate_counts`] gives the split's CKKS
+//! operations from the dry run, for the report.
 
 use crate::circuits::{eval_part_polys, part_poly_depth, Exec, SymExec};
 use crate::transformer::OpCounts;
@@ -37,14 +39,15 @@ pub struct Network {
 }
 
 impl Network {
-    /// Round-trip time.
-    pub fn rtt_s(&self) -> f64 {
-        2.0 * self.one_way_s
-    }
-
-    /// What the link adds to `bytes` moved in `rounds` rounds: `bytes·8/BW + rounds·RTT`.
-    pub fn transfer_s(&self, bytes: u64, rounds: u64) -> f64 {
-        bytes as f64 * 8.0 / self.bandwidth_bps + rounds as f64 * self.rtt_s()
+    /// What the link adds to a block that moved `bytes` in `rounds` rounds, `sent` of them in
+    /// one direction and the rest in the other: `max(sent, bytes − sent)·8/BW + rounds·one_way`.
+    /// The link is full duplex, so the busier direction bounds it; a round is one one-way flight
+    /// on the critical path (the channel's causal depth). `sent = bytes` prices the bytes as
+    /// if they all went one way.
+    pub fn transfer_s(&self, bytes: u64, sent: u64, rounds: u64) -> f64 {
+        let sent = sent.min(bytes);
+        let busier = sent.max(bytes - sent);
+        busier as f64 * 8.0 / self.bandwidth_bps + rounds as f64 * self.one_way_s
     }
 }
 
@@ -128,8 +131,16 @@ pub struct Measured {
     pub converted_cts: usize,
     /// Bytes on the link, both directions.
     pub bytes: u64,
+    /// Of `bytes`, those the measuring party sent. Calibrations saved before this field read
+    /// it as `bytes` (all one way, the conservative price).
+    #[serde(default = "u64_max")]
+    pub sent: u64,
     /// Rounds.
     pub rounds: u64,
+}
+
+fn u64_max() -> u64 {
+    u64::MAX
 }
 
 /// A calibration: the blocks of a private run of the first `layers` layers (and the head) on
@@ -350,7 +361,7 @@ pub fn predict(cal: &Calibration, layers: usize, net: &Network) -> Option<Estima
         e.compute_s += b.compute_s * times as f64;
         e.bytes += b.bytes * k;
         e.rounds += b.rounds * k;
-        e.total_s += (b.compute_s + net.transfer_s(b.bytes, b.rounds)) * times as f64;
+        e.total_s += (b.compute_s + net.transfer_s(b.bytes, b.sent, b.rounds)) * times as f64;
     };
     for b in &cal.blocks {
         let times = if b.layer == usize::MAX {
@@ -370,7 +381,7 @@ pub fn predict(cal: &Calibration, layers: usize, net: &Network) -> Option<Estima
             .sum()
     };
     let (conv_s, ckks_s, mpc_s) = (sum(Term::Conv), sum(Term::Ckks), sum(Term::Mpc));
-    let keys_s = cal.keygen_s + net.transfer_s(cal.key_bytes, 1);
+    let keys_s = cal.keygen_s + net.transfer_s(cal.key_bytes, cal.key_bytes, 1);
     Some(Estimate {
         network: *net,
         layers,
@@ -414,30 +425,13 @@ pub fn candidate_peak(f0: &[f64], f1: &[f64], bound: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// What the GELU decision weighs, per layer.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GeluInputs {
-    /// GELU fully in MPC, as calibrated (the `gelu` block of a layer ≥ 1).
-    pub mpc: Measured,
-    /// The split's MPC part (compare and select), measured at the same shape.
-    pub split_select: Measured,
-    /// The `c2m:f1` boundary of the same layer (the split converts `x`, `F0(x)` and `F1(x)`:
-    /// two more of these).
-    pub c2m_f1: Measured,
-    /// The split's CKKS work: [`candidate_counts`].
-    pub candidates: OpCounts,
-    /// Largest `|F|` over the block's input range ([`candidate_peak`]).
-    pub peak: f64,
-    /// The bound of the boundary the candidates would cross (`2^log_bmax`).
-    pub bound: f64,
-}
-
 /// The GELU decision on one network.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GeluDecision {
-    /// GELU in MPC, seconds per layer.
+    /// The whole model with GELU in MPC, predicted seconds.
     pub mpc_s: f64,
-    /// The split, seconds per layer (CKKS candidates + two extra conversions + select).
+    /// The whole model with the split, predicted seconds (`f64::INFINITY` where it was not
+    /// calibrated).
     pub split_s: f64,
     /// Whether the split's candidates fit the boundary over the input range.
     pub split_feasible: bool,
@@ -445,17 +439,15 @@ pub struct GeluDecision {
     pub split_chosen: bool,
 }
 
-/// Decides GELU's split on `net` with the fitted latencies `lat`.
-pub fn decide_gelu(lat: &OpLatency, g: &GeluInputs, net: &Network) -> GeluDecision {
-    let t = |b: &Measured| b.compute_s + net.transfer_s(b.bytes, b.rounds);
-    let mpc_s = t(&g.mpc);
-    let split_s = lat.time(&g.candidates) + 2.0 * t(&g.c2m_f1) + t(&g.split_select);
-    let split_feasible = g.peak <= g.bound;
+/// Decides GELU's split from the predictions of a run with GELU in MPC and one with the split
+/// (the same network and OT), and whether the split is feasible.
+pub fn decide_gelu(mpc: &Estimate, split: Option<&Estimate>, feasible: bool) -> GeluDecision {
+    let split_s = split.map_or(f64::INFINITY, |e| e.total_s);
     GeluDecision {
-        mpc_s,
+        mpc_s: mpc.total_s,
         split_s,
-        split_feasible,
-        split_chosen: split_feasible && split_s < mpc_s,
+        split_feasible: feasible,
+        split_chosen: feasible && split_s < mpc.total_s,
     }
 }
 
@@ -470,6 +462,7 @@ mod tests {
             block: name.to_string(),
             compute_s: s,
             bytes,
+            sent: bytes,
             rounds,
             ..Measured::default()
         }
@@ -479,10 +472,17 @@ mod tests {
     fn network_terms() {
         let n = network("wan2").unwrap();
         assert_eq!(n.name, "WAN2");
-        // 100 Mbps: 12.5 MB per second; 8 ms per round.
-        let t = n.transfer_s(12_500_000, 10);
-        assert!((t - 1.08).abs() < 1e-9, "{t}");
-        assert_eq!(LOOPBACK.transfer_s(1 << 30, 1000), 0.0);
+        // 100 Mbps: 12.5 MB per second; 4 ms per round (one way).
+        let t = n.transfer_s(12_500_000, 12_500_000, 10);
+        assert!((t - 1.04).abs() < 1e-9, "{t}");
+        // Full duplex: 12.5 MB each way take as long as 12.5 MB one way.
+        let both = n.transfer_s(25_000_000, 12_500_000, 10);
+        assert!((both - t).abs() < 1e-9, "{both}");
+        let lopsided = n.transfer_s(25_000_000, 20_000_000, 0);
+        assert!((lopsided - 1.6).abs() < 1e-9, "{lopsided}");
+        // A sent count beyond the total (an old calibration's marker) is the total.
+        assert!((n.transfer_s(12_500_000, u64::MAX, 0) - 1.0).abs() < 1e-9);
+        assert_eq!(LOOPBACK.transfer_s(1 << 30, 0, 1000), 0.0);
         assert!(network("nope").is_none());
         assert_eq!(term_of("c2m:f1"), Term::Conv);
         assert_eq!(term_of("fc1"), Term::Ckks);
@@ -515,7 +515,7 @@ mod tests {
         let one = predict(&cal, 1, &LOOPBACK).unwrap();
         assert!((one.mpc_s - 2.0).abs() < 1e-12);
         let w = predict(&cal, 6, &NETWORKS[3]).unwrap();
-        assert!(w.total_s > e.total_s + e.rounds as f64 * 0.16 - 1e-9);
+        assert!(w.total_s > e.total_s + e.rounds as f64 * 0.08 - 1e-9);
     }
 
     #[test]
@@ -554,33 +554,46 @@ mod tests {
 
     #[test]
     fn gelu_decision_weighs_both_sides() {
-        let lat = OpLatency {
-            key_switch_s: 1e-2,
-            pt_mult_s: 1e-3,
-            rescale_s: 1e-3,
-            rel_rms: 0.0,
-        };
         let c = candidate_counts(4, 4);
         // Degree 4 on both real vectors: one conjugation, 2·3 products, 2·2·4 constants.
         assert_eq!(c.conjugations, 4);
         assert_eq!(c.ct_mults, 6 * 4);
         assert_eq!(c.const_mults, 16 * 4);
         assert_eq!(c.pt_mults, 16 * 4, "priced as plaintext products");
-        let mut g = GeluInputs {
-            mpc: blk(1, "gelu", 5.0, 50_000_000, 25),
-            split_select: blk(1, "gelu", 1.0, 5_000_000, 9),
-            c2m_f1: blk(1, "c2m:f1", 0.5, 2_000_000, 6),
-            candidates: c,
-            peak: 10.0,
-            bound: 128.0,
+        let cal = |gelu_s: f64, gelu_bytes: u64, extra: Option<(f64, u64)>| {
+            let mut blocks = vec![
+                blk(0, "fc1", 2.0, 0, 0),
+                blk(0, "gelu", gelu_s, gelu_bytes, 20),
+            ];
+            if let Some((s, b)) = extra {
+                blocks.push(blk(0, "c2m:cand", s, b, 0));
+            }
+            Calibration {
+                m: 16,
+                layers: 1,
+                ot: "silent".into(),
+                blocks,
+                ..Calibration::default()
+            }
         };
-        let d = decide_gelu(&lat, &g, &LOOPBACK);
-        assert!((d.mpc_s - 5.0).abs() < 1e-12);
-        assert!((d.split_s - (lat.time(&c) + 1.0 + 1.0)).abs() < 1e-12);
-        assert!(d.split_feasible && d.split_chosen);
-        // Out of range: never chosen, whatever the times.
-        g.peak = 1e7;
-        assert!(!decide_gelu(&lat, &g, &LOOPBACK).split_chosen);
+        // GELU in MPC: 1 s and 100 MB; the split: 0.5 s and 10 MB, plus a 1 s, 20 MB
+        // conversion of its candidates. Loopback: the split is 0.5 s slower; at 100 Mbps its
+        // 70 MB fewer bytes save 5.6 s.
+        let mpc = cal(1.0, 100_000_000, None);
+        let split = cal(0.5, 10_000_000, Some((1.0, 20_000_000)));
+        let wan2 = network("wan2").unwrap();
+        for (net, chosen) in [(LOOPBACK, false), (wan2, true)] {
+            let (a, b) = (
+                predict(&mpc, 1, &net).unwrap(),
+                predict(&split, 1, &net).unwrap(),
+            );
+            let d = decide_gelu(&a, Some(&b), true);
+            assert_eq!(d.split_chosen, chosen, "{}: {d:?}", net.name);
+            assert!((d.mpc_s - a.total_s).abs() < 1e-12 && (d.split_s - b.total_s).abs() < 1e-12);
+            // Infeasible or uncalibrated: never chosen, whatever the times.
+            assert!(!decide_gelu(&a, Some(&b), false).split_chosen);
+            assert!(!decide_gelu(&a, None, true).split_chosen);
+        }
         // The peak of x + x^2 on [-2, 2] is 6.
         assert!((candidate_peak(&[0.0, 1.0, 1.0], &[0.0], 2.0) - 6.0).abs() < 1e-9);
     }

@@ -275,6 +275,9 @@ pub struct BlockCost {
     pub converted_bytes: u64,
     /// MPC bytes sent + received in the block (ciphertext frames included).
     pub mpc_bytes: u64,
+    /// Of [`BlockCost::mpc_bytes`], those this party sent (the rest it received). The link is
+    /// full duplex: the busier direction bounds the block.
+    pub mpc_bytes_sent: u64,
     /// MPC rounds of the block.
     pub mpc_rounds: u64,
 }
@@ -712,6 +715,7 @@ struct Run<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> {
     layer: usize,
     mark_bytes: u64,
     mark_rounds: u64,
+    mark_sent: u64,
     mark_ops: OpCounts,
     conv: (usize, u64),
 }
@@ -748,12 +752,14 @@ fn bias_slots(map: &ChannelMap, b: &[f64], ct: usize, slots: usize) -> Vec<C64> 
 }
 
 impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
-    fn stats_now(&self) -> (u64, u64) {
+    /// `(bytes both ways, rounds, bytes sent)` since the session began.
+    fn stats_now(&self) -> (u64, u64, u64) {
         let s = self.p.channel().stats();
         let t = [s.setup, s.offline, s.online];
         (
             t.iter().map(|x| x.bytes_sent + x.bytes_recv).sum(),
             t.iter().map(|x| x.rounds as u64).sum(),
+            t.iter().map(|x| x.bytes_sent).sum(),
         )
     }
 
@@ -765,15 +771,16 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
     }
 
     fn mark(&mut self) {
-        let (b, r) = self.stats_now();
+        let (b, r, s) = self.stats_now();
         self.mark_bytes = b;
         self.mark_rounds = r;
+        self.mark_sent = s;
         self.mark_ops = self.ops_now();
         self.conv = (0, 0);
     }
 
     fn done(&mut self, block: &'static str) {
-        let (b, r) = self.stats_now();
+        let (b, r, s) = self.stats_now();
         let cost = BlockCost {
             layer: self.layer,
             block,
@@ -781,6 +788,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
             converted_cts: self.conv.0,
             converted_bytes: self.conv.1,
             mpc_bytes: b - self.mark_bytes,
+            mpc_bytes_sent: s - self.mark_sent,
             mpc_rounds: r - self.mark_rounds,
         };
         (self.progress)(&cost);
@@ -1187,6 +1195,7 @@ pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
         layer: 0,
         mark_bytes: 0,
         mark_rounds: 0,
+        mark_sent: 0,
         mark_ops: OpCounts::default(),
         conv: (0, 0),
     };
@@ -1230,6 +1239,7 @@ pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
         layer: 0,
         mark_bytes: 0,
         mark_rounds: 0,
+        mark_sent: 0,
         mark_ops: OpCounts::default(),
         conv: (0, 0),
     };

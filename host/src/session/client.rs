@@ -1,8 +1,8 @@
 //! The client's side of a session.
 
 use super::messages::{
-    decode_report, fingerprint, Accept, Hello, Refusal, ReportBlock, SESSION_VERSION, TAG_ACCEPT,
-    TAG_HELLO, TAG_REFUSE, TAG_REPORT,
+    decode_report, fingerprint, Accept, DecodeError, Hello, Refusal, ReportBlock, SESSION_VERSION,
+    TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
     frame, plan, recv, session_rng, setup_party, BlockRow, CkksCache, Clock, SessionError,
@@ -11,7 +11,7 @@ use super::{
 use crate::party::{Client, KeyExchangeStats, KeyRequest};
 use crate::transport::Transport;
 use std::time::Instant;
-use veil_core::bert::{client_run, EncoderConfig, SEQ_LENS};
+use veil_core::bert::{client_run, Blocks, EncoderConfig, SEQ_LENS};
 use veil_core::mpc::{PartyId, Stats};
 use veil_core::packing::Mat;
 use veil_core::PolyBackend;
@@ -31,6 +31,8 @@ pub struct ClientResult {
     pub valid: usize,
     /// The CKKS parameter set's name.
     pub params: String,
+    /// The nonlinear blocks the server served (from its Accept).
+    pub nonlinear: Blocks,
     /// The key exchange (bytes, Galois keys, time including key generation).
     pub key_exchange: KeyExchangeStats,
     /// Base-OT setup wall time, seconds.
@@ -94,15 +96,23 @@ pub fn run_client<B: PolyBackend>(
     };
     t.send(vec![frame(TAG_HELLO, hello.encode())])?;
     let f = recv(t)?;
-    match f.tag {
+    let nonlinear = match f.tag {
         TAG_ACCEPT => {
-            Accept::decode(&f.payload).map_err(|source| {
+            let a = Accept::decode(&f.payload).and_then(|a| {
+                if a.version == SESSION_VERSION {
+                    Ok(a)
+                } else {
+                    Err(DecodeError::OtherVersion(a.version))
+                }
+            });
+            a.map_err(|source| {
                 t.abort("malformed accept");
                 SessionError::Decode {
                     what: "accept",
                     source,
                 }
-            })?;
+            })?
+            .blocks
         }
         TAG_REFUSE => {
             return Err(match Refusal::decode(&f.payload) {
@@ -120,11 +130,11 @@ pub fn run_client<B: PolyBackend>(
                 found,
             });
         }
-    }
+    };
 
-    // The plan (after the Accept, so that a refusal reads as one even where this build cannot
-    // plan the shape); a failure here tells the server why.
-    let plan = plan(&ck, cfg, m).inspect_err(|e| t.abort(&e.to_string()))?;
+    // The plan, with the server's blocks (after the Accept, so that a refusal reads as one even
+    // where this build cannot plan the shape); a failure here tells the server why.
+    let plan = plan(&ck, cfg, m, nonlinear).inspect_err(|e| t.abort(&e.to_string()))?;
 
     // 2. Keys: the secret key is generated here and stays in `client`.
     let mut rng = session_rng()?;
@@ -204,6 +214,7 @@ pub fn run_client<B: PolyBackend>(
         m,
         valid,
         params: ck.params().name().to_string(),
+        nonlinear,
         key_exchange,
         setup_s,
         run_s,

@@ -3,7 +3,10 @@
 //! bytes: exact lengths, range-checked fields, a typed [`DecodeError`].
 
 use sha2::{Digest, Sha256};
-use veil_core::bert::{EncoderConfig, SEQ_LENS};
+use veil_core::bert::{Blocks, EncoderConfig, SEQ_LENS};
+use veil_core::nn::gelu::{GeluKind, GeluSplit};
+use veil_core::nn::layernorm::LnKind;
+use veil_core::nn::softmax::SoftmaxKind;
 use veil_core::transformer::OpCounts;
 
 /// The client's request to open a session.
@@ -17,12 +20,16 @@ pub const TAG_REFUSE: u16 = 0x0B03;
 pub const TAG_REPORT: u16 = 0x0B04;
 
 /// Version of the session protocol this build speaks. 2: the C2M boundaries end with the local
-/// truncation, without the exact rounding's messages (`C2mPlan::local_rounding`).
-pub const SESSION_VERSION: u16 = 2;
+/// truncation, without the exact rounding's messages (`C2mPlan::local_rounding`). 3: the
+/// [`Accept`] carries the nonlinear blocks the server serves, and the client plans with them.
+pub const SESSION_VERSION: u16 = 3;
 /// Length of an encoded [`Hello`].
 pub const HELLO_LEN: usize = 2 + 32 + 8 + 4 + 4;
+/// Length of encoded [`Blocks`]: softmax `u8 ‖ f64 ‖ f64`, LayerNorm `u8 ‖ f64 ‖ f64`, GELU
+/// `u8`, split `u8`.
+pub const BLOCKS_LEN: usize = 2 * (1 + 16) + 2;
 /// Length of an encoded [`Accept`].
-pub const ACCEPT_LEN: usize = 2;
+pub const ACCEPT_LEN: usize = 2 + BLOCKS_LEN;
 /// The longest refusal text accepted, in bytes.
 pub const MAX_REFUSE_TEXT: usize = 1024;
 /// The most blocks a report may carry.
@@ -53,6 +60,12 @@ pub enum DecodeError {
     BadBlockName,
     /// A report's wall time is negative or not finite.
     BadWallTime,
+    /// An accept's blocks carry an unknown kind, a constant that is not finite, or a constant
+    /// where the kind has none (the encoding is canonical).
+    BadBlocks(&'static str),
+    /// An accept of another protocol version than this build's [`SESSION_VERSION`] (its
+    /// fields may mean something else).
+    OtherVersion(u16),
 }
 
 impl std::fmt::Display for DecodeError {
@@ -71,6 +84,10 @@ impl std::fmt::Display for DecodeError {
             }
             DecodeError::BadBlockName => write!(f, "bad block name in a report"),
             DecodeError::BadWallTime => write!(f, "bad wall time in a report"),
+            DecodeError::BadBlocks(why) => write!(f, "bad nonlinear blocks: {why}"),
+            DecodeError::OtherVersion(v) => {
+                write!(f, "version {v}, this build speaks {SESSION_VERSION}")
+            }
         }
     }
 }
@@ -148,29 +165,158 @@ impl Hello {
     }
 }
 
-/// The server's acceptance: the session continues with the key exchange.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The server's acceptance: the session continues with the key exchange, planned with the
+/// server's nonlinear blocks. They are public (part of the served model's architecture, like
+/// its shape); the client adopts them and reports them beside its result.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Accept {
     /// The server's session protocol version.
     pub version: u16,
+    /// The nonlinear blocks of the session ([`Blocks::EXACT`]: the checkpoint's functions).
+    pub blocks: Blocks,
 }
 
 impl Accept {
-    /// `version u16`.
+    /// `version u16 ‖ blocks` ([`encode_blocks`]).
     pub fn encode(&self) -> Vec<u8> {
-        self.version.to_le_bytes().to_vec()
+        let mut out = self.version.to_le_bytes().to_vec();
+        out.extend_from_slice(&encode_blocks(&self.blocks));
+        out
     }
 
-    /// Decodes exactly [`ACCEPT_LEN`] bytes.
+    /// Decodes exactly [`ACCEPT_LEN`] bytes. Whether the blocks fit a session (their ranges and
+    /// constants) is checked when the client plans with them, a typed error too.
     pub fn decode(b: &[u8]) -> Result<Accept, DecodeError> {
-        let b: [u8; ACCEPT_LEN] = b.try_into().map_err(|_| DecodeError::Length {
+        let b: &[u8; ACCEPT_LEN] = b.try_into().map_err(|_| DecodeError::Length {
             expected: ACCEPT_LEN,
             found: b.len(),
         })?;
         Ok(Accept {
-            version: u16::from_le_bytes(b),
+            version: u16::from_le_bytes([b[0], b[1]]),
+            blocks: decode_blocks(&b[2..])?,
         })
     }
+}
+
+/// The wire form of [`Blocks`] ([`BLOCKS_LEN`] bytes, little-endian):
+/// `softmax u8 (0 accurate, 1 MBMax) ‖ c f64 ‖ R_d f64 ‖ layernorm u8 (0 accurate, 1 MBLN) ‖
+/// l f64 ‖ R_d f64 ‖ gelu u8 (0 erf, 1 BOLT, 2 tanh) ‖ split u8 (0 all in MPC, 1 CKKS
+/// candidates)`. An accurate kind's two constants are zero.
+pub fn encode_blocks(b: &Blocks) -> [u8; BLOCKS_LEN] {
+    let mut out = [0u8; BLOCKS_LEN];
+    let (sk, s0, s1) = match b.softmax {
+        SoftmaxKind::Accurate => (0u8, 0.0, 0.0),
+        SoftmaxKind::MbMax { c, rd } => (1, c, rd),
+    };
+    let (lk, l0, l1) = match b.layernorm {
+        LnKind::Accurate => (0u8, 0.0, 0.0),
+        LnKind::Mbln { l, rd } => (1, l, rd),
+    };
+    out[0] = sk;
+    out[1..9].copy_from_slice(&f64::to_le_bytes(s0));
+    out[9..17].copy_from_slice(&f64::to_le_bytes(s1));
+    out[17] = lk;
+    out[18..26].copy_from_slice(&f64::to_le_bytes(l0));
+    out[26..34].copy_from_slice(&f64::to_le_bytes(l1));
+    out[34] = match b.gelu {
+        GeluKind::Erf => 0,
+        GeluKind::Bolt => 1,
+        GeluKind::Tanh => 2,
+    };
+    out[35] = match b.gelu_split {
+        GeluSplit::AllMpc => 0,
+        GeluSplit::CkksCandidates => 1,
+    };
+    out
+}
+
+/// Decodes exactly [`BLOCKS_LEN`] bytes of [`encode_blocks`]: known kinds, finite constants,
+/// zero constants for the accurate kinds.
+pub fn decode_blocks(b: &[u8]) -> Result<Blocks, DecodeError> {
+    let b: &[u8; BLOCKS_LEN] = b.try_into().map_err(|_| DecodeError::Length {
+        expected: BLOCKS_LEN,
+        found: b.len(),
+    })?;
+    let f = |i: usize| -> Result<f64, DecodeError> {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        let v = f64::from_le_bytes(w);
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(DecodeError::BadBlocks("a constant is not finite"))
+        }
+    };
+    let (s0, s1, l0, l1) = (f(1)?, f(9)?, f(18)?, f(26)?);
+    let zero = |a: f64, b: f64| a.to_bits() == 0 && b.to_bits() == 0;
+    let softmax = match b[0] {
+        0 if zero(s0, s1) => SoftmaxKind::Accurate,
+        0 => return Err(DecodeError::BadBlocks("accurate softmax with constants")),
+        1 => SoftmaxKind::MbMax { c: s0, rd: s1 },
+        _ => return Err(DecodeError::BadBlocks("unknown softmax kind")),
+    };
+    let layernorm = match b[17] {
+        0 if zero(l0, l1) => LnKind::Accurate,
+        0 => return Err(DecodeError::BadBlocks("accurate LayerNorm with constants")),
+        1 => LnKind::Mbln { l: l0, rd: l1 },
+        _ => return Err(DecodeError::BadBlocks("unknown LayerNorm kind")),
+    };
+    let gelu = match b[34] {
+        0 => GeluKind::Erf,
+        1 => GeluKind::Bolt,
+        2 => GeluKind::Tanh,
+        _ => return Err(DecodeError::BadBlocks("unknown GELU kind")),
+    };
+    let gelu_split = match b[35] {
+        0 => GeluSplit::AllMpc,
+        1 => GeluSplit::CkksCandidates,
+        _ => return Err(DecodeError::BadBlocks("unknown GELU placement")),
+    };
+    Ok(Blocks {
+        softmax,
+        layernorm,
+        gelu,
+        gelu_split,
+    })
+}
+
+/// The blocks in words, for reports: `"softmax accurate, LayerNorm accurate, GELU erf in MPC"`.
+pub fn describe_blocks(b: &Blocks) -> String {
+    let softmax = match b.softmax {
+        SoftmaxKind::Accurate => "accurate".to_string(),
+        SoftmaxKind::MbMax { c, rd } => format!("MBMax (c = {c}, R_d = {rd:e})"),
+    };
+    let ln = match b.layernorm {
+        LnKind::Accurate => "accurate".to_string(),
+        LnKind::Mbln { l, rd } => format!("MBLN (l = {l}, R_d = {rd})"),
+    };
+    let gelu = match b.gelu {
+        GeluKind::Erf => "erf",
+        GeluKind::Bolt => "BOLT",
+        GeluKind::Tanh => "tanh",
+    };
+    let place = match b.gelu_split {
+        GeluSplit::AllMpc => "in MPC",
+        GeluSplit::CkksCandidates => "split (candidates in CKKS, select in MPC)",
+    };
+    format!("softmax {softmax}, LayerNorm {ln}, GELU {gelu} {place}")
+}
+
+/// The session GELU of a command-line name: `erf` (the checkpoint's, all in MPC), `bolt`
+/// (BOLT's quartic in MPC) or `bolt-split` (BOLT's with EncFormer's split); softmax and
+/// LayerNorm stay accurate. `None` for another name.
+pub fn gelu_blocks(name: &str) -> Option<Blocks> {
+    let (gelu, gelu_split) = match name {
+        "erf" => (GeluKind::Erf, GeluSplit::AllMpc),
+        "bolt" => (GeluKind::Bolt, GeluSplit::AllMpc),
+        "bolt-split" => (GeluKind::Bolt, GeluSplit::CkksCandidates),
+        _ => return None,
+    };
+    Some(Blocks {
+        gelu,
+        gelu_split,
+        ..Blocks::EXACT
+    })
 }
 
 /// Why a server refused a session.
@@ -534,10 +680,62 @@ mod tests {
     }
 
     #[test]
+    fn blocks_decoder_refuses_what_it_cannot_carry() {
+        let good = encode_blocks(&Blocks::encformer((7.0, 1.5e6), (0.5, 2.0)));
+        let bad = |i: usize, v: u8| {
+            let mut b = good;
+            b[i] = v;
+            decode_blocks(&b)
+        };
+        // Unknown kinds.
+        for (i, v) in [(0, 2), (17, 2), (34, 3), (35, 2)] {
+            assert!(matches!(bad(i, v), Err(DecodeError::BadBlocks(_))), "{i}");
+        }
+        // A constant that is not finite.
+        let mut b = good;
+        b[1..9].copy_from_slice(&f64::NAN.to_le_bytes());
+        assert!(matches!(decode_blocks(&b), Err(DecodeError::BadBlocks(_))));
+        b[1..9].copy_from_slice(&f64::INFINITY.to_le_bytes());
+        assert!(matches!(decode_blocks(&b), Err(DecodeError::BadBlocks(_))));
+        // An accurate kind with constants is not canonical.
+        assert!(matches!(bad(0, 0), Err(DecodeError::BadBlocks(_))));
+        assert!(matches!(bad(17, 0), Err(DecodeError::BadBlocks(_))));
+        // Wrong lengths.
+        assert!(matches!(
+            decode_blocks(&good[..BLOCKS_LEN - 1]),
+            Err(DecodeError::Length { .. })
+        ));
+        let mut a = Accept {
+            version: SESSION_VERSION,
+            blocks: Blocks::EXACT,
+        }
+        .encode();
+        a.push(0);
+        assert!(matches!(
+            Accept::decode(&a),
+            Err(DecodeError::Length { .. })
+        ));
+    }
+
+    #[test]
     fn accept_and_refusal_round_trip() {
-        let a = Accept { version: 7 };
+        let a = Accept {
+            version: 7,
+            blocks: Blocks::EXACT,
+        };
+        assert_eq!(a.encode().len(), ACCEPT_LEN);
         assert_eq!(Accept::decode(&a.encode()), Ok(a));
         assert!(Accept::decode(&[1, 2, 3]).is_err());
+        let enc = Accept {
+            version: SESSION_VERSION,
+            blocks: Blocks::encformer((7.0, 1.5e6), (0.5, 2.0)),
+        };
+        assert_eq!(Accept::decode(&enc.encode()), Ok(enc));
+        for name in ["erf", "bolt", "bolt-split"] {
+            let b = gelu_blocks(name).unwrap();
+            assert_eq!(decode_blocks(&encode_blocks(&b)), Ok(b));
+        }
+        assert_eq!(gelu_blocks("relu"), None);
         for code in RefuseCode::ALL {
             let r = Refusal::new(code, format!("because {code}"));
             assert_eq!(Refusal::decode(&r.encode()), Ok(r));

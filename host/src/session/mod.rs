@@ -5,7 +5,8 @@
 //!
 //! 1. **Hello.** The client sends a [`Hello`] (protocol version, the [`fingerprint`] of the
 //!    public architecture, the id of its validated CKKS parameter set, the padded length `m` and
-//!    the valid-token count). The server answers [`Accept`], or a typed [`Refusal`]
+//!    the valid-token count). The server answers [`Accept`] with the nonlinear blocks it serves
+//!    ([`SessionOptions::blocks`]; the client plans with them), or a typed [`Refusal`]
 //!    ([`RefuseCode`]: unsupported version, other model, other parameters, bad length, busy,
 //!    malformed request, unavailable) and ends the session.
 //! 2. **Keys.** [`crate::party::Client::send_keys`] / [`crate::party::Server::receive_keys`]: the
@@ -26,7 +27,7 @@
 //! | tag | from | payload |
 //! |---|---|---|
 //! | [`TAG_HELLO`] `0x0B01` | client | `version u16 ‖ fingerprint [u8; 32] ‖ params_id u64 ‖ m u32 ‖ valid u32` (50 bytes) |
-//! | [`TAG_ACCEPT`] `0x0B02` | server | `version u16` |
+//! | [`TAG_ACCEPT`] `0x0B02` | server | `version u16 ‖ blocks` ([`encode_blocks`]: 36 bytes; 38 bytes in all) |
 //! | [`TAG_REFUSE`] `0x0B03` | server | `code u16 ‖ text_len u16 ‖ text` (UTF-8, ≤ 1024 bytes) |
 //! | [`TAG_REPORT`] `0x0B04` | server | `count u32`, then per block `layer u32 ‖ name_len u8 ‖ name ‖ 12 × u64 op counts ‖ 4 × u64 conversion/MPC counters ‖ wall_s f64` |
 //!
@@ -50,9 +51,10 @@ mod server;
 
 pub use client::{run_client, ClientResult};
 pub use messages::{
-    decode_report, encode_report, fingerprint, Accept, DecodeError, Hello, Refusal, RefuseCode,
-    ReportBlock, ACCEPT_LEN, HELLO_LEN, MAX_BLOCK_NAME, MAX_REFUSE_TEXT, MAX_REPORT_BLOCKS,
-    SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
+    decode_blocks, decode_report, describe_blocks, encode_blocks, encode_report, fingerprint,
+    gelu_blocks, Accept, DecodeError, Hello, Refusal, RefuseCode, ReportBlock, ACCEPT_LEN,
+    BLOCKS_LEN, HELLO_LEN, MAX_BLOCK_NAME, MAX_REFUSE_TEXT, MAX_REPORT_BLOCKS, SESSION_VERSION,
+    TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 pub use server::{serve, serve_one, ServeOptions, ServeSummary, ServerStats};
 
@@ -66,7 +68,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 #[cfg(doc)]
 use veil_core::bert::{client_run, server_run};
-use veil_core::bert::{BlockCost, EncoderConfig, SessionPlan};
+use veil_core::bert::{BlockCost, Blocks, EncoderConfig, SessionPlan};
 use veil_core::ckks::Ckks;
 use veil_core::convert::ProtocolError;
 use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
@@ -177,8 +179,9 @@ impl SessionError {
 }
 
 /// Settings of a session: the MPC configuration both parties must agree on (beyond what the
-/// [`Hello`] checks), and how long the server waits for the client's keys.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// [`Hello`] checks), how long the server waits for the client's keys, and the nonlinear blocks
+/// the server serves.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SessionOptions {
     /// The MPC engine's configuration ([`veil_core::bert::MPC_CONFIG`] by default).
     pub mpc: MpcConfig,
@@ -191,6 +194,11 @@ pub struct SessionOptions {
     /// choose the same. Silent by default: from the second layer on, the private run's COTs cost
     /// ≈ 0.45 bit each instead of IKNP's 16 bytes (MiniLM: ≈ 50 MB per layer instead of 293).
     pub silent: Option<SilentParams>,
+    /// (Server) the nonlinear blocks it serves ([`Blocks::EXACT`], the checkpoint's functions,
+    /// by default; [`gelu_blocks`] names the GELU variants). The server plans with them before
+    /// it accepts and sends them in its [`Accept`]; the client plans with the Accept's blocks
+    /// and ignores this field.
+    pub blocks: Blocks,
 }
 
 impl Default for SessionOptions {
@@ -199,6 +207,7 @@ impl Default for SessionOptions {
             mpc: veil_core::bert::MPC_CONFIG,
             keys_timeout: Some(Duration::from_secs(600)),
             silent: Some(FERRET_EMP_OT),
+            blocks: Blocks::EXACT,
         }
     }
 }
@@ -367,13 +376,15 @@ fn on_error(
     })
 }
 
-/// Plans the session (both sides call it with the same arguments).
+/// Plans the session (both sides call it with the same arguments: the server with its own
+/// blocks, the client with those of the server's Accept).
 pub(crate) fn plan<B: PolyBackend>(
     ck: &Ckks<B>,
     cfg: &EncoderConfig,
     m: usize,
+    blocks: Blocks,
 ) -> Result<SessionPlan, SessionError> {
-    SessionPlan::new(ck.params(), cfg, m).map_err(SessionError::Plan)
+    SessionPlan::with_blocks(ck.params(), cfg, m, blocks).map_err(SessionError::Plan)
 }
 
 /// A party with its own CSPRNG, after the base-OT setup over `t`.

@@ -137,6 +137,7 @@ fn read_hello<B: PolyBackend>(
 
 /// Serves one session over `t`: the Hello (refused with a typed [`Refusal`] when it does not
 /// match `weights`' architecture, the parameter set of its shape or the supported lengths), the
+/// Accept with [`SessionOptions::blocks`] (refused as unavailable where they do not plan), the
 /// key exchange, the base OT, the inference, the report. Takes public key material only.
 pub fn serve_one<B: PolyBackend>(
     t: &mut dyn Transport,
@@ -146,7 +147,7 @@ pub fn serve_one<B: PolyBackend>(
 ) -> Result<ServerStats, SessionError> {
     let (m, valid, ck) = read_hello(t, weights, ckks)?;
     let t0 = Instant::now();
-    let plan = match plan(&ck, &weights.cfg, m) {
+    let plan = match plan(&ck, &weights.cfg, m, opts.blocks) {
         Ok(p) => p,
         Err(e) => return reject(t, Refusal::new(RefuseCode::Unavailable, e.to_string())),
     };
@@ -154,6 +155,7 @@ pub fn serve_one<B: PolyBackend>(
         TAG_ACCEPT,
         Accept {
             version: SESSION_VERSION,
+            blocks: opts.blocks,
         }
         .encode(),
     )])?;
