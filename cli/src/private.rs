@@ -372,6 +372,14 @@ pub fn result_json(text: &str, classes: usize, r: &ClientResult) -> Value {
     v["m"] = json!(r.m);
     v["params"] = json!(r.params);
     v["nonlinear"] = json!(describe_blocks(&r.nonlinear));
+    v["fhe_blocks"] = Value::Array(
+        r.fhe_blocks
+            .iter()
+            .map(|&(b, li, qi, lo, qo)| {
+                json!({"block": b, "level_in": li, "log_q_in": qi, "level_out": lo, "log_q_out": qo})
+            })
+            .collect(),
+    );
     v["gelu_split"] = json!(r.nonlinear.split());
     v["blocks"] = table_json(r);
     v["totals"] = Totals::of(&r.blocks).json();
@@ -406,6 +414,19 @@ pub fn render_classification(classes: usize, logits: &[f64]) -> String {
 
 /// A private result's session line (tokens, parameters, keys, times).
 pub fn render_session(r: &ClientResult) -> String {
+    let fhe: Vec<String> = r
+        .fhe_blocks
+        .iter()
+        .map(|&(b, li, qi, lo, qo)| format!("{b} level {li} (log Q {qi:.0}) → {lo} ({qo:.0})"))
+        .collect();
+    format!(
+        "  CKKS per FHE block (M2C at the block's depth, C2M trimmed): {}\n{}",
+        fhe.join("; "),
+        render_keys(r)
+    )
+}
+
+fn render_keys(r: &ClientResult) -> String {
     format!(
         "  {} tokens (m = {}), {}; {}; keys {:.1} MB ({} Galois keys) in {:.2} s, base OT \
          {:.2} s, inference {:.2} s, total {:.2} s\n",

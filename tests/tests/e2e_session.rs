@@ -704,6 +704,13 @@ fn pipeline_one_session_matches_reference() {
     assert!(r.blocks.iter().any(|b| b.cost.mpc_bytes > 0));
     assert!(r.key_exchange.evaluation_key_bytes > 0);
     assert_eq!((r.m, r.valid), (M, 9));
+    // Each FHE block's modulus: entered at its depth, left trimmed, smaller on the way out.
+    assert_eq!(r.fhe_blocks.len(), 4);
+    assert!(
+        r.fhe_blocks.iter().all(|b| b.1 > b.3 && b.2 > b.4),
+        "{:?}",
+        r.fhe_blocks
+    );
     let s = h.join().unwrap();
     assert_eq!((s.served, s.failed), (1, 0));
 }

@@ -644,6 +644,22 @@ impl SessionPlan {
         [0, 1, 2, 3].map(|i| self.c2m[i].level())
     }
 
+    /// Each FHE block of a layer with the level its input is encrypted at (M2C, exactly the
+    /// block's depth above its output) and the level its output is converted at (C2M, after
+    /// trimming): `(block, level in, level out)` for `qkv+score`, `value+out`, `fc1`, `fc2`.
+    /// Every block's ciphertexts live in the modulus of its own levels only, EncFormer's
+    /// near-minimal parameters per block within one ring dimension.
+    pub fn fhe_block_levels(&self) -> [(&'static str, usize, usize); 4] {
+        let out = self.c2m_levels();
+        let l = &self.levels;
+        [
+            ("qkv+score", l.x, out[0]),
+            ("value+out", l.p, out[1]),
+            ("fc1", l.h, out[2]),
+            ("fc2", l.g, out[3]),
+        ]
+    }
+
     /// The softmax block of a sentence with `valid` real tokens.
     pub fn softmax(&self, valid: usize) -> Softmax {
         let m = self.m;
@@ -1269,6 +1285,15 @@ mod tests {
             let plan = SessionPlan::new(&p, &EncoderConfig::MINILM_L6, m).unwrap();
             assert!(plan.levels.x <= p.max_level() && plan.levels.p <= plan.levels.x);
             assert_eq!(plan.c2m_levels(), [1; 4], "m = {m}");
+            // Each block enters above its output by at least its depth: the attention half
+            // (QKᵀ after the projections) needs the most.
+            let b = plan.fhe_block_levels();
+            assert_eq!(b.map(|x| x.0), ["qkv+score", "value+out", "fc1", "fc2"]);
+            assert!(
+                b.iter().all(|&(_, i, o)| i > o && i <= p.max_level()),
+                "{b:?}"
+            );
+            assert!(b[0].1 > b[2].1 && b[0].1 > b[3].1, "{b:?}");
             assert!(!plan.rotations().is_empty());
             std::println!(
                 "m={m} keys {} rot {:?} grid {}",

@@ -33,6 +33,10 @@ pub struct ClientResult {
     pub params: String,
     /// The nonlinear blocks the server served (from its Accept).
     pub nonlinear: Blocks,
+    /// Each FHE block's CKKS modulus in this session: `(block, level in, log2 Q in, level out,
+    /// log2 Q out)` ([`veil_core::bert::SessionPlan::fhe_block_levels`]), in the ring of
+    /// [`ClientResult::params`].
+    pub fhe_blocks: Vec<(&'static str, usize, f64, usize, f64)>,
     /// The key exchange (bytes, Galois keys, time including key generation).
     pub key_exchange: KeyExchangeStats,
     /// Base-OT setup wall time, seconds.
@@ -136,6 +140,12 @@ pub fn run_client<B: PolyBackend>(
     // where this build cannot plan the shape); a failure here tells the server why.
     let plan = plan(&ck, cfg, m, nonlinear).inspect_err(|e| t.abort(&e.to_string()))?;
 
+    let fhe_blocks = plan
+        .fhe_block_levels()
+        .iter()
+        .map(|&(b, i, o)| (b, i, ck.params().log_q_at(i), o, ck.params().log_q_at(o)))
+        .collect();
+
     // 2. Keys: the secret key is generated here and stays in `client`.
     let mut rng = session_rng()?;
     let client = Client::new(&ck, &mut rng).map_err(SessionError::Keys)?;
@@ -215,6 +225,7 @@ pub fn run_client<B: PolyBackend>(
         valid,
         params: ck.params().name().to_string(),
         nonlinear,
+        fhe_blocks,
         key_exchange,
         setup_s,
         run_s,
