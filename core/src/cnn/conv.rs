@@ -655,6 +655,8 @@ impl Conv2d {
     /// block shift. Each rotated input is masked once, with the mask encoded at `Δ₁` (no
     /// rescale), and every output accumulates `⌊w·Δ₂⌉ ⊙ masked` with `Δ₁·Δ₂ = q_level`: one
     /// level, one plaintext per (input, shift) instead of one per product, and no NTT per weight.
+    /// The accumulation runs as one [`Exec::mul_const_matrix`] per group of masked inputs, so
+    /// only one group's masked copies are alive at a time.
     fn products_scalar<E: Exec>(
         &self,
         ex: &E,
@@ -707,9 +709,85 @@ impl Conv2d {
                 }
             }
         }
-        // Pass 2: per input, its hoisted rotations, each masked once; the rotations are dropped
-        // as soon as their masked copies exist.
-        let mut masked: BTreeMap<(usize, i64, i64), E::Ct> = BTreeMap::new();
+        // Every output's nonzero scalar weights, keyed by the masked input they multiply, as
+        // (output, weight) lists: the transpose of the outputs' terms.
+        let mut uses: BTreeMap<(usize, i64, i64), Vec<(usize, f64)>> = BTreeMap::new();
+        for (o, giants) in plan.stages.outputs.iter().enumerate() {
+            let (o_ch, uo, vo) = outl.ct_coords(o);
+            for t in giants.iter().flat_map(|g| &g.terms) {
+                let tg = plan.taps.get(t.tag as usize).map_or(0, |v| v[0]) as usize;
+                let (c, di, dj) = ((tg / (k * k)) % inl.groups(), (tg / k) % k, tg % k);
+                let (qy, _, qx, _) = geometry(uo, vo, di, dj);
+                let mut w = self.w(o_ch, c, di, dj);
+                if let Some(a) = affine {
+                    w *= a.scale[c];
+                }
+                if w == 0.0 {
+                    continue;
+                }
+                if !need.contains_key(&(t.input, qy, qx)) {
+                    return Err(Error::InvalidParameters("convolution: a mask was not made"));
+                }
+                uses.entry((t.input, qy, qx)).or_default().push((o, w));
+            }
+        }
+        // Passes 2 and 3, streamed over groups of inputs: each input's hoisted rotations are
+        // masked once and dropped; once a group holds `MASKED_GROUP` masked copies, every
+        // output with a weight on them accumulates them in one constant matrix product, and the
+        // copies are dropped. Peak memory is one group of masked copies beside the outputs, not
+        // every masked copy of the layer at once (4,096 of them in VGG5's second layer at batch
+        // 256).
+        const MASKED_GROUP: usize = 256;
+        let outputs = plan.stages.outputs.len();
+        let mut live = vec![false; outputs];
+        for &(o, _) in uses.values().flatten() {
+            live[o] = true;
+        }
+        let mut accs: Vec<Option<E::Ct>> = (0..outputs).map(|_| None).collect();
+        type Key = (usize, i64, i64);
+        let mut group: Vec<(Key, E::Ct)> = Vec::new();
+        let mut flush = |group: &mut Vec<(Key, E::Ct)>| -> Result<()> {
+            let mut rows: Vec<usize> = group
+                .iter()
+                .filter_map(|(key, _)| uses.get(key))
+                .flatten()
+                .map(|&(o, _)| o)
+                .collect();
+            rows.sort_unstable();
+            rows.dedup();
+            if !rows.is_empty() {
+                let cols = group.len();
+                let mut w = vec![0.0; rows.len() * cols];
+                for (j, (key, _)) in group.iter().enumerate() {
+                    for &(o, wt) in uses.get(key).into_iter().flatten() {
+                        let r = rows.binary_search(&o).map_err(|_| {
+                            Error::InvalidParameters("convolution: an output was not made")
+                        })?;
+                        w[r * cols + j] += wt;
+                    }
+                }
+                let ins: Vec<&E::Ct> = group.iter().map(|(_, c)| c).collect();
+                let parts = ex.mul_const_matrix(&ins, &w, rows.len(), d2)?;
+                for (o, p) in rows.into_iter().zip(parts) {
+                    match &mut accs[o] {
+                        Some(a) => ex.add_assign(a, &p)?,
+                        slot @ None => *slot = Some(p),
+                    }
+                }
+            }
+            // An output with no nonzero weight at all is a masked input times zero.
+            if let Some((_, src)) = group.first() {
+                for (acc, _) in accs
+                    .iter_mut()
+                    .zip(&live)
+                    .filter(|(a, l)| a.is_none() && !**l)
+                {
+                    ex.mul_const_acc(acc, src, 0.0, d2)?;
+                }
+            }
+            group.clear();
+            Ok(())
+        };
         for (input, ct) in cts.iter().enumerate() {
             let babies = &plan.stages.babies[input];
             if babies.is_empty() {
@@ -744,46 +822,19 @@ impl Conv2d {
                     &[input as u64, qy as u64, qx as u64, 0x6d61_736b],
                 );
                 let mc = ex.mul_plain_at(&rotated[baby], Some(key), &mask, d1)?;
-                masked.insert((input, qy, qx), mc);
+                group.push(((input, qy, qx), mc));
+            }
+            drop(rotated);
+            if group.len() >= MASKED_GROUP {
+                flush(&mut group)?;
             }
         }
-        // Pass 3: every output accumulates its scalar-weighted masked inputs.
-        let mut outs = Vec::with_capacity(plan.stages.outputs.len());
-        for (o, giants) in plan.stages.outputs.iter().enumerate() {
-            let (o_ch, uo, vo) = outl.ct_coords(o);
-            let mut acc: Option<E::Ct> = None;
-            for t in giants.iter().flat_map(|g| &g.terms) {
-                let tg = plan.taps.get(t.tag as usize).map_or(0, |v| v[0]) as usize;
-                let (c, di, dj) = ((tg / (k * k)) % inl.groups(), (tg / k) % k, tg % k);
-                let (qy, _, qx, _) = geometry(uo, vo, di, dj);
-                let mut w = self.w(o_ch, c, di, dj);
-                if let Some(a) = affine {
-                    w *= a.scale[c];
-                }
-                if w == 0.0 {
-                    continue;
-                }
-                let src = masked
-                    .get(&(t.input, qy, qx))
-                    .ok_or(Error::InvalidParameters("convolution: a mask was not made"))?;
-                ex.mul_const_acc(&mut acc, src, w, d2)?;
-            }
-            let acc = match acc {
-                Some(a) => a,
-                None => {
-                    // Every weight of this output is zero: a masked input times zero.
-                    let src = masked
-                        .values()
-                        .next()
-                        .ok_or(Error::InvalidParameters("convolution: no input"))?;
-                    let mut z = None;
-                    ex.mul_const_acc(&mut z, src, 0.0, d2)?;
-                    z.ok_or(Error::InvalidParameters("convolution: no output"))?
-                }
-            };
-            outs.push(acc);
+        if !group.is_empty() {
+            flush(&mut group)?;
         }
-        Ok(outs)
+        accs.into_iter()
+            .map(|c| c.ok_or(Error::InvalidParameters("convolution: no input")))
+            .collect()
     }
 
     /// Rescales the products and adds the bias (with the input affine's shift, exact at the

@@ -213,6 +213,9 @@ fn convolutions_match_the_reference_at_every_block_size() {
         (16, 2, 3, 8, 3, 1, 1, 2, 256),
         (4, 1, 2, 8, 5, 2, 2, 4, 16),
         (4, 2, 2, 8, 5, 1, 2, 4, 16),
+        // 40 channels of 4 ciphertexts, up to 9 masked copies each: the masked inputs are
+        // accumulated over several groups (`products_scalar` flushes every 256).
+        (16, 40, 3, 8, 3, 1, 1, 2, 256),
     ];
     for &(bs, ci, co, h, k, s, p, blk, n) in &cases {
         let conv = random_conv(&mut r, ci, co, k, s, p);
@@ -244,6 +247,9 @@ fn convolutions_match_the_reference_at_every_block_size() {
             // (input, offset).
             assert_eq!(c.const_mults, plan.counts().pt_mults);
             assert!(c.pt_mults < c.const_mults);
+            if ci == 40 {
+                assert!(c.pt_mults > 512, "{} masked copies: one group", c.pt_mults);
+            }
         } else {
             assert_eq!(c.pt_mults, plan.counts().pt_mults);
         }
