@@ -8,13 +8,12 @@
 //! the client's give each block's bytes and rounds. A network overlay adds the cost model's
 //! link term per block ([`veil_core::bert::cost::Network::transfer_s`]: the busier direction's
 //! bytes over the bandwidth, one one-way latency per round) and the key upload to the loopback
-//! time for each profile of [`crate::convert::NETWORKS`]: an estimate, labelled as such.
+//! time for each profile of [`veil_core::bert::cost::NETWORKS`]: an estimate, labelled as such.
 //!
 //! Weights are random at the chosen shape ([`EncoderWeights::random`]): the costs of a private
 //! run do not depend on the values. Accuracy against the real checkpoint is the demo's and the
 //! tests' job.
 
-use crate::convert::NETWORKS;
 use crate::nonlinear::{MBLN_PARAMS, MBMAX_PARAMS};
 use crate::progress::Progress;
 use crate::BenchError;
@@ -24,6 +23,7 @@ use serde::Serialize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use veil_core::bert::cost::Measured;
+use veil_core::bert::cost::NETWORKS;
 use veil_core::bert::Blocks;
 use veil_core::bert::{
     client_run, server_run, session_params, BlockCost, EncoderConfig, EncoderWeights, SessionPlan,
@@ -479,20 +479,9 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
         .unwrap_or_default();
     let networks = NETWORKS
         .iter()
-        .map(|&(name, bw, lat)| {
-            let net = veil_core::bert::cost::Network {
-                name,
-                bandwidth_bps: bw,
-                one_way_s: lat,
-            };
-            let link: f64 = raw
-                .iter()
-                .map(|b| net.transfer_s(b.bytes, b.sent, b.rounds))
-                .sum();
-            (
-                name.to_string(),
-                wall_s + net.transfer_s(key_bytes, key_bytes, 1) + link,
-            )
+        .map(|net| {
+            let link = net.run_link_s(raw.iter().map(|b| (b.bytes, b.sent, b.rounds)), key_bytes);
+            (net.name.to_string(), wall_s + link)
         })
         .collect();
     Ok(E2eRun {

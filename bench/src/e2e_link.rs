@@ -13,12 +13,12 @@
 //! The sentence of each `m` is fixed ([`text_for`]) so that the peer (SPU's MiniLM script) can be
 //! given the same one; `--text` overrides it.
 
-use crate::convert::NETWORKS;
 use crate::netem::{NetemLink, Shaping};
 use crate::BenchError;
 use serde::Serialize;
 use std::process::Command;
 use std::time::Duration;
+use veil_core::bert::cost::{Network, NETWORKS};
 use veil_host::harness::PartyProcesses;
 
 /// The sentence used at each sequence length: its WordPiece tokens with `[CLS]`/`[SEP]` fill more
@@ -114,7 +114,7 @@ fn one(
     exe: &str,
     a: &super::e2e::BenchE2eArgs,
     text: &str,
-    profile: Option<(&str, f64, f64)>,
+    profile: Option<Network>,
     port: u16,
 ) -> Result<(serde_json::Value, Option<Shaping>), BenchError> {
     let layers = a.layers.unwrap_or(0).to_string();
@@ -127,9 +127,10 @@ fn one(
     }
     let link = match profile {
         None => None,
-        Some((_, bw, lat)) => {
-            Some(NetemLink::new(Duration::from_secs_f64(lat), bw).map_err(BenchError::Netem)?)
-        }
+        Some(p) => Some(
+            NetemLink::new(Duration::from_secs_f64(p.one_way_s), p.bandwidth_bps)
+                .map_err(BenchError::Netem)?,
+        ),
     };
     let wrap = |ns: Option<&str>| -> Command {
         match ns {
@@ -164,7 +165,8 @@ fn one(
         )
         .map_err(BenchError::Harness)?;
     let mut shaping = link.as_ref().map(NetemLink::shaping);
-    if let (Some(l), Some((_, _, lat))) = (&link, profile) {
+    if let (Some(l), Some(p)) = (&link, profile) {
+        let lat = p.one_way_s;
         if l.shaping() == Shaping::TbfRateOnly && lat > 0.0 {
             let relay = format!("127.0.0.1:{}", port + 1);
             procs
@@ -234,7 +236,7 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
     {
         let f = NETWORKS
             .iter()
-            .find(|(n, _, _)| n.eq_ignore_ascii_case(p))
+            .find(|n| n.name.eq_ignore_ascii_case(p))
             .ok_or_else(|| invalid("--netem", p.clone(), "loopback, lan, wan1, wan2 or wan3"))?;
         profiles.push(*f);
     }
@@ -254,11 +256,11 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
         let text = a.text.clone().unwrap_or_else(|| text_for(m).to_string());
         texts.push((m, text.clone()));
         let mut loop_s = None;
-        let todo: Vec<Option<(&str, f64, f64)>> = std::iter::once(None)
+        let todo: Vec<Option<Network>> = std::iter::once(None)
             .chain(profiles.iter().map(|p| Some(*p)))
             .collect();
         for (k, prof) in todo.into_iter().enumerate() {
-            let name = prof.map_or("loopback".to_string(), |p| p.0.to_string());
+            let name = prof.map_or("loopback".to_string(), |p| p.name.to_string());
             eprintln!("m = {m}, {name}: veil serve + veil infer ...");
             let (v, shaping) = one(&exe, a, &text, prof, base + 2 * k as u16)?;
             let key_bytes = field_u(&v, &["key_exchange", "public_key_bytes"])
@@ -266,30 +268,19 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
             let run_bytes = field_u(&v, &["totals", "mpc_bytes"]);
             let rounds = field_u(&v, &["totals", "mpc_rounds"]);
             let total_s = field_f(&v, &["total_s"]);
-            let (bw, lat) = prof.map_or((0.0, 0.0), |p| (p.1, p.2));
-            let predicted_s = match (prof, loop_s) {
-                (Some(p), Some(l)) => {
-                    let net = veil_core::bert::cost::Network {
-                        name: p.0,
-                        bandwidth_bps: bw,
-                        one_way_s: lat,
-                    };
-                    let link: f64 = v["blocks"]
-                        .as_array()
-                        .map(|bs| {
-                            bs.iter()
-                                .map(|b| {
-                                    net.transfer_s(
-                                        field_u(b, &["mpc_bytes"]),
-                                        field_u(b, &["mpc_bytes_sent"]),
-                                        field_u(b, &["mpc_rounds"]),
-                                    )
-                                })
-                                .sum()
-                        })
-                        .unwrap_or(f64::NAN);
-                    Some(l + net.transfer_s(key_bytes, key_bytes, 1) + link)
+            let (bw, lat) = prof.map_or((0.0, 0.0), |p| (p.bandwidth_bps, p.one_way_s));
+            let predicted_s = match (prof, loop_s, v["blocks"].as_array()) {
+                (Some(net), Some(l), Some(bs)) => {
+                    let blocks = bs.iter().map(|b| {
+                        (
+                            field_u(b, &["mpc_bytes"]),
+                            field_u(b, &["mpc_bytes_sent"]),
+                            field_u(b, &["mpc_rounds"]),
+                        )
+                    });
+                    Some(l + net.run_link_s(blocks, key_bytes))
                 }
+                (Some(_), Some(_), None) => Some(f64::NAN),
                 _ => None,
             };
             if prof.is_none() {

@@ -61,6 +61,7 @@ use crate::netem::Shaping;
 use crate::BenchError;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use veil_core::bert::cost::NETWORKS;
 use veil_core::ckks::Ckks;
 use veil_core::convert::{BoundaryCfg, C2mPlan, M2cPlan, RunStats};
 use veil_core::mpc::MpcConfig;
@@ -69,14 +70,6 @@ use veil_core::serial::ciphertext_len;
 
 /// EncFormer Table VII payload per conversion pair, MB: real, complex, complex + trimming.
 pub const PAPER_MB: [f64; 3] = [20.97, 10.49, 6.41];
-
-/// Network profiles: name, bandwidth (bit/s), one-way latency (s).
-pub const NETWORKS: [(&str, f64, f64); 4] = [
-    ("LAN", 1e9, 0.3e-3),
-    ("WAN1", 400e6, 4e-3),
-    ("WAN2", 100e6, 4e-3),
-    ("WAN3", 100e6, 80e-3),
-];
 
 /// Options of `veil bench convert`.
 #[derive(Clone, Debug, clap::Args)]
@@ -307,9 +300,9 @@ pub struct PartyReport {
 fn latency(compute: f64, bytes: u64, rounds: u32) -> Vec<NetLatency> {
     NETWORKS
         .iter()
-        .map(|&(name, bw, lat)| NetLatency {
-            network: name.into(),
-            total_s: compute + rounds as f64 * lat + 8.0 * bytes as f64 / bw,
+        .map(|n| NetLatency {
+            network: n.name.into(),
+            total_s: compute + rounds as f64 * n.one_way_s + 8.0 * bytes as f64 / n.bandwidth_bps,
         })
         .collect()
 }

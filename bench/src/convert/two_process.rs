@@ -13,15 +13,14 @@
 //! 4. P1 sends the M2C output ciphertext back; P0 decrypts it and reports the round-trip error.
 
 use super::measure::{party, Measured, CONVERT_TRANSPORT};
-use super::{
-    chan_bytes, inputs, params_of, plans, BenchConvertOptions, NetemReport, PartyReport, NETWORKS,
-};
+use super::{chan_bytes, inputs, params_of, plans, BenchConvertOptions, NetemReport, PartyReport};
 use crate::error::{core, protocol};
 use crate::netem::{NetemLink, Shaping};
 use crate::BenchError;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use veil_core::bert::cost::{Network, NETWORKS};
 use veil_core::ckks::Ckks;
 use veil_core::convert::{c2m_p0, c2m_p1, complexify, m2c_p0, m2c_p1};
 use veil_core::mpc::{MpcConfig, PartyId};
@@ -35,9 +34,13 @@ pub(super) fn run_netem(
     profile: &str,
     mem: &Measured,
 ) -> Result<Result<NetemReport, String>, BenchError> {
-    let &(name, bw, lat) = NETWORKS
+    let &Network {
+        name,
+        bandwidth_bps: bw,
+        one_way_s: lat,
+    } = NETWORKS
         .iter()
-        .find(|(n, _, _)| n.eq_ignore_ascii_case(profile))
+        .find(|n| n.name.eq_ignore_ascii_case(profile))
         .ok_or_else(|| BenchError::InvalidOption {
             option: "--netem",
             value: profile.into(),

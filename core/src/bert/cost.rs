@@ -49,6 +49,20 @@ impl Network {
         let busier = sent.max(bytes - sent);
         busier as f64 * 8.0 / self.bandwidth_bps + rounds as f64 * self.one_way_s
     }
+
+    /// What the link adds to a whole run: the key upload (`key_bytes`, all one way, one flight)
+    /// plus [`Network::transfer_s`] of every block's `(bytes, sent, rounds)`.
+    pub fn run_link_s(
+        &self,
+        blocks: impl IntoIterator<Item = (u64, u64, u64)>,
+        key_bytes: u64,
+    ) -> f64 {
+        let link: f64 = blocks
+            .into_iter()
+            .map(|(bytes, sent, rounds)| self.transfer_s(bytes, sent, rounds))
+            .sum();
+        self.transfer_s(key_bytes, key_bytes, 1) + link
+    }
 }
 
 /// Loopback: no network term (the calibration's own link).
