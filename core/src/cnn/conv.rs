@@ -656,7 +656,10 @@ impl Conv2d {
     /// rescale), and every output accumulates `⌊w·Δ₂⌉ ⊙ masked` with `Δ₁·Δ₂ = q_level`: one
     /// level, one plaintext per (input, shift) instead of one per product, and no NTT per weight.
     /// The accumulation runs as one [`Exec::mul_const_matrix`] per group of masked inputs, so
-    /// only one group's masked copies are alive at a time.
+    /// only one group's masked copies (and its partial sums) are alive at a time. The matrix
+    /// rounds `w·Δ₂` to integers of at most 20 bits: for weights up to `2^20/Δ₂` (4 under a
+    /// 40-bit prime) that is exactly `⌊w·Δ₂⌉`; a group with larger weights is rounded to
+    /// `2^-20` of its largest instead.
     fn products_scalar<E: Exec>(
         &self,
         ex: &E,
@@ -725,9 +728,6 @@ impl Conv2d {
                 if w == 0.0 {
                     continue;
                 }
-                if !need.contains_key(&(t.input, qy, qx)) {
-                    return Err(Error::InvalidParameters("convolution: a mask was not made"));
-                }
                 uses.entry((t.input, qy, qx)).or_default().push((o, w));
             }
         }
@@ -744,6 +744,8 @@ impl Conv2d {
             live[o] = true;
         }
         let mut accs: Vec<Option<E::Ct>> = (0..outputs).map(|_| None).collect();
+        // Masked inputs with a weight that were made and summed: all of `uses` by the end.
+        let mut summed = 0usize;
         type Key = (usize, i64, i64);
         let mut group: Vec<(Key, E::Ct)> = Vec::new();
         let mut flush = |group: &mut Vec<(Key, E::Ct)>| -> Result<()> {
@@ -755,6 +757,10 @@ impl Conv2d {
                 .collect();
             rows.sort_unstable();
             rows.dedup();
+            summed += group
+                .iter()
+                .filter(|(key, _)| uses.contains_key(key))
+                .count();
             if !rows.is_empty() {
                 let cols = group.len();
                 let mut w = vec![0.0; rows.len() * cols];
@@ -821,7 +827,10 @@ impl Conv2d {
                     tag,
                     &[input as u64, qy as u64, qx as u64, 0x6d61_736b],
                 );
-                let mc = ex.mul_plain_at(&rotated[baby], Some(key), &mask, d1)?;
+                let src = rotated.get(baby).ok_or(Error::InvalidParameters(
+                    "convolution: a baby step outside the input's rotations",
+                ))?;
+                let mc = ex.mul_plain_at(src, Some(key), &mask, d1)?;
                 group.push(((input, qy, qx), mc));
             }
             drop(rotated);
@@ -831,6 +840,10 @@ impl Conv2d {
         }
         if !group.is_empty() {
             flush(&mut group)?;
+        }
+        // A term on an input that has no rotations (a plan not compiled here) was never made.
+        if summed != uses.len() {
+            return Err(Error::InvalidParameters("convolution: a mask was not made"));
         }
         accs.into_iter()
             .map(|c| c.ok_or(Error::InvalidParameters("convolution: no input")))

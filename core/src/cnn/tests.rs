@@ -248,7 +248,7 @@ fn convolutions_match_the_reference_at_every_block_size() {
             assert_eq!(c.const_mults, plan.counts().pt_mults);
             assert!(c.pt_mults < c.const_mults);
             if ci == 40 {
-                assert!(c.pt_mults > 512, "{} masked copies: one group", c.pt_mults);
+                assert!(c.pt_mults > 512, "only {} masked copies", c.pt_mults);
             }
         } else {
             assert_eq!(c.pt_mults, plan.counts().pt_mults);
