@@ -52,7 +52,8 @@ fn exchange_and_evaluate(link: Link) {
             Ok((client.decrypt(&back[0])?, client.decrypt(&back[1])?))
         },
         |t: &mut dyn Transport| -> Result<(), PartyError> {
-            let (server, st) = Server::receive_keys(&ck, t)?;
+            // One rotation and the conjugation.
+            let (server, st) = Server::receive_keys(&ck, t, 2)?;
             assert!(st.public_key_bytes > 0 && st.evaluation_key_bytes > 0);
             let cts = server.recv_ciphertexts(t)?;
             let keys = server.evaluation_keys();
@@ -95,8 +96,8 @@ fn server_evaluates_with_the_clients_keys_over_tcp() {
     exchange_and_evaluate(Link::Tcp);
 }
 
-/// The client side sends `frames` as its "keys"; returns the server's error and what the client
-/// then receives.
+/// The client side sends `frames` as its "keys" to a server expecting one Galois key; returns
+/// the server's error and what the client then receives.
 fn server_refuses(frames: Vec<Frame>) -> (PartyError, Result<Frame, TransportError>) {
     let ck = ckks(params::insecure_logn10());
     let (client_saw, server) = run_pair(
@@ -106,7 +107,7 @@ fn server_refuses(frames: Vec<Frame>) -> (PartyError, Result<Frame, TransportErr
             t.send(frames).unwrap();
             t.recv()
         },
-        |t: &mut dyn Transport| Server::receive_keys(&ck, t).map(|_| ()),
+        |t: &mut dyn Transport| Server::receive_keys(&ck, t, 1).map(|_| ()),
     )
     .unwrap();
     (server.unwrap_err(), client_saw)
@@ -169,6 +170,42 @@ fn malformed_key_bytes_are_typed_errors_on_both_sides() {
         "{e:?}"
     );
     assert!(matches!(c, Err(TransportError::PeerAborted(_))));
+
+    // Frames larger than the session's keys are refused at their header: a public key with a
+    // byte beyond its uncompressed size, and more Galois keys than the one the session needs
+    // (five, seed-compressed, outweigh one uncompressed beside the relinearization key).
+    let pk_full = ck.serialize_public_key(&pk, false).unwrap();
+    let mut long_pk = pk_full.clone();
+    long_pk.push(0);
+    let more = ck
+        .gen_evaluation_keys(&sk, &[1, 2, 3, 4, 5], false, &mut rng, |_, _| {})
+        .unwrap();
+    let more = ck.serialize_evaluation_keys(&more, true).unwrap();
+    for frames in [
+        vec![
+            frame(TAG_PARAMS, params.clone()),
+            frame(TAG_PUBLIC_KEY, long_pk),
+        ],
+        vec![
+            frame(TAG_PARAMS, params.clone()),
+            frame(TAG_PUBLIC_KEY, pk_full.clone()),
+            frame(TAG_EVAL_KEYS, more.clone()),
+        ],
+    ] {
+        let (e, c) = server_refuses(frames);
+        assert!(
+            matches!(e, PartyError::Transport(TransportError::TooLarge { .. })),
+            "{e:?}"
+        );
+        assert!(matches!(c, Err(TransportError::PeerAborted(_))), "{c:?}");
+    }
+    // The uncompressed keys of the session itself fit the bound.
+    let full = ck.serialize_evaluation_keys(&keys, false).unwrap();
+    assert_eq!(
+        full.len(),
+        veil_core::serial::evaluation_keys_len(ck.params(), 1, true, false)
+    );
+    assert!(more.len() > full.len());
 
     // Another parameter set.
     let other = params::insecure_logn12().validate().unwrap();

@@ -675,6 +675,34 @@ fn oversized_first_frame_is_refused_at_its_header() {
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
 
+/// After the Accept, a key frame larger than the session's keys can be is refused when its
+/// header arrives: the server neither buffers it up to the session's frame limit (1 GiB) nor
+/// waits for it until the key timeout.
+#[test]
+fn oversized_key_frame_is_refused_at_its_header() {
+    use veil_host::party::{PartyError, TAG_PARAMS, TAG_PUBLIC_KEY};
+    let timeout = Duration::from_secs(60);
+    let ours = test_params(&tiny_cfg(), M).unwrap();
+    let mut keep = None;
+    let (e, took) = serve_one_error(timeout, |a| {
+        let mut b = frame_bytes(TAG_HELLO, &good_hello(5).encode());
+        let params = veil_core::serial::params_to_bytes(&ours).unwrap();
+        b.extend(frame_bytes(TAG_PARAMS, &params));
+        let mut pk = frame_bytes(TAG_PUBLIC_KEY, &[]);
+        pk[8..12].copy_from_slice(&(512u32 << 20).to_le_bytes());
+        b.extend(pk);
+        keep = Some(send_raw(a, &b));
+    });
+    assert_eq!(
+        e,
+        SessionError::Keys(PartyError::Transport(TransportError::TooLarge {
+            len: 512 << 20,
+            max: veil_core::serial::public_key_len(&ours, false)
+        }))
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
 // ---- the private pipeline end to end ------------------------------------------------------
 
 /// One session: the logits match the plaintext reference, the table is complete (the server's

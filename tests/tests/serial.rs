@@ -237,6 +237,8 @@ fn key_round_trips() {
     let pk_poly = poly_bytes(p, top + 1) + (64 - p0.leading_zeros()) as usize * p.n() / 8;
     assert_eq!(pk_c.len(), HEADER_LEN + 33 + pk_poly);
     assert_eq!(pk_f.len(), HEADER_LEN + 33 + 2 * pk_poly);
+    assert_eq!(pk_c.len(), serial::public_key_len(p, true));
+    assert_eq!(pk_f.len(), serial::public_key_len(p, false));
     for bytes in [&pk_c, &pk_f] {
         let back = ck.deserialize_public_key(bytes).unwrap();
         let ct = ck.encrypt_pk(&back, &pt, &mut test_rng(99)).unwrap();
@@ -252,6 +254,8 @@ fn key_round_trips() {
     let per_key_f = serial::switching_key_len(p, false) - HEADER_LEN;
     assert_eq!(ek_c.len(), HEADER_LEN + 5 + 4 * per_key_c + 3 * 8);
     assert_eq!(ek_f.len(), HEADER_LEN + 5 + 4 * per_key_f + 3 * 8);
+    assert_eq!(ek_c.len(), serial::evaluation_keys_len(p, 3, true, true));
+    assert_eq!(ek_f.len(), serial::evaluation_keys_len(p, 3, true, false));
     println!(
         "evaluation keys (relin + 3 Galois): {} B compressed, {} B full",
         ek_c.len(),
@@ -298,6 +302,10 @@ fn key_round_trips() {
         let e = EvaluationKeys::<CpuBackend>::default();
         let eb = ck.serialize_evaluation_keys(&e, compressed).unwrap();
         assert_eq!(eb.len(), HEADER_LEN + 5);
+        assert_eq!(
+            eb.len(),
+            serial::evaluation_keys_len(p, 0, false, compressed)
+        );
         let eback = ck.deserialize_evaluation_keys(&eb).unwrap();
         assert!(eback.relin.is_none() && eback.galois.is_empty());
     }

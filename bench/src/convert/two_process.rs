@@ -215,7 +215,8 @@ pub fn run_party(opts: &BenchConvertOptions) -> Result<PartyReport, BenchError> 
         let kb = ks.public_key_bytes + ks.evaluation_key_bytes;
         (a, b, c2m_s, m2c_s, worst, kb)
     } else {
-        let (server, ks) = Server::receive_keys(&ck, t)?;
+        // The conjugation key only.
+        let (server, ks) = Server::receive_keys(&ck, t, 1)?;
         let inputs = server.recv_ciphertexts(t)?;
         let [cx, cy] = inputs.as_slice() else {
             return Err(BenchError::Mismatch {

@@ -177,6 +177,25 @@ pub fn switching_key_len(params: &CkksParams, compressed: bool) -> usize {
     HEADER_LEN + 2 + 32 + polys * packed_poly_len(params, full)
 }
 
+/// The exact encoded size of a public key (`compressed`: `a` written as its seed).
+pub fn public_key_len(params: &CkksParams, compressed: bool) -> usize {
+    let polys = if compressed { 1 } else { 2 };
+    HEADER_LEN + 33 + polys * packed_poly_len(params, public_key_basis(params))
+}
+
+/// The exact encoded size of an evaluation-key set: a relinearization key when `relin`, and
+/// `galois` Galois keys. A receiver that knows which keys a session needs bounds the frame by
+/// it (uncompressed, the larger) before reading a byte of it.
+pub fn evaluation_keys_len(
+    params: &CkksParams,
+    galois: usize,
+    relin: bool,
+    compressed: bool,
+) -> usize {
+    let body = switching_key_len(params, compressed) - HEADER_LEN;
+    HEADER_LEN + 5 + usize::from(relin) * body + galois * (8 + body)
+}
+
 fn basis_moduli(params: &CkksParams, basis: Basis) -> Vec<u64> {
     let q_total = params.q().len();
     let all: Vec<u64> = params.all_moduli().map(|m| m.value()).collect();

@@ -37,7 +37,34 @@ pub(crate) fn refuse<T>(t: &mut dyn Transport, e: PartyError) -> Result<T, Party
 
 /// Receives the next frame and checks its tag.
 pub(crate) fn expect(t: &mut dyn Transport, tag: u16) -> Result<Vec<u8>, PartyError> {
-    match t.recv() {
+    let r = t.recv();
+    check_tag(t, tag, r)
+}
+
+/// [`expect`] with the frame's payload bounded by `max_frame` bytes, where that is tighter than
+/// the transport's own limit: a frame declared larger is refused at its header
+/// ([`TransportError::TooLarge`]) before any of it is buffered.
+pub(crate) fn expect_within(
+    t: &mut dyn Transport,
+    tag: u16,
+    max_frame: usize,
+) -> Result<Vec<u8>, PartyError> {
+    let limits = crate::transport::TransportConfig {
+        timeout: std::time::Duration::MAX,
+        max_frame,
+    };
+    let r = t.recv_limited(limits);
+    check_tag(t, tag, r)
+}
+
+/// The payload of `r` if it is a frame tagged `tag`; otherwise the peer is told why and the
+/// error returned.
+fn check_tag(
+    t: &mut dyn Transport,
+    tag: u16,
+    r: Result<Frame, TransportError>,
+) -> Result<Vec<u8>, PartyError> {
+    match r {
         Ok(f) if f.tag == tag => Ok(f.payload),
         Ok(f) => refuse(
             t,

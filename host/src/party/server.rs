@@ -1,13 +1,18 @@
 //! The server: evaluates on ciphertexts with public keys only.
 
-use super::messages::{expect, frame, recv_ciphertexts, refuse, send_ciphertexts};
+use super::messages::{expect_within, frame, recv_ciphertexts, refuse, send_ciphertexts};
 use super::{
     KeyExchangeStats, PartyError, Payload, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS, TAG_PUBLIC_KEY,
 };
 use crate::transport::Transport;
 use std::time::Instant;
 use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey};
+use veil_core::serial;
 use veil_core::PolyBackend;
+
+/// The largest parameter-set frame a server reads (an encoded parameter literal is a few
+/// hundred bytes).
+const PARAMS_FRAME: usize = 64 << 10;
 
 /// The evaluating party. It holds the client's public key and evaluation keys and nothing
 /// secret: every constructor and method takes public types only ([`PublicKey`],
@@ -37,11 +42,19 @@ impl<'a, B: PolyBackend> Server<'a, B> {
     /// Receives the client's parameter set, public key and evaluation keys (see
     /// [`super::Client::send_keys`]), checks the parameter set is `ck`'s, decodes the keys and
     /// acknowledges. Bad bytes are refused with a typed error, and the client is told why.
+    ///
+    /// `galois_keys` is the most Galois keys the session needs (its plan's rotations, plus the
+    /// conjugation where it uses one). Each frame is bounded by the largest encoding of what it
+    /// may carry: 64 KiB for the parameter set, a public key, and a relinearization key with
+    /// `galois_keys` Galois keys. A larger frame is refused at its header, so a client cannot
+    /// make the server buffer more than its session's keys.
     pub fn receive_keys(
         ck: &'a Ckks<B>,
         t: &mut dyn Transport,
+        galois_keys: usize,
     ) -> Result<(Self, KeyExchangeStats), PartyError> {
-        let params = expect(t, TAG_PARAMS)?;
+        let p = ck.params();
+        let params = expect_within(t, TAG_PARAMS, PARAMS_FRAME)?;
         let t0 = Instant::now();
         let expected = ck.params().id();
         match veil_core::serial::params_literal_from_bytes(&params) {
@@ -59,7 +72,7 @@ impl<'a, B: PolyBackend> Server<'a, B> {
                 )
             }
         }
-        let pk_bytes = expect(t, TAG_PUBLIC_KEY)?;
+        let pk_bytes = expect_within(t, TAG_PUBLIC_KEY, serial::public_key_len(p, false))?;
         let pk = match ck.deserialize_public_key(&pk_bytes) {
             Ok(pk) => pk,
             Err(source) => {
@@ -72,7 +85,11 @@ impl<'a, B: PolyBackend> Server<'a, B> {
                 )
             }
         };
-        let evk_bytes = expect(t, TAG_EVAL_KEYS)?;
+        let evk_bytes = expect_within(
+            t,
+            TAG_EVAL_KEYS,
+            serial::evaluation_keys_len(p, galois_keys, true, false),
+        )?;
         let keys = match ck.deserialize_evaluation_keys(&evk_bytes) {
             Ok(k) => k,
             Err(source) => {

@@ -160,7 +160,9 @@ pub fn serve_one<B: PolyBackend>(
         .encode(),
     )])?;
 
-    // The client generates its keys now: wait for them up to `keys_timeout`.
+    // The client generates its keys now: wait for them up to `keys_timeout`. Its Galois keys
+    // are the plan's rotations and the conjugation; no frame may carry more.
+    let galois = plan.rotations().len() + 1;
     let (server, key_exchange) = match opts.keys_timeout {
         Some(d) => Server::receive_keys(
             &ck,
@@ -168,8 +170,9 @@ pub fn serve_one<B: PolyBackend>(
                 t: &mut *t,
                 until: Instant::now() + d,
             },
+            galois,
         ),
-        None => Server::receive_keys(&ck, t),
+        None => Server::receive_keys(&ck, t, galois),
     }
     .map_err(SessionError::Keys)?;
 

@@ -290,8 +290,11 @@ pub fn run_server<B: PolyBackend>(
 ) -> Result<HybridOutcome, VisionError> {
     let plan = HybridPlan::new(ck.params(), net, batch, block).map_err(VisionError::HybridPlan)?;
     check_plan(t, &plan)?;
+    // The client's keys are those of the public architecture's dry run: bound the upload by them.
+    let (_, rotations) =
+        dry_counts(&plan, &super::public_architecture(net)).map_err(VisionError::Plan)?;
     let t0 = Instant::now();
-    let (server, stats) = Server::receive_keys(ck, t)?;
+    let (server, stats) = Server::receive_keys(ck, t, rotations.len())?;
     let keys_s = t0.elapsed().as_secs_f64();
     let mut p = session_party(PartyId::P1, opts)?;
     let setup_s = setup(&mut p, t)?;

@@ -343,8 +343,11 @@ pub fn run_server<B: PolyBackend>(
     mut on_layer: impl FnMut(usize, &LayerCost),
 ) -> Result<Vec<BatchCost>, VisionError> {
     let slots = ck.params().n() / 2;
+    // The client's keys are those of the public architecture's dry run: bound the upload by them.
+    let (_, _, rotations) =
+        dry_run(&public_architecture(net), batch, block, slots).map_err(VisionError::Plan)?;
     let plan = net.plan(batch, block, slots).map_err(VisionError::Plan)?;
-    let (server, _) = Server::receive_keys(ck, t)?;
+    let (server, _) = Server::receive_keys(ck, t, rotations.len())?;
     let ex = CkksExec::new(ck, server.evaluation_keys(), slots).with_cache_budget(CACHE_BUDGET);
     let mut out = Vec::with_capacity(batches);
     for b in 0..batches {
