@@ -657,8 +657,8 @@ impl Conv2d {
     /// level, one plaintext per (input, shift) instead of one per product, and no NTT per weight.
     /// The accumulation runs as one [`Exec::mul_const_matrix`] per group of masked inputs, so
     /// only one group's masked copies (and its partial sums) are alive at a time. The matrix
-    /// rounds `w·Δ₂` to integers of at most 20 bits: for weights up to `2^20/Δ₂` (4 under a
-    /// 40-bit prime) that is exactly `⌊w·Δ₂⌉`; a group with larger weights is rounded to
+    /// rounds `w·Δ₂` to integers of at most 20 bits: for weights up to `(2^20 − 1)/Δ₂` (about 4
+    /// under a 40-bit prime) that is exactly `⌊w·Δ₂⌉`; a group with larger weights is rounded to
     /// `2^-20` of its largest instead.
     fn products_scalar<E: Exec>(
         &self,

@@ -108,10 +108,13 @@ pub trait Transport: Send {
     fn send(&mut self, frames: Vec<Frame>) -> Result<(), TransportError>;
     /// Receives the next frame (within the configured timeout).
     fn recv(&mut self) -> Result<Frame, TransportError>;
-    /// Receives the next frame under `limits` where they are tighter than the configured ones
-    /// (a server's first receive from a new peer, under [`HELLO_LIMITS`]). The transports that
-    /// read bytes themselves ([`TcpTransport`], [`MemTransport`]) apply them; the default, for
-    /// wrappers, is [`Transport::recv`].
+    /// Receives the next frame under `limits` where they are tighter than the configured ones:
+    /// a server's first receive from a new peer (under [`HELLO_LIMITS`]), and frames whose size
+    /// the session bounds (the client's keys, a plan fingerprint). Limits are only ever combined
+    /// with [`TransportConfig::tighter`], so `Duration::MAX` means "the configured timeout". The
+    /// transports that read bytes themselves ([`TcpTransport`], [`MemTransport`]) apply them;
+    /// the default, for wrappers, is [`Transport::recv`], so a wrapper on a server's path must
+    /// forward this method to keep the bounds.
     fn recv_limited(&mut self, limits: TransportConfig) -> Result<Frame, TransportError> {
         let _ = limits;
         self.recv()

@@ -55,8 +55,14 @@ fn plan_frame(payload: Vec<u8>) -> veil_core::mpc::Frame {
 /// The server's half: receives the client's fingerprint and refuses (telling the client why)
 /// unless it is the server's own.
 fn check_plan(t: &mut dyn Transport, plan: &HybridPlan) -> Result<(), VisionError> {
+    // A fingerprint is a few dozen bytes: the frame is read under the hello's size limit, not
+    // the session's.
+    let limits = crate::transport::TransportConfig {
+        timeout: std::time::Duration::MAX,
+        max_frame: crate::transport::HELLO_LIMITS.max_frame,
+    };
     let f = t
-        .recv()
+        .recv_limited(limits)
         .map_err(|e| VisionError::Party(PartyError::Transport(e)))?;
     let refuse = |t: &mut dyn Transport, e: VisionError| {
         t.abort(&e.to_string());
