@@ -265,7 +265,7 @@ impl PartyProcesses {
 
     /// As [`PartyProcesses::wait`], but returns everything each party printed on stdout.
     pub fn wait_output(&mut self, timeout: Duration) -> Result<Vec<String>, HarnessError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::transport::deadline_after(timeout);
         let mut outs: Vec<Option<String>> = vec![None; self.parties.len()];
         loop {
             let mut done = true;

@@ -168,7 +168,7 @@ pub fn serve_one<B: PolyBackend>(
             &ck,
             &mut Patient {
                 t: &mut *t,
-                until: Instant::now() + d,
+                until: crate::transport::deadline_after(d),
             },
             galois,
         ),

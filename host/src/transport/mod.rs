@@ -257,13 +257,22 @@ impl FrameDecoder {
     }
 }
 
+/// `now + d`, or a deadline a century away where `d` is beyond what [`Instant`] can hold: a
+/// timeout of `u64::MAX` seconds (say from the command line) means "wait", not a panic.
+pub fn deadline_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
+}
+
 /// Reads and validates one frame, waiting for bytes until the configured timeout.
 pub(crate) fn read_frame<S: ByteSource>(
     src: &mut S,
     dec: &mut FrameDecoder,
     cfg: &TransportConfig,
 ) -> Result<Frame, TransportError> {
-    let deadline = Instant::now() + cfg.timeout;
+    let deadline = deadline_after(cfg.timeout);
     loop {
         if let Some(f) = dec.next_frame(cfg.max_frame)? {
             return Ok(f);
@@ -275,6 +284,23 @@ pub(crate) fn read_frame<S: ByteSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unbounded_timeout_is_a_far_deadline_not_a_panic() {
+        let far = deadline_after(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(86_400 * 365));
+        let cfg = TransportConfig {
+            timeout: Duration::MAX,
+            max_frame: 1 << 10,
+        };
+        let bytes = encode_frames(&[Frame {
+            tag: 7,
+            depth: 0,
+            payload: vec![1, 2, 3],
+        }]);
+        let f = read_frame(&mut Script(vec![bytes]), &mut FrameDecoder::new(), &cfg).unwrap();
+        assert_eq!((f.tag, f.payload), (7, vec![1, 2, 3]));
+    }
 
     /// A source that delivers its chunks one per call, then stays silent until the deadline.
     struct Script(Vec<Vec<u8>>);

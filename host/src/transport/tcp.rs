@@ -118,7 +118,7 @@ impl TcpTransport {
         addr: A,
         cfg: TransportConfig,
     ) -> Result<Self, TransportError> {
-        let deadline = Instant::now() + cfg.timeout;
+        let deadline = super::deadline_after(cfg.timeout);
         loop {
             match TcpStream::connect(addr.clone()) {
                 Ok(s) => return Self::new(s, cfg),
