@@ -231,3 +231,35 @@ fn malformed_key_bytes_are_typed_errors_on_both_sides() {
         }
     );
 }
+
+/// A ciphertext frame longer than any ciphertext of the parameters (a degree-2 one at the top
+/// level) is refused at its header, and the peer is told; one that fits is decoded as usual.
+#[test]
+fn oversized_ciphertext_frames_are_refused() {
+    use veil_host::party::{recv_ciphertexts, TAG_CIPHERTEXT, TAG_CIPHERTEXTS};
+    let ck = ckks(params::insecure_logn10());
+    let p = ck.params().clone();
+    let max = veil_core::serial::ciphertext_len(&p, p.max_level(), 2, false);
+    let (client_saw, server) = run_pair(
+        Link::Memory,
+        cfg(),
+        |t: &mut dyn Transport| {
+            t.send(vec![
+                frame(TAG_CIPHERTEXTS, 1u32.to_le_bytes().to_vec()),
+                frame(TAG_CIPHERTEXT, vec![0; max + 1]),
+            ])
+            .unwrap();
+            t.recv()
+        },
+        |t: &mut dyn Transport| recv_ciphertexts(&ck, t).map(|_| ()),
+    )
+    .unwrap();
+    assert_eq!(
+        server.unwrap_err(),
+        PartyError::Transport(TransportError::TooLarge { len: max + 1, max })
+    );
+    assert!(
+        matches!(client_saw, Err(TransportError::PeerAborted(_))),
+        "{client_saw:?}"
+    );
+}

@@ -141,8 +141,11 @@ pub fn recv_ciphertexts<B: PolyBackend>(
         );
     }
     let mut out = Vec::with_capacity(count as usize);
+    // No ciphertext of these parameters encodes to more than a degree-2 one at the top level.
+    let params = ck.params();
+    let max_frame = veil_core::serial::ciphertext_len(params, params.max_level(), 2, false);
     for index in 0..count as usize {
-        let b = expect(t, TAG_CIPHERTEXT)?;
+        let b = expect_within(t, TAG_CIPHERTEXT, max_frame)?;
         match ck.deserialize_ciphertext(&b) {
             Ok(c) => out.push(c),
             Err(source) => {
