@@ -49,11 +49,7 @@ pub(crate) fn expect_within(
     tag: u16,
     max_frame: usize,
 ) -> Result<Vec<u8>, PartyError> {
-    let limits = crate::transport::TransportConfig {
-        timeout: std::time::Duration::MAX,
-        max_frame,
-    };
-    let r = t.recv_limited(limits);
+    let r = t.recv_limited(crate::transport::TransportConfig::frame_limit(max_frame));
     check_tag(t, tag, r)
 }
 

@@ -53,6 +53,16 @@ pub const HELLO_LIMITS: TransportConfig = TransportConfig {
 };
 
 impl TransportConfig {
+    /// Limits that bound only the frame size, to `max_frame` bytes: combined with
+    /// [`TransportConfig::tighter`] (as [`Transport::recv_limited`] does), the configured timeout
+    /// stands.
+    pub const fn frame_limit(max_frame: usize) -> TransportConfig {
+        TransportConfig {
+            timeout: Duration::MAX,
+            max_frame,
+        }
+    }
+
     /// The tighter of each limit of `self` and `other`.
     pub fn tighter(self, other: TransportConfig) -> TransportConfig {
         TransportConfig {

@@ -57,12 +57,9 @@ fn plan_frame(payload: Vec<u8>) -> veil_core::mpc::Frame {
 fn check_plan(t: &mut dyn Transport, plan: &HybridPlan) -> Result<(), VisionError> {
     // A fingerprint is a few dozen bytes: the frame is read under the hello's size limit, not
     // the session's.
-    let limits = crate::transport::TransportConfig {
-        timeout: std::time::Duration::MAX,
-        max_frame: crate::transport::HELLO_LIMITS.max_frame,
-    };
+    use crate::transport::{TransportConfig, HELLO_LIMITS};
     let f = t
-        .recv_limited(limits)
+        .recv_limited(TransportConfig::frame_limit(HELLO_LIMITS.max_frame))
         .map_err(|e| VisionError::Party(PartyError::Transport(e)))?;
     let refuse = |t: &mut dyn Transport, e: VisionError| {
         t.abort(&e.to_string());
