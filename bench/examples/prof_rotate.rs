@@ -1,7 +1,8 @@
 //! Profiling harness: minimum latency of one key-switching primitive (for perf and A/B runs).
 //!
 //! `prof_rotate LOGN [OP] [ITERS] [DNUM|0] [THREADS]`, where OP is `rotate` (default), `hoisted` (8 hoisted
-//! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0`, `rot0` (at level 0) or `keygen` (one Galois key). The set is
+//! rotations), `ctct` (ct×ct + relin + rescale), `add`, `add0`, `rot0` (at level 0), `keygen` (one Galois key)
+//! or `parts0` (a level-0 rotation's steps, each timed alone: ModUp, key inner product, one ModDown). The set is
 //! the named one for the peers' setting at `LOGN`, or a custom set of the same shape with `DNUM`
 //! digits. Setup (key generation) is outside the timed loop; use enough `ITERS` that it is also
 //! small in a profile.
@@ -43,6 +44,33 @@ fn main() {
     let mut low = ck.clone_ct(&ct);
     ck.drop_level_assign(&mut low, 0).expect("drop");
     eprintln!("setup done at {:.1} s", t0.elapsed().as_secs_f64());
+    if op == "parts0" {
+        let rl = ck.rlwe();
+        let g = ck.encoder().galois_element_for_rotation(1);
+        let key = &keys.galois[&g];
+        let c1 = &low.polys()[1];
+        let best = |f: &mut dyn FnMut()| {
+            let mut b = f64::MAX;
+            for _ in 0..iters {
+                let t = std::time::Instant::now();
+                f();
+                b = b.min(t.elapsed().as_secs_f64() * 1e3);
+            }
+            b
+        };
+        let h = rl.decompose(c1, 0).unwrap();
+        let acc = rl.gadget_product_lazy(&h, None, key).unwrap();
+        let d = best(&mut || drop(std::hint::black_box(rl.decompose(c1, 0).unwrap())));
+        let ip = best(&mut || {
+            drop(std::hint::black_box(
+                rl.gadget_product_lazy(&h, None, key).unwrap(),
+            ))
+        });
+        let md = best(&mut || drop(std::hint::black_box(rl.mod_down(&acc[0], 0).unwrap())));
+        let all = best(&mut || drop(std::hint::black_box(ck.rotate(&low, 1, &keys).unwrap())));
+        println!("decompose {d:.3} inner {ip:.3} mod_down(1 poly) {md:.3} rotate {all:.3}");
+        return;
+    }
     let mut best = f64::MAX;
     for _ in 0..iters {
         let t = std::time::Instant::now();

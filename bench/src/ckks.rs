@@ -538,7 +538,10 @@ pub fn run_on<B: PolyBackend>(
 /// ([`FloorUnits::ntt_row_ms`]). The rest of its work (basis conversion, Hadamard products, the
 /// key inner product) is left out, so the floor is a lower bound that an implementation could
 /// approach only by hiding that work. A memory-bound primitive (additions, plaintext and tensor
-/// products) is costed by the bytes it must read and write at the measured copy bandwidth.
+/// products) is costed by the bytes it must read and write, at the copy bandwidth measured over
+/// a working set of that same size ([`FloorUnits::copy_ms`]): a top-level addition at
+/// N = 2^16 touches 53 MB, beyond a 32 MB L3, where a level-0 one fits in it, and the two run at
+/// different bandwidths.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Floor {
     /// This many single-row NTTs (forward or inverse).
@@ -552,19 +555,27 @@ impl Floor {
     pub fn ms(&self, u: &FloorUnits) -> f64 {
         match *self {
             Floor::Ntt(rows) => rows * u.ntt_row_ms,
-            Floor::Bytes(b) => b / (u.copy_gb_per_s * 1e9) * 1e3,
+            Floor::Bytes(b) => u
+                .copy_ms
+                .iter()
+                .find(|(v, _)| *v == b)
+                .map_or(b / (u.copy_gb_per_s * 1e9) * 1e3, |(_, ms)| *ms),
         }
     }
 }
 
 /// The two measured units of [`Floor`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FloorUnits {
     /// One forward NTT of one row (ms): the fastest of the runs over a top-level polynomial,
     /// divided by its rows.
     pub ntt_row_ms: f64,
     /// Copy bandwidth (GB/s, bytes read plus written) of a buffer over `Q ∪ P`.
     pub copy_gb_per_s: f64,
+    /// For each memory-bound floor's byte count `b` (read plus written): the fastest time (ms)
+    /// of copies that read `b/2` and write `b/2` bytes, over distinct buffers of at most
+    /// `Q ∪ P` rows each, so that the working set is `b` as in the primitive.
+    pub copy_ms: Vec<(f64, f64)>,
 }
 
 /// Measures [`FloorUnits`] on `ck`'s backend.
@@ -587,9 +598,39 @@ pub fn measure_floor_units<B: PolyBackend>(ck: &Ckks<B>, reps: usize) -> FloorUn
     let mut dst = be.alloc(full.rows());
     let c = time(reps, 2, || be.copy_rows(&src, full, &mut dst, full));
     let bytes = 2.0 * (full.rows() * p.n() * 8) as f64;
+    let (q_rows, row_bytes) = (p.q().len(), (p.n() * 8) as f64);
+    let basis = |rows: usize| {
+        if rows <= q_rows {
+            Basis::q(rows)
+        } else {
+            Basis::qp(q_rows, rows - q_rows)
+        }
+    };
+    let mut copy_ms = Vec::new();
+    for (_, f) in floors(p) {
+        let Floor::Bytes(b) = f else { continue };
+        if copy_ms.iter().any(|(v, _)| *v == b) {
+            continue;
+        }
+        // Rows to read (as many are written), in chunks of at most one Q ∪ P buffer.
+        let mut left = ((b / 2.0 / row_bytes).round() as usize).max(1);
+        let mut chunks = Vec::new();
+        while left > 0 {
+            let rows = left.min(full.rows());
+            chunks.push((rows, be.alloc(rows), be.alloc(rows)));
+            left -= rows;
+        }
+        let m = time(reps, 2, || {
+            for (rows, src, dst) in chunks.iter_mut() {
+                be.copy_rows(src, basis(*rows), dst, basis(*rows));
+            }
+        });
+        copy_ms.push((b, m.min_ms));
+    }
     FloorUnits {
         ntt_row_ms: t.min_ms / r as f64,
         copy_gb_per_s: bytes / (c.min_ms * 1e-3) / 1e9,
+        copy_ms,
     }
 }
 

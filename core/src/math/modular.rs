@@ -23,6 +23,11 @@ pub struct Modulus {
     value: u64,
     /// `floor(2^128 / q)` as (low, high) words.
     ratio: [u64; 2],
+    /// `floor(2^(63 + k) / q)` for `k = bits(q)` (below `2^64`, since `q > 2^(k-1)`): the
+    /// one-word constant of [`Modulus::reduce_narrow`].
+    narrow: u64,
+    /// `k - 1`: the shift of [`Modulus::reduce_narrow`]'s quotient estimate.
+    shift: u32,
 }
 
 #[inline(always)]
@@ -33,10 +38,10 @@ fn mul_hi(a: u64, b: u64) -> u64 {
 /// Returns `x - q` when `x >= q`, else `x`, without a data-dependent branch.
 #[inline(always)]
 pub fn csub(x: u64, q: u64) -> u64 {
-    let (d, borrow) = x.overflowing_sub(q);
-    // borrow => x < q => keep x
-    let mask = (borrow as u64).wrapping_neg();
-    (d & !mask) | (x & mask)
+    // x < q wraps x - q above x, so the minimum keeps x; otherwise x - q < x. `min` compiles to
+    // `cmp` + `cmov` (`vpminuq` in vector code); LLVM turned the equivalent borrow mask into a
+    // data-dependent branch where two of them were chained.
+    x.min(x.wrapping_sub(q))
 }
 
 impl From<Modulus> for u64 {
@@ -61,9 +66,12 @@ impl Modulus {
         }
         // floor(2^128 / q) = floor((2^128 - 1) / q) since q is odd (does not divide 2^128).
         let r = u128::MAX / q as u128;
+        let k = 64 - q.leading_zeros();
         Some(Self {
             value: q,
             ratio: [r as u64, (r >> 64) as u64],
+            narrow: ((1u128 << (63 + k)) / q as u128) as u64,
+            shift: k - 1,
         })
     }
 
@@ -105,6 +113,32 @@ impl Modulus {
         csub(r, self.value)
     }
 
+    /// `x mod q` for `x < 2^(63 + k)`, `k = bits(q)` (every `x < q^2`, and sums of up to
+    /// `2^(63 - k)` such products), with three multiplications where [`Modulus::reduce_u128`]
+    /// takes six.
+    ///
+    /// The quotient estimate `t = floor(floor(x / 2^(k-1)) · floor(2^(63+k) / q) / 2^64)` is at
+    /// most `floor(x / q)` and falls short of it by less than 3 (the three truncations each lose
+    /// less than one), so `x - t·q < 3q` and two conditional subtractions finish it. A larger
+    /// `x` takes the general path, so the answer is exact for every `x`; the branch depends only
+    /// on whether the caller kept its own bound, never on a secret's value within it.
+    #[inline(always)]
+    pub fn reduce_narrow(&self, x: u128) -> u64 {
+        let q1 = x >> self.shift;
+        if q1 >> 64 != 0 {
+            return self.reduce_u128(x);
+        }
+        let t = mul_hi(q1 as u64, self.narrow);
+        let r = (x as u64).wrapping_sub(t.wrapping_mul(self.value));
+        csub(csub(r, self.value), self.value)
+    }
+
+    /// The exclusive bound `2^(63 + k)` of [`Modulus::reduce_narrow`]'s fast path: a caller
+    /// whose worst-case sum is below it never takes the general path.
+    pub const fn narrow_limit(&self) -> u128 {
+        1u128 << (self.shift + 64)
+    }
+
     /// `(a + b) mod q` for `a, b < q`.
     #[inline(always)]
     pub fn add(&self, a: u64, b: u64) -> u64 {
@@ -128,13 +162,13 @@ impl Modulus {
     /// `a·b mod q` for `a, b < q` (Barrett on the 128-bit product).
     #[inline(always)]
     pub fn mul(&self, a: u64, b: u64) -> u64 {
-        self.reduce_u128(a as u128 * b as u128)
+        self.reduce_narrow(a as u128 * b as u128)
     }
 
     /// `acc + a·b mod q` for `acc, a, b < q`.
     #[inline(always)]
     pub fn mul_add(&self, acc: u64, a: u64, b: u64) -> u64 {
-        self.reduce_u128(a as u128 * b as u128 + acc as u128)
+        self.reduce_narrow(a as u128 * b as u128 + acc as u128)
     }
 
     /// The Shoup companion `floor(w·2^64 / q)` of a fixed operand `w < q`.
@@ -228,6 +262,18 @@ mod tests {
             prop_assert_eq!(q.reduce_u128(x), (x % q.value() as u128) as u64);
         }
 
+        /// Every size of modulus, and values on both sides of the narrow domain's edge.
+        #[test]
+        fn reduce_narrow_matches(bits in 2u32..=61, q: u64, x: u128, down in 0u32..128) {
+            let q = Modulus::new((q >> (64 - bits)) | (1 << (bits - 1)) | 1).unwrap();
+            let x = x >> down;
+            prop_assert_eq!(q.reduce_narrow(x), (x % q.value() as u128) as u64);
+            let edge = (1u128 << (63 + q.bits())) - 1;
+            for y in [edge, edge + 1, edge - x.min(edge)] {
+                prop_assert_eq!(q.reduce_narrow(y), (y % q.value() as u128) as u64);
+            }
+        }
+
         #[test]
         fn add_sub_neg_mul_match(q in moduli(), a: u64, b: u64) {
             let (a, b) = (a % q.value(), b % q.value());
@@ -254,6 +300,20 @@ mod tests {
             prop_assert_eq!(q.from_i128(y) as i128, y.rem_euclid(qq));
             let r = q.from_i64(x);
             prop_assert_eq!((q.center(r) as i128).rem_euclid(qq), r as i128);
+        }
+    }
+
+    #[test]
+    fn narrow_products_at_the_largest_operands() {
+        for q in [3u64, 5, (1 << 40) + 1, (1 << 60) - 93, (1 << 61) - 1] {
+            let m = Modulus::new(q).unwrap();
+            let qq = q as u128;
+            let top = q - 1;
+            assert_eq!(m.mul(top, top) as u128, (top as u128 * top as u128) % qq);
+            assert_eq!(
+                m.mul_add(top, top, top) as u128,
+                (top as u128 * top as u128 + top as u128) % qq
+            );
         }
     }
 
