@@ -84,9 +84,10 @@ pub fn automorphism_ntt_map(log_n: u32, g: u64) -> Vec<u32> {
 
 /// Expands a public seed into residues uniform mod each prime of `basis` (stream `stream`).
 ///
-/// ChaCha20 keyed by `seed`, on stream `stream`; row `r` starts at word position
-/// `global_index(r) · 2^40`, so a prefix of rows is the same whatever the number of rows expanded
-/// (a key over `Q ∪ P` and a ciphertext over `Q_level` share their leading rows). This is the
+/// AES-256 keyed by `seed` in counter mode, with row `r`'s counter blocks tagged by `stream` and
+/// `global_index(r)` ([`crate::math::sampling::expand_uniform_row`]), so a prefix of rows is the
+/// same whatever the number of rows expanded (a key over `Q ∪ P` and a ciphertext over `Q_level`
+/// share their leading rows). This is the
 /// definition [`PolyBackend::expand_uniform`] must match, and its default.
 pub fn expand_uniform(params: &CkksParams, seed: &[u8; 32], stream: u64, basis: Basis) -> Vec<u64> {
     let n = params.n();

@@ -189,10 +189,17 @@ pub fn uniform_mod<R: RngCore>(rng: &mut R, q: &Modulus, out: &mut [u64]) {
     }
 }
 
-/// One row of the public seed expansion: residues uniform mod `q`, from ChaCha20 keyed by `seed`
-/// on stream `stream`, starting at word position `prime_index · 2^40` (`prime_index` is the
-/// prime's global index, `Q` primes then special primes). Rows are independent, so a backend may
-/// expand them in any order or in parallel ([`crate::backend::PolyBackend::expand_uniform`]).
+/// One row of the public seed expansion: residues uniform mod `q`, from AES-256 keyed by `seed`
+/// in counter mode. Block `i` of the row is `AES_seed(stream ‖ prime_index ‖ i)` (8, 4 and 4
+/// bytes, little-endian); its two 64-bit words, masked to `bits(q)` bits, are kept when below
+/// `q` (rejection on public randomness). `prime_index` is the prime's global index (`Q` primes
+/// then special primes). Rows are independent, so a backend may expand them in any order or in
+/// parallel ([`crate::backend::PolyBackend::expand_uniform`]).
+///
+/// AES with the CPU's instructions expands about three times faster than the ChaCha20 stream
+/// of format version 2, and key generation spends a third of its time here. A row takes
+/// at most `2^32` blocks, far above the `2N` words a row needs with overwhelming probability
+/// (each word is kept with probability above 1/2); past that the counter wraps.
 pub fn expand_uniform_row(
     seed: &[u8; 32],
     stream: u64,
@@ -200,11 +207,34 @@ pub fn expand_uniform_row(
     q: &Modulus,
     out: &mut [u64],
 ) {
-    use rand_core::SeedableRng;
-    let mut rng = rand_chacha::ChaCha20Rng::from_seed(*seed);
-    rng.set_stream(stream);
-    rng.set_word_pos((prime_index as u128) << 40);
-    uniform_mod(&mut rng, q, out);
+    use aes::cipher::generic_array::GenericArray;
+    use aes::cipher::{BlockEncrypt, KeyInit};
+    const BATCH: usize = 64;
+    let cipher = aes::Aes256::new(GenericArray::from_slice(seed));
+    let (qv, mask) = (q.value(), u64::MAX >> (64 - q.bits()));
+    // The block's first 12 bytes, as the low 96 bits of a little-endian u128.
+    let tag = stream as u128 | (prime_index as u32 as u128) << 64;
+    let mut blocks = [GenericArray::<u8, aes::cipher::consts::U16>::default(); BATCH];
+    let mut counter = 0u32;
+    let mut filled = 0;
+    while filled < out.len() {
+        for b in blocks.iter_mut() {
+            *b = GenericArray::from((tag | (counter as u128) << 96).to_le_bytes());
+            counter = counter.wrapping_add(1);
+        }
+        cipher.encrypt_blocks(&mut blocks);
+        for b in &blocks {
+            let x = u128::from_le_bytes((*b).into());
+            for v in [x as u64 & mask, (x >> 64) as u64 & mask] {
+                if v < qv {
+                    if let Some(slot) = out.get_mut(filled) {
+                        *slot = v;
+                        filled += 1;
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

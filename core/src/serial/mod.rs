@@ -13,7 +13,7 @@
 //! |-------:|-----:|-------|
 //! | 0 | 4 | magic `b"VEIL"` |
 //! | 4 | 1 | object kind ([`ObjectKind`]: 1 params, 2 ciphertext, 3 plaintext, 4 public key, 5 switching key, 6 evaluation keys, 7 level-0 key) |
-//! | 5 | 2 | format version `u16` (this build: [`FORMAT_VERSION`] = 2) |
+//! | 5 | 2 | format version `u16` (this build: [`FORMAT_VERSION`] = 3) |
 //! | 7 | 8 | parameter id `u64` ([`CkksParams::id`]) |
 //!
 //! A bad magic or an unknown kind is [`Error::Malformed`]; another version is

@@ -9,9 +9,12 @@ use alloc::vec::Vec;
 /// The four magic bytes that open every Veil object.
 pub const MAGIC: [u8; 4] = *b"VEIL";
 
-/// The format version this build writes and reads. Version 2: Galois keys switch `s → σ_g^{-1}(s)`
-/// (the automorphism follows the key switch); version 1 keys switched `σ_g(s) → s`.
-pub const FORMAT_VERSION: u16 = 2;
+/// The format version this build writes and reads. Version 3: seeds expand with AES-256 in
+/// counter mode ([`crate::math::sampling::expand_uniform_row`]); version 2 expanded them with
+/// ChaCha20, so a seeded object of version 2 would expand to other words. Since version 2, Galois
+/// keys switch `s → σ_g^{-1}(s)` (the automorphism follows the key switch); version 1 keys
+/// switched `σ_g(s) → s`.
+pub const FORMAT_VERSION: u16 = 3;
 
 /// Length of the common header: magic (4) + kind (1) + version (2) + parameter id (8).
 pub const HEADER_LEN: usize = 15;
