@@ -465,10 +465,27 @@ impl CpuBackend {
             })
             .collect();
         let narrow = &narrow;
+        // From one prime (a level-0 ModUp), `q̂ = 1`: both constants are 1 and every output word
+        // is the source word reduced mod the destination, with no products.
+        let single = k == 1 && conv.src_hat_inv[0] == 1 && w.iter().all(|&x| x == 1);
         let work = |c0: usize, outs: Vec<&mut [u64]>| {
             let len = outs.first().map_or(0, |o| o.len());
-            let mut tmp = vec![0u64; k * BLK];
             let mut outs = outs;
+            if single {
+                let s = &src[0][c0..c0 + len];
+                for (j, out) in outs.iter_mut().enumerate() {
+                    let t = &conv.dst[j];
+                    if conv.src[0].value() <= t.value() {
+                        out.copy_from_slice(s);
+                    } else {
+                        for (o, &x) in out.iter_mut().zip(s) {
+                            *o = t.reduce(x);
+                        }
+                    }
+                }
+                return;
+            }
+            let mut tmp = vec![0u64; k * BLK];
             let mut b = 0;
             while b < len {
                 let e = (b + BLK).min(len);
