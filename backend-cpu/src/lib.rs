@@ -465,11 +465,16 @@ impl CpuBackend {
             })
             .collect();
         let narrow = &narrow;
-        // From one prime (a level-0 ModUp), `q̂ = 1`: both constants are 1 and every output word
-        // is the source word reduced mod the destination, with no products.
+        // From one prime (a level-0 ModUp, the top level's last digit, a rescale, the ModDown by
+        // `p_0`), `q̂ = 1`: both constants are 1 and every output word is the source word reduced
+        // mod the destination, with no products. Source words are reduced (below their prime:
+        // every caller converts the output of an inverse NTT), so a smaller source prime is a copy.
         let single = k == 1 && conv.src_hat_inv[0] == 1 && w.iter().all(|&x| x == 1);
         let work = |c0: usize, outs: Vec<&mut [u64]>| {
             let len = outs.first().map_or(0, |o| o.len());
+            if len == 0 {
+                return;
+            }
             let mut outs = outs;
             if single {
                 let s = &src[0][c0..c0 + len];

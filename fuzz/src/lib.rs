@@ -688,7 +688,7 @@ pub fn frame_seed_inputs() -> Vec<Vec<u8>> {
             out.push(v);
         }
     }
-    let mut liar = vec![30u8, 0x56, 1, 1, 2, 0, 0, 0, 0];
+    let mut liar = vec![30u8, 0x56, veil_host::transport::WIRE_VERSION, 1, 2, 0, 0, 0, 0];
     liar.extend_from_slice(&(1u32 << 30).to_le_bytes());
     liar.extend_from_slice(&[0xAA; 64]);
     out.push(liar);

@@ -374,7 +374,16 @@ fn garbage_gets_no_panic_and_the_server_goes_on() {
     // Not a Veil frame at all, a header announcing 4 GiB, one announcing 1 MiB (within the
     // session's frame limit, past a hello's: refused at once, not awaited), a frame of the
     // BERT session.
-    let mut huge = vec![0x56, 1, 0x02, 0x0C, 0, 0, 0, 0];
+    let mut huge = vec![
+        0x56,
+        veil_host::transport::WIRE_VERSION,
+        0x02,
+        0x0C,
+        0,
+        0,
+        0,
+        0,
+    ];
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
     let mut mib = huge.clone();
     mib[8..12].copy_from_slice(&(1u32 << 20).to_le_bytes());

@@ -1,15 +1,19 @@
 //! Modular arithmetic on `u64` words for odd moduli below 2^62.
 //!
-//! Three reductions are provided, each with the invariant it needs:
+//! Four reductions are provided, each with the invariant it needs:
 //! - **Barrett** (`reduce_u128`): a 128-bit value `x < q^2` is reduced with the precomputed
 //!   `floor(2^128 / q)`; one conditional subtraction finishes it (SEAL's `barrett_reduce_128`).
+//! - **Narrow Barrett** (`reduce_narrow`, behind `mul` and `mul_add`): `x < 2^(63 + bits(q))`
+//!   with the one-word `floor(2^(63+k) / q)`, three multiplications and two conditional
+//!   subtractions; a larger `x` takes the general path (a branch on the operand's size, never on
+//!   a reduced value's).
 //! - **Shoup** (`mul_shoup`): multiplication by a *fixed* operand `w` with `w' = floor(w·2^64/q)`;
 //!   the quotient estimate is off by at most one, so one conditional subtraction finishes it.
 //! - lazy variants return values in `[0, 2q)` where the caller can absorb the final subtraction.
 //!
-//! All operations are branch-free on their operands except the final conditional subtraction,
-//! which is written as a mask so that it compiles to a `cmov`/`min` and does not leak through
-//! timing (secret keys pass through these routines during key generation).
+//! All operations are branch-free on reduced operands: the conditional subtraction is a `min`,
+//! which compiles to `cmp` + `cmov` (or `vpminuq`) and does not leak through timing (secret keys
+//! pass through these routines during key generation).
 
 use serde::{Deserialize, Serialize};
 

@@ -243,6 +243,49 @@ mod tests {
     use rand_chacha::ChaCha20Rng;
     use rand_core::SeedableRng;
 
+    /// The expansion follows its documented layout, rebuilt here block by block with the `aes`
+    /// crate: block `i` of a row is `AES-256_seed(stream ‖ prime_index ‖ i)`, whose two masked
+    /// little-endian words are kept when below `q`. Pins format version 3.
+    #[test]
+    fn expansion_follows_the_documented_aes_layout() {
+        use aes::cipher::generic_array::GenericArray;
+        use aes::cipher::{BlockEncrypt, KeyInit};
+        let seed: [u8; 32] = core::array::from_fn(|i| (i * 37 + 11) as u8);
+        let (stream, prime_index) = (3u64, 5usize);
+        let cipher = aes::Aes256::new(GenericArray::from_slice(&seed));
+        for bits in [20u32, 40, 60] {
+            let q = crate::math::primes::ntt_primes(bits, 1 << 12, 1, &[]).unwrap()[0];
+            let m = Modulus::new(q).unwrap();
+            let mut out = vec![0u64; 300];
+            expand_uniform_row(&seed, stream, prime_index, &m, &mut out);
+            let mask = (1u64 << m.bits()) - 1;
+            let mut want = Vec::new();
+            let mut i = 0u32;
+            while want.len() < out.len() {
+                let mut block = [0u8; 16];
+                block[..8].copy_from_slice(&stream.to_le_bytes());
+                block[8..12].copy_from_slice(&(prime_index as u32).to_le_bytes());
+                block[12..].copy_from_slice(&i.to_le_bytes());
+                let mut b = GenericArray::from(block);
+                cipher.encrypt_block(&mut b);
+                for h in b.chunks_exact(8) {
+                    let v = u64::from_le_bytes(h.try_into().unwrap()) & mask;
+                    if v < q && want.len() < out.len() {
+                        want.push(v);
+                    }
+                }
+                i += 1;
+            }
+            assert_eq!(out, want);
+            // Another stream or prime index is another row.
+            let mut other = vec![0u64; 300];
+            expand_uniform_row(&seed, stream + 1, prime_index, &m, &mut other);
+            assert_ne!(out, other);
+            expand_uniform_row(&seed, stream, prime_index + 1, &m, &mut other);
+            assert_ne!(out, other);
+        }
+    }
+
     /// The bulk draw gives the words a one-by-one draw of the same stream would accept.
     #[test]
     fn uniform_mod_matches_word_by_word_rejection() {

@@ -18,8 +18,11 @@ use veil_core::mpc::Frame;
 
 /// Frame magic byte.
 pub const MAGIC: u8 = 0x56;
-/// Wire format version.
-pub const WIRE_VERSION: u8 = 1;
+/// Wire format version. Version 2: seeds inside payloads (seeded RLWE uploads and keys of the MPC
+/// triples) expand with AES-256 in counter mode ([`veil_core::math::sampling::expand_uniform_row`]);
+/// version 1 expanded them with ChaCha20, so a peer of the other version is refused at its first
+/// frame instead of computing on other words.
+pub const WIRE_VERSION: u8 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 12;
 /// Reserved tag of abort frames (payload: UTF-8 reason).
