@@ -665,9 +665,10 @@ impl CpuBackend {
     }
 
     /// `f(a, b)` into `a`, row by row. `linear` marks an addition-like `f` (no product):
-    /// those loops are compiled for AVX-512 ([`Self::wide`]); LLVM's 512-bit code for
-    /// 64×64 → 128-bit products is slower than scalar `mulx` (ct×pt measured 2.5× slower), so
-    /// products stay on the baseline's code.
+    /// those loops are compiled for AVX-512 ([`Self::wide`]). Loops of 64×64 → 128-bit products
+    /// gained nothing measurable under it (AVX-512 has no 64-bit high product; ct×ct + relin +
+    /// rescale 128 against 130 ms, basis conversion and ModDown slightly slower), so products stay
+    /// on the baseline's code.
     fn zip_rows(
         &self,
         a: &mut [u64],
