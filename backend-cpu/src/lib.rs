@@ -268,17 +268,8 @@ impl CpuBackend {
                         }
                     }
                 }
-                if narrow {
-                    for c in 0..len {
-                        row0[b + c] = m.reduce_narrow(s0[c]);
-                        row1[b + c] = m.reduce_narrow(s1[c]);
-                    }
-                } else {
-                    for c in 0..len {
-                        row0[b + c] = m.reduce_u128(s0[c]);
-                        row1[b + c] = m.reduce_u128(s1[c]);
-                    }
-                }
+                reduce_sums(m, narrow, &s0[..len], &mut row0[b..e]);
+                reduce_sums(m, narrow, &s1[..len], &mut row1[b..e]);
                 b = e;
             }
         };
@@ -542,15 +533,7 @@ impl CpuBackend {
                             *a += x as u128 * wi as u128;
                         }
                     }
-                    if narrow {
-                        for (oc, &a) in o.iter_mut().zip(acc.iter()) {
-                            *oc = t.reduce_narrow(a);
-                        }
-                    } else {
-                        for (oc, &a) in o.iter_mut().zip(acc.iter()) {
-                            *oc = t.reduce_u128(a);
-                        }
-                    }
+                    reduce_sums(t, narrow, acc, o);
                 }
                 b = e;
             }
@@ -721,6 +704,22 @@ impl CpuBackend {
     fn parallel_elementwise(&self, basis: Basis) -> bool {
         const PAR_MIN_WORDS: usize = 1 << 17;
         self.pool.is_some() && basis.rows() > 1 && basis.rows() * self.n() >= PAR_MIN_WORDS
+    }
+}
+
+/// `out[i] = sums[i] mod m`: by [`Modulus::reduce_narrow`] when `narrow` (the caller's worst-case
+/// sum is below [`Modulus::narrow_limit`]), else by the general [`Modulus::reduce_u128`]. The
+/// choice is made once per block, outside the loop.
+#[inline(always)]
+fn reduce_sums(m: &Modulus, narrow: bool, sums: &[u128], out: &mut [u64]) {
+    if narrow {
+        for (o, &x) in out.iter_mut().zip(sums) {
+            *o = m.reduce_narrow(x);
+        }
+    } else {
+        for (o, &x) in out.iter_mut().zip(sums) {
+            *o = m.reduce_u128(x);
+        }
     }
 }
 
