@@ -41,6 +41,7 @@ fn main() {
         .encode(&x, p.max_slots(), p.max_level(), p.default_scale())
         .expect("encode");
     let ct = ck.encrypt_sk(&sk, &pt, &mut rng).expect("encrypt");
+    let ct2 = ck.encrypt_sk(&sk, &pt, &mut rng).expect("encrypt");
     let mut low = ck.clone_ct(&ct);
     ck.drop_level_assign(&mut low, 0).expect("drop");
     eprintln!("setup done at {:.1} s", t0.elapsed().as_secs_f64());
@@ -86,7 +87,7 @@ fn main() {
             "keygen" => drop(std::hint::black_box(
                 ck.gen_galois_key(&sk, 5, &mut rng).expect("keygen"),
             )),
-            "add" => drop(std::hint::black_box(ck.add(&ct, &ct).expect("add"))),
+            "add" => drop(std::hint::black_box(ck.add(&ct, &ct2).expect("add"))),
             "add0" => drop(std::hint::black_box(ck.add(&low, &low).expect("add"))),
             "rot0" => drop(std::hint::black_box(
                 ck.rotate(&low, 1, &keys).expect("rot"),

@@ -644,7 +644,8 @@ pub fn measure_floor_units<B: PolyBackend>(ck: &Ckks<B>, reps: usize) -> FloorUn
 
 /// The floor of every benchmarked primitive that has one, from the parameter set's shape
 /// (`r = L + 1` ciphertext rows at the top level, `k` special primes, `β` digits, `dnum` key
-/// digits, `F = r + k` rows in the extended basis):
+/// digits, `F = r + k` rows in the extended basis; at level 0, `r = β = 1` and `k` is the level's
+/// own count, [`veil_core::CkksParams::special_at`]):
 ///
 /// * key switch: `β·F` (ModUp: `r` inverse NTTs, then the other `F − α_j` rows of each digit) plus
 ///   `2·(k + r)` (two ModDowns, each `k` inverse and `r` forward);
@@ -659,7 +660,11 @@ pub fn floors(p: &veil_core::CkksParams) -> Vec<(&'static str, Floor)> {
     let (r, k) = ((p.max_level() + 1) as f64, p.p().len() as f64);
     let beta = p.digits_at(p.max_level()) as f64;
     let f = r + k;
-    let ks = |r: f64, beta: f64| beta * (r + k) + 2.0 * (k + r);
+    // A key switch at a level with `r` rows, `beta` digits and `k` special primes.
+    let ks_k = |r: f64, beta: f64, k: f64| beta * (r + k) + 2.0 * (k + r);
+    let ks = |r: f64, beta: f64| ks_k(r, beta, k);
+    // Level 0 divides by its own, smaller `P_0` (`CkksParams::special_at`).
+    let k0 = p.special_at(0) as f64;
     let poly = |rows: f64| rows * p.n() as f64 * 8.0;
     let key = p.dnum() as f64 * f;
     vec![
@@ -686,7 +691,7 @@ pub fn floors(p: &veil_core::CkksParams) -> Vec<(&'static str, Floor)> {
         ("rot_x8_unhoisted_per_rot", Floor::Ntt(ks(r, beta))),
         ("conjugate", Floor::Ntt(ks(r, beta))),
         ("add_ct_ct_lowest", Floor::Bytes(3.0 * poly(2.0))),
-        ("rotate_1_lowest", Floor::Ntt(ks(1.0, 1.0))),
+        ("rotate_1_lowest", Floor::Ntt(ks_k(1.0, 1.0, k0))),
     ]
 }
 

@@ -195,13 +195,13 @@ impl<R: Runtime> CubeBackend<R> {
                 let dst: Vec<Modulus> = (0..=level)
                     .filter(|i| !(s..e).contains(i))
                     .map(|i| moduli[i])
-                    .chain(params.p().iter().copied())
+                    .chain(params.p()[..params.special_at(level)].iter().copied())
                     .collect();
                 let conv = BasisConverter::new(&moduli[s..e], &dst);
                 digits.push(push_converter(&mut table, &conv));
             }
             index.decompose.push(digits);
-            let md = DivRoundPlan::new(&moduli[..=level], params.p());
+            let md = DivRoundPlan::new(&moduli[..=level], &params.p()[..params.special_at(level)]);
             index.mod_down.push(push_div_plan(&mut table, &md));
             let md0 = DivRoundPlan::new(&moduli[..=level], &params.p()[..1]);
             index.mod_down_p0.push(push_div_plan(&mut table, &md0));
@@ -663,7 +663,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
 
     fn decompose(&self, c: &CubeBuffer, level: usize, out: &mut [CubeBuffer]) {
         self.need_level(level, "decompose");
-        let ext_rows = level + 1 + self.params.p().len();
+        let ext_rows = level + 1 + self.params.special_at(level);
         self.need(level + 1, &[c], "decompose");
         assert!(
             out.len() >= self.params.digits_at(level),
@@ -671,7 +671,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         );
         self.need(ext_rows, &out.iter().collect::<Vec<_>>(), "decompose");
         let alpha = self.params.alpha();
-        let k = self.params.p().len();
+        let k = self.params.special_at(level);
         let qb = Basis::q(level + 1);
         let ext = Basis::qp(level + 1, k);
         // c over Q_level, to the coefficient domain (a copy: c is left untouched).
@@ -741,7 +741,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
         self.need_level(level, "key_inner_product");
         let (dn, ext_rows) = (
             self.params.digits_at(level),
-            level + 1 + self.params.p().len(),
+            level + 1 + self.params.special_at(level),
         );
         assert!(
             digits.len() >= dn && key_b.len() >= dn && key_a.len() >= dn,
@@ -751,7 +751,7 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
             self.need(ext_rows, &[b], "key_inner_product");
         }
         self.need(ext_rows, &[acc0, acc1], "key_inner_product");
-        let ext = Basis::qp(level + 1, self.params.p().len());
+        let ext = Basis::qp(level + 1, self.params.special_at(level));
         let dn = self.params.digits_at(level);
         for j in 0..dn {
             launch_key_inner_product(
@@ -770,9 +770,9 @@ impl<R: Runtime> PolyBackend for CubeBackend<R> {
 
     fn mod_down(&self, x: &CubeBuffer, level: usize, out: &mut CubeBuffer) {
         self.need_level(level, "mod_down");
-        self.need(level + 1 + self.params.p().len(), &[x], "mod_down");
+        let k = self.params.special_at(level);
+        self.need(level + 1 + k, &[x], "mod_down");
         self.need(level + 1, &[out], "mod_down");
-        let k = self.params.p().len();
         self.div_round(x, level + 1, k, 0, 0, self.index.mod_down[level], out);
     }
 

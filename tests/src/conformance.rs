@@ -705,9 +705,8 @@ pub fn check_decompose<A: PolyBackend, B: PolyBackend>(
     rng: &mut impl RngCore,
 ) -> Conformance {
     let pr = Pair::new(reference, candidate);
-    let k = pr.p().p().len();
     for level in test_levels(pr.p()) {
-        let ext = Basis::qp(level + 1, k);
+        let ext = Basis::qp(level + 1, pr.p().special_at(level));
         let c = pr.up(&random_words(pr.p(), Basis::q(level + 1), rng));
         let digits = pr.p().digits_at(level);
         let mut da: Vec<A::Buffer> = (0..digits).map(|_| pr.a.alloc(ext.rows())).collect();
@@ -745,7 +744,7 @@ pub fn check_key_inner_product<A: PolyBackend, B: PolyBackend>(
     let (kba, kbb): (Vec<_>, Vec<_>) = kb.into_iter().unzip();
     let (kaa, kab): (Vec<_>, Vec<_>) = ka.into_iter().unzip();
     for level in test_levels(&p) {
-        let ext = Basis::qp(level + 1, k);
+        let ext = Basis::qp(level + 1, p.special_at(level));
         let ds: Vec<_> = (0..p.digits_at(level))
             .map(|_| pr.up(&random_words(&p, ext, rng)))
             .collect();
@@ -795,13 +794,29 @@ pub fn check_mod_down<A: PolyBackend, B: PolyBackend>(
     rng: &mut impl RngCore,
 ) -> Conformance {
     let pr = Pair::new(reference, candidate);
-    let k = pr.p().p().len();
     for level in test_levels(pr.p()) {
+        let k = pr.p().special_at(level);
         let x = pr.up(&random_words(pr.p(), Basis::qp(level + 1, k), rng));
         let mut out = pr.up(&random_words(pr.p(), Basis::q(level + 1), rng));
         pr.a.mod_down(&x.0, level, &mut out.0);
         pr.b.mod_down(&x.1, level, &mut out.1);
         pr.cmp(&format!("mod_down level {level}"), &out, level + 1)?;
+        // The pair: the reference's two single ModDowns against the candidate's pair.
+        let y = pr.up(&random_words(pr.p(), Basis::qp(level + 1, k), rng));
+        let mut out2 = pr.up(&random_words(pr.p(), Basis::q(level + 1), rng));
+        pr.a.mod_down(&x.0, level, &mut out.0);
+        pr.a.mod_down(&y.0, level, &mut out2.0);
+        pr.b.mod_down_pair([&x.1, &y.1], level, [&mut out.1, &mut out2.1]);
+        pr.cmp(
+            &format!("mod_down_pair level {level} (first)"),
+            &out,
+            level + 1,
+        )?;
+        pr.cmp(
+            &format!("mod_down_pair level {level} (second)"),
+            &out2,
+            level + 1,
+        )?;
         let x = pr.up(&random_words(pr.p(), Basis::qp(level + 1, 1), rng));
         pr.a.mod_down_p0(&x.0, level, &mut out.0);
         pr.b.mod_down_p0(&x.1, level, &mut out.1);
@@ -1247,7 +1262,7 @@ fn model_div_round(
 
 fn model_decompose(p: &CkksParams, c: &[u64], level: usize) -> Vec<Vec<u64>> {
     let n = p.n();
-    let k = p.p().len();
+    let k = p.special_at(level);
     let alpha = p.alpha();
     let all: Vec<Modulus> = p.all_moduli().copied().collect();
     let q_total = p.q().len();
@@ -1414,7 +1429,8 @@ pub fn check_reference_model<B: PolyBackend>(be: &B, rng: &mut impl RngCore) -> 
     );
     for level in test_levels(&p) {
         let qb = Basis::q(level + 1);
-        let ext = Basis::qp(level + 1, k);
+        let kl = p.special_at(level);
+        let ext = Basis::qp(level + 1, kl);
         let c = random_words(&p, qb, rng);
         let want = model_decompose(&p, &c, level);
         let mut digits: Vec<B::Buffer> = (0..want.len()).map(|_| be.alloc(ext.rows())).collect();
@@ -1453,8 +1469,8 @@ pub fn check_reference_model<B: PolyBackend>(be: &B, rng: &mut impl RngCore) -> 
         }
 
         let xw = random_words(&p, ext, rng);
-        let drop_g: Vec<usize> = (0..k).map(|j| q_total + j).collect();
-        let plan = DivRoundPlan::new(&all[..=level], p.p());
+        let drop_g: Vec<usize> = (0..kl).map(|j| q_total + j).collect();
+        let plan = DivRoundPlan::new(&all[..=level], &p.p()[..kl]);
         let want = model_div_round(&p, &xw, qb, &drop_g, &plan);
         let mut out = be.alloc(level + 1);
         be.mod_down(&be.upload(&xw), level, &mut out);

@@ -17,8 +17,9 @@
 //! # The bound (Han–Ki 2020; Kim–Polyakov–Zucca 2021)
 //!
 //! Switching `c` (level `ℓ`, `Q_ℓ = q_0⋯q_ℓ`) with a key `(b_j, a_j) = (−a_j·s + e_j + P·g_j·s', a_j)`
-//! over `β = ⌈(ℓ+1)/α⌉` digits `Q_j` (`α_j ≤ α` primes each) and special modulus
-//! `P = p_0⋯p_{k−1}`: ModUp gives `d̃_j = [c]_{Q_j} + u_j·Q_j`, `0 ≤ d̃_j < α_j·Q_j`; the inner
+//! over `β = ⌈(ℓ+1)/α⌉` digits `Q_j` (`α_j ≤ α` primes each) and the level's special modulus
+//! `P = p_0⋯p_{k−1}` (`k = special_at(ℓ)`: the key switch at level `ℓ` divides by the first
+//! `k` special primes only, and multiplies `c` by `(P_all/P)^{-1}` first): ModUp gives `d̃_j = [c]_{Q_j} + u_j·Q_j`, `0 ≤ d̃_j < α_j·Q_j`; the inner
 //! product has phase `P·c·s' + Σ_j d̃_j·e_j (mod P·Q_ℓ)`; ModDown divides both polynomials by
 //! `P`, each with an error `r ∈ [−1/2 − (k−1), 1/2)` per coefficient (rounding plus the fast
 //! conversion's `−u`, `0 ≤ u < k`). So, exactly,
@@ -63,9 +64,11 @@ struct KsBound {
 
 fn ks_bound(p: &CkksParams, level: usize, h: usize) -> KsBound {
     let n = p.n() as f64;
-    let k = p.p().len() as f64;
+    // The level's special primes (`P_level`, fewer than k below the first full digit).
+    let kl = p.special_at(level);
+    let k = kl as f64;
     let alpha = p.alpha();
-    let pp: f64 = p.p().iter().map(|m| m.value() as f64).product();
+    let pp: f64 = p.p()[..kl].iter().map(|m| m.value() as f64).product();
     let (mut ks_wc, mut ks_var) = (0.0, 0.0);
     for j in 0..p.digits_at(level) {
         let (s, e) = (j * alpha, ((j + 1) * alpha).min(level + 1));
@@ -183,13 +186,20 @@ fn run(p: CkksParams) {
     let cy0 = ck
         .encrypt_sk(&sk, &ck.encode(&y, slots, top, scale).unwrap(), &mut rng)
         .unwrap();
-    let mut levels = vec![top, top / 2, 0];
+    // Level 1 and 0 run with fewer special primes than the top on the sets at 2^15 and 2^16.
+    let mut levels = vec![top, top / 2, 1, 0];
     levels.dedup();
     for level in levels {
         let (mut cx, mut cy) = (ck.clone_ct(&cx0), ck.clone_ct(&cy0));
         ck.drop_level_assign(&mut cx, level).unwrap();
         ck.drop_level_assign(&mut cy, level).unwrap();
         let bd = ks_bound(&p, level, h);
+        println!(
+            "[logN={} level {level:>2}] {} of {} special primes",
+            p.log_n(),
+            p.special_at(level),
+            p.p().len()
+        );
 
         // Relinearization.
         let d = ck.mul_no_relin(&cx, &cy).unwrap();

@@ -281,6 +281,11 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         bump(&self.c.mod_down);
         self.inner.mod_down(x, level, out)
     }
+    fn mod_down_pair(&self, x: [&Self::Buffer; 2], level: usize, out: [&mut Self::Buffer; 2]) {
+        bump(&self.c.mod_down);
+        bump(&self.c.mod_down);
+        self.inner.mod_down_pair(x, level, out)
+    }
     fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {
         bump(&self.c.rescale);
         self.inner.rescale(x, level, out)

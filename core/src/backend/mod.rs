@@ -398,13 +398,13 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
     ///
     /// `c` is in the NTT domain over `Q_level = Basis::q(level + 1)`. For each digit
     /// `j < digits_at(level)` (primes `[j·α, min((j+1)·α, level+1))`), `out[j]` receives, over
-    /// `Basis::qp(level + 1, k)` in the NTT domain, the rows of `c` on the digit's primes and the
-    /// fast basis conversion ([`crate::math::rns::BasisConverter`]) of the digit's coefficients on
-    /// every other prime.
+    /// `Basis::qp(level + 1, kl)` in the NTT domain (`kl = params.special_at(level)`, the level's
+    /// special primes), the rows of `c` on the digit's primes and the fast basis conversion
+    /// ([`crate::math::rns::BasisConverter`]) of the digit's coefficients on every other prime.
     fn decompose(&self, c: &Self::Buffer, level: usize, out: &mut [Self::Buffer]);
     /// Inner product with a switching key: `acc0 = Σ_j d_j ∘ b_j`, `acc1 = Σ_j d_j ∘ a_j` over
-    /// `Basis::qp(level + 1, k)`, reading the keys' rows (which span `Basis::qp(L + 1, k)`) by
-    /// prime.
+    /// `Basis::qp(level + 1, params.special_at(level))`, reading the keys' rows (which span
+    /// `Basis::qp(L + 1, k)`) by prime.
     fn key_inner_product(
         &self,
         digits: &[Self::Buffer],
@@ -433,9 +433,19 @@ pub trait PolyBackend: Send + Sync + Sized + 'static {
             .collect();
         self.key_inner_product(digits, key_b, &a, level, acc0, acc1);
     }
-    /// ModDown: `out = round(x / P)` over `Q_level`, for `x` in the NTT domain over
-    /// `Basis::qp(level + 1, k)` ([`crate::math::rns::DivRoundPlan`] with the special primes dropped).
+    /// ModDown: `out = round(x / P_level)` over `Q_level`, for `x` in the NTT domain over
+    /// `Basis::qp(level + 1, kl)`, `kl = params.special_at(level)` and `P_level` the product of those
+    /// special primes ([`crate::math::rns::DivRoundPlan`] with them dropped).
     fn mod_down(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);
+    /// [`PolyBackend::mod_down`] of the two polynomials of a key switch, `x0 → out0` and
+    /// `x1 → out1`, word for word the two single calls. The default makes them in turn; a backend
+    /// with threads may run them side by side (at low levels a single ModDown has too few rows
+    /// to keep two threads busy).
+    fn mod_down_pair(&self, x: [&Self::Buffer; 2], level: usize, out: [&mut Self::Buffer; 2]) {
+        let [o0, o1] = out;
+        self.mod_down(x[0], level, o0);
+        self.mod_down(x[1], level, o1);
+    }
     /// Rescale: `out = round(x / q_level)` over `Q_{level-1}`, for `x` in the NTT domain over
     /// `Basis::q(level + 1)` ([`crate::math::rns::DivRoundPlan`] with `q_level` dropped).
     fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer);

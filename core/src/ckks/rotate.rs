@@ -110,7 +110,7 @@ impl<B: PolyBackend> Ckks<B> {
             });
         }
         Rlwe::<B>::same_scale(a.scale, b.scale)?;
-        let ext = Basis::qp(a.level + 1, self.params().p().len());
+        let ext = Basis::qp(a.level + 1, self.params().special_at(a.level));
         for (x, y) in a.polys.iter_mut().zip(&b.polys) {
             self.backend().add_assign(x, y, ext);
         }

@@ -34,6 +34,50 @@ pub enum SecretDistribution {
 /// `log2 P ≥ max_j log2 Q_j + log2(N·α) − MAX_KEYSWITCH_NOISE_BITS`.
 pub const MAX_KEYSWITCH_NOISE_BITS: f64 = 12.0;
 
+/// Headroom, in bits, of a level's special primes over its largest gadget digit beyond
+/// `log2(N·α·σ)`: the key-switching error `N·α·σ·Q_j/P_level` stays below `2^-4` coefficient units,
+/// under the ModDown's own rounding (at least `1/2`). See [`CkksParams::special_at`].
+pub const KEYSWITCH_HEADROOM_BITS: f64 = 4.0;
+
+/// The special-prime count of every level ([`CkksParams::special_at`]): the fewest leading special
+/// primes whose product exceeds the level's largest digit by `min(top_margin, log2(N·α·σ) +
+/// KEYSWITCH_HEADROOM_BITS)` bits, where `top_margin = log2 P − max_j log2 Q_j` at the top level.
+fn special_counts(
+    log_n: u32,
+    q: &[Modulus],
+    p: &[Modulus],
+    alpha: usize,
+    top_margin: f64,
+) -> Vec<usize> {
+    let bits = |m: &Modulus| libm::log2(m.value() as f64);
+    let margin = top_margin.min(
+        log_n as f64
+            + libm::log2(alpha as f64)
+            + libm::log2(crate::math::sampling::SIGMA)
+            + KEYSWITCH_HEADROOM_BITS,
+    );
+    (0..q.len())
+        .map(|level| {
+            let digit = (0..=level)
+                .step_by(alpha)
+                .map(|s| {
+                    q[s..(s + alpha).min(level + 1)]
+                        .iter()
+                        .map(bits)
+                        .sum::<f64>()
+                })
+                .fold(0.0, f64::max);
+            let mut log_p = 0.0;
+            let mut k = 0;
+            while k < p.len() && (k == 0 || log_p < digit + margin) {
+                log_p += bits(&p[k]);
+                k += 1;
+            }
+            k
+        })
+        .collect()
+}
+
 /// The smallest Hamming weight accepted for a sparse secret outside `INSECURE_` sets.
 pub const MIN_SECURE_HAMMING_WEIGHT: u32 = 192;
 
@@ -71,6 +115,7 @@ struct Inner {
     dnum: usize,
     alpha: usize,
     log_qp: f64,
+    special_at: Vec<usize>,
     id: u64,
 }
 
@@ -279,6 +324,7 @@ impl CkksParamsLiteral {
                 "special primes too small for the gadget digits (raise log_p or dnum)",
             ));
         }
+        let special_at = special_counts(self.log_n, &q, &p, alpha, log_p - max_digit);
         let id = digest(self.log_n, &q, &p, dnum, self.secret);
         Ok(CkksParams(Arc::new(Inner {
             literal: self.clone(),
@@ -288,6 +334,7 @@ impl CkksParamsLiteral {
             dnum,
             alpha,
             log_qp,
+            special_at,
             id,
         })))
     }
@@ -341,6 +388,17 @@ impl CkksParams {
     /// Primes per gadget digit (`alpha = ceil((L+1)/dnum)`).
     pub fn alpha(&self) -> usize {
         self.0.alpha
+    }
+    /// How many special primes key switching uses at `level`: the first `special_at(level)` of
+    /// `p_0..p_{k-1}` (`P_level`, their product). Below the level where the first digit fills up,
+    /// the digits are smaller than at the top, and so may `P_level` be: it is the fewest primes
+    /// that keep the key-switching error at most `2^-4` of a coefficient unit, or, for a set
+    /// whose top level has less margin than that, no smaller a margin than the top's
+    /// ([`KEYSWITCH_HEADROOM_BITS`]). A level-0 key switch at N = 2^16 with four special primes
+    /// uses two. Keys are made over all of `P`; the gadget digits are multiplied by
+    /// `(P/P_level)^{-1}` so that the key's `P` factor becomes `P_level`.
+    pub fn special_at(&self, level: usize) -> usize {
+        self.0.special_at[level.min(self.0.special_at.len() - 1)]
     }
     /// Number of digits covering a ciphertext at `level`.
     pub fn digits_at(&self, level: usize) -> usize {
@@ -433,5 +491,51 @@ mod tests {
         let mut l = base;
         l.log_q[0] = 30;
         assert!(l.validate().is_err());
+    }
+
+    #[test]
+    fn special_primes_narrow_only_below_the_first_full_digit() {
+        // N = 2^16, L = 16, four 60-bit special primes, α = 4: a level-0 digit is q_0 (60 bits),
+        // so two special primes clear it by more than log2(N·α·σ) + 4 ≈ 23.7 bits; level 1 needs
+        // three (100 + 23.7 > 120), level 2 three (140 + 23.7 ≤ 180), and from level 3 the first
+        // digit is full and every level uses all four.
+        let p = ckks_128_logn16().validate().unwrap();
+        let got: Vec<usize> = (0..=p.max_level()).map(|l| p.special_at(l)).collect();
+        let mut want = alloc::vec![2, 3, 3];
+        want.resize(p.max_level() + 1, 4);
+        assert_eq!(got, want);
+        // Every named set: within 1..=k, never decreasing with the level, all of P at the top,
+        // and each level's margin at least the smaller of the top's and the stated headroom.
+        for lit in [ckks_128_logn14(), ckks_128_logn15(), ckks_128_logn16()] {
+            let p = lit.validate().unwrap();
+            let k = p.p().len();
+            assert_eq!(p.special_at(p.max_level()), k);
+            let bits = |m: &Modulus| libm::log2(m.value() as f64);
+            let digit = |l: usize| {
+                (0..=l)
+                    .step_by(p.alpha())
+                    .map(|s| p.q()[s..(s + p.alpha()).min(l + 1)].iter().map(bits).sum())
+                    .fold(0.0, f64::max)
+            };
+            let log_p = |kl: usize| p.p()[..kl].iter().map(bits).sum::<f64>();
+            let top = log_p(k) - digit(p.max_level());
+            let headroom = p.log_n() as f64
+                + libm::log2(p.alpha() as f64 * crate::math::sampling::SIGMA)
+                + KEYSWITCH_HEADROOM_BITS;
+            for l in 0..=p.max_level() {
+                let kl = p.special_at(l);
+                assert!((1..=k).contains(&kl));
+                assert!(l == 0 || kl >= p.special_at(l - 1));
+                assert!(
+                    log_p(kl) - digit(l) >= top.min(headroom) - 1e-9,
+                    "level {l}"
+                );
+                // And no fewer primes would do.
+                assert!(
+                    kl == 1 || log_p(kl - 1) - digit(l) < top.min(headroom),
+                    "level {l}"
+                );
+            }
+        }
     }
 }

@@ -90,8 +90,8 @@ impl<B: PolyBackend> Rlwe<B> {
         let ext = self.ext_basis(a.level);
         let [mut acc0, acc1] = self.gadget_product_lazy(h, None, key)?;
         self.check_galois(g)?;
-        // P mod q_i, for lifting c_0 to the extended basis as P·c_0.
-        let p_mod = self.p_mod_q(a.level + 1);
+        // P_level mod q_i, for lifting c_0 to the extended basis as P_level·c_0.
+        let p_mod = self.p_prefix_mod_q(a.level + 1, self.params.special_at(a.level));
         let mut lifted = self.backend.alloc(ext.rows());
         self.backend
             .copy_rows(&a.polys[0], q_basis, &mut lifted, q_basis);

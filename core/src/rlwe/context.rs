@@ -153,15 +153,45 @@ impl<B: PolyBackend> Rlwe<B> {
 
     /// `P mod q_i` for the first `rows` ciphertext primes (`P` = product of the special primes).
     pub(crate) fn p_mod_q(&self, rows: usize) -> Vec<u64> {
+        self.p_prefix_mod_q(rows, self.k())
+    }
+
+    /// `P_k mod q_i` for the first `rows` ciphertext primes, `P_k` the product of the first `k`
+    /// special primes.
+    pub(crate) fn p_prefix_mod_q(&self, rows: usize, k: usize) -> Vec<u64> {
         self.moduli[..rows]
             .iter()
             .map(|m| {
-                self.params
-                    .p()
+                self.params.p()[..k]
                     .iter()
                     .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())))
             })
             .collect()
+    }
+
+    /// `[(P/P_level)^{-1}]_{q_i}` for `q_0..q_level`, where `P_level` is the product of the
+    /// special primes a key switch uses at `level` ([`CkksParams::special_at`]); `None` when it
+    /// uses all of them. Multiplying `c` by it before the gadget decomposition turns the key's
+    /// `P·g_j·s'` into `P_level·g_j·s'` modulo every prime of `Q_level ∪ P_level` (on `P_level`
+    /// both are zero), so the keys made over all of `P` serve every level.
+    pub(crate) fn narrowing(&self, level: usize) -> Option<Vec<u64>> {
+        let kl = self.params.special_at(level);
+        if kl >= self.k() {
+            return None;
+        }
+        let rest = &self.params.p()[kl..];
+        Some(
+            self.moduli[..=level]
+                .iter()
+                .map(|m| {
+                    let r = rest
+                        .iter()
+                        .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())));
+                    // Distinct primes: `r` is a unit mod `m`.
+                    m.inv(r).unwrap_or(0)
+                })
+                .collect(),
+        )
     }
 
     /// A fresh RLWE sample `(−a·s + e, a)` over `basis`, `a` expanded from a fresh public seed

@@ -26,6 +26,14 @@
 //! is exact: ModDown is modular arithmetic on the `Q` rows given the `P` rows, and `P·y` is zero on
 //! the `P` rows, so `mod_down(x + P·y) = mod_down(x) + y` word for word; a lazy key switch plus a
 //! term lifted as `P·y` and then ModDown equals the non-lazy key switch plus `y`.
+//!
+//! `P` above is `P_level`, the product of the special primes a key switch uses at its level
+//! ([`crate::params::CkksParams::special_at`]): all `k` at the levels where a digit is full, fewer
+//! below (two of four for a level-0 key switch at N = 2^16), because a smaller digit needs a
+//! smaller `P` for the same error. The keys are made once over all of `P`; step 1 multiplies `c`
+//! by `(P/P_level)^{-1} mod q_i` first, which turns the key's `P·g_j·s'` into `P_level·g_j·s'` on
+//! every prime of `Q_level ∪ P_level`. The narrower basis saves ModUp and ModDown NTTs and inner
+//! product rows where they are otherwise a large share of the work.
 
 use super::context::Rlwe;
 use super::keys::SwitchingKey;
@@ -63,9 +71,10 @@ impl<B: PolyBackend> core::fmt::Debug for Hoisted<B> {
 }
 
 impl<B: PolyBackend> Rlwe<B> {
-    /// The extended basis `Q_level ∪ P`.
+    /// The extended basis of a key switch at `level`: `Q_level ∪ P_level`, with the first
+    /// [`CkksParams::special_at`]`(level)` special primes.
     pub(crate) fn ext_basis(&self, level: usize) -> Basis {
-        Basis::qp(level + 1, self.k())
+        Basis::qp(level + 1, self.params.special_at(level))
     }
 
     /// Step 1: gadget decomposition with ModUp of `c` (NTT domain over `Q_level`).
@@ -86,7 +95,17 @@ impl<B: PolyBackend> Rlwe<B> {
         let mut digits: Vec<B::Buffer> = (0..self.params.digits_at(level))
             .map(|_| self.backend.alloc(ext.rows()))
             .collect();
-        self.backend.decompose(c, level, &mut digits);
+        match self.narrowing(level) {
+            Some(t) => {
+                // Fewer special primes at this level: decompose `(P/P_level)^{-1}·c`.
+                let qb = Basis::q(level + 1);
+                let mut scaled = self.backend.alloc(qb.rows());
+                self.backend.copy_rows(c, qb, &mut scaled, qb);
+                self.backend.mul_scalar_assign(&mut scaled, &t, qb);
+                self.backend.decompose(&scaled, level, &mut digits);
+            }
+            None => self.backend.decompose(c, level, &mut digits),
+        }
         Ok(Hoisted { digits, level })
     }
 
@@ -172,10 +191,7 @@ impl<B: PolyBackend> Rlwe<B> {
     ) -> Result<[B::Buffer; 2]> {
         self.check_gadget(h, g, key)?;
         let [acc0, acc1] = self.inner_product_unchecked(h, key);
-        let k = [
-            self.mod_down_unchecked(&acc0, h.level),
-            self.mod_down_unchecked(&acc1, h.level),
-        ];
+        let k = self.mod_down_pair_unchecked([&acc0, &acc1], h.level);
         Ok(match g {
             Some(g) => self.automorphism_pair(&k, g, Basis::q(h.level + 1)),
             None => k,
@@ -203,15 +219,20 @@ impl<B: PolyBackend> Rlwe<B> {
         out
     }
 
+    /// ModDown of both polynomials of a key switch ([`PolyBackend::mod_down_pair`]).
+    fn mod_down_pair_unchecked(&self, x: [&B::Buffer; 2], level: usize) -> [B::Buffer; 2] {
+        let mut out = [self.backend.alloc(level + 1), self.backend.alloc(level + 1)];
+        let [o0, o1] = &mut out;
+        self.backend.mod_down_pair(x, level, [o0, o1]);
+        out
+    }
+
     /// Brings an extended ciphertext back to `Q_level`: [`Rlwe::mod_down`] of both polynomials.
     pub fn mod_down_ext(&self, a: &ExtCiphertext<B>) -> Ciphertext<B> {
+        let [p0, p1] = &a.polys;
         Ciphertext {
             params_id: self.params.id(),
-            polys: a
-                .polys
-                .iter()
-                .map(|x| self.mod_down_unchecked(x, a.level))
-                .collect(),
+            polys: self.mod_down_pair_unchecked([p0, p1], a.level).into(),
             level: a.level,
             scale: a.scale,
             slots: a.slots,

@@ -94,7 +94,8 @@ impl<B: PolyBackend> Ciphertext<B> {
     }
 }
 
-/// A ciphertext over the extended basis `Q_level ∪ P`, scaled by `P`: the output of lazy key
+/// A ciphertext over the extended basis `Q_level ∪ P_level`, scaled by `P_level` (the special
+/// primes of its level, [`crate::params::CkksParams::special_at`]): the output of lazy key
 /// switches (lazy hoisted rotations). Sums of these are brought back to `Q_level` with one
 /// ModDown ([`crate::rlwe::Rlwe::mod_down_ext`]).
 pub struct ExtCiphertext<B: PolyBackend> {
