@@ -29,7 +29,7 @@ use veil_core::CkksParams;
 enum DivKind {
     /// Drop `q_level` from `Q_level`.
     Rescale,
-    /// Drop every special prime from `Q_level ∪ P`.
+    /// Drop the level's special primes from `Q_level ∪ P_level` (`CkksParams::special_at`).
     ModDown,
     /// Drop `p_0` from `Q_level ∪ {p_0}`.
     ModDownP0,
@@ -195,7 +195,7 @@ impl CpuBackend {
     }
 
     /// The key inner product of `key_inner_product`, reading each `a_j` row from the key or, for
-    /// a lean key, expanding it from the seed into a row scratch (only the rows `Q_level ∪ P`
+    /// a lean key, expanding it from the seed into a row scratch (only the rows `Q_level ∪ P_level`
     /// read, each once, in the row-parallel loop).
     fn inner_product(
         &self,
@@ -667,7 +667,11 @@ impl CpuBackend {
             } else {
                 spare.chunks_mut(part).enumerate().for_each(each);
             }
-            set_len_written(&mut out, len);
+            #[allow(unsafe_code)]
+            // SAFETY: the loop above wrote every one of the `len` words (see `set_len_written`).
+            unsafe {
+                set_len_written(&mut out, len)
+            };
             out
         } else {
             let mut out = Vec::with_capacity(rows * n);
@@ -744,19 +748,21 @@ impl CpuBackend {
 }
 
 /// Sets the length of `v` to `len` after its first `len` slots of spare capacity were all
-/// written (through `MaybeUninit::write`, by a loop that covers every one of them).
+/// written (through `MaybeUninit::write`).
 ///
-/// Its one caller is [`CpuBackend::zip_new`], whose `chunks_mut(part)` / `par_chunks_mut(part)`
-/// over `spare_capacity_mut()[..len]` (`part` divides `n`, which divides `len`) visits every chunk
-/// once and writes each of its words (the zipped input slices have the chunk's length, and
-/// slicing them out of range panics before anything is written; [`simd::stream`] writes all of
-/// its `out`); a panic inside the loop unwinds before this call, so no uninitialized word is ever
-/// exposed, and `u64` has no destructor to run. (The backend's other unsafe code is the 512-bit
-/// loop of [`simd::stream`].)
+/// # Safety
+///
+/// Every one of the slots `0..len` of `v`'s buffer must have been initialized. Its one caller is
+/// [`CpuBackend::zip_new`], whose `chunks_mut(part)` / `par_chunks_mut(part)` over
+/// `spare_capacity_mut()[..len]` (`part` divides `n`, which divides `len`) visits every chunk once
+/// and writes each of its words (the zipped input slices have the chunk's length, and slicing them
+/// out of range panics before anything is written; [`simd::stream`] writes all of its `out`); a
+/// panic inside the loop unwinds before the call, so no uninitialized word is ever exposed, and
+/// `u64` has no destructor to run.
 #[allow(unsafe_code)]
-fn set_len_written(v: &mut Vec<u64>, len: usize) {
+unsafe fn set_len_written(v: &mut Vec<u64>, len: usize) {
     assert!(len <= v.capacity());
-    // SAFETY: `len ≤ capacity` (checked), and the caller initialized slots `0..len` (above).
+    // SAFETY: `len ≤ capacity` (checked); slots `0..len` are initialized (the caller's contract).
     unsafe { v.set_len(len) }
 }
 

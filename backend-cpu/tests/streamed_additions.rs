@@ -10,6 +10,10 @@ use veil_core::params;
 
 #[test]
 fn streamed_add_and_sub_match_the_reference() {
+    #[cfg(target_arch = "x86_64")]
+    if !std::arch::is_x86_feature_detected!("avx512f") {
+        eprintln!("no AVX-512 here: only the uninitialized-capacity path is exercised");
+    }
     let p = params::ckks_128_custom(16, 7, 2).validate().unwrap();
     let (n, q_total) = (p.n(), p.q().len());
     let moduli: Vec<_> = p.all_moduli().copied().collect();

@@ -43,7 +43,7 @@ impl std::fmt::Debug for CubeBuffer {
 struct PlanIndex {
     /// `[level][digit]`: decomposition (ModUp) plans.
     decompose: Vec<Vec<usize>>,
-    /// `[level]`: ModDown plans (drop P from `Q_level ∪ P`).
+    /// `[level]`: ModDown plans (drop `P_level` from `Q_level ∪ P_level`).
     mod_down: Vec<usize>,
     /// `[level]`: rescale plans (drop `q_level`); entry 0 unused.
     rescale: Vec<usize>,

@@ -112,7 +112,7 @@ pub fn div_finish_kernel(
     }
 }
 
-/// One digit of the key-switching inner product over `Q_level ∪ P`:
+/// One digit of the key-switching inner product over `Q_level ∪ P_level`:
 /// `acc0 (+)= d ∘ key_b`, `acc1 (+)= d ∘ key_a`, reading the key rows by global prime (the keys
 /// span every prime, so key row = global prime index). `first_digit` overwrites the accumulators.
 #[cube(launch_unchecked)]
@@ -254,7 +254,7 @@ pub(crate) fn launch_div_finish<R: Runtime>(
     }
 }
 
-/// Launches one digit of the key inner product over the rows of `map` (`Q_level ∪ P`); the
+/// Launches one digit of the key inner product over the rows of `map` (`Q_level ∪ P_level`); the
 /// keys hold `primes` rows.
 pub(crate) fn launch_key_inner_product<R: Runtime>(
     client: &ComputeClient<R>,

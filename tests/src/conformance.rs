@@ -803,6 +803,7 @@ pub fn check_mod_down<A: PolyBackend, B: PolyBackend>(
         pr.cmp(&format!("mod_down level {level}"), &out, level + 1)?;
         // The pair: the reference's two single ModDowns against the candidate's pair.
         let y = pr.up(&random_words(pr.p(), Basis::qp(level + 1, k), rng));
+        let mut out = pr.up(&random_words(pr.p(), Basis::q(level + 1), rng));
         let mut out2 = pr.up(&random_words(pr.p(), Basis::q(level + 1), rng));
         pr.a.mod_down(&x.0, level, &mut out.0);
         pr.a.mod_down(&y.0, level, &mut out2.0);

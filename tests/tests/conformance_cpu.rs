@@ -159,7 +159,7 @@ impl PolyBackend for Faulty {
     }
     fn decompose(&self, c: &Vec<u64>, level: usize, out: &mut [Vec<u64>]) {
         self.inner.decompose(c, level, out);
-        let ext = Basis::qp(level + 1, self.params().p().len());
+        let ext = Basis::qp(level + 1, self.params().special_at(level));
         self.poke(Fault::Decompose, &mut out[0], ext);
     }
     fn key_inner_product(
@@ -173,7 +173,7 @@ impl PolyBackend for Faulty {
     ) {
         self.inner
             .key_inner_product(digits, key_b, key_a, level, acc0, acc1);
-        let ext = Basis::qp(level + 1, self.params().p().len());
+        let ext = Basis::qp(level + 1, self.params().special_at(level));
         self.poke(Fault::KeyInnerProduct, acc1, ext);
     }
     fn mod_down(&self, x: &Vec<u64>, level: usize, out: &mut Vec<u64>) {

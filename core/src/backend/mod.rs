@@ -30,7 +30,8 @@ impl Basis {
     pub const fn q(q: usize) -> Self {
         Self { q, p: 0 }
     }
-    /// The extended basis `Q_level ∪ P` used inside key switching.
+    /// The extended basis `Q_level ∪ P_level` used inside key switching (`p` special primes,
+    /// `CkksParams::special_at(level)` of them in a key switch).
     pub const fn qp(q: usize, p: usize) -> Self {
         Self { q, p }
     }

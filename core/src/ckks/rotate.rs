@@ -1,6 +1,6 @@
 //! Slot rotations and conjugation: Galois automorphisms ([`crate::rlwe::automorphism`]) chosen
 //! by the encoder's slot order, plain, hoisted (one decomposition shared by many rotations,
-//! Halevi–Shoup 2018) and lazy hoisted (results left over `Q_level ∪ P` so that a sum of them
+//! Halevi–Shoup 2018) and lazy hoisted (results left over `Q_level ∪ P_level` so that a sum of them
 //! needs one ModDown).
 
 use super::evaluator::Ckks;
@@ -85,7 +85,7 @@ impl<B: PolyBackend> Ckks<B> {
     }
 
     /// Lazy hoisted rotations: like [`Ckks::rotate_hoisted`] but each result stays over
-    /// `Q_level ∪ P` (scaled by `P`), so that a sum of rotated terms needs a single ModDown
+    /// `Q_level ∪ P_level` (scaled by `P_level`), so that a sum of rotated terms needs a single ModDown
     /// ([`Ckks::mod_down_ext`]) — the inner loop of baby-step giant-step linear transforms.
     pub fn rotate_hoisted_lazy(
         &self,
@@ -117,7 +117,7 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
-    /// Brings an extended ciphertext back to `Q_level` (divides by `P` with rounding).
+    /// Brings an extended ciphertext back to `Q_level` (divides by `P_level` with rounding).
     pub fn mod_down_ext(&self, a: &ExtCiphertext<B>) -> Ciphertext<B> {
         self.rlwe.mod_down_ext(a)
     }

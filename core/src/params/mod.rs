@@ -390,12 +390,13 @@ impl CkksParams {
         self.0.alpha
     }
     /// How many special primes key switching uses at `level`: the first `special_at(level)` of
-    /// `p_0..p_{k-1}` (`P_level`, their product). Below the level where the first digit fills up,
-    /// the digits are smaller than at the top, and so may `P_level` be: it is the fewest primes
-    /// that keep the key-switching error at most `2^-4` of a coefficient unit, or, for a set
-    /// whose top level has less margin than that, no smaller a margin than the top's
-    /// ([`KEYSWITCH_HEADROOM_BITS`]). A level-0 key switch at N = 2^16 with four special primes
-    /// uses two. Keys are made over all of `P`; the gadget digits are multiplied by
+    /// `p_0..p_{k-1}` (`P_level`, their product). It is the fewest primes that keep the
+    /// key-switching error of the level's largest digit at most `2^-4` of a coefficient unit, or,
+    /// for a set whose top level has less margin than that, no smaller a margin than the top's
+    /// ([`KEYSWITCH_HEADROOM_BITS`]). Low levels have small digits and need fewer: a level-0 key
+    /// switch at N = 2^16 with four special primes uses two; a set whose `P` is much larger than
+    /// its digits (the bootstrapping sets) narrows at most levels, the top included if its margin
+    /// exceeds the headroom. Keys are made over all of `P`; the gadget digits are multiplied by
     /// `(P/P_level)^{-1}` so that the key's `P` factor becomes `P_level`.
     pub fn special_at(&self, level: usize) -> usize {
         self.0.special_at[level.min(self.0.special_at.len() - 1)]
@@ -494,7 +495,7 @@ mod tests {
     }
 
     #[test]
-    fn special_primes_narrow_only_below_the_first_full_digit() {
+    fn special_primes_per_level_are_the_fewest_that_keep_the_margin() {
         // N = 2^16, L = 16, four 60-bit special primes, α = 4: a level-0 digit is q_0 (60 bits),
         // so two special primes clear it by more than log2(N·α·σ) + 4 ≈ 23.7 bits; level 1 needs
         // three (100 + 23.7 > 120), level 2 three (140 + 23.7 ≤ 180), and from level 3 the first
@@ -504,12 +505,22 @@ mod tests {
         let mut want = alloc::vec![2, 3, 3];
         want.resize(p.max_level() + 1, 4);
         assert_eq!(got, want);
-        // Every named set: within 1..=k, never decreasing with the level, all of P at the top,
-        // and each level's margin at least the smaller of the top's and the stated headroom.
-        for lit in [ckks_128_logn14(), ckks_128_logn15(), ckks_128_logn16()] {
+        // Every named set: within 1..=k, never decreasing with the level, and each level's margin
+        // at least the smaller of the top's and the stated headroom, with no prime to spare (a set
+        // whose `P` clears its largest digit by more than the headroom narrows even at the top).
+        for lit in [
+            ckks_128_logn14(),
+            ckks_128_logn14_cnn(),
+            ckks_128_logn15(),
+            ckks_128_logn16(),
+            ckks_128_logn16_deep(),
+            ckks_128_logn16_boot(),
+            insecure_logn12(),
+            insecure_logn10(),
+            insecure_logn12_boot(),
+        ] {
             let p = lit.validate().unwrap();
             let k = p.p().len();
-            assert_eq!(p.special_at(p.max_level()), k);
             let bits = |m: &Modulus| libm::log2(m.value() as f64);
             let digit = |l: usize| {
                 (0..=l)

@@ -55,7 +55,7 @@ impl<B: PolyBackend> Rlwe<B> {
     /// `σ_g(a)` from the hoisted decomposition `h` of `a`'s `c_1`: with `(k_0, k_1)` the
     /// [`Rlwe::gadget_product`] of `h` without automorphism, the result is
     /// `(σ_g(c_0 + k_0), σ_g(k_1))`. Only those two polynomials over `Q_level` are permuted, not
-    /// the `dnum` digits over `Q_level ∪ P`.
+    /// the `dnum` digits over `Q_level ∪ P_level`.
     pub fn automorphism_hoisted(
         &self,
         a: &Ciphertext<B>,
@@ -72,12 +72,13 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(self.like(a, c0, c1))
     }
 
-    /// [`Rlwe::automorphism_hoisted`] without ModDown: `σ_g(P·c_0 + acc_0, acc_1)` over
-    /// `Q_level ∪ P`, where `(acc_0, acc_1)` is the key inner product of `h`. `P·c_0` is zero on
-    /// the special primes, so only its `Q` rows are added. [`Rlwe::mod_down_ext`] of the result
-    /// equals [`Rlwe::automorphism_hoisted`] word for word (the ModDown commutes with the
-    /// permutation; `tests/tests/ckks_keyswitch.rs` asserts it), and a sum of such results needs
-    /// one ModDown.
+    /// [`Rlwe::automorphism_hoisted`] without ModDown: `σ_g(P_level·c_0 + acc_0, acc_1)` over
+    /// `Q_level ∪ P_level`, where `(acc_0, acc_1)` is the key inner product of `h`. `P_level·c_0`
+    /// is zero on the special primes, so only its `Q` rows are added. A sum of such results needs
+    /// one ModDown. [`Rlwe::mod_down_ext`] of one result equals [`Rlwe::automorphism_hoisted`]
+    /// word for word when the level's special-prime count is even (ModDown's centred rounding is
+    /// then odd-symmetric and commutes with the automorphism's sign flips), and within that count
+    /// of units per coefficient when it is odd; `tests/tests/ckks_keyswitch.rs` asserts both.
     pub fn automorphism_hoisted_lazy(
         &self,
         a: &Ciphertext<B>,

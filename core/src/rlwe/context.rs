@@ -187,8 +187,8 @@ impl<B: PolyBackend> Rlwe<B> {
                     let r = rest
                         .iter()
                         .fold(1u64, |acc, p| m.mul(acc, m.reduce(p.value())));
-                    // Distinct primes: `r` is a unit mod `m`.
-                    m.inv(r).unwrap_or(0)
+                    m.inv(r)
+                        .expect("distinct primes: a product of special primes is a unit mod q_i")
                 })
                 .collect(),
         )

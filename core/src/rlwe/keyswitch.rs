@@ -7,14 +7,14 @@
 //!
 //! 1. [`Rlwe::decompose`] — the gadget decomposition with ModUp: `c` (over `Q_level`) is cut
 //!    into `dnum' = ⌈(level+1)/α⌉` digits `[c]_{Q_j}` by groups of `α` primes, and each digit is
-//!    lifted to `Q_level ∪ P` by fast basis conversion. The result, a [`Hoisted`], depends on `c`
+//!    lifted to `Q_level ∪ P_level` by fast basis conversion. The result, a [`Hoisted`], depends on `c`
 //!    only, so it can be computed once and shared by many key switches of the same `c`: this is
 //!    *hoisting* (Halevi–Shoup, "Faster Homomorphic Linear Transformations in HElib", CRYPTO 2018).
 //!    A Galois key of `g` switches `s → σ_g^{-1}(s)` ([`Rlwe::gen_galois_key`]), so the
 //!    decomposition of `c_1` itself serves every rotation: `σ_g` comes after the key switch, on
 //!    its two output polynomials, never on the `dnum` digits.
 //! 2. [`Rlwe::gadget_product_lazy`] — the inner product `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over
-//!    `Q_level ∪ P`, then the optional automorphism `σ_g` of the two sums. The result is `P` times
+//!    `Q_level ∪ P_level`, then the optional automorphism `σ_g` of the two sums. The result is `P` times
 //!    the key switch plus a small error, still over the extended basis.
 //! 3. [`Rlwe::mod_down`] — division by `P` with rounding back to `Q_level`, which also divides the
 //!    key-switching error by `P`.
@@ -28,9 +28,10 @@
 //! term lifted as `P·y` and then ModDown equals the non-lazy key switch plus `y`.
 //!
 //! `P` above is `P_level`, the product of the special primes a key switch uses at its level
-//! ([`crate::params::CkksParams::special_at`]): all `k` at the levels where a digit is full, fewer
-//! below (two of four for a level-0 key switch at N = 2^16), because a smaller digit needs a
-//! smaller `P` for the same error. The keys are made once over all of `P`; step 1 multiplies `c`
+//! ([`crate::params::CkksParams::special_at`]): the fewest that keep the level's largest digit's
+//! error under the set's margin (two of four for a level-0 key switch at N = 2^16, all four from
+//! the level where a digit is full), because a smaller digit needs a smaller `P` for the same
+//! error. The keys are made once over all of `P`; step 1 multiplies `c`
 //! by `(P/P_level)^{-1} mod q_i` first, which turns the key's `P·g_j·s'` into `P_level·g_j·s'` on
 //! every prime of `Q_level ∪ P_level`. The narrower basis saves ModUp and ModDown NTTs and inner
 //! product rows where they are otherwise a large share of the work.
@@ -43,7 +44,7 @@ use crate::error::{Error, Result};
 use alloc::vec::Vec;
 
 /// The gadget decomposition with ModUp of one polynomial (step 1 of hybrid key switching): its
-/// digits over `Q_level ∪ P`, in the NTT domain, computed once and reused by every key switch of
+/// digits over `Q_level ∪ P_level`, in the NTT domain, computed once and reused by every key switch of
 /// that polynomial (hoisting).
 pub struct Hoisted<B: PolyBackend> {
     pub(crate) digits: Vec<B::Buffer>,
@@ -80,7 +81,7 @@ impl<B: PolyBackend> Rlwe<B> {
     /// Step 1: gadget decomposition with ModUp of `c` (NTT domain over `Q_level`).
     ///
     /// Digit `j` holds `c`'s own rows on its primes `[j·α, (j+1)·α)` and, on every other prime of
-    /// `Q_level ∪ P`, the fast basis conversion of `[c]_{Q_j}` ([`PolyBackend::decompose`]).
+    /// `Q_level ∪ P_level`, the fast basis conversion of `[c]_{Q_j}` ([`PolyBackend::decompose`]).
     pub fn decompose(&self, c: &B::Buffer, level: usize) -> Result<Hoisted<B>> {
         self.check_level(level)?;
         let found = self.backend.buffer_rows(c);
@@ -109,7 +110,7 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(Hoisted { digits, level })
     }
 
-    /// Step 2, lazy: `σ_g(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P` (NTT domain), without
+    /// Step 2, lazy: `σ_g(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P_level` (NTT domain), without
     /// ModDown. With `g = None` no automorphism is applied (relinearization); with `Some(g)` the
     /// key must be the Galois key of `g` (a switching key `s → σ_g^{-1}(s)`), and `σ_g` is
     /// applied to the two sums, never to the digits.
@@ -145,7 +146,7 @@ impl<B: PolyBackend> Rlwe<B> {
         Ok(())
     }
 
-    /// `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P`: the key inner product of the digits.
+    /// `(Σ_j d_j·b_j, Σ_j d_j·a_j)` over `Q_level ∪ P_level`: the key inner product of the digits.
     pub(crate) fn inner_product_unchecked(
         &self,
         h: &Hoisted<B>,
@@ -181,8 +182,10 @@ impl<B: PolyBackend> Rlwe<B> {
 
     /// Steps 2 and 3: the key switch `(k_0, k_1)` over `Q_level` with
     /// `k_0 + k_1·s ≈ σ_g(c·s')` (`σ_g` omitted when `g = None`). The ModDown comes before `σ_g`
-    /// (fewer rows to permute); it commutes with the permutation, so this is the ModDown of
-    /// [`Rlwe::gadget_product_lazy`] word for word.
+    /// (fewer rows to permute). With an even count of special primes at the level it commutes with
+    /// the permutation, so this is the ModDown of [`Rlwe::gadget_product_lazy`] word for word;
+    /// with an odd count the two roundings differ by at most that count per coefficient (each is
+    /// a correct key switch).
     pub fn gadget_product(
         &self,
         h: &Hoisted<B>,
@@ -198,7 +201,7 @@ impl<B: PolyBackend> Rlwe<B> {
         })
     }
 
-    /// Step 3: ModDown, `round(x / P)` over `Q_level` for `x` over `Q_level ∪ P` (NTT domain).
+    /// Step 3: ModDown, `round(x / P_level)` over `Q_level` for `x` over `Q_level ∪ P_level` (NTT domain).
     pub fn mod_down(&self, x: &B::Buffer, level: usize) -> Result<B::Buffer> {
         self.check_level(level)?;
         let expected = self.ext_basis(level).rows();

@@ -1,5 +1,5 @@
 //! The data types of the RLWE layer: plaintexts, ciphertexts over `Q_level`, ciphertexts over
-//! the extended basis `Q_level ∪ P`, and the public expansion of a seed into uniform residues.
+//! the extended basis `Q_level ∪ P_level`, and the public expansion of a seed into uniform residues.
 //!
 //! The types carry the CKKS bookkeeping (`scale`, `slots`) as plain metadata: the RLWE layer copies
 //! it through encryption, decryption and key switching and never interprets it.
