@@ -619,9 +619,10 @@ impl CpuBackend {
         op: Lin,
         f: impl Fn(&Modulus, u64, u64) -> u64 + Sync + Send,
     ) -> Vec<u64> {
-        // Outputs from 4 MiB on (a polynomial of 8 rows at N = 2^16) are streamed: they outgrow
-        // the private caches many times over, and with their operands most of a 32 MB L3.
-        const STREAM_MIN_WORDS: usize = 1 << 19;
+        // Outputs from 8 MiB on (a polynomial of 16 rows at N = 2^16) are streamed: with their
+        // two operands they fill a 32 MB L3 (24 MiB and more), so the next operation would read
+        // them from memory anyway. Smaller outputs stay cached for the operation that reads them.
+        const STREAM_MIN_WORDS: usize = 1 << 20;
         let n = self.n();
         let rows = basis.rows();
         let f = &f;

@@ -1,7 +1,7 @@
 //! Additions and subtractions whose output is large enough to be written with streaming stores
 //! (and, with two threads, on the pool into uninitialized capacity) give the scalar reference's
 //! words. The conformance suite's sets are smaller than the streaming threshold, so this test
-//! covers that path: 8 to 10 rows at N = 2^16 (4 to 5 MiB a polynomial).
+//! covers that path: 16 and 20 rows at N = 2^16 (8 and 10 MiB a polynomial).
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
 use veil_backend_cpu::CpuBackend;
@@ -14,7 +14,7 @@ fn streamed_add_and_sub_match_the_reference() {
     if !std::arch::is_x86_feature_detected!("avx512f") {
         eprintln!("no AVX-512 here: only the uninitialized-capacity path is exercised");
     }
-    let p = params::ckks_128_custom(16, 7, 2).validate().unwrap();
+    let p = params::ckks_128_custom(16, 15, 4).validate().unwrap();
     let (n, q_total) = (p.n(), p.q().len());
     let moduli: Vec<_> = p.all_moduli().copied().collect();
     let mut rng = ChaCha20Rng::seed_from_u64(0x5EA5);
