@@ -608,28 +608,20 @@ impl CpuBackend {
         });
     }
 
-    /// A new buffer `f(a, b)` element-wise (`f` is the scalar form of `op`), built without a
+    /// A new buffer `op(a, b)` element-wise, built without a
     /// zero-fill pass: on the pool when it pays ([`CpuBackend::parallel_elementwise`]), and with
     /// streaming stores ([`simd::stream`]) when the output is far larger than the caches.
-    fn zip_new(
-        &self,
-        a: &[u64],
-        b: &[u64],
-        basis: Basis,
-        op: Lin,
-        f: impl Fn(&Modulus, u64, u64) -> u64 + Sync + Send,
-    ) -> Vec<u64> {
+    fn zip_new(&self, a: &[u64], b: &[u64], basis: Basis, op: Lin) -> Vec<u64> {
         // Outputs from 8 MiB on (a polynomial of 16 rows at N = 2^16) are streamed: with their
         // two operands they fill a 32 MB L3 (24 MiB and more), so the next operation would read
         // them from memory anyway. Smaller outputs stay cached for the operation that reads them.
         const STREAM_MIN_WORDS: usize = 1 << 20;
         let n = self.n();
         let rows = basis.rows();
-        let f = &f;
         let row = |r: usize| {
             let m = &self.moduli[basis.global_index(r, self.q_total)];
             let (ar, br) = (&a[r * n..(r + 1) * n], &b[r * n..(r + 1) * n]);
-            ar.iter().zip(br).map(move |(&x, &y)| f(m, x, y))
+            ar.iter().zip(br).map(move |(&x, &y)| op.apply(m, x, y))
         };
         let len = rows * n;
         let stream = self.wide.filter(|_| len >= STREAM_MIN_WORDS);
@@ -651,12 +643,12 @@ impl CpuBackend {
                 let at = r * n + c;
                 let (ap, bp) = (&a[at..at + part], &b[at..at + part]);
                 match stream {
-                    Some(w) => simd::stream(w, op, m.value(), ap, bp, o),
+                    Some(w) => simd::stream(w, op, m, ap, bp, o),
                     None => self.wide(
                         #[inline(always)]
                         || {
                             for ((o, &x), &y) in o.iter_mut().zip(ap).zip(bp) {
-                                o.write(f(m, x, y));
+                                o.write(op.apply(m, x, y));
                             }
                         },
                     ),
@@ -1035,11 +1027,11 @@ impl PolyBackend for CpuBackend {
     }
 
     fn add_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
-        self.zip_new(a, b, basis, Lin::Add, |m, x, y| m.add(x, y))
+        self.zip_new(a, b, basis, Lin::Add)
     }
 
     fn sub_new(&self, a: &Vec<u64>, b: &Vec<u64>, basis: Basis) -> Vec<u64> {
-        self.zip_new(a, b, basis, Lin::Sub, |m, x, y| m.sub(x, y))
+        self.zip_new(a, b, basis, Lin::Sub)
     }
 
     fn neg_assign(&self, a: &mut Vec<u64>, basis: Basis) {

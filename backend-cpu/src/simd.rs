@@ -54,16 +54,14 @@ pub(crate) enum Lin {
     Sub,
 }
 
-#[cfg(target_arch = "x86_64")]
 impl Lin {
-    /// The scalar form, word for word [`veil_core::math::Modulus::add`] / `sub` for `a, b < q`.
+    /// One word: [`veil_core::math::Modulus::add`] or `sub`, the scalar form of the 512-bit lanes.
     #[inline(always)]
-    fn word(self, q: u64, a: u64, b: u64) -> u64 {
-        let s = match self {
-            Lin::Add => a.wrapping_add(b),
-            Lin::Sub => a.wrapping_add(q).wrapping_sub(b),
-        };
-        s.min(s.wrapping_sub(q))
+    pub(crate) fn apply(self, m: &veil_core::math::Modulus, a: u64, b: u64) -> u64 {
+        match self {
+            Lin::Add => m.add(a, b),
+            Lin::Sub => m.sub(a, b),
+        }
     }
 }
 
@@ -78,7 +76,7 @@ impl Lin {
 pub(crate) fn stream(
     w: Wide,
     op: Lin,
-    q: u64,
+    m: &veil_core::math::Modulus,
     a: &[u64],
     b: &[u64],
     out: &mut [core::mem::MaybeUninit<u64>],
@@ -88,7 +86,7 @@ pub(crate) fn stream(
     // Scalar head: up to the first 64-byte-aligned output word (a streaming store needs it).
     let head = out.as_ptr().align_offset(64).min(n);
     for i in 0..head {
-        out[i].write(op.word(q, a[i], b[i]));
+        out[i].write(op.apply(m, a[i], b[i]));
     }
     let body = (n - head) / 8 * 8;
     let _ = w; // The token proves AVX-512F is present, which `stream_body` requires.
@@ -99,14 +97,14 @@ pub(crate) fn stream(
     unsafe {
         stream_body(
             op,
-            q,
+            m.value(),
             &a[head..head + body],
             &b[head..head + body],
             &mut out[head..head + body],
         )
     };
     for i in head + body..n {
-        out[i].write(op.word(q, a[i], b[i]));
+        out[i].write(op.apply(m, a[i], b[i]));
     }
 }
 
@@ -153,7 +151,7 @@ unsafe fn stream_body(
 pub(crate) fn stream(
     w: Wide,
     _op: Lin,
-    _q: u64,
+    _m: &veil_core::math::Modulus,
     _a: &[u64],
     _b: &[u64],
     _out: &mut [core::mem::MaybeUninit<u64>],
@@ -195,14 +193,18 @@ mod tests {
             for start in 0..9 {
                 for len in [0, 1, 7, 8, 9, 63, 64, 65, 200] {
                     let mut buf = vec![MaybeUninit::new(u64::MAX); 300];
-                    stream(w, op, q, &a[..len], &b[..len], &mut buf[start..start + len]);
+                    stream(
+                        w,
+                        op,
+                        &m,
+                        &a[..len],
+                        &b[..len],
+                        &mut buf[start..start + len],
+                    );
                     for i in 0..len {
                         // SAFETY: every slot was initialized when `buf` was made.
                         let got = unsafe { buf[start + i].assume_init() };
-                        let want = match op {
-                            Lin::Add => m.add(a[i], b[i]),
-                            Lin::Sub => m.sub(a[i], b[i]),
-                        };
+                        let want = op.apply(&m, a[i], b[i]);
                         assert_eq!(got, want, "{op:?} start {start} len {len} word {i}");
                     }
                 }
