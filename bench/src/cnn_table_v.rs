@@ -12,12 +12,22 @@
 //! size `S` is chosen per network by these same counts (the fewest key switches among the
 //! sizes every stride divides), so no layer re-blocks; strides divide `S` layer by layer, as
 //! FEnc2 discards ciphertexts. Bootstrapping is not counted (Table V counts the layers).
+//!
+//! Each row also carries the two-stage form's floor ([`veil_core::cnn::Floor`]): the fewest
+//! rotations and products any layout can issue for the network's convolutions and fully
+//! connected layer, at Table V's own ciphertext counts (every tensor on full slots of its
+//! power-of-two grid, as the paper's 100 % utilization and ct count say). Pooling layers are
+//! left out of it (their equal weights admit rotate-and-sum, outside the form), so it
+//! understates. Every compiled layer is checked against its own floor.
 
 use crate::cnn_aac::{conv_strided, core, fire_expand, weights, QUAD};
 use crate::BenchError;
 use serde::Serialize;
 use veil_core::circuits::{Exec, OpCounts, SymExec};
-use veil_core::cnn::{Conv2d, ConvPlan, FcPlan, FeatureMap, InputAffine, Linear, Quadratic};
+use veil_core::cnn::{
+    conv_floor, fc_floor, Conv2d, ConvPlan, FcPlan, FeatureMap, Floor, InputAffine, Linear,
+    Quadratic, Relayout,
+};
 use veil_core::packing::fragment::FragmentLayout;
 
 /// Slots at `N = 2^16`, the ring Table IV gives all three networks.
@@ -92,8 +102,33 @@ pub struct TableVRow {
     /// FEnc2's Table V (rotations, key switches, ciphertexts, utilization %) for the same
     /// network, batch and AAC setting (`FEnc2-F` without it).
     pub paper: (u64, u64, u64, f64),
+    /// The two-stage form's floor on the rotations of the network's convolutions and fully
+    /// connected layer (pooling left out), for the whole batch, at full slot utilization:
+    /// no layout in FEnc2's form issues fewer.
+    pub floor_rotations: u64,
+    /// The same floor on plaintext products.
+    pub floor_products: u64,
+    /// With AAC and BSGS only: every linear layer at its own best block size (AAC fold,
+    /// rebalanced), summed, re-blocking between layers not counted. What per-layer block sizes
+    /// could give at most in this layout; the re-blocks it needs cost more than it saves
+    /// ([`veil_core::cnn::Relayout`]).
+    pub envelope: Option<u64>,
+    /// With AAC and BSGS, for a chain (SqueezeNet, MobileNet): the re-blocks the envelope's
+    /// path needs between layers whose layouts differ.
+    pub reblocks: Option<Reblocks>,
     /// Per layer.
     pub layers: Vec<LayerRow>,
+}
+
+/// The re-blocks ([`Relayout`], rebalanced) a path of per-layer block sizes needs.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Reblocks {
+    /// Re-blocks (layer boundaries whose layouts differ).
+    pub count: u64,
+    /// Their rotations.
+    pub rotations: u64,
+    /// Their mask products (one level each).
+    pub products: u64,
 }
 
 /// One layer of a row.
@@ -113,6 +148,9 @@ pub struct LayerRow {
     pub cts_out: usize,
     /// Output slot utilization.
     pub utilization: f64,
+    /// The two-stage form's floor on this layer's rotations, at its own input ciphertexts
+    /// (the layer's inner + outer are never below it).
+    pub floor: u64,
 }
 
 /// The `--table-v` report.
@@ -353,9 +391,12 @@ fn compile(
     bsgs: bool,
 ) -> Result<(FragmentLayout, Vec<NodePlan>, Vec<LayerRow>), BenchError> {
     let fin = |p: ConvPlan| if bsgs { p.rebalanced() } else { p };
-    let row = |name: String, p: &ConvPlan| {
+    let row = |name: String, conv: &Conv2d, p: &ConvPlan| -> Result<LayerRow, BenchError> {
         let c = p.counts();
-        LayerRow {
+        let i = &p.input;
+        let floor = conv_floor(conv, i.batch, i.height, i.width, i.ciphertexts(), SLOTS)
+            .map_err(core("a layer's floor"))?;
+        Ok(LayerRow {
             name,
             block: p.input.block,
             inner: c.inner,
@@ -363,7 +404,8 @@ fn compile(
             products: c.pt_mults,
             cts_out: p.output.ciphertexts(),
             utilization: p.output.utilization(),
-        }
+            floor: floor.rotations,
+        })
     };
     let mut l0 = FragmentLayout::new(batch, net.channels, net.side, net.side, None, block, SLOTS)
         .map_err(core("the input layout"))?;
@@ -382,7 +424,7 @@ fn compile(
                 let out = out_of(conv, &t, aac)?;
                 let p = fin(conv.plan_to(&t, out).map_err(core("a layer plan"))?);
                 t = p.output;
-                tensors.push(row(layer_name(conv, tensors.len()), &p));
+                tensors.push(row(layer_name(conv, tensors.len()), conv, &p)?);
                 plans.push(NodePlan::Conv(p));
                 pending = *act;
             }
@@ -391,7 +433,7 @@ fn compile(
                     Some(c) => {
                         let out = out_of(c, &t, aac)?;
                         let p = fin(c.plan_to(&t, out).map_err(core("a shortcut plan"))?);
-                        tensors.push(row(format!("shortcut{}", tensors.len() + 1), &p));
+                        tensors.push(row(format!("shortcut{}", tensors.len() + 1), c, &p)?);
                         (Some(Box::new(p)), out)
                     }
                     None => (None, t),
@@ -407,7 +449,7 @@ fn compile(
                     )
                     .map_err(core("the shortcut's affine"))?;
                     let p = id.plan_to(&t, t).map_err(core("the shortcut's affine"))?;
-                    tensors.push(row(format!("affine{}", tensors.len() + 1), &p));
+                    tensors.push(row(format!("affine{}", tensors.len() + 1), &id, &p)?);
                     Some(Box::new((id, p)))
                 } else {
                     None
@@ -422,7 +464,7 @@ fn compile(
                     };
                     let p = fin(c.plan_to(&bt, out).map_err(core("a residual layer plan"))?);
                     bt = p.output;
-                    tensors.push(row(layer_name(c, tensors.len()), &p));
+                    tensors.push(row(layer_name(c, tensors.len()), c, &p)?);
                     bp.push(p);
                 }
                 t = target;
@@ -448,6 +490,7 @@ fn compile(
                     products: c.pt_mults,
                     cts_out: p.output.cts,
                     utilization: (l.outputs * batch) as f64 / (p.output.cts * SLOTS) as f64,
+                    floor: fc_floor(l, batch, p.input.cts, SLOTS).rotations,
                 });
                 plans.push(NodePlan::Fc(p));
                 pending = false;
@@ -457,9 +500,176 @@ fn compile(
     Ok((l0, plans, tensors))
 }
 
+/// Ciphertexts of a `batch × channels × side × side` tensor on full slots of its power-of-two
+/// grid (Table V's ct count: 8 for ResNet18's first stage).
+fn full_cts(batch: usize, channels: usize, side: usize) -> usize {
+    let m = side.next_power_of_two();
+    (batch * channels * m * m).div_ceil(SLOTS)
+}
+
+/// Whether a layer is an average pooling (equal weights).
+fn is_pool(c: &Conv2d) -> bool {
+    c.depthwise && c.weight.iter().all(|&w| w == c.weight[0])
+}
+
+/// The two-stage form's floor for `net` at `batch`: its convolutions and fully connected layer
+/// at full slot utilization, pooling left out.
+fn network_floor(net: &Net, batch: usize) -> Result<Floor, BenchError> {
+    let (mut side, mut ch) = (net.side, net.channels);
+    let mut total = Floor::default();
+    let layer = |c: &Conv2d, side: usize, total: &mut Floor| -> Result<usize, BenchError> {
+        if !is_pool(c) {
+            let f = conv_floor(
+                c,
+                batch,
+                side,
+                side,
+                full_cts(batch, c.in_channels, side),
+                SLOTS,
+            )
+            .map_err(core("a layer's floor"))?;
+            *total = total.plus(f);
+        }
+        c.out_side(side).map_err(core("a layer's output side"))
+    };
+    for node in &net.nodes {
+        match node {
+            Node::Conv { conv, .. } => {
+                side = layer(conv, side, &mut total)?;
+                ch = conv.out_channels;
+            }
+            Node::Residual { body, shortcut } => {
+                if let Some(c) = shortcut {
+                    layer(c, side, &mut total)?;
+                }
+                for (c, _) in body {
+                    side = layer(c, side, &mut total)?;
+                    ch = c.out_channels;
+                }
+            }
+            Node::Fc(l) => {
+                total = total.plus(fc_floor(l, batch, full_cts(batch, ch, side), SLOTS));
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// A layer at its best block size.
+struct BestBlock {
+    /// Its rotations there.
+    rotations: u64,
+    /// Its input layout there.
+    input: FragmentLayout,
+    /// Its output layout there.
+    output: FragmentLayout,
+}
+
+/// The fewest rotations `c` issues on a `batch × C_in × side × side` input at any block size
+/// its stride divides (AAC folds, BSGS), with the layouts.
+fn best_block(c: &Conv2d, batch: usize, side: usize) -> Result<BestBlock, BenchError> {
+    let grid = side.next_power_of_two();
+    let mut best: Option<BestBlock> = None;
+    let mut s = c.stride;
+    while s <= grid {
+        let layout = FragmentLayout::new(batch, c.in_channels, side, side, None, s, SLOTS)
+            .and_then(|l| l.with_fold(l.compact_fold()));
+        if let Ok(l) = layout {
+            let out = out_of(c, &l, true)?;
+            let rot = c
+                .plan_to(&l, out)
+                .map_err(core("a layer plan"))?
+                .rebalanced()
+                .counts()
+                .total();
+            if best.as_ref().is_none_or(|b| rot < b.rotations) {
+                best = Some(BestBlock {
+                    rotations: rot,
+                    input: l,
+                    output: out,
+                });
+            }
+        }
+        s *= 2;
+    }
+    best.ok_or(BenchError::InvalidOption {
+        option: "--table-v",
+        value: format!("{}x{} at {side}", c.kernel, c.kernel),
+        expected: "a layer with an admissible block size",
+    })
+}
+
+/// [`TableVRow::envelope`] for `net` at `batch`: the linear layers each at their best block
+/// size, the fully connected layer at its best input block size. For a chain (no residual
+/// block) also the re-blocks ([`Relayout`], rebalanced) that this path needs between layers
+/// whose layouts differ.
+fn envelope(net: &Net, batch: usize) -> Result<(u64, Option<Reblocks>), BenchError> {
+    let (mut side, mut ch) = (net.side, net.channels);
+    let mut total = 0;
+    let chain = !net.nodes.iter().any(|n| matches!(n, Node::Residual { .. }));
+    let mut moves = Reblocks::default();
+    let mut prev: Option<FragmentLayout> = None;
+    let mut layer = |c: &Conv2d, side: usize| -> Result<usize, BenchError> {
+        let b = best_block(c, batch, side)?;
+        total += b.rotations;
+        if chain {
+            if let Some(p) = prev.filter(|p| *p != b.input) {
+                let r = Relayout::plan(&p, &b.input)
+                    .map_err(core("a re-block"))?
+                    .rebalanced()
+                    .counts();
+                moves.count += 1;
+                moves.rotations += r.total();
+                moves.products += r.pt_mults;
+            }
+            prev = Some(b.output);
+        }
+        c.out_side(side).map_err(core("a layer's output side"))
+    };
+    let mut fc_layer = None;
+    for node in &net.nodes {
+        match node {
+            Node::Conv { conv, .. } => {
+                side = layer(conv, side)?;
+                ch = conv.out_channels;
+            }
+            Node::Residual { body, shortcut } => {
+                if let Some(c) = shortcut {
+                    layer(c, side)?;
+                }
+                for (c, _) in body {
+                    side = layer(c, side)?;
+                    ch = c.out_channels;
+                }
+            }
+            Node::Fc(l) => fc_layer = Some(l),
+        }
+    }
+    if let Some(l) = fc_layer {
+        let mut best: Option<u64> = None;
+        let mut s = 1;
+        while s <= side.next_power_of_two() {
+            let layout = FragmentLayout::new(batch, ch, side, side, None, s, SLOTS)
+                .and_then(|t| t.with_fold(t.compact_fold()));
+            if let Ok(t) = layout {
+                let rot = l
+                    .plan(&FeatureMap::flatten(&t))
+                    .map_err(core("a fully connected plan"))?
+                    .rebalanced()
+                    .counts()
+                    .total();
+                best = Some(best.map_or(rot, |b| b.min(rot)));
+            }
+            s *= 2;
+        }
+        total += best.unwrap_or(0);
+    }
+    Ok((total, chain.then_some(moves)))
+}
+
 /// `conv3`, `pool4`, `dw5`: a layer's kind and place.
 fn layer_name(c: &Conv2d, i: usize) -> String {
-    let kind = if c.depthwise && c.weight.iter().all(|&w| w == c.weight[0]) {
+    let kind = if is_pool(c) {
         "pool"
     } else if c.depthwise {
         "dw"
@@ -570,6 +780,12 @@ fn dry(
         }
     }
     let p = paper(net.name, batch > 1)[aac as usize];
+    let floor = network_floor(net, batch)?;
+    let env = if aac && bsgs {
+        Some(envelope(net, batch)?)
+    } else {
+        None
+    };
     Ok(TableVRow {
         network: net.name.into(),
         batch,
@@ -584,6 +800,10 @@ fn dry(
         linear_layers: linear,
         activations: acts,
         paper: p,
+        floor_rotations: floor.rotations,
+        floor_products: floor.products,
+        envelope: env.map(|e| e.0),
+        reblocks: env.and_then(|e| e.1),
         layers,
     })
 }
@@ -627,16 +847,18 @@ pub fn table_v() -> Result<TableV, BenchError> {
 /// A text rendering.
 pub fn render(t: &TableV) -> String {
     let mut s = format!(
-        "FEnc2 Table V: whole networks at n = {} slots (N = 2^16), dry-run counts for the batch (per image in brackets) beside the paper's FEnc2-F (no AAC) / FEnc2 (AAC) column\n\n",
+        "FEnc2 Table V: whole networks at n = {} slots (N = 2^16), dry-run counts for the batch (per image in brackets) beside the paper's FEnc2-F (no AAC) / FEnc2 (AAC) column; `per-layer S`: every layer at its own best block size, re-blocking not counted; `floor`: the fewest rotations any layout in FEnc2's two-stage form can issue for the convolutions and fc at full slot utilization (pooling left out)\n\n",
         t.slots
     );
     s += &format!(
-        "{:<11} {:>5} {:>7} {:>3} {:>16} {:>16} {:>12} {:>9} {:>11} {:>9} | {:>6} {:>6} {:>4} {:>5}\n",
+        "{:<11} {:>5} {:>7} {:>3} {:>16} {:>14} {:>14} {:>16} {:>12} {:>9} {:>11} {:>9} | {:>6} {:>6} {:>4} {:>5}\n",
         "network",
         "batch",
         "variant",
         "S",
         "rotations",
+        "per-layer S",
+        "floor",
         "key switches",
         "pt products",
         "cts in",
@@ -650,7 +872,7 @@ pub fn render(t: &TableV) -> String {
     for r in &t.rows {
         let per = |v: u64| format!("{v} ({:.0})", v as f64 / r.batch as f64);
         s += &format!(
-            "{:<11} {:>5} {:>7} {:>3} {:>16} {:>16} {:>12} {:>9} {:>11} {:>8.1}% | {:>6} {:>6} {:>4} {:>4.0}%\n",
+            "{:<11} {:>5} {:>7} {:>3} {:>16} {:>14} {:>14} {:>16} {:>12} {:>9} {:>11} {:>8.1}% | {:>6} {:>6} {:>4} {:>4.0}%\n",
             r.network,
             r.batch,
             match (r.aac, r.bsgs) {
@@ -661,6 +883,8 @@ pub fn render(t: &TableV) -> String {
             },
             r.block,
             per(r.ops.rotations),
+            r.envelope.map_or("-".into(), per),
+            per(r.floor_rotations),
             per(r.ops.key_switches()),
             r.ops.pt_mults + r.ops.const_mults,
             r.cts_in,
@@ -672,7 +896,15 @@ pub fn render(t: &TableV) -> String {
             r.paper.3
         );
     }
-    s
+    for r in &t.rows {
+        if let (Some(m), Some(e)) = (r.reblocks, r.envelope) {
+            s += &format!(
+                "\n{} batch {}: per-layer block sizes ({e} rotations) need {} re-blocks between layers, costing {} rotations and {} mask products more (one level each)",
+                r.network, r.batch, m.count, m.rotations, m.products
+            );
+        }
+    }
+    s + "\n"
 }
 
 #[cfg(test)]
@@ -703,6 +935,22 @@ mod tests {
                 );
                 // One relinearization per activated ciphertext.
                 assert!(r.ops.relins > 0 && r.activations > 0);
+                // No layer beats the two-stage form's floor at its own ciphertexts.
+                for l in &r.layers {
+                    assert!(
+                        l.inner + l.outer >= l.floor,
+                        "{} {}: {} + {} under the floor {}",
+                        net.name,
+                        l.name,
+                        l.inner,
+                        l.outer,
+                        l.floor
+                    );
+                }
+                // The per-layer envelope has the network's own block sizes among its choices.
+                if let Some(e) = r.envelope {
+                    assert!(e <= r.ops.rotations, "{}: envelope {e}", net.name);
+                }
                 rows.push(r);
             }
             assert!(rows[1].cts_in < rows[0].cts_in, "{}: AAC", net.name);

@@ -31,6 +31,45 @@ fn cnn_params() -> veil_core::CkksParams {
     lit.validate().unwrap()
 }
 
+/// `x` packed in `l` and encrypted under `sk` at `level` (scale `Δ`), one ciphertext per slot
+/// vector.
+fn encrypt_layout(
+    ck: &Ckks<CpuBackend>,
+    sk: &veil_core::ckks::SecretKey,
+    l: &FragmentLayout,
+    x: &[f64],
+    level: usize,
+    rng: &mut rand_chacha::ChaCha20Rng,
+) -> Vec<Ciphertext<CpuBackend>> {
+    let scale = ck.params().default_scale();
+    l.pack(x)
+        .unwrap()
+        .iter()
+        .map(|v| {
+            let v: Vec<C64> = v.iter().map(|&r| C64::real(r)).collect();
+            let pt = ck.encode(&v, l.slots, level, scale).unwrap();
+            ck.encrypt_sk(sk, &pt, rng).unwrap()
+        })
+        .collect()
+}
+
+/// The real parts of every slot of each ciphertext, decrypted under `sk`.
+fn decrypt_all(
+    ck: &Ckks<CpuBackend>,
+    sk: &veil_core::ckks::SecretKey,
+    cts: &[Ciphertext<CpuBackend>],
+) -> Vec<Vec<f64>> {
+    cts.iter()
+        .map(|ct| {
+            ck.decrypt_decode(sk, ct)
+                .unwrap()
+                .iter()
+                .map(|z| z.re)
+                .collect()
+        })
+        .collect()
+}
+
 struct Net {
     c1: Conv2d,
     pool: Conv2d,
@@ -142,31 +181,13 @@ fn lenet_shaped_chain_on_ckks_matches_the_reference() {
         .unwrap();
 
     let x = rand_vec(&mut rng, l0.len(), 1.0);
-    let cts: Vec<Ciphertext<_>> = l0
-        .pack(&x)
-        .unwrap()
-        .iter()
-        .map(|v| {
-            let v: Vec<C64> = v.iter().map(|&r| C64::real(r)).collect();
-            let pt = ck.encode(&v, slots, top, p.default_scale()).unwrap();
-            ck.encrypt_sk(&sk, &pt, &mut rng).unwrap()
-        })
-        .collect();
+    let cts = encrypt_layout(&ck, &sk, &l0, &x, top, &mut rng);
     let ex = CkksExec::new(&ck, &keys, slots);
     let t = Instant::now();
     let (y, out) = run_net(&ex, &net, &l0, cts);
     println!("encrypted chain: {:.2?}", t.elapsed());
     assert_eq!(ex.counts().rotations, c.rotations, "real run = dry run");
-    let dec: Vec<Vec<f64>> = y
-        .iter()
-        .map(|ct| {
-            ck.decrypt_decode(&sk, ct)
-                .unwrap()
-                .iter()
-                .map(|z| z.re)
-                .collect()
-        })
-        .collect();
+    let dec = decrypt_all(&ck, &sk, &y);
     let got = out.unpack(&dec).unwrap();
 
     let q = net.q;
@@ -255,17 +276,7 @@ fn lenet_on_ckks(bs: usize, seed: u64) -> (f64, veil_core::circuits::OpCounts) {
         .into_iter()
         .map(|v| v.abs())
         .collect();
-    let cts: Vec<Ciphertext<_>> = plan
-        .input
-        .pack(&x)
-        .unwrap()
-        .iter()
-        .map(|v| {
-            let v: Vec<C64> = v.iter().map(|&r| C64::real(r)).collect();
-            let pt = ck.encode(&v, slots, top, p.default_scale()).unwrap();
-            ck.encrypt_sk(&sk, &pt, &mut rng).unwrap()
-        })
-        .collect();
+    let cts = encrypt_layout(&ck, &sk, &plan.input, &x, top, &mut rng);
     let ex = CkksExec::new(&ck, &keys, slots);
     let t = Instant::now();
     let y = net
@@ -278,16 +289,7 @@ fn lenet_on_ckks(bs: usize, seed: u64) -> (f64, veil_core::circuits::OpCounts) {
         .unwrap();
     println!("encrypted batch of {bs}: {:.2?}", t.elapsed());
     assert_eq!(ex.counts(), c, "the dry run counts what the real run does");
-    let dec: Vec<Vec<f64>> = y
-        .iter()
-        .map(|ct| {
-            ck.decrypt_decode(&sk, ct)
-                .unwrap()
-                .iter()
-                .map(|z| z.re)
-                .collect()
-        })
-        .collect();
+    let dec = decrypt_all(&ck, &sk, &y);
     let got = plan.output.unpack(&dec).unwrap();
     let want = net.reference(&x, bs).unwrap();
     let (mut max, mut sum, mut amp) = (0.0f64, 0.0, 0.0f64);
@@ -462,31 +464,12 @@ fn aac_bottleneck_on_ckks_matches_the_reference() {
         let keys = ck
             .gen_evaluation_keys(&sk, &sym.rotations_used(), true, &mut rng, |_, _| {})
             .unwrap();
-        let cts: Vec<Ciphertext<_>> = plan
-            .input
-            .pack(&x)
-            .unwrap()
-            .iter()
-            .map(|v| {
-                let v: Vec<C64> = v.iter().map(|&r| C64::real(r)).collect();
-                let pt = ck.encode(&v, slots, top, p.default_scale()).unwrap();
-                ck.encrypt_sk(&sk, &pt, &mut rng).unwrap()
-            })
-            .collect();
+        let cts = encrypt_layout(&ck, &sk, &plan.input, &x, top, &mut rng);
         let ex = CkksExec::new(&ck, &keys, slots);
         let y = net.run(&ex, &plan, cts, |_| {}).unwrap();
         assert_eq!(ex.counts(), sym.counts(), "the dry run counts the real run");
         assert_eq!(y[0].level(), 0, "AAC or not, the same levels");
-        let dec: Vec<Vec<f64>> = y
-            .iter()
-            .map(|ct| {
-                ck.decrypt_decode(&sk, ct)
-                    .unwrap()
-                    .iter()
-                    .map(|z| z.re)
-                    .collect()
-            })
-            .collect();
+        let dec = decrypt_all(&ck, &sk, &y);
         let got = plan.output.unpack(&dec).unwrap();
         let worst = got
             .iter()
@@ -519,4 +502,122 @@ fn aac_bottleneck_on_ckks_matches_the_reference() {
     }
     assert!(key_switches[1] < key_switches[0], "{key_switches:?}");
     assert!(key_switches[2] < key_switches[1], "{key_switches:?}");
+}
+
+/// The second split of baby-step giant-step (`TwoStage::rebalance` moving a tap's high part
+/// into a giant step, with a negative `lo`) on real ciphertexts: a depthwise `5 × 5` layer and
+/// a global `8 × 8` average pooling, each rebalanced from `K² − 1` baby rotations to about
+/// `2(K − 1)`, still equal to the `f64` reference, and counted exactly by the dry run.
+#[test]
+fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
+    let p = cnn_params();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut rng = test_rng(97);
+    let sk = ck.gen_secret_key(&mut rng);
+    let slots = 2048usize;
+    let dw = Conv2d::depthwise(
+        4,
+        5,
+        1,
+        2,
+        rand_vec(&mut rng, 4 * 25, 0.2),
+        rand_vec(&mut rng, 4, 0.1),
+    )
+    .unwrap();
+    let pool = Conv2d::avg_pool_with(4, 8, 1, 0).unwrap();
+    for (layer, k) in [(&dw, 5u64), (&pool, 8)] {
+        let l = FragmentLayout::new(1, 4, 8, 8, None, 1, slots).unwrap();
+        let plain = layer.plan(&l).unwrap();
+        let plan = plain.clone().rebalanced();
+        let (a, b) = (plain.counts(), plan.counts());
+        assert_eq!(a.pt_mults, b.pt_mults);
+        assert!(
+            b.total() <= 2 * (k - 1) + 2 && b.total() * 2 < a.total(),
+            "k = {k}: {b:?} against {a:?}"
+        );
+        assert!(
+            plan.stages
+                .outputs
+                .iter()
+                .flatten()
+                .any(|g| g.terms.iter().any(|t| t.lo < 0)),
+            "k = {k}: no tap moved into a giant step"
+        );
+        let sym = SymExec::new(slots);
+        let sx: Vec<_> = (0..l.ciphertexts()).map(|_| sym.fresh(2)).collect();
+        layer.run(&sym, &plan, &sx, None).unwrap();
+        assert_eq!(sym.counts().rotations, b.total());
+        let keys = ck
+            .gen_evaluation_keys(&sk, &sym.rotations_used(), false, &mut rng, |_, _| {})
+            .unwrap();
+        let x = rand_vec(&mut rng, l.len(), 1.0);
+        let cts = encrypt_layout(&ck, &sk, &l, &x, 2, &mut rng);
+        let ex = CkksExec::new(&ck, &keys, slots);
+        let y = layer.run(&ex, &plan, &cts, None).unwrap();
+        let dec = decrypt_all(&ck, &sk, &y);
+        let got = plan.output.unpack(&dec).unwrap();
+        let (want, _, _) = reference::conv2d(layer, &x, 1, 8, 8, None);
+        let worst = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        println!("k = {k}: {a:?} → {b:?}, worst error {worst:.2e}");
+        // 40-bit scale, one level: measured about 1e-9; the bound leaves 1000×.
+        assert!(worst < 1e-6, "k = {k}: worst {worst}");
+    }
+}
+
+/// Re-blocking (`Relayout`, one level of 0/1 masks) on real ciphertexts: a tensor moved from
+/// `S = 1` to `S = 4` with AAC's fold and back arrives equal to itself within CKKS's error, with
+/// the dry run counting the rotations.
+#[test]
+fn relayouts_move_tensors_on_ckks() {
+    use veil_core::cnn::Relayout;
+    let p = cnn_params();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut rng = test_rng(101);
+    let sk = ck.gen_secret_key(&mut rng);
+    let slots = 2048usize;
+    let a = FragmentLayout::new(2, 3, 8, 8, None, 1, slots).unwrap();
+    let b = FragmentLayout::new(2, 3, 8, 8, None, 4, slots).unwrap();
+    let b = b.with_fold(b.compact_fold()).unwrap();
+    let there = Relayout::plan(&a, &b).unwrap().rebalanced();
+    let back = Relayout::plan(&b, &a).unwrap().rebalanced();
+    let sym = SymExec::new(slots);
+    let sx: Vec<_> = (0..a.ciphertexts()).map(|_| sym.fresh(3)).collect();
+    back.run(&sym, &there.run(&sym, &sx).unwrap()).unwrap();
+    assert_eq!(
+        sym.counts().rotations,
+        there.counts().total() + back.counts().total()
+    );
+    let keys = ck
+        .gen_evaluation_keys(&sk, &sym.rotations_used(), false, &mut rng, |_, _| {})
+        .unwrap();
+    let x = rand_vec(&mut rng, a.len(), 1.0);
+    let cts = encrypt_layout(&ck, &sk, &a, &x, 3, &mut rng);
+    let ex = CkksExec::new(&ck, &keys, slots);
+    let mid = there.run(&ex, &cts).unwrap();
+    assert_eq!(mid.len(), b.ciphertexts());
+    let y = back.run(&ex, &mid).unwrap();
+    assert_eq!(y[0].level(), 1, "one level each way");
+    let dec = |cts: &[Ciphertext<CpuBackend>]| decrypt_all(&ck, &sk, cts);
+    let worst = |got: Vec<f64>| {
+        got.iter()
+            .zip(&x)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    };
+    let (w1, w2) = (
+        worst(b.unpack(&dec(&mid)).unwrap()),
+        worst(a.unpack(&dec(&y)).unwrap()),
+    );
+    println!(
+        "S 1 → 4 (fold {}): {:?}; back: {:?}; worst error {w1:.2e}, {w2:.2e}",
+        b.fold,
+        there.counts(),
+        back.counts()
+    );
+    // 40-bit scales: measured about 1e-9 each way; the bound leaves 1000×.
+    assert!(w1 < 1e-6 && w2 < 1e-6, "{w1} {w2}");
 }

@@ -1068,9 +1068,14 @@ impl ConvPlan {
         self.stages.counts()
     }
 
-    /// The plan with baby-step giant-step over its outer rotations ([`TwoStage::rebalance`]):
-    /// the same products and result, fewer rotations when the channel shifts are many.
+    /// The plan with its shifts split anew by baby-step giant-step ([`TwoStage::rebalance`]):
+    /// the same products and result, fewer rotations when the channel shifts or the taps are
+    /// many. The one-channel and pixel-wise modes, whose products are masks and constants
+    /// without outer rotations, are kept as compiled.
     pub fn rebalanced(mut self) -> Self {
+        if self.input.is_pixelwise() || self.input.channels_per_ct() == 1 {
+            return self;
+        }
         self.stages = self.stages.rebalance(self.input.slots);
         self
     }

@@ -148,16 +148,48 @@ impl TwoStageBuilder {
     }
 }
 
+/// How [`TwoStage::rebalance`] splits a product's shifts anew, by a power of two `B`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Split {
+    /// The giant shift's low part `G mod B` moves into the baby stage.
+    Giant(i64),
+    /// The baby shift's high part `a − a mod B` (`a` in `(−n/2, n/2]`) moves into the giant
+    /// stage.
+    Baby(i64),
+}
+
+impl Split {
+    /// The `lo` of a product with compiled shifts `a` (baby) and `g` (giant) on `n` slots.
+    fn lo(self, a: i64, g: i64, n: i64) -> i64 {
+        match self {
+            Split::Giant(b) => g.rem_euclid(b),
+            Split::Baby(b) => {
+                let signed = if a > n / 2 { a - n } else { a };
+                -(signed - signed.rem_euclid(b))
+            }
+        }
+    }
+}
+
 impl TwoStage {
-    /// Baby-step giant-step over the giant shifts themselves (beyond FEnc2, whose outer
-    /// rotations are one per channel shift): every giant shift `G` splits as
-    /// `G = (G − G mod B) + (G mod B)`, and the low part moves into the baby stage, since
-    /// `ρ(d ⊙ ρ(x; a); G) = ρ(ρ(d; lo) ⊙ ρ(x; a + lo); G − lo)`. The inputs then take more
-    /// (hoisted) baby rotations and the outputs far fewer giant ones. `B` is the power of two
-    /// up to `slots` with the fewest rotations in all, counted exactly (`B = 1` keeps the
-    /// layer as it is). Products, and so plaintexts and levels, are unchanged; so is the
-    /// result, as the tests check against the reference. More baby rotations are held at once
-    /// while the layer runs, so memory grows with them.
+    /// Baby-step giant-step over the shifts of the compiled layer (beyond FEnc2, whose outer
+    /// rotations are one per channel shift and whose inner ones one per tap). A product's
+    /// shifts may be split anew, since `ρ(d ⊙ ρ(x; a); G) = ρ(ρ(d; lo) ⊙ ρ(x; a + lo); G − lo)`
+    /// for any `lo`:
+    ///
+    /// * the giant shift's low part moves into the baby stage, `lo = G mod B`: the inputs take
+    ///   more (hoisted) baby rotations and the outputs far fewer giant ones (many channel
+    ///   shifts per ciphertext);
+    /// * or the baby shift's high part moves into the giant stage, `lo = −(a − a mod B)` with
+    ///   `a` taken in `(−n/2, n/2]`: the `K × K` taps of a layer that keeps every input in its
+    ///   own output (a depthwise layer or a pooling, whose giants are all zero) become `K`
+    ///   baby and `K` giant shifts instead of `K²` baby ones.
+    ///
+    /// The split and the power of two `B` (up to `slots`) are those with the fewest rotations
+    /// in all, counted exactly; `B = 1` keeps the layer as it is. Products, and so plaintexts
+    /// and levels, are unchanged; so is the result, as the tests check against the reference.
+    /// Moving giant shifts into the babies holds more baby rotations at once while the layer
+    /// runs, so memory grows with them.
     pub fn rebalance(&self, slots: usize) -> TwoStage {
         let n = slots as i64;
         // Every product as compiled: (output, input, baby shift, giant shift, tag). A layer
@@ -172,45 +204,44 @@ impl TwoStage {
                 }
             }
         }
-        // Distinct (input, baby, giant) triples and (output, giant) pairs decide the counts.
-        let mut triples: Vec<(usize, i64, i64)> =
-            products.iter().map(|&(_, i, a, g, _)| (i, a, g)).collect();
-        triples.sort_unstable();
-        triples.dedup();
-        let mut pairs: Vec<(usize, i64)> = products.iter().map(|&(o, _, _, g, _)| (o, g)).collect();
-        pairs.sort_unstable();
-        pairs.dedup();
-        let count = |b: i64| -> u64 {
-            let mut inner: Vec<(usize, i64)> = triples
-                .iter()
-                .map(|&(i, a, g)| (i, (a + g.rem_euclid(b)).rem_euclid(n)))
-                .filter(|&(_, a)| a != 0)
-                .collect();
-            inner.sort_unstable();
-            inner.dedup();
-            let mut outer: Vec<(usize, i64)> = pairs
-                .iter()
-                .map(|&(o, g)| (o, g - g.rem_euclid(b)))
-                .filter(|&(_, g)| g != 0)
-                .collect();
-            outer.sort_unstable();
-            outer.dedup();
-            (inner.len() + outer.len()) as u64
+        // Distinct (output, input, baby, giant) shifts decide the counts.
+        let mut shifts: Vec<(usize, usize, i64, i64)> = products
+            .iter()
+            .map(|&(o, i, a, g, _)| (o, i, a, g))
+            .collect();
+        shifts.sort_unstable();
+        shifts.dedup();
+        let count = |split: Split| -> u64 {
+            let mut inner: Vec<(usize, i64)> = Vec::with_capacity(shifts.len());
+            let mut outer: Vec<(usize, i64)> = Vec::with_capacity(shifts.len());
+            for &(o, i, a, g) in &shifts {
+                let lo = split.lo(a, g, n);
+                inner.push((i, (a + lo).rem_euclid(n)));
+                outer.push((o, (g - lo).rem_euclid(n)));
+            }
+            let distinct = |v: &mut Vec<(usize, i64)>| {
+                v.retain(|&(_, s)| s != 0);
+                v.sort_unstable();
+                v.dedup();
+                v.len() as u64
+            };
+            distinct(&mut inner) + distinct(&mut outer)
         };
-        let mut best = (count(1), 1i64);
+        let mut best = (count(Split::Giant(1)), Split::Giant(1));
         let mut b = 2i64;
         while b <= n {
-            let c = count(b);
-            if c < best.0 {
-                best = (c, b);
+            for split in [Split::Giant(b), Split::Baby(b)] {
+                let c = count(split);
+                if c < best.0 {
+                    best = (c, split);
+                }
             }
             b *= 2;
         }
-        // `B = 1` rebuilds the compiled form (every `lo` zero).
-        let b = best.1;
+        // `Giant(1)` rebuilds the compiled form (every `lo` zero).
         let mut builder = TwoStageBuilder::new(self.babies.len(), self.outputs.len(), slots);
         for &(o, input, a, full, tag) in &products {
-            let lo = full.rem_euclid(b);
+            let lo = best.1.lo(a, full, n);
             builder.add_moved(o, full - lo, input, a + lo, tag, lo);
         }
         builder.finish()

@@ -1,7 +1,8 @@
 //! Encrypted CNN layers on FEnc2's packing (`002_7f21cb2252c146ba.txt`, §IV): the fragment layout
 //! ([`crate::packing::fragment`]), convolutions with any kernel, stride and padding, average
 //! pooling and fully connected layers compiled to one two-stage rotation form ([`linear`]), the
-//! one-level polynomial activation ([`act`]), and the block-size planner of Eqs. 3–8 ([`plan`]).
+//! one-level polynomial activation ([`act`]), the block-size planner of Eqs. 3–8 ([`plan`]), and
+//! re-blocking between layouts ([`relayout`]).
 //! The hybrid mode ([`hybrid`]) runs ReLU networks instead: the same linear layers under CKKS,
 //! every ReLU exact in two-party MPC through the complex conversion.
 //!
@@ -16,6 +17,7 @@ pub mod linear;
 pub mod net;
 pub mod plan;
 pub mod reference;
+pub mod relayout;
 
 pub use act::Quadratic;
 pub use conv::{Conv2d, ConvPlan, InputAffine};
@@ -23,7 +25,8 @@ pub use fc::{FcPlan, FeatureMap, Linear};
 pub use hybrid::{HybridPlan, Segment, StepCost};
 pub use linear::{RotationCounts, TwoStage};
 pub use net::{Layer, LayerCost, LayerPlan, NetPlan, Network, PlanOptions};
-pub use plan::{choose_block, BlockChoice, BlockPoint};
+pub use plan::{choose_block, conv_floor, fc_floor, BlockChoice, BlockPoint, Floor};
+pub use relayout::Relayout;
 
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,28 @@
 //! The counts are per batch (not amortized per sample). The compiled layer's exact counts differ
 //! from the analytic ones only at the edges (Eq. 3's `K ≤ S` case is an upper estimate) and when
 //! a channel group is partly filled.
+//!
+//! **A floor under every layout** ([`Floor`]). FEnc2's convolution has the two-stage form of
+//! [`super::linear`]: inner rotations of the inputs, one plaintext product per term, outer
+//! rotations of each output's sums (Eqs. 3–6; AAC then moves finished outputs). In that form an
+//! output slot of ciphertext `j` reads `x_i[s + b + g]` for `b` a baby shift of input `i` and `g`
+//! a giant shift of `j`: at most `β·|G_j|` distinct input values, `β = Σ_i |B_i|`. An output
+//! whose weights reach `F` inputs (the fan-in: `C_in·K²` for a dense convolution) needs
+//! `β·|G_j| ≥ F`, and the shift 0 is the only free one, so a layer with `C_in` input ciphertexts
+//! and `C_out` output ciphertexts that each hold such an output issues at least
+//!
+//! ```text
+//! min over β ≥ C_in of  (β − C_in) + C_out·(⌈F / β⌉ − 1)   rotations, and C_out·F products,
+//! ```
+//!
+//! whatever the block size, fold or baby/giant split. The floor falls as `C_in` grows (more
+//! inputs unrotated) and rises with `C_out`, so at the ciphertext counts of full slot
+//! utilization it bounds any layout that reaches full utilization. It is attained: a dense
+//! `3 × 3` layer whose channels fill one row-major ciphertext exactly (`S = 1`) issues 8 inner
+//! and `α − 1` outer rotations, the floor (tested).
 
 use super::conv::Conv2d;
+use super::fc::Linear;
 use super::linear::RotationCounts;
 use crate::error::Result;
 use crate::packing::fragment::FragmentLayout;
@@ -163,4 +183,105 @@ pub fn choose_block(
         best,
         sweep,
     })
+}
+
+/// The fewest rotations and plaintext products a linear layer in the two-stage form can issue
+/// (the module docs derive it): a lower bound under every fragment layout, block size, fold and
+/// baby/giant split, which the tests check every compiled plan against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Floor {
+    /// Rotations (inner and outer together).
+    pub rotations: u64,
+    /// Plaintext products.
+    pub products: u64,
+}
+
+impl Floor {
+    /// The floor for outputs of fan-in `fan_in` held by at least `out_cts` ciphertexts, read from
+    /// at most `in_cts` input ciphertexts.
+    pub fn new(fan_in: usize, in_cts: usize, out_cts: usize) -> Self {
+        if fan_in == 0 || out_cts == 0 {
+            return Self::default();
+        }
+        let (f, ci, co) = (fan_in as u64, in_cts.max(1) as u64, out_cts as u64);
+        let rotations = (ci..=f.max(ci))
+            .map(|beta| beta - ci + co * (f.div_ceil(beta) - 1))
+            .min()
+            .unwrap_or(0);
+        Self {
+            rotations,
+            products: co * f,
+        }
+    }
+
+    /// Two floors summed (a network's layers).
+    pub fn plus(self, other: Self) -> Self {
+        Self {
+            rotations: self.rotations + other.rotations,
+            products: self.products + other.products,
+        }
+    }
+}
+
+/// Output pixels per channel whose every tap lies inside an `height × width` input: the outputs
+/// that read the layer's whole fan-in.
+pub fn interior_outputs(conv: &Conv2d, height: usize, width: usize) -> Result<usize> {
+    let axis = |side: usize| -> Result<usize> {
+        let n = conv.out_side(side)?;
+        let (s, p, k) = (conv.stride, conv.padding, conv.kernel);
+        Ok((0..n)
+            .filter(|&y| y * s >= p && y * s + k <= side + p)
+            .count())
+    };
+    Ok(axis(height)? * axis(width)?)
+}
+
+/// [`Floor`] for a convolution on a `batch × C_in × height × width` input held by `in_cts`
+/// ciphertexts of `slots` slots. The fan-in is the fewest nonzero weights of an output channel
+/// (of the `K × K` branch when the layer has [`Conv2d::point_outputs`]), and the output count
+/// is the ciphertexts the interior outputs of those channels fill at the least.
+pub fn conv_floor(
+    conv: &Conv2d,
+    batch: usize,
+    height: usize,
+    width: usize,
+    in_cts: usize,
+    slots: usize,
+) -> Result<Floor> {
+    let k = conv.kernel;
+    let first = if conv.point_outputs < conv.out_channels {
+        conv.point_outputs
+    } else {
+        0
+    };
+    let inputs = |o: usize| -> core::ops::Range<usize> {
+        if conv.depthwise {
+            o..o + 1
+        } else {
+            0..conv.in_channels
+        }
+    };
+    let fan_in = (first..conv.out_channels)
+        .map(|o| {
+            inputs(o)
+                .flat_map(|c| (0..k * k).map(move |t| (c, t / k, t % k)))
+                .filter(|&(c, di, dj)| conv.w(o, c, di, dj) != 0.0)
+                .count()
+        })
+        .min()
+        .unwrap_or(0);
+    let interior = batch * (conv.out_channels - first) * interior_outputs(conv, height, width)?;
+    Ok(Floor::new(fan_in, in_cts, interior.div_ceil(slots)))
+}
+
+/// [`Floor`] for a fully connected layer on `batch` samples whose features are held by
+/// `in_cts` ciphertexts of `slots` slots.
+pub fn fc_floor(fc: &Linear, batch: usize, in_cts: usize, slots: usize) -> Floor {
+    let fan_in = fc
+        .weight
+        .chunks(fc.inputs.max(1))
+        .map(|row| row.iter().filter(|&&w| w != 0.0).count())
+        .min()
+        .unwrap_or(0);
+    Floor::new(fan_in, in_cts, (batch * fc.outputs).div_ceil(slots))
 }

@@ -169,6 +169,24 @@ fn random_conv(r: &mut ChaCha20Rng, ci: usize, co: usize, k: usize, s: usize, p:
     Conv2d::new(ci, co, k, s, p, w, b).unwrap()
 }
 
+/// [`random_conv`], or a random depthwise layer over `ci` channels when `dw`.
+fn random_layer(
+    r: &mut ChaCha20Rng,
+    ci: usize,
+    co: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    dw: bool,
+) -> Conv2d {
+    if dw {
+        let w = rand_vec(r, ci * k * k, 0.5);
+        Conv2d::depthwise(ci, k, s, p, w, rand_vec(r, ci, 0.5)).unwrap()
+    } else {
+        random_conv(r, ci, co, k, s, p)
+    }
+}
+
 fn encrypt_plain(l: &FragmentLayout, t: &[f64], level: usize) -> Vec<SlotCt> {
     l.pack(t)
         .unwrap()
@@ -923,19 +941,7 @@ fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
     ];
     let mut saved = 0;
     for &(bs, ci, co, h, k, s, p, blk, n, fi, fo, dw) in &cases {
-        let conv = if dw {
-            Conv2d::depthwise(
-                ci,
-                k,
-                s,
-                p,
-                rand_vec(&mut r, ci * k * k, 0.5),
-                rand_vec(&mut r, ci, 0.5),
-            )
-            .unwrap()
-        } else {
-            random_conv(&mut r, ci, co, k, s, p)
-        };
+        let conv = random_layer(&mut r, ci, co, k, s, p, dw);
         let l = FragmentLayout::new(bs, ci, h, h, None, blk, n)
             .unwrap()
             .with_fold(fi)
@@ -995,4 +1001,133 @@ fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
         .unwrap();
     let got = p.output.unpack(&decrypt_plain(&y)).unwrap();
     assert!(max_err(&got, &reference::linear(&f, &x, 2, None)) < 1e-9);
+}
+
+/// [`plan::Floor`]: no compiled plan, at any block size, fold or baby/giant split, issues fewer
+/// rotations or products than the two-stage form's floor; and the floor is reached by a dense
+/// `3 × 3` layer whose channels fill one row-major ciphertext (so it is not a loose bound).
+#[test]
+fn no_plan_beats_the_rotation_floor() {
+    let mut r = rng(43);
+    // (batch, c_in, c_out, side, kernel, stride, padding, slots, depthwise)
+    let cases = [
+        (1, 16, 16, 8, 3, 1, 1, 1024, false),
+        (1, 12, 20, 8, 3, 1, 1, 2048, false),
+        (2, 8, 8, 8, 3, 2, 1, 2048, false),
+        (1, 8, 4, 8, 1, 1, 0, 512, false),
+        (1, 3, 8, 8, 5, 1, 2, 256, false),
+        (4, 4, 6, 8, 3, 1, 1, 1024, false),
+        (16, 2, 3, 8, 3, 1, 1, 256, false),
+        (1, 16, 16, 8, 3, 1, 1, 1024, true),
+    ];
+    let mut checked = 0;
+    for &(bs, ci, co, h, k, s, p, n, dw) in &cases {
+        let conv = random_layer(&mut r, ci, co, k, s, p, dw);
+        let mut blk = 1;
+        while blk <= h {
+            let Ok(l) = FragmentLayout::new(bs, ci, h, h, None, blk, n) else {
+                blk *= 2;
+                continue;
+            };
+            for fold in [1, l.compact_fold()] {
+                let Ok(li) = l.with_fold(fold) else { continue };
+                let Ok(plain) = conv.plan(&li) else { continue };
+                let floor = plan::conv_floor(&conv, bs, h, h, li.ciphertexts(), n).unwrap();
+                for p in [plain.clone(), plain.rebalanced()] {
+                    let c = p.counts();
+                    let case = (bs, ci, co, k, s, blk, fold, dw);
+                    assert!(
+                        c.total() >= floor.rotations,
+                        "case {case:?}: {} rotations under the floor {}",
+                        c.total(),
+                        floor.rotations
+                    );
+                    assert!(c.pt_mults >= floor.products, "case {case:?}: products");
+                    checked += 1;
+                }
+            }
+            blk *= 2;
+        }
+    }
+    assert!(checked >= 30, "only {checked} plans checked");
+    // Reached: 8 channels of an 8 × 8 map fill 512 slots row-major (chunk 64, α = 8).
+    let conv = random_conv(&mut r, 8, 8, 3, 1, 1);
+    let l = FragmentLayout::new(1, 8, 8, 8, None, 1, 512).unwrap();
+    let c = conv.plan(&l).unwrap().counts();
+    let floor = plan::conv_floor(&conv, 1, 8, 8, 1, 512).unwrap();
+    assert_eq!((c.inner, c.outer), (8, 7));
+    assert_eq!(c.total(), floor.rotations);
+    // The floor itself: F = 4 from one ciphertext into one takes 2 rotations (2 × 2 shifts).
+    assert_eq!(plan::Floor::new(4, 1, 1).rotations, 2);
+    assert_eq!(plan::Floor::new(4, 4, 1).rotations, 0);
+    // A fully connected layer.
+    let fm = FeatureMap::dense(64, 1, 256).unwrap();
+    let f = Linear::new(
+        64,
+        10,
+        rand_vec(&mut r, 640, 0.5),
+        rand_vec(&mut r, 10, 0.5),
+    )
+    .unwrap();
+    let p = f.plan(&fm).unwrap();
+    let floor = plan::fc_floor(&f, 1, fm.cts, 256);
+    assert!(p.counts().total() >= floor.rotations && floor.rotations > 0);
+}
+
+/// Re-blocking ([`Relayout`]): a tensor moved between block sizes and folds arrives exactly
+/// (every element, zeros elsewhere), in one level, with the dry run counting the plan; the
+/// rebalanced plan never rotates more; a round trip returns the tensor; layouts of different
+/// tensors are refused.
+#[test]
+fn relayouts_move_tensors_exactly_between_block_sizes() {
+    let mut r = rng(47);
+    // (batch, channels, side, slots, (block, fold) from, (block, fold) to)
+    let cases = [
+        (1, 4, 8, 256, (1, 1), (2, 1)),
+        (1, 4, 8, 256, (2, 1), (1, 1)),
+        (2, 3, 8, 512, (4, 1), (1, 1)),
+        (1, 2, 7, 256, (1, 1), (4, 4)),
+        (2, 5, 8, 1024, (2, 2), (8, 1)),
+        (1, 8, 8, 512, (2, 1), (2, 2)),
+    ];
+    for &(bs, c, h, n, (s0, f0), (s1, f1)) in &cases {
+        let from = FragmentLayout::new(bs, c, h, h, None, s0, n)
+            .unwrap()
+            .with_fold(f0)
+            .unwrap();
+        let to = FragmentLayout::new(bs, c, h, h, None, s1, n)
+            .unwrap()
+            .with_fold(f1)
+            .unwrap();
+        let plain = Relayout::plan(&from, &to).unwrap();
+        let plan = plain.clone().rebalanced();
+        let case = (bs, c, h, n, s0, f0, s1, f1);
+        assert!(plan.counts().total() <= plain.counts().total(), "{case:?}");
+        assert_eq!(plan.counts().pt_mults, plain.counts().pt_mults);
+        let x = rand_vec(&mut r, from.len(), 1.0);
+        let ex = SlotExec { n };
+        for p in [&plain, &plan] {
+            let y = p.run(&ex, &encrypt_plain(&from, &x, 2)).unwrap();
+            assert!(y.iter().all(|c| c.level == 1), "{case:?}: one level");
+            let got = decrypt_plain(&y);
+            assert_eq!(got, to.pack(&x).unwrap(), "{case:?}: slot for slot");
+            let sym = SymExec::new(n);
+            let sx: Vec<_> = (0..from.ciphertexts()).map(|_| sym.fresh(2)).collect();
+            p.run(&sym, &sx).unwrap();
+            assert_eq!(sym.counts().rotations, p.counts().total(), "{case:?}");
+        }
+        let back = Relayout::plan(&to, &from).unwrap().rebalanced();
+        let y = back
+            .run(&ex, &plan.run(&ex, &encrypt_plain(&from, &x, 2)).unwrap())
+            .unwrap();
+        assert_eq!(from.unpack(&decrypt_plain(&y)).unwrap(), x, "{case:?}");
+    }
+    // The same layout moves nothing: no rotation, one mask per ciphertext.
+    let l = FragmentLayout::new(1, 4, 8, 8, None, 2, 256).unwrap();
+    let same = Relayout::plan(&l, &l).unwrap();
+    assert_eq!(same.counts().total(), 0);
+    assert_eq!(same.counts().pt_mults as usize, l.ciphertexts());
+    // Another tensor is refused.
+    let other = FragmentLayout::new(1, 5, 8, 8, None, 2, 256).unwrap();
+    assert!(Relayout::plan(&l, &other).is_err());
 }
