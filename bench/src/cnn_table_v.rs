@@ -14,11 +14,12 @@
 //! FEnc2 discards ciphertexts. Bootstrapping is not counted (Table V counts the layers).
 //!
 //! Each row also carries the two-stage form's floor ([`veil_core::cnn::Floor`]): the fewest
-//! rotations and products any layout can issue for the network's convolutions and fully
-//! connected layer, at Table V's own ciphertext counts (every tensor on full slots of its
-//! power-of-two grid, as the paper's 100 % utilization and ct count say). Pooling layers are
-//! left out of it (their equal weights admit rotate-and-sum, outside the form), so it
-//! understates. Every compiled layer is checked against its own floor.
+//! rotations and products any layout at full slot utilization can issue for the network's
+//! convolutions and fully connected layer (every tensor on full slots of its power-of-two grid,
+//! as the paper's 100 % utilization and ct count say). Pooling layers are left out of it (their
+//! equal weights admit rotate-and-sum, outside the form), so it understates. Our own layouts
+//! run below full utilization, where the floor of a layer with more input ciphertexts is lower;
+//! every compiled layer is checked against the floor at its own counts.
 
 use crate::cnn_aac::{conv_strided, core, fire_expand, weights, QUAD};
 use crate::BenchError;
@@ -104,7 +105,7 @@ pub struct TableVRow {
     pub paper: (u64, u64, u64, f64),
     /// The two-stage form's floor on the rotations of the network's convolutions and fully
     /// connected layer (pooling left out), for the whole batch, at full slot utilization:
-    /// no layout in FEnc2's form issues fewer.
+    /// no layout in FEnc2's form at full utilization issues fewer.
     pub floor_rotations: u64,
     /// The same floor on plaintext products.
     pub floor_products: u64,
@@ -501,10 +502,12 @@ fn compile(
 }
 
 /// Ciphertexts of a `batch × channels × side × side` tensor on full slots of its power-of-two
-/// grid (Table V's ct count: 8 for ResNet18's first stage).
+/// grid, its channels padded to a power of two (Table V's ct count: 8 for ResNet18's first
+/// stage; 8 for its input too, 3 channels padded to 4). Padding only adds input ciphertexts,
+/// which only lowers the floor.
 fn full_cts(batch: usize, channels: usize, side: usize) -> usize {
     let m = side.next_power_of_two();
-    (batch * channels * m * m).div_ceil(SLOTS)
+    (batch * channels.next_power_of_two() * m * m).div_ceil(SLOTS)
 }
 
 /// Whether a layer is an average pooling (equal weights).
@@ -847,7 +850,7 @@ pub fn table_v() -> Result<TableV, BenchError> {
 /// A text rendering.
 pub fn render(t: &TableV) -> String {
     let mut s = format!(
-        "FEnc2 Table V: whole networks at n = {} slots (N = 2^16), dry-run counts for the batch (per image in brackets) beside the paper's FEnc2-F (no AAC) / FEnc2 (AAC) column; `per-layer S`: every layer at its own best block size, re-blocking not counted; `floor`: the fewest rotations any layout in FEnc2's two-stage form can issue for the convolutions and fc at full slot utilization (pooling left out)\n\n",
+        "FEnc2 Table V: whole networks at n = {} slots (N = 2^16), dry-run counts for the batch (per image in brackets) beside the paper's FEnc2-F (no AAC) / FEnc2 (AAC) column; `per-layer S`: every layer at its own best block size, re-blocking not counted; `floor`: the fewest rotations any layout in FEnc2's two-stage form at full slot utilization can issue for the convolutions and fc (pooling left out)\n\n",
         t.slots
     );
     s += &format!(
@@ -947,7 +950,9 @@ mod tests {
                         l.floor
                     );
                 }
-                // The per-layer envelope has the network's own block sizes among its choices.
+                // The per-layer envelope has the network's own layouts among its choices (for
+                // these networks each grid is the next power of two of its side, as
+                // `best_block` builds them).
                 if let Some(e) = r.envelope {
                     assert!(e <= r.ops.rotations, "{}: envelope {e}", net.name);
                 }

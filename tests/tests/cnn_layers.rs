@@ -506,7 +506,7 @@ fn aac_bottleneck_on_ckks_matches_the_reference() {
 
 /// The second split of baby-step giant-step (`TwoStage::rebalance` moving a tap's high part
 /// into a giant step, with a negative `lo`) on real ciphertexts: a depthwise `5 × 5` layer and
-/// a global `8 × 8` average pooling, each rebalanced from `K² − 1` baby rotations to about
+/// a global `8 × 8` average pooling, each rebalanced from `K² − 1` baby rotations to at most
 /// `2(K − 1)`, still equal to the `f64` reference, and counted exactly by the dry run.
 #[test]
 fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
@@ -532,7 +532,7 @@ fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
         let (a, b) = (plain.counts(), plan.counts());
         assert_eq!(a.pt_mults, b.pt_mults);
         assert!(
-            b.total() <= 2 * (k - 1) + 2 && b.total() * 2 < a.total(),
+            b.total() <= 2 * (k - 1) && b.total() * 2 < a.total(),
             "k = {k}: {b:?} against {a:?}"
         );
         assert!(
@@ -569,8 +569,9 @@ fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
 }
 
 /// Re-blocking (`Relayout`, one level of 0/1 masks) on real ciphertexts: a tensor moved from
-/// `S = 1` to `S = 4` with AAC's fold and back arrives equal to itself within CKKS's error, with
-/// the dry run counting the rotations.
+/// `S = 1` to `S = 4` with AAC's fold (by the compiled and the rebalanced plan, on one executor)
+/// and back arrives equal to itself within CKKS's error, with the dry run counting the
+/// rotations.
 #[test]
 fn relayouts_move_tensors_on_ckks() {
     use veil_core::cnn::Relayout;
@@ -582,14 +583,16 @@ fn relayouts_move_tensors_on_ckks() {
     let a = FragmentLayout::new(2, 3, 8, 8, None, 1, slots).unwrap();
     let b = FragmentLayout::new(2, 3, 8, 8, None, 4, slots).unwrap();
     let b = b.with_fold(b.compact_fold()).unwrap();
-    let there = Relayout::plan(&a, &b).unwrap().rebalanced();
+    let plain = Relayout::plan(&a, &b).unwrap();
+    let there = plain.clone().rebalanced();
     let back = Relayout::plan(&b, &a).unwrap().rebalanced();
     let sym = SymExec::new(slots);
     let sx: Vec<_> = (0..a.ciphertexts()).map(|_| sym.fresh(3)).collect();
+    plain.run(&sym, &sx).unwrap();
     back.run(&sym, &there.run(&sym, &sx).unwrap()).unwrap();
     assert_eq!(
         sym.counts().rotations,
-        there.counts().total() + back.counts().total()
+        plain.counts().total() + there.counts().total() + back.counts().total()
     );
     let keys = ck
         .gen_evaluation_keys(&sk, &sym.rotations_used(), false, &mut rng, |_, _| {})
@@ -597,6 +600,9 @@ fn relayouts_move_tensors_on_ckks() {
     let x = rand_vec(&mut rng, a.len(), 1.0);
     let cts = encrypt_layout(&ck, &sk, &a, &x, 3, &mut rng);
     let ex = CkksExec::new(&ck, &keys, slots);
+    // Both forms of the same move on one executor at one level: their masks are cached under
+    // keys that tell them apart.
+    let mid_plain = plain.run(&ex, &cts).unwrap();
     let mid = there.run(&ex, &cts).unwrap();
     assert_eq!(mid.len(), b.ciphertexts());
     let y = back.run(&ex, &mid).unwrap();
@@ -608,7 +614,8 @@ fn relayouts_move_tensors_on_ckks() {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f64::max)
     };
-    let (w1, w2) = (
+    let (w0, w1, w2) = (
+        worst(b.unpack(&dec(&mid_plain)).unwrap()),
         worst(b.unpack(&dec(&mid)).unwrap()),
         worst(a.unpack(&dec(&y)).unwrap()),
     );
@@ -619,5 +626,5 @@ fn relayouts_move_tensors_on_ckks() {
         back.counts()
     );
     // 40-bit scales: measured about 1e-9 each way; the bound leaves 1000×.
-    assert!(w1 < 1e-6 && w2 < 1e-6, "{w1} {w2}");
+    assert!(w0 < 1e-6 && w1 < 1e-6 && w2 < 1e-6, "{w0} {w1} {w2}");
 }

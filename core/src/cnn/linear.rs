@@ -153,9 +153,10 @@ impl TwoStageBuilder {
 enum Split {
     /// The giant shift's low part `G mod B` moves into the baby stage.
     Giant(i64),
-    /// The baby shift's high part `a − a mod B` (`a` in `(−n/2, n/2]`) moves into the giant
-    /// stage.
-    Baby(i64),
+    /// The baby shift's high part `a − r` moves into the giant stage, `r` the remainder of `a`
+    /// (taken in `(−n/2, n/2]`) modulo `B`: in `[0, B)` (taps from the corner, a pooling's), or
+    /// centred in `[−B/2, B/2)` when `centred` (taps around the centre, a padded layer's).
+    Baby { b: i64, centred: bool },
 }
 
 impl Split {
@@ -163,9 +164,13 @@ impl Split {
     fn lo(self, a: i64, g: i64, n: i64) -> i64 {
         match self {
             Split::Giant(b) => g.rem_euclid(b),
-            Split::Baby(b) => {
+            Split::Baby { b, centred } => {
                 let signed = if a > n / 2 { a - n } else { a };
-                -(signed - signed.rem_euclid(b))
+                let mut r = signed.rem_euclid(b);
+                if centred && b > 1 && r >= b / 2 {
+                    r -= b;
+                }
+                -(signed - r)
             }
         }
     }
@@ -180,10 +185,11 @@ impl TwoStage {
     /// * the giant shift's low part moves into the baby stage, `lo = G mod B`: the inputs take
     ///   more (hoisted) baby rotations and the outputs far fewer giant ones (many channel
     ///   shifts per ciphertext);
-    /// * or the baby shift's high part moves into the giant stage, `lo = −(a − a mod B)` with
-    ///   `a` taken in `(−n/2, n/2]`: the `K × K` taps of a layer that keeps every input in its
-    ///   own output (a depthwise layer or a pooling, whose giants are all zero) become `K`
-    ///   baby and `K` giant shifts instead of `K²` baby ones.
+    /// * or the baby shift's high part moves into the giant stage, `lo = −(a − r)` with `r` the
+    ///   remainder of `a` modulo `B`, in `[0, B)` or centred in `[−B/2, B/2)`: the `K × K`
+    ///   taps of a layer that keeps every input in its own output (a depthwise layer or a
+    ///   pooling, whose giants are all zero) become `K` baby and `K` giant shifts
+    ///   (`2(K − 1)` rotations) instead of `K²` baby ones.
     ///
     /// The split and the power of two `B` (up to `slots`) are those with the fewest rotations
     /// in all, counted exactly; `B = 1` keeps the layer as it is. Products, and so plaintexts
@@ -230,7 +236,11 @@ impl TwoStage {
         let mut best = (count(Split::Giant(1)), Split::Giant(1));
         let mut b = 2i64;
         while b <= n {
-            for split in [Split::Giant(b), Split::Baby(b)] {
+            for split in [
+                Split::Giant(b),
+                Split::Baby { b, centred: false },
+                Split::Baby { b, centred: true },
+            ] {
                 let c = count(split);
                 if c < best.0 {
                     best = (c, split);

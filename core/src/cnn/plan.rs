@@ -30,11 +30,15 @@
 //! min over β ≥ C_in of  (β − C_in) + C_out·(⌈F / β⌉ − 1)   rotations, and C_out·F products,
 //! ```
 //!
-//! whatever the block size, fold or baby/giant split. The floor falls as `C_in` grows (more
-//! inputs unrotated) and rises with `C_out`, so at the ciphertext counts of full slot
-//! utilization it bounds any layout that reaches full utilization. It is attained: a dense
-//! `3 × 3` layer whose channels fill one row-major ciphertext exactly (`S = 1`) issues 8 inner
-//! and `α − 1` outer rotations, the floor (tested).
+//! whatever the block size, fold or baby/giant split. (Products: one per term of the form; the
+//! pixel-wise mode, which has no terms, multiplies by constants instead.) The rotation floor
+//! never rises as `C_in` grows (more inputs unrotated) and never falls as `C_out` grows, so the
+//! floor at a layer's own ciphertext counts bounds every layout with those counts, and at the
+//! counts of full slot utilization it bounds every layout that reaches full utilization. It
+//! assumes one real value per slot and counts each hoisted rotation, as Eqs. 3–6 do. It can be
+//! reached: a dense `3 × 3` layer whose 8 channels fill one row-major ciphertext (`S = 1`)
+//! issues 8 inner and 7 outer rotations, the floor (tested); with more or fewer channels per
+//! ciphertext the compiled layer stays somewhat above it.
 
 use super::conv::Conv2d;
 use super::fc::Linear;

@@ -14,7 +14,7 @@
 //! dry run counts them exactly, which is how [`crate::cnn`]'s callers decide whether a
 //! re-block pays. The masks cost one level (one plaintext product and a rescale).
 
-use super::linear::{Giant, RotationCounts, Term, TwoStage, TwoStageBuilder};
+use super::linear::{RotationCounts, TwoStage, TwoStageBuilder};
 use crate::circuits::exec::Exec;
 use crate::ckks::C64;
 use crate::error::{Error, Result};
@@ -94,48 +94,12 @@ impl Relayout {
         self.stages.counts()
     }
 
-    /// The plan with its shifts split by baby-step giant-step ([`TwoStage::rebalance`]), and
-    /// the masks that then multiply the same rotated source in the same giant step merged into
-    /// one (each rotated by its product's `lo` first): the same result, usually far fewer
-    /// rotations and products.
+    /// The plan with its shifts split by baby-step giant-step ([`TwoStage::rebalance`]): the
+    /// same masks and result, far fewer rotations. (Masks are not merged: every compiled
+    /// `(target, source, shift)` is distinct, so no two products share a rotated source in a
+    /// giant step.)
     pub fn rebalanced(mut self) -> Self {
-        let n = self.from.slots as i64;
-        let split = self.stages.rebalance(self.from.slots);
-        let mut masks: Vec<Vec<u32>> = Vec::new();
-        let mut outputs = Vec::with_capacity(split.outputs.len());
-        for giants in &split.outputs {
-            let mut steps = Vec::with_capacity(giants.len());
-            for g in giants {
-                // (input, baby) → merged mask.
-                let mut merged: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-                let mut terms = Vec::new();
-                for t in &g.terms {
-                    let m = *merged.entry((t.input, t.baby)).or_insert_with(|| {
-                        masks.push(Vec::new());
-                        terms.push(Term {
-                            input: t.input,
-                            baby: t.baby,
-                            tag: (masks.len() - 1) as u64,
-                            lo: 0,
-                        });
-                        masks.len() - 1
-                    });
-                    // `run` would rotate the mask by `lo`: slot `p` moves to `p − lo`.
-                    let src = self.masks.get(t.tag as usize).map_or(&[][..], |v| &v[..]);
-                    masks[m].extend(src.iter().map(|&p| (p as i64 - t.lo).rem_euclid(n) as u32));
-                }
-                steps.push(Giant {
-                    shift: g.shift,
-                    terms,
-                });
-            }
-            outputs.push(steps);
-        }
-        self.stages = TwoStage {
-            babies: split.babies,
-            outputs,
-        };
-        self.masks = masks;
+        self.stages = self.stages.rebalance(self.from.slots);
         self
     }
 
@@ -152,24 +116,30 @@ impl Relayout {
         let diag = |_: usize, _: usize, t: &super::linear::Term| -> Vec<C64> {
             let mut d = vec![C64::default(); n];
             for &at in self.masks.get(t.tag as usize).map_or(&[][..], |v| &v[..]) {
-                for b in 0..bs {
-                    d[at as usize + b] = C64::real(1.0);
+                // Sample 0's slots are multiples of the batch, so `at + b` stays in its block.
+                debug_assert!((at as usize).is_multiple_of(bs) && (at as usize) < n);
+                for slot in d.iter_mut().skip(at as usize).take(bs) {
+                    *slot = C64::real(1.0);
                 }
             }
             d
         };
         let layer = crate::circuits::exec::pt_key(
             0x2e_b1,
+            // Both layouts whole: the plan, and so every mask, follows from them (the
+            // rebalanced form keys its products by `lo` besides).
             &[
                 self.from.block as u64,
                 self.from.fold as u64,
+                self.from.grid as u64,
                 self.to.block as u64,
                 self.to.fold as u64,
-                self.from.grid as u64,
+                self.to.grid as u64,
                 self.from.height as u64,
                 self.from.width as u64,
                 self.from.channels as u64,
                 self.from.batch as u64,
+                self.from.slots as u64,
             ],
         );
         let mut outs = self.stages.run(ex, cts, layer, &diag)?;

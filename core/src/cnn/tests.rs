@@ -938,6 +938,9 @@ fn rebalanced_plans_match_the_reference_with_fewer_rotations() {
         (1, 8, 4, 8, 1, 1, 0, 2, 512, 1, 2, false),
         (1, 4, 8, 8, 3, 1, 1, 2, 512, 4, 2, false),
         (1, 16, 16, 8, 3, 1, 1, 2, 1024, 1, 1, true),
+        // One channel per ciphertext: kept as compiled (its products are masks and constants,
+        // with no outer rotation to split), and still run by the scalar path.
+        (16, 2, 3, 8, 3, 1, 1, 2, 256, 1, 1, false),
     ];
     let mut saved = 0;
     for &(bs, ci, co, h, k, s, p, blk, n, fi, fo, dw) in &cases {
