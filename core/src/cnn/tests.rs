@@ -1060,6 +1060,28 @@ fn no_plan_beats_the_rotation_floor() {
     let floor = plan::conv_floor(&conv, 1, 8, 8, 1, 512).unwrap();
     assert_eq!((c.inner, c.outer), (8, 7));
     assert_eq!(c.total(), floor.rotations);
+    // The closed form against a search over every split of the shifts: babies `b_i ∈ [1, F]`
+    // per input and giants `g_j ∈ [1, F]` per output (more is never needed) with
+    // `Σ_i b_i · g_j ≥ F` for every output.
+    for f in 1..=12usize {
+        for ci in 1..=3u32 {
+            for co in 1..=3u32 {
+                let digits = move |v: usize, n: u32| (0..n).map(move |i| (v / f.pow(i)) % f + 1);
+                let mut best = usize::MAX;
+                for bv in 0..f.pow(ci) {
+                    let beta: usize = digits(bv, ci).sum();
+                    for gv in 0..f.pow(co) {
+                        if digits(gv, co).all(|g| beta * g >= f) {
+                            let giants: usize = digits(gv, co).map(|g| g - 1).sum();
+                            best = best.min(beta - ci as usize + giants);
+                        }
+                    }
+                }
+                let got = plan::Floor::new(f, ci as usize, co as usize).rotations;
+                assert_eq!(got, best as u64, "F {f}, {ci} → {co}");
+            }
+        }
+    }
     // The floor itself: F = 4 from one ciphertext into one takes 2 rotations (2 × 2 shifts).
     assert_eq!(plan::Floor::new(4, 1, 1).rotations, 2);
     assert_eq!(plan::Floor::new(4, 4, 1).rotations, 0);
