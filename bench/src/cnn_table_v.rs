@@ -515,45 +515,53 @@ fn is_pool(c: &Conv2d) -> bool {
     c.depthwise && c.weight.iter().all(|&w| w == c.weight[0])
 }
 
-/// The two-stage form's floor for `net` at `batch`: its convolutions and fully connected layer
-/// at full slot utilization, pooling left out.
-fn network_floor(net: &Net, batch: usize) -> Result<Floor, BenchError> {
-    let (mut side, mut ch) = (net.side, net.channels);
-    let mut total = Floor::default();
-    let layer = |c: &Conv2d, side: usize, total: &mut Floor| -> Result<usize, BenchError> {
-        if !is_pool(c) {
-            let f = conv_floor(
-                c,
-                batch,
-                side,
-                side,
-                full_cts(batch, c.in_channels, side),
-                SLOTS,
-            )
-            .map_err(core("a layer's floor"))?;
-            *total = total.plus(f);
-        }
+/// Every convolution of `net` in order (a residual block's shortcut before its body), with the
+/// side of its input; then the last map's side and channels and the fully connected layer.
+fn walk(
+    net: &Net,
+    mut layer: impl FnMut(&Conv2d, usize) -> Result<(), BenchError>,
+) -> Result<(usize, usize, Option<&Linear>), BenchError> {
+    let (mut side, mut ch, mut fc) = (net.side, net.channels, None);
+    let mut step = |c: &Conv2d, side: usize| -> Result<usize, BenchError> {
+        layer(c, side)?;
         c.out_side(side).map_err(core("a layer's output side"))
     };
     for node in &net.nodes {
         match node {
             Node::Conv { conv, .. } => {
-                side = layer(conv, side, &mut total)?;
+                side = step(conv, side)?;
                 ch = conv.out_channels;
             }
             Node::Residual { body, shortcut } => {
                 if let Some(c) = shortcut {
-                    layer(c, side, &mut total)?;
+                    step(c, side)?;
                 }
                 for (c, _) in body {
-                    side = layer(c, side, &mut total)?;
+                    side = step(c, side)?;
                     ch = c.out_channels;
                 }
             }
-            Node::Fc(l) => {
-                total = total.plus(fc_floor(l, batch, full_cts(batch, ch, side), SLOTS));
-            }
+            Node::Fc(l) => fc = Some(l),
         }
+    }
+    Ok((side, ch, fc))
+}
+
+/// The two-stage form's floor for `net` at `batch`: its convolutions and fully connected layer
+/// at full slot utilization, pooling left out.
+fn network_floor(net: &Net, batch: usize) -> Result<Floor, BenchError> {
+    let mut total = Floor::default();
+    let (side, ch, fc) = walk(net, |c, side| {
+        if !is_pool(c) {
+            let in_cts = full_cts(batch, c.in_channels, side);
+            let f =
+                conv_floor(c, batch, side, side, in_cts, SLOTS).map_err(core("a layer's floor"))?;
+            total = total.plus(f);
+        }
+        Ok(())
+    })?;
+    if let Some(l) = fc {
+        total = total.plus(fc_floor(l, batch, full_cts(batch, ch, side), SLOTS));
     }
     Ok(total)
 }
@@ -607,12 +615,11 @@ fn best_block(c: &Conv2d, batch: usize, side: usize) -> Result<BestBlock, BenchE
 /// block) also the re-blocks ([`Relayout`], rebalanced) that this path needs between layers
 /// whose layouts differ.
 fn envelope(net: &Net, batch: usize) -> Result<(u64, Option<Reblocks>), BenchError> {
-    let (mut side, mut ch) = (net.side, net.channels);
     let mut total = 0;
     let chain = !net.nodes.iter().any(|n| matches!(n, Node::Residual { .. }));
     let mut moves = Reblocks::default();
     let mut prev: Option<FragmentLayout> = None;
-    let mut layer = |c: &Conv2d, side: usize| -> Result<usize, BenchError> {
+    let (side, ch, fc) = walk(net, |c, side| {
         let b = best_block(c, batch, side)?;
         total += b.rotations;
         if chain {
@@ -627,28 +634,9 @@ fn envelope(net: &Net, batch: usize) -> Result<(u64, Option<Reblocks>), BenchErr
             }
             prev = Some(b.output);
         }
-        c.out_side(side).map_err(core("a layer's output side"))
-    };
-    let mut fc_layer = None;
-    for node in &net.nodes {
-        match node {
-            Node::Conv { conv, .. } => {
-                side = layer(conv, side)?;
-                ch = conv.out_channels;
-            }
-            Node::Residual { body, shortcut } => {
-                if let Some(c) = shortcut {
-                    layer(c, side)?;
-                }
-                for (c, _) in body {
-                    side = layer(c, side)?;
-                    ch = c.out_channels;
-                }
-            }
-            Node::Fc(l) => fc_layer = Some(l),
-        }
-    }
-    if let Some(l) = fc_layer {
+        Ok(())
+    })?;
+    if let Some(l) = fc {
         let mut best: Option<u64> = None;
         let mut s = 1;
         while s <= side.next_power_of_two() {
