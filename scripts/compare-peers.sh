@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs `veil bench ckks` side by side with OpenFHE, DESILO FHE and SEAL (the project's shared peer
+# Runs `veil-bench ckks` side by side with OpenFHE, DESILO FHE and SEAL (the project's shared peer
 # benchmarks, ../shared/peers/ckks, set up with its setup.sh) on this machine, interleaved setting by
 # setting, and prints the ratio table (Veil ÷ fastest peer; < 1 means Veil is faster).
 #   scripts/compare-peers.sh [SETTINGS] [THREADS] [REPS]     e.g. scripts/compare-peers.sh "a b c" 1 10

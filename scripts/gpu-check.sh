@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check, for a machine with an NVIDIA GPU and driver: runs the CUDA conformance suite (every
 # PolyBackend op at N = 2^12 … 2^16 and whole CKKS flows, bit for bit against the CPU reference)
-# and then `veil bench ckks --backend cuda` next to the CPU numbers, in one go.
+# and then `veil-bench ckks --backend cuda` next to the CPU numbers, in one go.
 #
 #   scripts/gpu-check.sh                 # N = 2^14 bench (the peers' default set)
 #   LOGN=16 LEVELS=16 scripts/gpu-check.sh
@@ -25,7 +25,7 @@ start=$(date +%s)
 VEIL_REQUIRE_DEVICE=1 cargo test --release -p veil-backend-cuda -- --nocapture --test-threads 2
 echo "conformance: $(( $(date +%s) - start )) s"
 
-echo "== veil bench ckks (N = 2^$LOGN, L = $LEVELS)"
+echo "== veil-bench ckks (N = 2^$LOGN, L = $LEVELS)"
 cargo build --release -p veil --bin veil --features cuda
 out=$("$VEIL" bench ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS" 2>&1)
 echo "$out"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ratio table: Veil's min latency ÷ the fastest peer's min latency, per primitive and setting.
 
-Reads results/veil_<setting>_t<T>.json (from `veil bench ckks --json`) and the peer JSONs written by
+Reads results/veil_<setting>_t<T>.json (from `veil-bench ckks --json`) and the peer JSONs written by
 the shared peer scripts (results/<lib>_<setting>_t<T>[_variant].json). Usage:
 
     peer_ratios.py [dir]                      the ratio table per setting

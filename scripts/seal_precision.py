@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SEAL's CKKS precision, measured the way `veil bench ckks` measures its own (`peer_precision` in
+"""SEAL's CKKS precision, measured the way `veil-bench ckks` measures its own (`peer_precision` in
 bench/src/ckks.rs), so the two compare like for like, worst slot and mean.
 
 Per trial: x and y uniform in [-1, 1] in every slot (real), encoded at scale 2^40 at the top level,

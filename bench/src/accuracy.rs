@@ -1,4 +1,4 @@
-//! `veil bench accuracy`: the sentiment head on the held-out UCI sentences (the 300 that
+//! `veil-bench accuracy`: the sentiment head on the held-out UCI sentences (the 300 that
 //! training never saw), through three paths of the same model:
 //!
 //! - **exact**: the `f64` reference ([`veil_core::bert::reference`]);
@@ -29,7 +29,7 @@ use veil_host::model::{self, head};
 use veil_host::mpc::drive;
 use veil_host::transport::TransportConfig;
 
-/// Arguments of `veil bench accuracy`.
+/// Arguments of `veil-bench accuracy`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchAccuracyArgs {
     /// A BERT checkpoint directory (default: all-MiniLM-L6-v2 with the sentiment head).

@@ -1,4 +1,4 @@
-//! `veil bench boot`: CKKS bootstrapping latency, precision, levels left, key and plaintext bytes
+//! `veil-bench boot`: CKKS bootstrapping latency, precision, levels left, key and plaintext bytes
 //! and peak memory, per thread count, beside OpenFHE and DESILO FHE run in the same session
 //! (`--peers`: `scripts/boot-peers/run.sh`), and the use the issue asks for: an FHE-only MLP that
 //! bootstraps after every layer (`--mlp`).
@@ -18,7 +18,7 @@ use veil_core::ckks::{Ciphertext, Ckks, PrecisionStats, SecretKey, C64};
 use veil_core::params;
 use veil_core::CkksParams;
 
-/// Options of `veil bench boot`.
+/// Options of `veil-bench boot`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchBootArgs {
     /// Parameter set: `logn16` (`CKKS_128_LOGN16_BOOT_H192_LOGQP1720`, 128-bit) or `logn12`
@@ -124,7 +124,7 @@ pub struct MlpReport {
     pub precision: [f64; 3],
 }
 
-/// The report of `veil bench boot`.
+/// The report of `veil-bench boot`.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchBootReport {
     /// The parameter set's name.
@@ -443,7 +443,7 @@ fn run_peers(threads: usize, reps: usize) -> Result<Vec<PeerBootRow>, BenchError
     Ok(rows)
 }
 
-/// Runs `veil bench boot`.
+/// Runs `veil-bench boot`.
 pub fn run(a: &BenchBootArgs) -> Result<BenchBootReport, BenchError> {
     let p = params_by_name(&a.params)?;
     let mut bp = BootParams::for_params(&p).map_err(core("bootstrapping settings"))?;

@@ -1,4 +1,4 @@
-//! `veil bench ckks`: per-primitive latency and precision of RNS-CKKS on one parameter set.
+//! `veil-bench ckks`: per-primitive latency and precision of RNS-CKKS on one parameter set.
 //!
 //! Result names match the peer scripts in the project's shared peer benchmarks (OpenFHE, DESILO,
 //! SEAL), so the JSON of both sides can be compared row by row.
@@ -30,7 +30,7 @@ pub enum BackendChoice {
     Wgpu,
 }
 
-/// Options of `veil bench ckks`.
+/// Options of `veil-bench ckks`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchCkksOptions {
     /// log2 of the ring degree N (12..=17).
@@ -807,7 +807,7 @@ pub fn render(r: &BenchCkksReport) -> String {
     let mut s = String::new();
     let i = &r.info;
     s += &format!(
-        "veil bench ckks — {} on {} (N = 2^{}, L = {}, dnum = {}, k = {}, log2 QP = {}, threads = {})\n",
+        "veil-bench ckks — {} on {} (N = 2^{}, L = {}, dnum = {}, k = {}, log2 QP = {}, threads = {})\n",
         i["params"], i["backend"], i["log_n"], i["levels"], i["dnum"], i["special_primes"], i["log2_QP"], i["threads"]
     );
     s += &format!(

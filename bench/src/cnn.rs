@@ -1,4 +1,4 @@
-//! `veil bench cnn`: FEnc2's block-size study. `--table-ix` compiles the five convolution
+//! `veil-bench cnn`: FEnc2's block-size study. `--table-ix` compiles the five convolution
 //! settings of Table IX at every power-of-two block size (the same plan a real run follows,
 //! checked by a dry run through the executor) and sets the rotation counts beside the paper's,
 //! Eqs. 3–4 and the planner's `S*` (Eq. 8). `--lenet` runs the built-in LeNet privately (client
@@ -13,7 +13,7 @@ use veil_core::circuits::{Exec, SymExec};
 use veil_core::cnn::{choose_block, plan, Conv2d};
 use veil_core::packing::fragment::FragmentLayout;
 
-/// Options of `veil bench cnn`.
+/// Options of `veil-bench cnn`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchCnnArgs {
     /// The Table IX block-size sweep (rotation counts; no ciphertext is touched).
@@ -189,7 +189,7 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
             });
         }
         // 8,192 images fill N = 2^14 and run pixel-wise; other batches use N = 2^15.
-        let p = veil_host::vision::cnn_params(batch)
+        let p = veil_core::cnn::batch_params(batch)
             .validate()
             .map_err(core("the parameter set"))?;
         let be =
@@ -292,7 +292,7 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
         } else {
             a.hybrid_images.min(batch)
         };
-        let p = veil_host::vision::cnn_params(batch)
+        let p = veil_core::cnn::batch_params(batch)
             .validate()
             .map_err(core("the parameter set"))?;
         let be =
@@ -654,7 +654,7 @@ pub fn render(t: &TableIx) -> String {
     s
 }
 
-/// Runs `veil bench cnn`.
+/// Runs `veil-bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
     if !a.table_ix && !a.table_x && !a.table_v && !a.vgg5 && !a.lenet && !a.hybrid {
         return Err(BenchError::InvalidOption {

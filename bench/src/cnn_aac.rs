@@ -1,4 +1,4 @@
-//! `veil bench cnn --table-x`: FEnc2's Arch-aware Ct Compression (§IV-C) on the modules of its
+//! `veil-bench cnn --table-x`: FEnc2's Arch-aware Ct Compression (§IV-C) on the modules of its
 //! Table X, with and without AAC. A fire module `(N_in, 32, N_out)` (SqueezeNet: squeeze 1×1 to
 //! 32 channels, quadratic, then the two expansions — 1×1 and 3×3 to `N_out / 2` each — run as
 //! one 3×3 convolution whose first half uses the centre tap only, so their concatenation is the
@@ -253,7 +253,7 @@ fn reference_module(m: &Module, x: &[f64]) -> Vec<f64> {
 /// Runs the table; the modules whose name contains `time` (every one for `all`) also run on
 /// real ciphertexts with `threads` CKKS workers.
 pub fn table_x(time: Option<&str>, threads: usize) -> Result<TableX, BenchError> {
-    let params = veil_host::vision::cnn_params(16)
+    let params = veil_core::cnn::batch_params(16)
         .validate()
         .map_err(core("the parameter set"))?;
     let slots = params.n() / 2;

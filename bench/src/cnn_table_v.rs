@@ -1,4 +1,4 @@
-//! `veil bench cnn --table-v`: FEnc2's Table V for whole networks. SqueezeNet (CIFAR-10, the
+//! `veil-bench cnn --table-v`: FEnc2's Table V for whole networks. SqueezeNet (CIFAR-10, the
 //! four fire modules of Table X), ResNet18 and MobileNet (v1; ImageNet, `224 × 224`) are
 //! compiled at their real shapes in the FHE-only mode (ReLU as FEnc2's quadratic, max pooling
 //! as average pooling), at batch 1 and at FEnc2's largest batch (256, 16, 16), with and

@@ -1,4 +1,4 @@
-//! `veil bench cnn --vgg5`: VGG5 for CIFAR-10 timed at its shape (FEnc2 Table IV: four
+//! `veil-bench cnn --vgg5`: VGG5 for CIFAR-10 timed at its shape (FEnc2 Table IV: four
 //! convolutions, four activations, one fully connected layer, `N = 2^15`, no bootstrapping).
 //! No registry package ships CIFAR-10 weights for this shape, so the weights are random at a
 //! trained net's scale (a count or a latency does not depend on them) and the result is checked
@@ -129,20 +129,15 @@ fn dry(net: &Network, batch: usize, block: usize, bsgs: bool, slots: usize) -> O
         bsgs,
         ..PlanOptions::default()
     };
-    let plan = net.plan_with(batch, block, slots, opts).ok()?;
-    let sym = SymExec::new(slots);
-    let xs = (0..plan.input.ciphertexts())
-        .map(|_| sym.fresh(plan.depth))
-        .collect();
-    net.run(&sym, &plan, xs, |_| {}).ok()?;
+    let d = net.dry_run_with(batch, block, slots, opts).ok()?;
     Some(VggPoint {
         batch,
         block,
         bsgs,
-        depth: plan.depth,
-        ops: sym.counts(),
-        galois_keys: sym.rotations_used().len(),
-        cts_in: plan.input.ciphertexts(),
+        depth: d.plan.depth,
+        ops: d.counts,
+        galois_keys: d.rotations.len(),
+        cts_in: d.plan.input.ciphertexts(),
         seconds: None,
         worst_error: None,
         logit_scale: None,
@@ -151,10 +146,10 @@ fn dry(net: &Network, batch: usize, block: usize, bsgs: bool, slots: usize) -> O
 }
 
 /// The dry runs at batches 16, 64 and 256 (the cheapest plan of each by
-/// [`veil_host::vision::cost_proxy`]), and with `time` the real run of batch `time_batch`.
+/// [`veil_core::cnn::cost_proxy`]), and with `time` the real run of batch `time_batch`.
 pub fn vgg5(time: bool, time_batch: usize, threads: usize) -> Result<Vec<VggPoint>, BenchError> {
     let net = vgg5_shape()?;
-    let params = veil_host::vision::cnn_params(16)
+    let params = veil_core::cnn::batch_params(16)
         .validate()
         .map_err(core("the parameter set"))?;
     let slots = params.n() / 2;
@@ -175,10 +170,10 @@ pub fn vgg5(time: bool, time_batch: usize, threads: usize) -> Result<Vec<VggPoin
                         p.ops.pt_mults + p.ops.const_mults,
                         p.galois_keys
                     );
-                    let cost = veil_host::vision::cost_proxy(&p.ops);
+                    let cost = veil_core::cnn::cost_proxy(&p.ops);
                     if best
                         .as_ref()
-                        .is_none_or(|b| cost < veil_host::vision::cost_proxy(&b.ops))
+                        .is_none_or(|b| cost < veil_core::cnn::cost_proxy(&b.ops))
                     {
                         best = Some(p);
                     }

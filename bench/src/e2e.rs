@@ -1,4 +1,4 @@
-//! `veil bench e2e` and `veil bench layer`: private inference of a BERT-architecture encoder
+//! `veil-bench e2e` and `veil-bench layer`: private inference of a BERT-architecture encoder
 //! between a client and a server over TCP loopback, with every cost attributed to its block.
 //!
 //! Each run plans the session ([`SessionPlan`]), generates the client's keys (timed; their
@@ -36,7 +36,7 @@ use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::drive;
 use veil_host::transport::TransportConfig;
 
-/// Arguments of `veil bench e2e`.
+/// Arguments of `veil-bench e2e`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchE2eArgs {
     /// Architecture: minilm (all-MiniLM-L6-v2: 6 layers, d = 384, 12 heads, FFN 1536) or
@@ -172,22 +172,11 @@ pub struct E2eReport {
 
 /// The architecture named `name` (`minilm` or `bert-base`).
 pub fn shape(name: &str) -> Result<EncoderConfig, BenchError> {
-    match name {
-        "minilm" => Ok(EncoderConfig::MINILM_L6),
-        "bert-base" => Ok(EncoderConfig {
-            layers: 12,
-            hidden: 768,
-            heads: 12,
-            ffn: 3072,
-            ln_eps: 1e-12,
-            classes: 2,
-        }),
-        _ => Err(BenchError::InvalidOption {
-            option: "--shape",
-            value: name.into(),
-            expected: "minilm or bert-base",
-        }),
-    }
+    EncoderConfig::named(name).ok_or_else(|| BenchError::InvalidOption {
+        option: "--shape",
+        value: name.into(),
+        expected: "minilm or bert-base",
+    })
 }
 
 fn core_err(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {

@@ -1,4 +1,4 @@
-//! `veil bench e2e --netem PROFILES`: the product itself, `veil serve` and `veil infer`, as two
+//! `veil-bench e2e --netem PROFILES`: the product itself, `veil serve` and `veil infer`, as two
 //! processes on the real checkpoint, first on plain TCP loopback and then over emulated links
 //! ([`crate::netem`]: two network namespaces, a rate-limited veth pair, the one-way delay by
 //! `netem` or, on kernels without `sch_netem`, by a user-space delay line in the client's
@@ -109,8 +109,30 @@ fn field_u(v: &serde_json::Value, path: &[&str]) -> u64 {
     path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or(0)
 }
 
-/// Runs `veil serve` and `veil infer --json` over one link and parses the client's report.
+/// The product's `veil` binary: `VEIL_BIN`, or `veil` beside this benchmark binary (both are
+/// built into one target directory: `cargo build --release -p veil -p veil-bench`).
+pub fn veil_exe() -> Result<String, BenchError> {
+    if let Some(p) = std::env::var_os("VEIL_BIN") {
+        return Ok(p.to_string_lossy().into_owned());
+    }
+    let me = std::env::current_exe().map_err(crate::error::io("locating this executable"))?;
+    let veil = me.with_file_name(format!("veil{}", std::env::consts::EXE_SUFFIX));
+    if !veil.is_file() {
+        return Err(BenchError::Io {
+            what: format!(
+                "{} is missing: build the product first (cargo build --release -p veil), or set VEIL_BIN",
+                veil.display()
+            ),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    Ok(veil.to_string_lossy().into_owned())
+}
+
+/// Runs `veil serve` and `veil infer --json` (the product binary `veil`) over one link and
+/// parses the client's report; `exe` (this benchmark binary) runs the delay line.
 fn one(
+    veil: &str,
     exe: &str,
     a: &super::e2e::BenchE2eArgs,
     text: &str,
@@ -132,7 +154,7 @@ fn one(
                 .map_err(BenchError::Netem)?,
         ),
     };
-    let wrap = |ns: Option<&str>| -> Command {
+    let wrap_exe = |exe: &str, ns: Option<&str>| -> Command {
         match ns {
             None => Command::new(exe),
             Some(ns) => {
@@ -142,6 +164,7 @@ fn one(
             }
         }
     };
+    let wrap = |ns: Option<&str>| wrap_exe(veil, ns);
     let (server_addr, mut client_addr, ns) = match &link {
         None => (
             format!("127.0.0.1:{port}"),
@@ -171,15 +194,8 @@ fn one(
             let relay = format!("127.0.0.1:{}", port + 1);
             procs
                 .spawn_helper(
-                    wrap(Some(l.namespace(1)))
-                        .args([
-                            "bench",
-                            "convert",
-                            "--relay",
-                            &relay,
-                            "--addr",
-                            &server_addr,
-                        ])
+                    wrap_exe(exe, Some(l.namespace(1)))
+                        .args(["convert", "--relay", &relay, "--addr", &server_addr])
                         .args([
                             "--relay-delay-us",
                             &((lat * 1e6).round() as u64).to_string(),
@@ -249,6 +265,7 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
     }
     let exe = std::env::current_exe().map_err(crate::error::io("locating this executable"))?;
     let exe = exe.to_string_lossy().into_owned();
+    let veil = veil_exe()?;
     let base = 41_000 + (std::process::id() % 500) as u16 * 4;
     let mut runs = Vec::new();
     let mut texts = Vec::new();
@@ -262,7 +279,7 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
         for (k, prof) in todo.into_iter().enumerate() {
             let name = prof.map_or("loopback".to_string(), |p| p.name.to_string());
             eprintln!("m = {m}, {name}: veil serve + veil infer ...");
-            let (v, shaping) = one(&exe, a, &text, prof, base + 2 * k as u16)?;
+            let (v, shaping) = one(&veil, &exe, a, &text, prof, base + 2 * k as u16)?;
             let key_bytes = field_u(&v, &["key_exchange", "public_key_bytes"])
                 + field_u(&v, &["key_exchange", "evaluation_key_bytes"]);
             let run_bytes = field_u(&v, &["totals", "mpc_bytes"]);

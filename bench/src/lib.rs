@@ -1,5 +1,6 @@
-//! Veil's benchmarks: what `veil bench ckks|mpc|nonlinear|scp|convert` runs, plus the per-module criterion
-//! benches in `benches/`.
+//! Veil's benchmarks: what the `veil-bench` binary runs (`veil-bench ckks|mpc|nonlinear|scp|convert|
+//! e2e|layer|accuracy|cnn|boot`), plus the per-module criterion benches in `benches/`. The product
+//! binary (`veil`) does not link this crate.
 //!
 //! - [`ckks`]: per-primitive latency and precision of RNS-CKKS (result names shared with the peer
 //!   scripts);
@@ -32,7 +33,6 @@ pub mod mpc;
 pub mod netem;
 pub mod nonlinear;
 pub mod peers;
-pub mod plan;
 pub mod progress;
 pub mod scp;
 pub mod timing;

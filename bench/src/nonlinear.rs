@@ -1,4 +1,4 @@
-//! `veil bench nonlinear`: the nonlinear MPC blocks of [`veil_core::nn`] at BERT-base shapes
+//! `veil-bench nonlinear`: the nonlinear MPC blocks of [`veil_core::nn`] at BERT-base shapes
 //! (softmax 12×128×128, GELU 128×3072, LayerNorm 128×768) and the CNN activations (max pool
 //! 64×32×32, FEnc2's quadratic on 65,536 elements), both parties as threads of this process over
 //! TCP on 127.0.0.1 (or the in-memory duplex), `ℓ = 43`, `F = 13`, IKNP OT.
@@ -1027,7 +1027,7 @@ impl BenchNonlinearReport {
     /// Human-readable table with ratios to SPU Cheetah.
     pub fn to_table(&self) -> String {
         let mut s = format!(
-            "veil bench nonlinear: l = {}, F = {}, OT iknp: IKNP on demand; pool: IKNP preprocessed offline; silent: pools filled by the Ferret silent OT; setup (base OT) {} bytes, {}\n",
+            "veil-bench nonlinear: l = {}, F = {}, OT iknp: IKNP on demand; pool: IKNP preprocessed offline; silent: pools filled by the Ferret silent OT; setup (base OT) {} bytes, {}\n",
             self.ell,
             self.frac,
             self.setup_bytes,
@@ -1106,7 +1106,7 @@ impl BenchNonlinearReport {
     }
 }
 
-/// Arguments of `veil bench nonlinear`.
+/// Arguments of `veil-bench nonlinear`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchNonlinearArgs {
     /// Print the report as JSON instead of a table.

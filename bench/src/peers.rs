@@ -7,7 +7,7 @@
 //! - **reference**: [`PeerFigures::spu_reference`], fixed figures labelled with the peer's
 //!   version, the date and the machine they were measured on, and where they are written down.
 //!
-//! The source string travels into every report (`spu_source` in `veil bench mpc --json`) and
+//! The source string travels into every report (`spu_source` in `veil-bench mpc --json`) and
 //! heads the table.
 
 use crate::error::io;
@@ -39,7 +39,7 @@ pub struct PeerFigures {
     figures: BTreeMap<String, PeerFigure>,
 }
 
-/// The primitives both `veil bench mpc` and `bench_spu.py` run, by the same names.
+/// The primitives both `veil-bench mpc` and `bench_spu.py` run, by the same names.
 pub const SPU_OPS: [&str; 5] = ["mul", "trunc", "less", "relu", "select"];
 
 /// The label of [`PeerFigures::spu_reference`].

@@ -1,4 +1,4 @@
-//! `veil bench scp`: key-switching counts of the SCP attention kernels at BERT-base shape (from
+//! `veil-bench scp`: key-switching counts of the SCP attention kernels at BERT-base shape (from
 //! the symbolic dry run, which runs the same kernel code as the real engine) against EncFormer
 //! Table II, the "w/o SCP" ablation, FHE–MPC boundary ciphertext counts, and optionally a timed,
 //! precision-checked real CKKS run of the whole attention chain at a chosen shape (MiniLM by
@@ -19,7 +19,7 @@ use veil_core::transformer::{
     scp_counts_report, AttnPlan, AttnShape, CkksExec, Exec, OpCounts, ScpCountsReport, SymExec,
 };
 
-/// Shapes `veil bench scp` knows.
+/// Shapes `veil-bench scp` knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
 pub enum ShapeChoice {
     /// MiniLM: m = 128, d = 384, H = 12 (n = 16384, N = 2^15).
@@ -49,7 +49,7 @@ impl ShapeChoice {
     }
 }
 
-/// Options of `veil bench scp`.
+/// Options of `veil-bench scp`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchScpOptions {
     /// Print JSON instead of tables.
@@ -107,7 +107,7 @@ pub struct TimingReport {
     pub counts_match_dry_run: bool,
 }
 
-/// `veil bench scp` output.
+/// `veil-bench scp` output.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// Counts at BERT-base (Table II shape) and MiniLM.

@@ -3,15 +3,15 @@
 //! privately, and prints each result beside the plaintext reference's, then the cost tables.
 
 use crate::private::{
-    argmax, cpu_cache, encode_text, label, load_model, max_abs_diff, plaintext_logits, prefix,
-    print_json, render_session, render_table, render_totals, result_json, spinner, tick, transport,
-    CliError,
+    argmax, bert_probe_params, cpu_cache, encode_text, label, load_model, max_abs_diff,
+    plaintext_logits, prefix, print_json, render_session, render_table, render_totals, result_json,
+    spinner, tick, transport, BackendArgs, BertServer, CliError,
 };
 use serde_json::json;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use veil_host::session::{run_client, serve, ClientResult, ServeOptions, SessionOptions};
+use veil_host::session::{run_client, ClientResult, ServeOptions, SessionOptions};
 use veil_host::transport::TcpTransport;
 
 /// The demo's sentences (the first `--sentences` are used).
@@ -42,6 +42,9 @@ pub struct DemoArgs {
     /// CKKS worker threads per party (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The backend of the server's evaluation (the client encrypts and decrypts on the CPU).
+    #[command(flatten)]
+    pub backend: BackendArgs,
 }
 
 /// Runs the demo.
@@ -63,14 +66,16 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
         what: "read the listening address".into(),
         source,
     })?;
+    let choice = a.backend.choice(a.threads);
     if !a.json {
         println!(
-            "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr}, {} sentence(s)",
+            "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr} ({}), {} sentence(s)",
             model.dir.display(),
             cfg.layers,
             model.weights.cfg.layers,
             cfg.hidden,
             cfg.heads,
+            choice.label(),
             a.sentences
         );
     }
@@ -81,15 +86,14 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
         quiet: true,
         ..ServeOptions::default()
     };
-    let server_weights = Arc::new(weights.clone());
-    let server_cache = cpu_cache(a.threads);
-    let server = std::thread::Builder::new()
-        .name("veil-demo-server".into())
-        .spawn(move || serve(listener, server_weights, server_cache, opts))
-        .map_err(|source| CliError::Io {
-            what: "start the server thread".into(),
-            source,
-        })?;
+    let server = choice.dispatch(
+        &bert_probe_params(&cfg)?,
+        BertServer {
+            listener,
+            weights: Arc::new(weights.clone()),
+            opts,
+        },
+    )??;
 
     let cache = cpu_cache(a.threads);
     let mut runs: Vec<(String, ClientResult, Vec<f64>)> = Vec::new();

@@ -7,8 +7,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
-use veil_bench::progress::Progress;
-use veil_bench::BenchError;
 use veil_core::ckks::{Ckks, PrecisionStats, C64};
 use veil_core::params;
 
@@ -23,6 +21,41 @@ pub struct DemoOptions {
     pub threads: usize,
 }
 
+/// Why the CKKS demo failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DemoCkksError {
+    /// `--logn` is not 14, 15 or 16.
+    LogN(u32),
+    /// A CKKS call failed.
+    Ckks(veil_core::Error),
+    /// The CPU backend could not be built.
+    Backend(String),
+    /// The decrypted result is less precise than the demo requires.
+    Precision {
+        /// Measured bits.
+        bits: f64,
+        /// Required bits.
+        min_bits: f64,
+    },
+}
+
+impl std::fmt::Display for DemoCkksError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoCkksError::LogN(v) => write!(f, "--logn {v}: expected 14, 15 or 16"),
+            DemoCkksError::Ckks(e) => write!(f, "CKKS: {e}"),
+            DemoCkksError::Backend(e) => write!(f, "CPU backend: {e}"),
+            DemoCkksError::Precision { bits, min_bits } => write!(
+                f,
+                "precision {bits:.1} bits is below the demo's floor of {min_bits} bits"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DemoCkksError {}
+
 fn step(label: &str, t: Instant, prec: Option<PrecisionStats>) {
     let ms = t.elapsed().as_secs_f64() * 1e3;
     match prec {
@@ -32,27 +65,17 @@ fn step(label: &str, t: Instant, prec: Option<PrecisionStats>) {
 }
 
 /// Runs the demo and returns the worst precision (bits) over the checked outputs.
-pub fn run(opts: &DemoOptions) -> Result<f64, BenchError> {
-    let e = |source: veil_core::Error| BenchError::Core {
-        step: "demo",
-        source,
-    };
+pub fn run(opts: &DemoOptions) -> Result<f64, DemoCkksError> {
+    let e = DemoCkksError::Ckks;
     let lit = match opts.logn {
         14 => params::ckks_128_logn14(),
         15 => params::ckks_128_logn15(),
         16 => params::ckks_128_logn16(),
-        v => {
-            return Err(BenchError::InvalidOption {
-                option: "--logn",
-                value: v.to_string(),
-                expected: "14, 15 or 16",
-            })
-        }
+        v => return Err(DemoCkksError::LogN(v)),
     };
     let p = lit.validate().map_err(e)?;
-    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| BenchError::Backend {
-        reason: x.to_string(),
-    })?;
+    let be =
+        CpuBackend::fast(&p, opts.threads).map_err(|x| DemoCkksError::Backend(x.to_string()))?;
     println!(
         "Veil CKKS demo — {} (N = 2^{}, {} levels, log2 QP = {:.0}, 128-bit), backend {}",
         p.name(),
@@ -74,12 +97,18 @@ pub fn run(opts: &DemoOptions) -> Result<f64, BenchError> {
     let sk = ck.gen_secret_key(&mut rng);
     let pk = ck.gen_public_key(&sk, &mut rng).map_err(e)?;
     let rotations: Vec<i64> = (0..slots.trailing_zeros()).map(|i| 1i64 << i).collect();
-    let mut progress = Progress::new("  keygen", false);
+    let bar = indicatif::ProgressBar::new(rotations.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("  keygen [{elapsed_precise}] {pos}/{len} keys")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     let keys = ck
         .gen_evaluation_keys(&sk, &rotations, false, &mut rng, |d, n| {
-            progress.update(d, n)
+            bar.set_length(n as u64);
+            bar.set_position(d as u64);
         })
         .map_err(e)?;
+    bar.finish_and_clear();
     step(
         &format!("keygen (sk, pk, relin, {} rotation keys)", rotations.len()),
         t,
@@ -153,7 +182,7 @@ pub fn run(opts: &DemoOptions) -> Result<f64, BenchError> {
     let worst = p1.real.min_bits.min(p2.real.min_bits);
     println!("worst precision over all slots: {worst:.1} bits");
     if worst < 10.0 {
-        return Err(BenchError::Precision {
+        return Err(DemoCkksError::Precision {
             bits: worst,
             min_bits: 10.0,
         });

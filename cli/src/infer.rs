@@ -1,18 +1,24 @@
 //! `veil serve` and `veil infer`: the two sides of private inference over TCP.
 
 use crate::private::{
-    cpu_cache, encode_text, load_model, plaintext_logits, print_json, render_classification,
-    render_session, render_table, result_json, spinner, tick, transport, CliError,
+    bert_probe_params, cache_of, encode_text, load_model, plaintext_logits, print_json,
+    render_classification, render_session, render_table, result_json, spinner, tick, transport,
+    BackendArgs, BertServer, CliError,
 };
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use veil_core::bert::EncoderConfig;
 use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
+use veil_core::packing::Mat;
+use veil_core::PolyBackend;
+use veil_host::backend::{Factory, OnBackend};
 use veil_host::session::{
-    describe_blocks, gelu_blocks, run_client, serve, ServeOptions, SessionOptions,
+    describe_blocks, gelu_blocks, run_client, ClientResult, ServeOptions, SessionError,
+    SessionOptions,
 };
-use veil_host::transport::TcpTransport;
+use veil_host::transport::{TcpTransport, Transport};
 
 /// Options of `veil serve`.
 #[derive(Clone, Debug, clap::Args)]
@@ -47,6 +53,9 @@ pub struct ServeArgs {
     /// CKKS worker threads per backend (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The backend of the server's evaluation.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// OT behind the MPC blocks: silent (Ferret; every layer after the first on silently
     /// preprocessed COTs) or iknp (16 bytes per COT). Clients must choose the same.
     #[arg(long, default_value = "silent")]
@@ -106,9 +115,10 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
         .map(|s| s.to_string())
         .unwrap_or_else(|_| a.listen.clone());
     let c = weights.cfg;
+    let choice = a.backend.choice(a.threads);
     eprintln!(
         "veil serve: {} ({} layers, hidden {}, {} heads, FFN {}, {} classes) on {addr}, \
-         at most {} clients at once; {}",
+         at most {} clients at once; {}; backend {}",
         model.dir.display(),
         c.layers,
         c.hidden,
@@ -116,13 +126,13 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
         c.ffn,
         c.classes,
         a.max_clients,
-        describe_blocks(&blocks)
+        describe_blocks(&blocks),
+        choice.label()
     );
-    serve(
+    let server = BertServer {
         listener,
-        Arc::new(weights),
-        cpu_cache(a.threads),
-        ServeOptions {
+        weights: Arc::new(weights),
+        opts: ServeOptions {
             transport: transport(a.timeout),
             session: SessionOptions {
                 keys_timeout: Some(Duration::from_secs(a.keys_timeout)),
@@ -133,7 +143,11 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
             max_clients: a.max_clients.max(1),
             ..ServeOptions::default()
         },
-    );
+    };
+    let handle = choice.dispatch(&bert_probe_params(&c)?, server)??;
+    handle
+        .join()
+        .map_err(|_| CliError::Server("the accept loop panicked".into()))?;
     Ok(())
 }
 
@@ -162,6 +176,9 @@ pub struct InferArgs {
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The backend of the client's CKKS work (encoding, encryption, conversions, decryption).
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// OT behind the MPC blocks: silent or iknp (the server's choice).
     #[arg(long, default_value = "silent")]
     pub ot: String,
@@ -205,21 +222,23 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         }
     })?;
     let pb = spinner("private inference", a.json);
-    let cache = cpu_cache(a.threads);
-    let r = run_client(
-        &mut t,
-        &cache,
-        &weights.cfg,
-        &x,
+    let client = BertClient {
+        t: &mut t,
+        cfg: &weights.cfg,
+        x: &x,
         valid,
-        &SessionOptions {
+        opts: SessionOptions {
             silent: silent_ot(&a.ot)?,
             ..SessionOptions::default()
         },
-        &mut |row| tick(&pb, row),
-    );
+        on_block: &mut |row| tick(&pb, row),
+    };
+    let r = a
+        .backend
+        .choice(a.threads)
+        .dispatch(&bert_probe_params(&weights.cfg)?, client);
     pb.finish_and_clear();
-    let r = r?;
+    let r = r??;
     if a.json {
         let mut v = result_json(&text, classes, &r);
         v["mode"] = serde_json::json!("private");
@@ -231,4 +250,35 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     print!("{}", render_session(&r));
     print!("{}", render_table(&r));
     Ok(())
+}
+
+/// The BERT client's side of one session ([`run_client`]) on the chosen backend.
+pub struct BertClient<'a> {
+    /// The connection to the server.
+    pub t: &'a mut dyn Transport,
+    /// The public architecture.
+    pub cfg: &'a EncoderConfig,
+    /// The embedded, padded input.
+    pub x: &'a Mat,
+    /// Its valid tokens.
+    pub valid: usize,
+    /// The session's settings.
+    pub opts: SessionOptions,
+    /// Called after each block.
+    pub on_block: &'a mut dyn FnMut(&veil_host::session::BlockRow),
+}
+
+impl OnBackend for BertClient<'_> {
+    type Output = Result<ClientResult, SessionError>;
+    fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
+        run_client(
+            self.t,
+            &cache_of(factory),
+            self.cfg,
+            self.x,
+            self.valid,
+            &self.opts,
+            self.on_block,
+        )
+    }
 }

@@ -5,13 +5,14 @@
 //! `veil serve --cnn` ([`run_serve_cnn`]), and reports what the client sees.
 
 use crate::infer::ServeArgs;
-use crate::private::{print_json, transport, CliError};
+use crate::private::{print_json, transport, BackendArgs, CliError};
 use serde_json::json;
 use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Instant;
-use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
+use veil_core::PolyBackend;
+use veil_host::backend::{Factory, OnBackend};
 use veil_host::model::{cnn, images};
 use veil_host::vision;
 
@@ -64,6 +65,10 @@ pub struct InferImageArgs {
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// The backend: of the server's evaluation (loopback; the client's work runs on it too), or,
+    /// with `--server`, of the client's CKKS work.
+    #[command(flatten)]
+    pub backend: BackendArgs,
     /// One JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -174,16 +179,10 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         // At least 16: below that the Galois keys of the blocked layout outgrow a frame.
         None => imgs.count.next_power_of_two().clamp(16, 256),
     };
-    let p = veil_host::vision::cnn_params(batch)
+    let p = veil_core::cnn::batch_params(batch)
         .validate()
         .map_err(CliError::Reference)?;
-    let threads = if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
-    };
-    let be = CpuBackend::fast(&p, threads).map_err(|e| CliError::Server(e.to_string()))?;
-    let ck = Ckks::new(std::sync::Arc::new(be));
+    let choice = a.backend.choice(a.threads);
     if let Some(addr) = &a.server {
         let r = RemoteCli {
             a,
@@ -201,7 +200,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
                 vision::serve::Mode::Fhe
             },
         };
-        return r.run(&ck);
+        return choice.dispatch(&p, ImageJob::Remote(r))?;
     }
     if !a.json && !hybrid {
         println!(
@@ -224,108 +223,177 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             params: &p,
             silent,
         };
-        return h.run(&ck);
+        return choice.dispatch(&p, ImageJob::Hybrid(h))?;
     }
-    let t0 = Instant::now();
-    let json_mode = a.json;
-    let run = vision::run_loopback(&ck, &net, &imgs, batch, a.block, |b, c| {
-        if !json_mode && b == 0 {
-            eprintln!(
-                "  server batch 1: {:<14} done ({} → {} ciphertexts)",
-                c.name, c.cts_in, c.cts_out
+    let job = FheCli {
+        a,
+        net: &net,
+        imgs: &imgs,
+        labels: labels.as_deref(),
+        plain: &plain,
+        plain_pred: &plain_pred,
+        batch,
+        params: &p,
+    };
+    choice.dispatch(&p, ImageJob::Fhe(job))?
+}
+
+/// The FHE-only mode's loopback run and report.
+struct FheCli<'a> {
+    a: &'a InferImageArgs,
+    net: &'a veil_core::cnn::Network,
+    imgs: &'a images::Images,
+    labels: Option<&'a [u8]>,
+    plain: &'a [f64],
+    plain_pred: &'a [usize],
+    batch: usize,
+    params: &'a veil_core::params::CkksParams,
+}
+
+impl FheCli<'_> {
+    fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
+        let (a, imgs, batch) = (self.a, self.imgs, self.batch);
+        let acc = |pred: &[usize]| {
+            self.labels.map(|l| {
+                pred.iter()
+                    .zip(l)
+                    .filter(|(p, l)| **p == **l as usize)
+                    .count() as f64
+                    / pred.len() as f64
+            })
+        };
+        let t0 = Instant::now();
+        let json_mode = a.json;
+        let run = vision::run_loopback(ck, self.net, imgs, batch, a.block, |b, c| {
+            if !json_mode && b == 0 {
+                eprintln!(
+                    "  server batch 1: {:<14} done ({} → {} ciphertexts)",
+                    c.name, c.cts_in, c.cts_out
+                );
+            }
+        })
+        .map_err(CliError::Vision)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let pred: Vec<usize> = run
+            .client
+            .logits
+            .iter()
+            .map(|l| veil_host::vision::argmax(l))
+            .collect();
+        let agree = pred
+            .iter()
+            .zip(self.plain_pred)
+            .filter(|(a, b)| a == b)
+            .count();
+        let worst = run
+            .client
+            .logits
+            .iter()
+            .flatten()
+            .zip(self.plain)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
+        let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
+        let peak = vision::peak_rss_bytes();
+        let layers: Vec<serde_json::Value> = run.batches[0]
+            .layers
+            .iter()
+            .map(|(c, s)| {
+                json!({
+                    "layer": c.name, "cts_in": c.cts_in, "cts_out": c.cts_out,
+                    "rotations": c.ops.rotations, "relins": c.ops.relins,
+                    "pt_mults": c.ops.pt_mults, "const_mults": c.ops.const_mults,
+                    "utilization": if c.utilization.is_finite() { Some(c.utilization) } else { None },
+                    "seconds": s,
+                })
+            })
+            .collect();
+        if a.json {
+            return print_json(&json!({
+                "model": self.net.name, "mode": "fhe", "images": imgs.count, "batch": batch,
+                "block": run.block, "params": self.params.name(),
+                "predictions": pred, "plaintext_predictions": self.plain_pred,
+                "agreement": agree as f64 / imgs.count as f64,
+                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
+                "worst_logit_error": worst,
+                "server_eval_s": eval, "seconds_per_image": eval / imgs.count as f64,
+                "wall_s": wall, "keys_s": run.client.keys_s,
+                "encrypt_s": run.client.encrypt_s, "decrypt_s": run.client.decrypt_s,
+                "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
+                "bytes_up": run.client.ct_bytes, "bytes_down": back,
+                "peak_rss_bytes": peak, "layers_batch1": layers,
+            }));
+        }
+        print_comparison(&pred, self.plain_pred, self.labels, worst);
+        println!(
+            "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB, down {:.1} MB",
+            run.block,
+            run.client.galois_keys,
+            run.client.key_bytes as f64 / 1e6,
+            run.client.ct_bytes as f64 / 1e6,
+            back as f64 / 1e6
+        );
+        println!(
+            "server {eval:.2} s ({:.3} s per image), keys {:.1} s, encrypt {:.2} s, decrypt {:.2} s, wall {wall:.1} s, peak RSS {}",
+            eval / imgs.count as f64,
+            run.client.keys_s,
+            run.client.encrypt_s,
+            run.client.decrypt_s,
+            peak.map_or("?".into(), |b| format!("{:.2} GB", b as f64 / 1e9))
+        );
+        println!("\nper layer (server, batch 1):");
+        println!(
+            "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8}",
+            "layer", "cts in", "cts out", "rot", "relin", "ptmul", "constMAC", "util", "seconds"
+        );
+        for (c, s) in &run.batches[0].layers {
+            println!(
+                "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8.2}",
+                c.name,
+                c.cts_in,
+                c.cts_out,
+                c.ops.rotations,
+                c.ops.relins,
+                c.ops.pt_mults,
+                c.ops.const_mults,
+                if c.utilization.is_finite() {
+                    format!("{:.0}%", 100.0 * c.utilization)
+                } else {
+                    "-".into()
+                },
+                s
             );
         }
-    })
-    .map_err(CliError::Vision)?;
-    let wall = t0.elapsed().as_secs_f64();
-    let pred: Vec<usize> = run
-        .client
-        .logits
-        .iter()
-        .map(|l| veil_host::vision::argmax(l))
-        .collect();
-    let agree = pred.iter().zip(&plain_pred).filter(|(a, b)| a == b).count();
-    let worst = run
-        .client
-        .logits
-        .iter()
-        .flatten()
-        .zip(&plain)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
-    let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
-    let peak = vision::peak_rss_bytes();
-    let layers: Vec<serde_json::Value> = run.batches[0]
-        .layers
-        .iter()
-        .map(|(c, s)| {
-            json!({
-                "layer": c.name, "cts_in": c.cts_in, "cts_out": c.cts_out,
-                "rotations": c.ops.rotations, "relins": c.ops.relins,
-                "pt_mults": c.ops.pt_mults, "const_mults": c.ops.const_mults,
-                "utilization": if c.utilization.is_finite() { Some(c.utilization) } else { None },
-                "seconds": s,
-            })
-        })
-        .collect();
-    if a.json {
-        return print_json(&json!({
-            "model": net.name, "mode": "fhe", "images": imgs.count, "batch": batch,
-            "block": run.block, "params": p.name(),
-            "predictions": pred, "plaintext_predictions": plain_pred,
-            "agreement": agree as f64 / imgs.count as f64,
-            "accuracy": acc(&pred), "plaintext_accuracy": acc(&plain_pred),
-            "worst_logit_error": worst,
-            "server_eval_s": eval, "seconds_per_image": eval / imgs.count as f64,
-            "wall_s": wall, "keys_s": run.client.keys_s,
-            "encrypt_s": run.client.encrypt_s, "decrypt_s": run.client.decrypt_s,
-            "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
-            "bytes_up": run.client.ct_bytes, "bytes_down": back,
-            "peak_rss_bytes": peak, "layers_batch1": layers,
-        }));
+        Ok(())
     }
-    print_comparison(&pred, &plain_pred, labels.as_deref(), worst);
-    println!(
-        "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB, down {:.1} MB",
-        run.block,
-        run.client.galois_keys,
-        run.client.key_bytes as f64 / 1e6,
-        run.client.ct_bytes as f64 / 1e6,
-        back as f64 / 1e6
-    );
-    println!(
-        "server {eval:.2} s ({:.3} s per image), keys {:.1} s, encrypt {:.2} s, decrypt {:.2} s, wall {wall:.1} s, peak RSS {}",
-        eval / imgs.count as f64,
-        run.client.keys_s,
-        run.client.encrypt_s,
-        run.client.decrypt_s,
-        peak.map_or("?".into(), |b| format!("{:.2} GB", b as f64 / 1e9))
-    );
-    println!("\nper layer (server, batch 1):");
-    println!(
-        "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8}",
-        "layer", "cts in", "cts out", "rot", "relin", "ptmul", "constMAC", "util", "seconds"
-    );
-    for (c, s) in &run.batches[0].layers {
-        println!(
-            "{:<14} {:>7} {:>7} {:>6} {:>6} {:>7} {:>8} {:>6} {:>8.2}",
-            c.name,
-            c.cts_in,
-            c.cts_out,
-            c.ops.rotations,
-            c.ops.relins,
-            c.ops.pt_mults,
-            c.ops.const_mults,
-            if c.utilization.is_finite() {
-                format!("{:.0}%", 100.0 * c.utilization)
-            } else {
-                "-".into()
-            },
-            s
-        );
+}
+
+/// One `veil infer-image` run on the chosen backend: the context for the batch's parameter set,
+/// then the mode's run.
+enum ImageJob<'a> {
+    Fhe(FheCli<'a>),
+    Hybrid(HybridCli<'a>),
+    Remote(RemoteCli<'a>),
+}
+
+impl OnBackend for ImageJob<'_> {
+    type Output = Result<(), CliError>;
+    fn run<B: PolyBackend>(self, label: &str, factory: Factory<B>) -> Self::Output {
+        let params = match &self {
+            ImageJob::Fhe(j) => j.params,
+            ImageJob::Hybrid(j) => j.params,
+            ImageJob::Remote(j) => j.params,
+        };
+        let be =
+            factory(params).map_err(|reason| CliError::Server(format!("{label}: {reason}")))?;
+        let ck = Ckks::new(std::sync::Arc::new(be));
+        match self {
+            ImageJob::Fhe(j) => j.run(&ck),
+            ImageJob::Hybrid(j) => j.run(&ck),
+            ImageJob::Remote(j) => j.run(&ck),
+        }
     }
-    Ok(())
 }
 
 /// Each private prediction beside the plaintext one (the first 32), the agreement, the worst
@@ -372,7 +440,7 @@ struct HybridCli<'a> {
 }
 
 impl HybridCli<'_> {
-    fn run(&self, ck: &Ckks<CpuBackend>) -> Result<(), CliError> {
+    fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
         let (a, imgs) = (self.a, self.imgs);
         let batch = self.batch;
         if !a.json {
@@ -508,7 +576,7 @@ impl HybridCli<'_> {
 }
 
 /// Runs `veil serve --cnn MODEL` (forever): serves the CNN to `veil infer-image --server`
-/// clients, one CKKS context per parameter set ([`vision::cnn_params`] of each client's batch),
+/// clients, one CKKS context per parameter set ([`veil_core::cnn::batch_params`] of each client's batch),
 /// shared by the clients that use it.
 pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
     let net = cnn::load(model).map_err(CliError::Model)?;
@@ -521,15 +589,11 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
         .local_addr()
         .map(|s| s.to_string())
         .unwrap_or_else(|_| a.listen.clone());
-    let threads = if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
-    };
+    let choice = a.backend.choice(a.threads);
     let mode = vision::serve::Mode::of(&net, true);
     eprintln!(
         "veil serve --cnn: {} ({} mode, {}×{}×{} inputs, {} layers, {} classes) on {addr}, \
-         at most {} clients at once",
+         at most {} clients at once, backend {}",
         net.name,
         if matches!(mode, vision::serve::Mode::Fhe) {
             "fhe"
@@ -541,26 +605,47 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
         net.side,
         net.layers.len(),
         net.classes(),
-        a.max_clients.max(1)
+        a.max_clients.max(1),
+        choice.label()
     );
     eprintln!(
         "veil serve --cnn: a session holds several GB (LeNet: about 9 GB at batch 16, 13 GB in \
          hybrid mode, 18.5 GB at batch 8192); set --max-clients to what memory holds"
     );
-    vision::serve::serve_cnn(
+    let probe = veil_core::cnn::batch_params(vision::serve::MIN_BATCH)
+        .validate()
+        .map_err(CliError::Reference)?;
+    let server = CnnServer {
         listener,
-        Arc::new(net),
-        vision::serve::cached_cnn_ckks(move |p| {
-            CpuBackend::fast(p, threads).map_err(|e| e.to_string())
-        }),
-        vision::serve::CnnServeOptions {
+        net: Arc::new(net),
+        opts: vision::serve::CnnServeOptions {
             transport: transport(a.timeout),
             max_clients: a.max_clients.max(1),
             max_connections: None,
             quiet: false,
         },
-    );
+    };
+    choice.dispatch(&probe, server)?;
     Ok(())
+}
+
+/// The CNN server's accept loop ([`vision::serve::serve_cnn`]) on the chosen backend.
+struct CnnServer {
+    listener: TcpListener,
+    net: Arc<veil_core::cnn::Network>,
+    opts: vision::serve::CnnServeOptions,
+}
+
+impl OnBackend for CnnServer {
+    type Output = ();
+    fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) {
+        vision::serve::serve_cnn(
+            self.listener,
+            self.net,
+            vision::serve::cached_cnn_ckks(move |p| factory(p)),
+            self.opts,
+        );
+    }
 }
 
 /// The client alone against a `veil serve --cnn` server, and its report.
@@ -578,7 +663,7 @@ struct RemoteCli<'a> {
 }
 
 impl RemoteCli<'_> {
-    fn run(&self, ck: &Ckks<CpuBackend>) -> Result<(), CliError> {
+    fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
         use vision::serve::{infer_remote, RemoteOutcome};
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
         if !a.json {

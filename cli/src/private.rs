@@ -5,12 +5,17 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
-use veil_backend_cpu::CpuBackend;
 use veil_core::bert::{EncoderConfig, EncoderWeights, SEQ_LENS};
 use veil_core::packing::Mat;
+use veil_core::PolyBackend;
+use veil_host::backend::{BackendChoice, BackendError, BackendKind, Factory, OnBackend};
 use veil_host::model::{self, Model, ModelError};
-use veil_host::session::{describe_blocks, BlockRow, CkksCache, ClientResult, SessionError};
+use veil_host::session::{
+    describe_blocks, serve, BlockRow, CkksCache, ClientResult, ServeOptions, ServeSummary,
+    SessionError,
+};
 use veil_host::transport::{TransportConfig, TransportError};
 
 /// Errors of the inference commands.
@@ -45,6 +50,8 @@ pub enum CliError {
     Server(String),
     /// A private CNN run failed.
     Vision(veil_host::vision::VisionError),
+    /// The chosen backend is not built in, or has no usable device.
+    Backend(BackendError),
     /// The private result is farther from the plaintext reference than the stated bound.
     Disagrees {
         /// Worst `|Δlogit|` seen.
@@ -66,6 +73,7 @@ impl std::fmt::Display for CliError {
             CliError::Json(e) => write!(f, "JSON: {e}"),
             CliError::Server(s) => write!(f, "server: {s}"),
             CliError::Vision(e) => write!(f, "private CNN inference: {e}"),
+            CliError::Backend(e) => write!(f, "{e}"),
             CliError::Disagrees { worst, bound } => write!(
                 f,
                 "the private logits differ from the plaintext reference by {worst:.4} (bound {bound})"
@@ -79,6 +87,12 @@ impl std::error::Error for CliError {}
 impl From<ModelError> for CliError {
     fn from(e: ModelError) -> Self {
         CliError::Model(e)
+    }
+}
+
+impl From<BackendError> for CliError {
+    fn from(e: BackendError) -> Self {
+        CliError::Backend(e)
     }
 }
 
@@ -132,16 +146,78 @@ pub fn plaintext_logits(w: &EncoderWeights, x: &Mat, valid: usize) -> Result<Vec
     veil_core::bert::reference::logits(w, x, valid).map_err(CliError::Reference)
 }
 
-/// A CKKS context cache on the CPU backend with `threads` workers (0: all cores).
-pub fn cpu_cache(threads: usize) -> Arc<CkksCache<CpuBackend>> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    };
+/// The backend options of the private-inference commands.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct BackendArgs {
+    /// The backend the evaluation runs on: cpu, wgpu (a build with `--features wgpu`; Mesa's
+    /// lavapipe without a GPU, with CUBECL_WGPU_DEFAULT_DEVICE=Cpu) or cuda (a build with
+    /// `--features cuda`, an NVIDIA GPU and its driver). A backend that is not built in or has no
+    /// device is an error, never a fallback to the CPU.
+    #[arg(long, default_value = "cpu")]
+    pub backend: BackendKind,
+    /// The device: the CUDA ordinal, or wgpu's N-th discrete GPU; default: the backend's own
+    /// choice (VEIL_CUDA_DEVICE or 0; the adapter wgpu picks).
+    #[arg(long)]
+    pub device: Option<usize>,
+}
+
+impl BackendArgs {
+    /// The choice, with `threads` CPU workers (0: all cores).
+    pub fn choice(&self, threads: usize) -> BackendChoice {
+        BackendChoice {
+            kind: self.backend,
+            device: self.device,
+            threads,
+        }
+    }
+}
+
+/// The BERT server's accept loop ([`serve`]) on the chosen backend, in a thread of its own.
+pub struct BertServer {
+    /// Where clients connect.
+    pub listener: std::net::TcpListener,
+    /// The served model.
+    pub weights: Arc<EncoderWeights>,
+    /// The accept loop's settings.
+    pub opts: ServeOptions,
+}
+
+impl OnBackend for BertServer {
+    type Output = Result<JoinHandle<ServeSummary>, CliError>;
+    fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
+        let cache = Arc::new(cache_of(factory));
+        let BertServer {
+            listener,
+            weights,
+            opts,
+        } = self;
+        std::thread::Builder::new()
+            .name("veil-server".into())
+            .spawn(move || serve(listener, weights, cache, opts))
+            .map_err(|source| CliError::Io {
+                what: "start the server thread".into(),
+                source,
+            })
+    }
+}
+
+/// A CKKS context cache whose backends `factory` builds.
+pub fn cache_of<B: PolyBackend>(factory: Factory<B>) -> CkksCache<B> {
+    CkksCache::new(move |p| factory(p))
+}
+
+/// A CKKS context cache on the CPU with `threads` workers (0: all cores): the client's small
+/// work (encoding, encryption, decryption) where the server's evaluation runs elsewhere.
+pub fn cpu_cache(threads: usize) -> Arc<CkksCache<veil_backend_cpu::CpuBackend>> {
+    let threads = veil_host::backend::cpu_threads(threads);
     Arc::new(CkksCache::new(move |p| {
-        CpuBackend::fast(p, threads).map_err(|e| e.to_string())
+        veil_backend_cpu::CpuBackend::fast(p, threads).map_err(|e| e.to_string())
     }))
+}
+
+/// The parameter set a BERT session of `cfg` uses (the backends are probed with it).
+pub fn bert_probe_params(cfg: &EncoderConfig) -> Result<veil_core::CkksParams, CliError> {
+    veil_host::session::session_params(cfg, SEQ_LENS[0]).map_err(CliError::Reference)
 }
 
 /// A transport configuration with a receive timeout of `secs`.

@@ -2,6 +2,8 @@
 //!
 //! - [`transport`]: framed, versioned transports (TCP and in memory) with receive timeouts;
 //! - [`mpc`]: the driver that runs `veil-core`'s sans-IO protocol sessions over a transport;
+//! - [`backend`]: the polynomial backend a party evaluates on (CPU, wgpu, CUDA), chosen at run
+//!   time, with a typed refusal for one that is not built in or has no device;
 //! - [`harness`]: the one two-party harness (in memory, TCP loopback, two processes) that the
 //!   benchmarks (`veil-bench`) and the tests run both parties on;
 //! - [`party`]: the two roles of private inference. The [`party::Client`] generates the CKKS keys
@@ -16,6 +18,8 @@
 //! The benchmarks live in `veil-bench`, the `veil` command-line tool in the `veil` package
 //! (`cli/`).
 
+pub mod alloc;
+pub mod backend;
 pub mod harness;
 pub mod model;
 pub mod mpc;

@@ -39,7 +39,7 @@ def main():
     ap.add_argument("--variant", choices=["default", "small-key", "size-small"], default="default")
     a = ap.parse_args()
     threads = threads_arg(a.threads)
-    # lib names the variant too (veil bench boot prints lib only): desilo, desilo-small-key, ...
+    # lib names the variant too (veil-bench boot prints lib only): desilo, desilo-small-key, ...
     lib = "desilo" if a.variant == "default" else "desilo-" + a.variant
     rec = base_record(lib, a.variant, VERSION, threads, a.reps)
     try:

@@ -2,6 +2,7 @@
 //! ([`conformance`], instantiated per backend with [`testgen_conformance!`]).
 
 pub mod conformance;
+pub mod fixtures;
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};

@@ -371,7 +371,7 @@ fn bootstrap_refuses_bad_settings_and_inputs() {
 
 /// The 128-bit set at N = 2^16 (`CKKS_128_LOGN16_BOOT_H192_LOGQP1720`), all 2^15 slots: min,
 /// mean and median precision of the real and imaginary parts, each asserted, and the 9 levels
-/// left. About 1.5 min and 8 GB on 2 cores (`veil bench boot` times it).
+/// left. About 1.5 min and 8 GB on 2 cores (`veil-bench boot` times it).
 #[test]
 fn bootstrap_logn16_128bit() {
     let p = params::ckks_128_logn16_boot().validate().unwrap();

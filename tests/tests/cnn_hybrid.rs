@@ -94,7 +94,7 @@ fn exchange(
 ) {
     let p = params::insecure_logn10().validate().unwrap();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
-    let arch = veil_host::vision::public_architecture(net);
+    let arch = net.public_architecture();
     let mut plan = HybridPlan::new(&p, &arch, batch, block).unwrap();
     let mut server_plan = HybridPlan::new(&p, net, batch, block).unwrap();
     assert_eq!(
@@ -335,7 +335,7 @@ fn mismatched_plans_are_refused_before_the_keys() {
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(82);
     let net = relu_lenet(&mut rng);
-    let arch = veil_host::vision::public_architecture(&net);
+    let arch = net.public_architecture();
     let imgs = Images {
         count: 2,
         channels: 1,

@@ -25,6 +25,7 @@ use veil_host::vision::serve::{
     TAG_CNN_REFUSE,
 };
 use veil_host::vision::VisionError;
+use veil_tests::fixtures::check_against_plaintext;
 use veil_tests::*;
 
 /// The FHE-only bound on |encrypted − plaintext| per logit.
@@ -163,30 +164,6 @@ fn spawn(
         )
     });
     (addr, h)
-}
-
-/// The largest |Δlogit| against the plaintext model, after checking the predictions agree.
-fn check_against_plaintext(net: &Network, imgs: &Images, logits: &[Vec<f64>]) -> f64 {
-    let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
-    let want = net.reference(&x, imgs.count).unwrap();
-    let classes = net.classes();
-    assert_eq!(logits.len(), imgs.count);
-    let amp = want.iter().fold(0.0f64, |a, b| a.max(b.abs()));
-    assert!(amp > 0.1, "the logits are not trivially small: {amp}");
-    let mut worst = 0.0f64;
-    for (i, l) in logits.iter().enumerate() {
-        let w = &want[i * classes..(i + 1) * classes];
-        assert_eq!(l.len(), classes);
-        for (a, b) in l.iter().zip(w) {
-            worst = worst.max((a - b).abs());
-        }
-        assert_eq!(
-            veil_host::vision::argmax(l),
-            veil_host::vision::argmax(w),
-            "image {i}: {l:?} vs {w:?}"
-        );
-    }
-    worst
 }
 
 /// A good FHE-only client of `net` (20 images in batches of 16: the second is partly empty).

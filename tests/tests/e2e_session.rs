@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
-use veil_core::bert::{Blocks, EncoderConfig, EncoderWeights, Head, LayerWeights};
+use veil_core::bert::{Blocks, EncoderConfig, EncoderWeights};
 use veil_core::mpc::Frame;
 use veil_core::packing::Mat;
 use veil_host::session::{
@@ -32,93 +32,7 @@ use veil_host::transport::{
     TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS,
 };
 
-/// The bound on |encrypted − plaintext| per logit (the lead's stated bound replaces it).
-const LOGIT_BOUND: f64 = 0.05;
-const M: usize = 16;
-
-fn tiny_cfg() -> EncoderConfig {
-    EncoderConfig {
-        layers: 1,
-        hidden: 64,
-        heads: 2,
-        ffn: 128,
-        ln_eps: 1e-12,
-        classes: 2,
-    }
-}
-
-fn uniform(rng: &mut ChaCha20Rng, a: f64) -> f64 {
-    (rng.next_u64() as f64 / u64::MAX as f64 * 2.0 - 1.0) * a
-}
-
-fn mat(rng: &mut ChaCha20Rng, rows: usize, cols: usize) -> Mat {
-    let a = 1.0 / (rows as f64).sqrt();
-    let data = (0..rows * cols).map(|_| uniform(rng, a)).collect();
-    Mat { rows, cols, data }
-}
-
-fn vector(rng: &mut ChaCha20Rng, n: usize, centre: f64, a: f64) -> Vec<f64> {
-    (0..n).map(|_| centre + uniform(rng, a)).collect()
-}
-
-/// Random weights of the tiny encoder (deterministic per seed; tests only).
-fn tiny_weights(seed: u64) -> EncoderWeights {
-    let cfg = tiny_cfg();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let (d, f) = (cfg.hidden, cfg.ffn);
-    let layers = (0..cfg.layers)
-        .map(|_| LayerWeights {
-            wq: mat(&mut rng, d, d),
-            bq: vector(&mut rng, d, 0.0, 0.1),
-            wk: mat(&mut rng, d, d),
-            bk: vector(&mut rng, d, 0.0, 0.1),
-            wv: mat(&mut rng, d, d),
-            bv: vector(&mut rng, d, 0.0, 0.1),
-            wo: mat(&mut rng, d, d),
-            bo: vector(&mut rng, d, 0.0, 0.1),
-            ln1_g: vector(&mut rng, d, 1.0, 0.1),
-            ln1_b: vector(&mut rng, d, 0.0, 0.1),
-            w1: mat(&mut rng, d, f),
-            b1: vector(&mut rng, f, 0.0, 0.1),
-            w2: mat(&mut rng, f, d),
-            b2: vector(&mut rng, d, 0.0, 0.1),
-            ln2_g: vector(&mut rng, d, 1.0, 0.1),
-            ln2_b: vector(&mut rng, d, 0.0, 0.1),
-        })
-        .collect();
-    let w = EncoderWeights {
-        cfg,
-        layers,
-        head: Head {
-            w: mat(&mut rng, d, cfg.classes),
-            b: vector(&mut rng, cfg.classes, 0.0, 0.1),
-        },
-    };
-    w.validate().unwrap();
-    w
-}
-
-/// A client input: `M × d`, LayerNorm-like rows (rows `valid..M` are padding).
-fn input(seed: u64) -> Mat {
-    let mut rng = ChaCha20Rng::seed_from_u64(seed ^ 0x5eed);
-    Mat {
-        rows: M,
-        cols: tiny_cfg().hidden,
-        data: (0..M * tiny_cfg().hidden)
-            .map(|_| uniform(&mut rng, 1.7))
-            .collect(),
-    }
-}
-
-fn plaintext(w: &EncoderWeights, x: &Mat, valid: usize) -> Vec<f64> {
-    veil_core::bert::reference::logits(w, x, valid).expect("reference")
-}
-
-/// The parameter set of these tests: the insecure N = 2^12 test set (fast); the product's
-/// 128-bit set is `session_params`.
-fn test_params(_: &EncoderConfig, _: usize) -> Result<veil_core::CkksParams, veil_core::Error> {
-    veil_core::params::insecure_logn12().validate()
-}
+use veil_tests::fixtures::{input, plaintext, test_params, tiny_cfg, tiny_weights, LOGIT_BOUND, M};
 
 fn cache() -> CkksCache<CpuBackend> {
     CkksCache::with_params(

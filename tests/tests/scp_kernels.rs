@@ -365,7 +365,7 @@ fn chain_small_head_dim() {
 }
 
 /// MiniLM (m = 128, d = 384, H = 12) at N = 2^15: minutes and ~4 GB on a 2-core machine, so left to
-/// `cargo test -- --ignored` and `veil bench scp` (measured: min precision ≥ 19.7 bits).
+/// `cargo test -- --ignored` and `veil-bench scp` (measured: min precision ≥ 19.7 bits).
 #[test]
 #[ignore]
 fn chain_minilm() {

@@ -1,4 +1,4 @@
-//! The in-memory measurements of `veil bench convert`: one C2M → M2C round trip per packing, and
+//! The in-memory measurements of `veil-bench convert`: one C2M → M2C round trip per packing, and
 //! the Ring2Field comparison, both parties in this process on [`harness::run_pair`].
 
 use super::R2fReport;

@@ -1,4 +1,4 @@
-//! `veil bench convert`: CKKS ↔ MPC conversion of two real vectors (EncFormer Table VII setting:
+//! `veil-bench convert`: CKKS ↔ MPC conversion of two real vectors (EncFormer Table VII setting:
 //! `N = 2^16`, depth 8) in three modes — real-only (one ciphertext per vector and direction, as
 //! BOLT/BLB), complex (both vectors in one ciphertext) and complex with modulus trimming — with
 //! bytes per conversion pair and latency as measured local compute plus a network overlay.
@@ -71,7 +71,7 @@ use veil_core::serial::ciphertext_len;
 /// EncFormer Table VII payload per conversion pair, MB: real, complex, complex + trimming.
 pub const PAPER_MB: [f64; 3] = [20.97, 10.49, 6.41];
 
-/// Options of `veil bench convert`.
+/// Options of `veil-bench convert`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchConvertOptions {
     /// Print JSON instead of tables.

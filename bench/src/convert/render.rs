@@ -1,4 +1,4 @@
-//! The text tables of `veil bench convert`.
+//! The text tables of `veil-bench convert`.
 
 use super::{ModeReport, NetLatency, Report};
 

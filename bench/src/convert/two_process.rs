@@ -1,4 +1,4 @@
-//! The two-process run of `veil bench convert`: complex+trim C2M then M2C between a client
+//! The two-process run of `veil-bench convert`: complex+trim C2M then M2C between a client
 //! process (P0, the key holder) and a server process (P1), over TCP — on an emulated link with
 //! `--netem`, or on any address the two are given (`--party 0|1 --addr ip:port`).
 //!
@@ -70,7 +70,7 @@ pub(super) fn run_netem(
         let relay = format!("127.0.0.1:{}", 48_000 + std::process::id() % 1000);
         procs.spawn_helper(
             Command::new("ip")
-                .args(["netns", "exec", link.namespace(1), &exe, "bench", "convert"])
+                .args(["netns", "exec", link.namespace(1), &exe, "convert"])
                 .args(["--relay", &relay, "--addr", &addr])
                 .args([
                     "--relay-delay-us",
@@ -84,7 +84,7 @@ pub(super) fn run_netem(
         let a = if i == 1 { &p1_addr } else { &addr };
         procs.spawn_party(
             Command::new("ip")
-                .args(["netns", "exec", link.namespace(i), &exe, "bench", "convert"])
+                .args(["netns", "exec", link.namespace(i), &exe, "convert"])
                 .args(["--log-n", &log_n, "--depth", &depth, "--log-bmax", &log_b])
                 .args(["--threads", &opts.threads.to_string()])
                 .args(["--addr", a, "--party", &i.to_string()]),

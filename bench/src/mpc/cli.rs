@@ -1,4 +1,4 @@
-//! `veil bench mpc` arguments (clap derive), kept apart from the `veil` binary so the CLI merges
+//! `veil-bench mpc` arguments (clap derive), kept apart from the `veil` binary so the CLI merges
 //! with other subcommands by adding one enum variant.
 
 use super::{bench_mpc, BenchMpcOptions, OtMode, TransportKind, TripleMode};
@@ -6,7 +6,7 @@ use crate::peers::PeerFigures;
 use crate::BenchError;
 use std::path::PathBuf;
 
-/// Arguments of `veil bench mpc`.
+/// Arguments of `veil-bench mpc`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchMpcArgs {
     /// Print the report as JSON instead of a table.

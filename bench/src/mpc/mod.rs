@@ -1,4 +1,4 @@
-//! `veil bench mpc`: per-primitive wall time, bytes per element and rounds at
+//! `veil-bench mpc`: per-primitive wall time, bytes per element and rounds at
 //! `n` elements (default `2^16`), `ℓ = 43`, `F = 13`, both parties as threads
 //! of this process, over the in-memory duplex and over TCP on 127.0.0.1.
 //! Each party seeds ChaCha20 from OS entropy. Times are the slower party's;
@@ -241,7 +241,7 @@ pub struct BenchRow {
     pub spu_rounds: Option<u32>,
     /// Pool and silent rows: `time_s` with the OT fills amortized, `time_s − pre_s` plus this
     /// op's COTs at the run's fill cost per COT (Σ `pre_s` / Σ COTs over the rows of the same
-    /// transport and OT mode), as `veil bench nonlinear` does; IKNP rows: none.
+    /// transport and OT mode), as `veil-bench nonlinear` does; IKNP rows: none.
     pub amortized_s: Option<f64>,
     /// `amortized_s / spu_time_s`.
     pub amortized_ratio: Option<f64>,
@@ -361,7 +361,7 @@ impl BenchMpcReport {
     /// Human-readable table with ratios to SPU Cheetah.
     pub fn to_table(&self) -> String {
         let mut s = format!(
-            "veil bench mpc: n = {}, l = {}, F = {}, pass {} of each session shown; IKNP OT; setup (base OT, and the RLWE triples' key with --triples rlwe) {} bytes, {}\n",
+            "veil-bench mpc: n = {}, l = {}, F = {}, pass {} of each session shown; IKNP OT; setup (base OT, and the RLWE triples' key with --triples rlwe) {} bytes, {}\n",
             self.n,
             self.ell,
             self.frac,

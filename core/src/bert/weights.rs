@@ -35,6 +35,26 @@ impl EncoderConfig {
         classes: 2,
     };
 
+    /// BERT-base (12 layers, hidden 768, 12 heads, FFN 3072) with a two-class head.
+    pub const BERT_BASE: EncoderConfig = EncoderConfig {
+        layers: 12,
+        hidden: 768,
+        heads: 12,
+        ffn: 3072,
+        ln_eps: 1e-12,
+        classes: 2,
+    };
+
+    /// The architecture a command line names: `minilm` ([`Self::MINILM_L6`]) or `bert-base`
+    /// ([`Self::BERT_BASE`]).
+    pub fn named(name: &str) -> Option<EncoderConfig> {
+        match name {
+            "minilm" => Some(Self::MINILM_L6),
+            "bert-base" => Some(Self::BERT_BASE),
+            _ => None,
+        }
+    }
+
     /// Checks the shape is usable: every width non-zero, `heads | hidden`.
     pub fn validate(&self) -> Result<()> {
         if self.layers == 0

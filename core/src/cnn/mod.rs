@@ -2,7 +2,8 @@
 //! ([`crate::packing::fragment`]), convolutions with any kernel, stride and padding, average
 //! pooling and fully connected layers compiled to one two-stage rotation form ([`linear`]), the
 //! one-level polynomial activation ([`act`]), the block-size planner of Eqs. 3–8 ([`plan`]), and
-//! re-blocking between layouts ([`relayout`]).
+//! re-blocking between layouts ([`relayout`]), and the network-level choices on the dry run
+//! ([`choose`]: the block size and the parameter set of a batch).
 //! The hybrid mode ([`hybrid`]) runs ReLU networks instead: the same linear layers under CKKS,
 //! every ReLU exact in two-party MPC through the complex conversion.
 //!
@@ -10,6 +11,7 @@
 //! the planner and the tables is the code path of the real run.
 
 pub mod act;
+pub mod choose;
 pub mod conv;
 pub mod fc;
 pub mod hybrid;
@@ -20,6 +22,7 @@ pub mod reference;
 pub mod relayout;
 
 pub use act::Quadratic;
+pub use choose::{batch_params, cost_proxy, DryRun, PlanMode};
 pub use conv::{Conv2d, ConvPlan, InputAffine};
 pub use fc::{FcPlan, FeatureMap, Linear};
 pub use hybrid::{HybridPlan, Segment, StepCost};

@@ -44,7 +44,7 @@
 //! (the length of the longest causal chain of messages), and bytes and rounds
 //! are accounted per [`channel::Phase`] (setup / offline / online).
 //!
-//! # Costs (ℓ = 43, F = 13, radix m = 4, IKNP; measured by `veil bench mpc`)
+//! # Costs (ℓ = 43, F = 13, radix m = 4, IKNP; measured by `veil-bench mpc`)
 //!
 //! Bytes per element count both directions, offline + online, 10-byte frame
 //! headers included; rounds are causal depth (offline + online).
@@ -68,14 +68,14 @@
 //! [`Party::preprocess_ot`] moves all OT extension traffic offline
 //! (random-COT pools, 1 derandomization bit per COT online). With the pools
 //! filled by the silent OT ([`Party::with_silent_ot`], [`ot::silent`],
-//! 0.447 bit per COT in steady state) `veil bench mpc --ot silent` measured
+//! 0.447 bit per COT in steady state) `veil-bench mpc --ot silent` measured
 //! at n = 2^16 over TCP: Π× 299 B/elem (220 of them the Gilboa triple
 //! corrections; the first extension of the session is charged to it),
 //! truncation 1.8, x < y 56.3, ReLU 67.3, mux 11.0, B2A 5.5, Ring2Field 79.0.
 //!
 //! With the triples of [`he_triples::HeTriples`] (RLWE oblivious linear evaluation, `N = 2^14`,
 //! 126.5 B per triple instead of Gilboa's ≈ 241) injected by
-//! [`Party::with_triple_source`], Π× is 150 B/elem in the same setting (`veil bench mpc
+//! [`Party::with_triple_source`], Π× is 150 B/elem in the same setting (`veil-bench mpc
 //! --triples rlwe`, the benchmark's default); its 735 KB key travels once, in the setup. A call
 //! pays whole batches of `N` triples, so the source fits long runs of products, not single
 //! small ones; the default engine keeps Gilboa's triples.

@@ -75,7 +75,7 @@ pub struct AblationRow {
     pub paper_formula_rotations: u64,
 }
 
-/// The counts report (`veil bench scp`).
+/// The counts report (`veil-bench scp`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScpCountsReport {
     /// The shape.

@@ -45,10 +45,12 @@
 //! [`serve`] runs each session on its own thread and keeps accepting whatever one session does
 //! (a panic included).
 
+mod calibrate;
 mod client;
 mod messages;
 mod server;
 
+pub use calibrate::{calibrate, CalibrationRun};
 pub use client::{run_client, ClientResult};
 pub use messages::{
     decode_blocks, decode_report, describe_blocks, encode_blocks, encode_report, fingerprint,

@@ -20,7 +20,7 @@ use std::time::Instant;
 use veil_core::backend::PolyBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::{client_run, dry_counts, server_run, HybridPlan, MPC_CONFIG};
-use veil_core::cnn::{Network, StepCost};
+use veil_core::cnn::{Network, PlanMode, StepCost};
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
 
@@ -295,7 +295,7 @@ pub fn run_server<B: PolyBackend>(
     check_plan(t, &plan)?;
     // The client's keys are those of the public architecture's dry run: bound the upload by them.
     let (_, rotations) =
-        dry_counts(&plan, &super::public_architecture(net)).map_err(VisionError::Plan)?;
+        dry_counts(&plan, &net.public_architecture()).map_err(VisionError::Plan)?;
     let t0 = Instant::now();
     let (server, stats) = Server::receive_keys(ck, t, rotations.len())?;
     let keys_s = t0.elapsed().as_secs_f64();
@@ -376,10 +376,10 @@ where
     B::Buffer: Send + Sync,
 {
     let slots = ck.params().n() / 2;
-    let arch = super::public_architecture(net);
+    let arch = net.public_architecture();
     let block = match block {
         Some(b) => b,
-        None => choose_block(&arch, batch, slots)?,
+        None => super::choose_block(&arch, batch, slots, PlanMode::Hybrid)?,
     };
     let plan =
         HybridPlan::new(ck.params(), &arch, batch, block).map_err(VisionError::HybridPlan)?;
@@ -405,26 +405,6 @@ where
             .map_err(VisionError::HybridPlan)?,
         conversions: plan.conversions(),
     })
-}
-
-/// The hybrid mode's default block size: the map's side in the pixel-wise layout (the batch
-/// fills the slots), the FHE-only planner's choice on the architecture without its ReLUs
-/// otherwise.
-pub fn choose_block(arch: &Network, batch: usize, slots: usize) -> Result<usize, VisionError> {
-    if batch == slots {
-        Ok(arch.side)
-    } else {
-        super::choose_block(&relu_free(arch), batch, slots)
-    }
-}
-
-/// The architecture with its ReLUs dropped, for the FHE-only block planner (the linear layers'
-/// rotation counts do not depend on the activations).
-fn relu_free(arch: &Network) -> Network {
-    let mut a = arch.clone();
-    a.layers
-        .retain(|l| !matches!(l, veil_core::cnn::Layer::Relu));
-    a
 }
 
 /// The predictions of a run's logits.

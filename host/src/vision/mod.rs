@@ -21,10 +21,9 @@ use crate::transport::Transport;
 use rand_core::{CryptoRng, RngCore};
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
-use veil_core::circuits::{CkksExec, Exec, OpCounts, SymExec};
+use veil_core::circuits::{CkksExec, OpCounts};
 use veil_core::ckks::{Ciphertext, Ckks};
-use veil_core::cnn::{Layer, LayerCost, NetPlan, Network};
-use veil_core::params;
+use veil_core::cnn::{DryRun, LayerCost, Network, PlanMode};
 
 /// Plaintext cache budget of the server (keyed masks and diagonals): 4 GiB.
 pub const CACHE_BUDGET: usize = 4 << 30;
@@ -116,101 +115,17 @@ impl From<PartyError> for VisionError {
     }
 }
 
-/// The architecture alone: every weight and bias replaced by 1 (what the client knows; the plan
-/// and the rotations depend on the geometry only), except the off-centre taps of a
-/// convolution's `1 × 1` branch ([`veil_core::cnn::Conv2d::point_outputs`]), which the
-/// architecture fixes at 0. A dry run of it counts the operations of a dense model with biases:
-/// the server's run counts the same unless some weights are exactly zero (the executor skips
-/// those products, so the server's timing reflects its zero count).
-pub fn public_architecture(net: &Network) -> Network {
-    let mut a = net.clone();
-    for l in &mut a.layers {
-        match l {
-            Layer::Conv(c) => {
-                c.weight.iter_mut().for_each(|w| *w = 1.0);
-                c.bias.iter_mut().for_each(|w| *w = 1.0);
-                if !c.depthwise {
-                    let (k, ci) = (c.kernel, c.in_channels);
-                    let per_output = ci * k * k;
-                    for o in 0..c.point_outputs.min(c.out_channels) {
-                        for (t, w) in c.weight[o * per_output..(o + 1) * per_output]
-                            .iter_mut()
-                            .enumerate()
-                        {
-                            if t % (k * k) != (k / 2) * k + k / 2 {
-                                *w = 0.0;
-                            }
-                        }
-                    }
-                }
-            }
-            Layer::Linear(f) => {
-                f.weight.iter_mut().for_each(|w| *w = 1.0);
-                f.bias.iter_mut().for_each(|w| *w = 1.0);
-            }
-            _ => {}
-        }
-    }
-    a
-}
-
-/// A whole-network cost proxy for choosing the block size, in key-switch units: a key switch
-/// (rotation or relinearization) 1, a plaintext product with its encoding 1/25, a constant
-/// multiply-accumulate 1/100. These are coarse weights, not a calibration: on two cores at
-/// `N = 2^15` a key switch takes tens of milliseconds, a plaintext product with its encoding
-/// about 5 ms and a constant multiply-accumulate about 1 ms (`bench/examples/prof_encode.rs`).
-pub fn cost_proxy(c: &OpCounts) -> f64 {
-    (c.rotations + c.relins) as f64 + c.pt_mults as f64 / 25.0 + c.const_mults as f64 / 100.0
-}
-
-/// The dry run of `net` at `batch`, block `block`: the plan and its counts.
-pub fn dry_run(
+/// The block size `net` plans `batch` with in `mode` ([`Network::choose_block`]), or
+/// [`VisionError::NoBlock`] when none admits the batch.
+pub fn choose_block(
     net: &Network,
     batch: usize,
-    block: usize,
     slots: usize,
-) -> Result<(NetPlan, OpCounts, Vec<i64>), veil_core::Error> {
-    let plan = net.plan(batch, block, slots)?;
-    let sym = SymExec::new(slots);
-    let xs: Vec<_> = (0..plan.input.ciphertexts())
-        .map(|_| sym.fresh(plan.depth))
-        .collect();
-    net.run(&sym, &plan, xs, |_| {})?;
-    Ok((plan, sym.counts(), sym.rotations_used()))
-}
-
-/// The CKKS set for a CNN batch: a batch of 8,192 fills N = 2^14's slots and runs pixel-wise
-/// on [`params::ckks_128_logn14_cnn`] (seven levels, LeNet's depth); every other batch runs
-/// on [`params::ckks_128_logn15`] (ten levels, 16,384 slots).
-pub fn cnn_params(batch: usize) -> params::CkksParamsLiteral {
-    if batch == 1 << 13 {
-        params::ckks_128_logn14_cnn()
-    } else {
-        params::ckks_128_logn15()
-    }
-}
-
-/// The block size with the lowest [`cost_proxy`] among the admissible ones.
-///
-/// A batch that fills the slots is planned pixel-wise (one block covers the map), so the block is
-/// the map's side and nothing is swept.
-pub fn choose_block(net: &Network, batch: usize, slots: usize) -> Result<usize, VisionError> {
-    if batch == slots {
-        dry_run(net, batch, net.side, slots).map_err(VisionError::Plan)?;
-        return Ok(net.side);
-    }
-    let mut best: Option<(f64, usize)> = None;
-    let mut s = 1;
-    while s <= net.side.next_power_of_two() {
-        if let Ok((_, c, _)) = dry_run(net, batch, s, slots) {
-            let v = cost_proxy(&c);
-            if best.is_none_or(|(b, _)| v < b) {
-                best = Some((v, s));
-            }
-        }
-        s *= 2;
-    }
-    best.map(|b| b.1).ok_or(VisionError::NoBlock { batch })
+    mode: PlanMode,
+) -> Result<usize, VisionError> {
+    net.choose_block(batch, slots, mode)
+        .map_err(VisionError::Plan)?
+        .ok_or(VisionError::NoBlock { batch })
 }
 
 /// One batch's server-side cost, per layer.
@@ -257,7 +172,11 @@ pub fn run_client<B: PolyBackend>(
     rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<ClientOutcome, VisionError> {
     let slots = ck.params().n() / 2;
-    let (plan, _, rotations) = dry_run(arch, batch, block, slots).map_err(VisionError::Plan)?;
+    let DryRun {
+        plan, rotations, ..
+    } = arch
+        .dry_run(batch, block, slots)
+        .map_err(VisionError::Plan)?;
     if plan.depth > ck.params().max_level() {
         return Err(VisionError::TooDeep {
             depth: plan.depth,
@@ -344,8 +263,11 @@ pub fn run_server<B: PolyBackend>(
 ) -> Result<Vec<BatchCost>, VisionError> {
     let slots = ck.params().n() / 2;
     // The client's keys are those of the public architecture's dry run: bound the upload by them.
-    let (_, _, rotations) =
-        dry_run(&public_architecture(net), batch, block, slots).map_err(VisionError::Plan)?;
+    let rotations = net
+        .public_architecture()
+        .dry_run(batch, block, slots)
+        .map_err(VisionError::Plan)?
+        .rotations;
     let plan = net.plan(batch, block, slots).map_err(VisionError::Plan)?;
     let (server, _) = Server::receive_keys(ck, t, rotations.len())?;
     let ex = CkksExec::new(ck, server.evaluation_keys(), slots).with_cache_budget(CACHE_BUDGET);
@@ -415,7 +337,7 @@ pub struct LoopbackRun {
 }
 
 /// Runs a client and a server on TCP loopback: the server with `net`, the client with its public
-/// architecture and `images`. `block = None` lets [`choose_block`] pick.
+/// architecture and `images`. `block = None` lets [`Network::choose_block`] pick.
 pub fn run_loopback<B: PolyBackend + Sync>(
     ck: &Ckks<B>,
     net: &Network,
@@ -428,12 +350,15 @@ where
     B::Buffer: Send + Sync,
 {
     let slots = ck.params().n() / 2;
-    let arch = public_architecture(net);
+    let arch = net.public_architecture();
     let block = match block {
         Some(b) => b,
-        None => choose_block(&arch, batch, slots)?,
+        None => choose_block(&arch, batch, slots, PlanMode::Fhe)?,
     };
-    let (_, counts, _) = dry_run(&arch, batch, block, slots).map_err(VisionError::Plan)?;
+    let counts = arch
+        .dry_run(batch, block, slots)
+        .map_err(VisionError::Plan)?
+        .counts;
     let batches = images.count.div_ceil(batch);
     let cfg = crate::transport::TransportConfig {
         timeout: std::time::Duration::from_secs(3600),

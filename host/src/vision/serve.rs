@@ -19,10 +19,7 @@
 //! All integers little-endian; every decoder is total (a typed [`CnnDecodeError`], never a
 //! panic) and canonical (what decodes re-encodes to the same bytes).
 
-use super::{
-    choose_block, cnn_params, dry_run, hybrid, public_architecture, run_client, run_server,
-    ClientOutcome, VisionError,
-};
+use super::{choose_block, hybrid, run_client, run_server, ClientOutcome, VisionError};
 use crate::model::images::Images;
 use crate::party::PartyError;
 use crate::slots::{take_slot, MAX_BUSY_THREADS};
@@ -37,7 +34,7 @@ use std::time::{Duration, Instant};
 use veil_core::backend::PolyBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::HybridPlan;
-use veil_core::cnn::{Layer, Network};
+use veil_core::cnn::{batch_params, Layer, Network, PlanMode};
 use veil_core::mpc::Frame;
 
 /// The client's request (see the module's table).
@@ -386,9 +383,8 @@ pub fn arch_digest(net: &Network) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// The block size the client proposes when none is given: FHE-only, [`choose_block`] on the
-/// public architecture; hybrid, the rule of [`hybrid::run_loopback`]
-/// ([`hybrid::choose_block`]).
+/// The block size the client proposes when none is given: [`Network::choose_block`] on the
+/// public architecture, in the session's mode.
 pub fn default_block(
     arch: &Network,
     batch: usize,
@@ -396,12 +392,12 @@ pub fn default_block(
     mode: Mode,
 ) -> Result<usize, VisionError> {
     match mode {
-        Mode::Fhe => choose_block(arch, batch, slots),
-        Mode::Hybrid { .. } => hybrid::choose_block(arch, batch, slots),
+        Mode::Fhe => choose_block(arch, batch, slots, PlanMode::Fhe),
+        Mode::Hybrid { .. } => choose_block(arch, batch, slots, PlanMode::Hybrid),
     }
 }
 
-/// A CKKS context per parameter set of [`cnn_params`], built on first use by `factory` and
+/// A CKKS context per parameter set of [`batch_params`], built on first use by `factory` and
 /// shared by every later session at a batch with the same set (two sets in all: `N = 2^14` for
 /// the pixel-wise batch of 8,192 and `N = 2^15` for any other).
 pub fn cached_cnn_ckks<B: PolyBackend>(
@@ -409,7 +405,7 @@ pub fn cached_cnn_ckks<B: PolyBackend>(
 ) -> impl Fn(usize) -> Result<Arc<Ckks<B>>, String> + Send + Sync + 'static {
     let made: Mutex<HashMap<String, Arc<Ckks<B>>>> = Mutex::new(HashMap::new());
     move |batch| {
-        let p = cnn_params(batch).validate().map_err(|e| e.to_string())?;
+        let p = batch_params(batch).validate().map_err(|e| e.to_string())?;
         let mut g = made
             .lock()
             .map_err(|_| "the CKKS cache is poisoned".to_string())?;
@@ -510,9 +506,11 @@ fn check_block<B: PolyBackend>(
             .map(|_| ())
             .map_err(|e| format!("block size {block} at batch {batch} does not plan: {e}"));
     }
-    let arch = public_architecture(net);
-    let (plan, _, _) = dry_run(&arch, batch, block, slots)
-        .map_err(|e| format!("block size {block} at batch {batch} does not plan: {e}"))?;
+    let arch = net.public_architecture();
+    let plan = arch
+        .dry_run(batch, block, slots)
+        .map_err(|e| format!("block size {block} at batch {batch} does not plan: {e}"))?
+        .plan;
     if plan.depth > params.max_level() {
         return Err(format!(
             "block size {block} at batch {batch} needs {} levels; {} has {}",
@@ -879,8 +877,9 @@ pub fn handshake(t: &mut dyn Transport, hello: &CnnHello) -> Result<(), VisionEr
 
 /// Runs `images` through the model served at `addr`: connects, proposes `batch` and `block`
 /// (`None`: [`default_block`]) in `mode` for the architecture of `arch` (only its geometry is
-/// used: [`public_architecture`]), and on acceptance runs the client's side with `ck` (which
-/// must be the parameter set the server uses at `batch`, [`cnn_params`] for `veil serve --cnn`).
+/// used: [`Network::public_architecture`]), and on acceptance runs the client's side with `ck`
+/// (which must be the parameter set the server uses at `batch`, [`batch_params`] for
+/// `veil serve --cnn`).
 /// A refusal is [`VisionError::Refused`]. Every receive waits at most `cfg.timeout`.
 #[allow(clippy::too_many_arguments)]
 pub fn infer_remote<B: PolyBackend>(
@@ -905,7 +904,7 @@ pub fn infer_remote<B: PolyBackend>(
         return Err(VisionError::NoBlock { batch });
     }
     let slots = ck.params().n() / 2;
-    let arch = public_architecture(arch);
+    let arch = arch.public_architecture();
     let block = match block {
         Some(b) => b,
         None => default_block(&arch, batch, slots, mode)?,
@@ -1115,11 +1114,11 @@ mod tests {
                 ),
             ],
         };
-        let arch = public_architecture(&net);
+        let arch = net.public_architecture();
         arch.validate().unwrap();
         assert_eq!(arch_digest(&arch), arch_digest(&net));
-        let (_, server, _) = dry_run(&net, 1, 2, 1024).unwrap();
-        let (_, client, _) = dry_run(&arch, 1, 2, 1024).unwrap();
+        let server = net.dry_run(1, 2, 1024).unwrap().counts;
+        let client = arch.dry_run(1, 2, 1024).unwrap().counts;
         assert_eq!(client, server);
     }
 
@@ -1134,7 +1133,7 @@ mod tests {
             arch_digest(&b),
             "weights and name do not enter"
         );
-        assert_eq!(arch_digest(&a), arch_digest(&public_architecture(&a)));
+        assert_eq!(arch_digest(&a), arch_digest(&a.public_architecture()));
         assert_ne!(arch_digest(&a), arch_digest(&net(11, 0.5)));
         let mut c = net(10, 0.5);
         c.layers[1] = Layer::Relu;

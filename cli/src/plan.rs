@@ -18,10 +18,11 @@
 //! - packing: minimal packing at every boundary (the only one implemented; expanded packing is
 //!   not built, so the model does not weigh it).
 
-use crate::e2e::BenchE2eArgs;
-use crate::BenchError;
+use crate::private::BackendArgs;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 use veil_core::bert::cost::{
     candidate_counts, candidate_peak, decide_gelu, fit_op_latency, network, predict, Calibration,
     Estimate, GeluDecision, Measured, Network, OpLatency, LOOPBACK, NETWORKS,
@@ -29,6 +30,92 @@ use veil_core::bert::cost::{
 use veil_core::bert::Blocks;
 use veil_core::bert::{session_params, EncoderConfig, SessionPlan};
 use veil_core::nn::gelu::{GeluKind, GeluSplit};
+use veil_core::PolyBackend;
+use veil_host::backend::{BackendError, Factory, OnBackend};
+use veil_host::session::{
+    calibrate as calibration_run, CalibrationRun, SessionError, SessionOptions,
+};
+
+/// Why `veil plan` failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// An option has a value outside its range.
+    InvalidOption {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// What it accepts.
+        expected: &'static str,
+    },
+    /// A file could not be read or written.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A saved calibration did not parse.
+    Report {
+        /// The file.
+        from: String,
+        /// Its start.
+        line: String,
+        /// The parser's error.
+        source: serde_json::Error,
+    },
+    /// The calibration did not encode.
+    Encode {
+        /// What.
+        what: &'static str,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+    /// The session parameters did not validate.
+    Core {
+        /// The step.
+        step: &'static str,
+        /// The error.
+        source: veil_core::Error,
+    },
+    /// The architecture does not plan at this length.
+    Plan(veil_core::convert::ProtocolError),
+    /// A calibration run failed.
+    Session(SessionError),
+    /// The chosen backend is not built in or has no device.
+    Backend(BackendError),
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::InvalidOption {
+                option,
+                value,
+                expected,
+            } => write!(f, "{option} {value:?}: expected {expected}"),
+            PlanError::Io { what, source } => write!(f, "{what}: {source}"),
+            PlanError::Report { from, line, source } => {
+                write!(f, "{from}: not a calibration ({source}): {line}")
+            }
+            PlanError::Encode { what, source } => write!(f, "encoding {what}: {source}"),
+            PlanError::Core { step, source } => write!(f, "{step}: {source}"),
+            PlanError::Plan(e) => write!(f, "session plan: {e}"),
+            PlanError::Session(e) => write!(f, "calibration run: {e}"),
+            PlanError::Backend(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+fn io(what: &'static str) -> impl Fn(std::io::Error) -> PlanError {
+    move |source| PlanError::Io {
+        what: what.into(),
+        source,
+    }
+}
 
 /// Options of `veil plan`.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,6 +151,29 @@ pub struct PlanArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// CKKS worker threads of the calibration runs (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// The backend the calibration runs on (both parties).
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+/// One calibration run on the chosen backend.
+struct Calibrate(CalibrationRun);
+
+impl OnBackend for Calibrate {
+    type Output = Result<Calibration, SessionError>;
+    fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
+        let cache = Arc::new(crate::private::cache_of(factory));
+        let mut done = 0usize;
+        calibration_run(cache, &self.0, &mut |_| {
+            done += 1;
+            if done.is_multiple_of(8) {
+                eprintln!("  {done} blocks");
+            }
+        })
+    }
 }
 
 /// What `veil plan` measures (or loads).
@@ -147,7 +257,7 @@ pub struct PlanReport {
 }
 
 /// The GELU kind of `--gelu` (erf or bolt).
-fn served_gelu(v: &str) -> Result<GeluKind, BenchError> {
+fn served_gelu(v: &str) -> Result<GeluKind, PlanError> {
     match v {
         "erf" => Ok(GeluKind::Erf),
         "bolt" => Ok(GeluKind::Bolt),
@@ -155,27 +265,16 @@ fn served_gelu(v: &str) -> Result<GeluKind, BenchError> {
     }
 }
 
-fn invalid(option: &'static str, value: String, expected: &'static str) -> BenchError {
-    BenchError::InvalidOption {
+fn invalid(option: &'static str, value: String, expected: &'static str) -> PlanError {
+    PlanError::InvalidOption {
         option,
         value,
         expected,
     }
 }
 
-fn calibration_of(run: &crate::e2e::E2eRun, ot: &str) -> Calibration {
-    Calibration {
-        m: run.m,
-        layers: run.layers,
-        ot: ot.into(),
-        keygen_s: run.keygen_s,
-        key_bytes: run.key_bytes,
-        blocks: run.raw.clone(),
-    }
-}
-
 /// Measures the calibration.
-pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, BenchError> {
+pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, PlanError> {
     served_gelu(&a.gelu)?;
     if a.calib_layers < 2 || a.calib_layers > cfg.layers {
         return Err(invalid(
@@ -196,30 +295,44 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, B
     let mut runs = Vec::new();
     for (gelu, ot) in variants {
         eprintln!(
-            "calibration: {} layer(s) + head at m = {}, OT {ot}, GELU {gelu} ...",
-            a.calib_layers, a.m
+            "calibration: {} layer(s) + head at m = {}, OT {ot}, GELU {gelu}, backend {} ...",
+            a.calib_layers,
+            a.m,
+            a.backend.choice(a.threads).label()
         );
-        let args = BenchE2eArgs {
-            shape: a.shape.clone(),
-            m: vec![a.m],
-            layers: Some(a.calib_layers),
-            valid: None,
-            gelu,
-            blocks: "exact".into(),
-            ot: ot.into(),
-            threads: 0,
-            timeout_s: 900,
-            json: true,
-            netem: Vec::new(),
-            text: None,
-            model: None,
+        let blocks = veil_host::session::gelu_blocks(&gelu)
+            .ok_or_else(|| invalid("--gelu", gelu.clone(), "erf or bolt"))?;
+        let run = CalibrationRun {
+            cfg: EncoderConfig {
+                layers: a.calib_layers,
+                ..*cfg
+            },
+            m: a.m,
+            session: SessionOptions {
+                blocks,
+                silent: if ot == "silent" {
+                    SessionOptions::default().silent
+                } else {
+                    None
+                },
+                ..SessionOptions::default()
+            },
+            transport: veil_host::transport::TransportConfig {
+                timeout: Duration::from_secs(900),
+                ..veil_host::transport::TransportConfig::default()
+            },
         };
-        let r = crate::e2e::run_cfg(&args, *cfg)?;
-        let run = r
-            .runs
-            .first()
-            .ok_or_else(|| invalid("--m", a.m.to_string(), "a supported length"))?;
-        runs.push(calibration_of(run, ot));
+        let probe = session_params().map_err(|source| PlanError::Core {
+            step: "session parameters",
+            source,
+        })?;
+        let c = a
+            .backend
+            .choice(a.threads)
+            .dispatch(&probe, Calibrate(run))
+            .map_err(PlanError::Backend)?
+            .map_err(PlanError::Session)?;
+        runs.push(c);
     }
     let mut runs = runs.into_iter();
     let mut next = || runs.next().unwrap_or_default();
@@ -261,13 +374,15 @@ fn arch(c: &EncoderConfig) -> String {
 }
 
 /// The architecture of `--model DIR` (its `config.json`) or of `--shape`.
-fn architecture(a: &PlanArgs) -> Result<(String, EncoderConfig), BenchError> {
+fn architecture(a: &PlanArgs) -> Result<(String, EncoderConfig), PlanError> {
     let Some(dir) = &a.model else {
-        return Ok((a.shape.clone(), crate::e2e::shape(&a.shape)?));
+        let cfg = EncoderConfig::named(&a.shape)
+            .ok_or_else(|| invalid("--shape", a.shape.clone(), "minilm or bert-base"))?;
+        return Ok((a.shape.clone(), cfg));
     };
     let path = dir.join("config.json");
-    let bytes = std::fs::read(&path).map_err(crate::error::io("reading config.json"))?;
-    let c = veil_host::model::parse_config(&bytes).map_err(|e| BenchError::Io {
+    let bytes = std::fs::read(&path).map_err(io("reading config.json"))?;
+    let c = veil_host::model::parse_config(&bytes).map_err(|e| PlanError::Io {
         what: format!("{}: not a BERT config", path.display()),
         source: std::io::Error::other(e.to_string()),
     })?;
@@ -275,23 +390,19 @@ fn architecture(a: &PlanArgs) -> Result<(String, EncoderConfig), BenchError> {
 }
 
 /// Runs `veil plan`.
-pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
+pub fn run(a: &PlanArgs) -> Result<PlanReport, PlanError> {
     let kind = served_gelu(&a.gelu)?;
     let (name, cfg) = architecture(a)?;
-    let params = session_params().map_err(|source| BenchError::Core {
+    let params = session_params().map_err(|source| PlanError::Core {
         step: "session parameters",
         source,
     })?;
-    let plan = SessionPlan::new(&params, &cfg, a.m).map_err(|e| BenchError::Protocol {
-        protocol: "session plan".into(),
-        source: veil_host::mpc::DriverError::Convert(e),
-    })?;
+    let plan = SessionPlan::new(&params, &cfg, a.m).map_err(PlanError::Plan)?;
     let cal = match &a.calibration {
         Some(p) => {
-            let s =
-                std::fs::read_to_string(p).map_err(crate::error::io("reading the calibration"))?;
+            let s = std::fs::read_to_string(p).map_err(io("reading the calibration"))?;
             let c: PlanCalibration =
-                serde_json::from_str(&s).map_err(|source| BenchError::Report {
+                serde_json::from_str(&s).map_err(|source| PlanError::Report {
                     from: p.display().to_string(),
                     line: s.chars().take(120).collect(),
                     source,
@@ -308,11 +419,11 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
         None => calibrate(a, &cfg)?,
     };
     if let Some(p) = &a.save {
-        let s = serde_json::to_string_pretty(&cal).map_err(|source| BenchError::Encode {
+        let s = serde_json::to_string_pretty(&cal).map_err(|source| PlanError::Encode {
             what: "the calibration",
             source,
         })?;
-        std::fs::write(p, s).map_err(crate::error::io("writing the calibration"))?;
+        std::fs::write(p, s).map_err(io("writing the calibration"))?;
     }
     let nets: Vec<Network> = if a.network.iter().any(|n| n == "all") {
         std::iter::once(LOOPBACK).chain(NETWORKS).collect()
@@ -370,7 +481,7 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, BenchError> {
     for net in nets {
         let iknp = predict(&cal.iknp, cfg.layers, &net).ok_or_else(missing)?;
         let silent = predict(&cal.silent, cfg.layers, &net).ok_or_else(missing)?;
-        let split_of = |c: &Option<Calibration>| -> Result<Option<Estimate>, BenchError> {
+        let split_of = |c: &Option<Calibration>| -> Result<Option<Estimate>, PlanError> {
             match c {
                 Some(c) => Ok(Some(predict(c, cfg.layers, &net).ok_or_else(missing)?)),
                 None => Ok(None),
@@ -579,6 +690,11 @@ mod tests {
             gelu_range: 25.0,
             gelu: "bolt".into(),
             json: false,
+            threads: 0,
+            backend: BackendArgs {
+                backend: veil_host::backend::BackendKind::Cpu,
+                device: None,
+            },
         };
         let r = run(&args).unwrap();
         assert_eq!(r.networks.len(), 5);
@@ -640,7 +756,7 @@ mod tests {
         });
         assert!(matches!(
             mismatch,
-            Err(BenchError::InvalidOption {
+            Err(PlanError::InvalidOption {
                 option: "--calibration",
                 ..
             })
@@ -649,7 +765,7 @@ mod tests {
         let bad = run(&PlanArgs { m: 32, ..args });
         assert!(matches!(
             bad,
-            Err(BenchError::InvalidOption {
+            Err(PlanError::InvalidOption {
                 option: "--calibration",
                 ..
             })
