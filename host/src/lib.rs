@@ -9,6 +9,8 @@
 //! - [`party`]: the two roles of private inference. The [`party::Client`] generates the CKKS keys
 //!   and keeps the secret key; the [`party::Server`] receives the public, relinearization and
 //!   Galois keys and holds nothing else;
+//! - [`serve`]: the one server framework (accept loop, slots, busy refusals, a thread per
+//!   session, the log line and the counts) on which each model family's handler runs;
 //! - [`session`]: one private inference between them (hello, keys, base OT, the run, the
 //!   report) and the multi-client accept loop behind `veil serve`;
 //! - [`vision`]: private CNN inference on FEnc2's packing (FHE-only, or hybrid with ReLU in
@@ -24,8 +26,8 @@ pub mod harness;
 pub mod model;
 pub mod mpc;
 pub mod party;
+pub mod serve;
 pub mod session;
-mod slots;
 pub mod transport;
 pub mod vision;
 

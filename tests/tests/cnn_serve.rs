@@ -230,6 +230,7 @@ fn fhe_model_served_remotely_matches_the_plaintext() {
             connections: 1,
             served: 1,
             refused: 0,
+            busy: 0,
             failed: 0
         }
     );

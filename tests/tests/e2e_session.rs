@@ -198,7 +198,7 @@ fn refuses_mismatched_requests_with_typed_reasons() {
         assert!(!r.text.is_empty());
     }
     let s = h.join().unwrap();
-    assert_eq!((s.connections, s.served, s.failed), (8, 0, 8));
+    assert_eq!((s.connections, s.served, s.refused, s.failed), (8, 0, 8, 0));
 }
 
 /// A client beyond `max_clients` is refused as busy; once the slot frees, the next is served.

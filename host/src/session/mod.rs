@@ -50,6 +50,7 @@ mod client;
 mod messages;
 mod server;
 
+pub use crate::serve::ServeSummary;
 pub use calibrate::{calibrate, CalibrationRun};
 pub use client::{run_client, ClientResult};
 pub use messages::{
@@ -58,7 +59,7 @@ pub use messages::{
     BLOCKS_LEN, HELLO_LEN, MAX_BLOCK_NAME, MAX_REFUSE_TEXT, MAX_REPORT_BLOCKS, SESSION_VERSION,
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
-pub use server::{serve, serve_one, ServeOptions, ServeSummary, ServerStats};
+pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats};
 
 use crate::mpc::DriverError;
 use crate::party::PartyError;

@@ -9,13 +9,11 @@ use super::{
     SessionOptions,
 };
 use crate::party::{KeyExchangeStats, Server};
-use crate::slots::{take_slot, MAX_BUSY_THREADS};
-use crate::transport::{TcpTransport, Transport, TransportConfig, HELLO_LIMITS};
+use crate::serve::{Handler, ServeSummary, ServerOptions, SessionEnd};
+use crate::transport::{Transport, TransportConfig};
 use std::net::TcpListener;
-use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 use veil_core::bert::{server_run, EncoderWeights};
 use veil_core::mpc::{PartyId, Stats};
 use veil_core::PolyBackend;
@@ -259,137 +257,71 @@ impl Default for ServeOptions {
     }
 }
 
-/// Counts of a finished [`serve`] (one with [`ServeOptions::max_connections`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServeSummary {
-    /// Connections accepted.
-    pub connections: u64,
-    /// Sessions that finished.
-    pub served: u64,
-    /// Sessions that failed (refusals of a bad request included).
-    pub failed: u64,
-    /// Clients refused because the server was busy.
-    pub busy: u64,
+impl ServeOptions {
+    /// The framework's part of these settings.
+    pub fn server(&self) -> ServerOptions {
+        ServerOptions {
+            transport: self.transport,
+            max_clients: self.max_clients,
+            max_connections: self.max_connections,
+            quiet: self.quiet,
+        }
+    }
 }
 
-/// Accepts clients on `listener` and serves each on its own thread, at most
-/// [`ServeOptions::max_clients`] at once (one more is told [`RefuseCode::Busy`]). One line per
-/// session goes to standard error. A failed or panicking session ends only itself; an accept
-/// error is logged and the loop goes on. Returns only after
-/// [`ServeOptions::max_connections`] connections, once their sessions have finished.
+/// The BERT family's [`Handler`] on the server framework: [`serve_one`] per client.
+pub struct BertHandler<B: PolyBackend> {
+    /// The served model.
+    pub weights: Arc<EncoderWeights>,
+    /// The CKKS contexts, shared by every session.
+    pub ckks: Arc<CkksCache<B>>,
+    /// The session settings.
+    pub session: SessionOptions,
+}
+
+impl<B: PolyBackend> Handler for BertHandler<B> {
+    fn name(&self) -> &str {
+        "veil serve"
+    }
+
+    fn serve(&self, t: &mut dyn Transport) -> SessionEnd {
+        match serve_one(t, &self.weights, &self.ckks, &self.session) {
+            Ok(st) => SessionEnd::Served(format!(
+                "m = {}, {} tokens, {:.1} MB MPC, {:.1} MB keys",
+                st.m,
+                st.valid,
+                st.mpc_bytes() as f64 / 1e6,
+                (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes) as f64
+                    / 1e6
+            )),
+            Err(SessionError::Rejected(r)) => SessionEnd::Refused(r.to_string()),
+            Err(e) => SessionEnd::Failed(e.to_string()),
+        }
+    }
+
+    fn refuse_busy(&self, t: &mut dyn Transport, running: usize) {
+        let _ = reject::<()>(
+            t,
+            Refusal::new(RefuseCode::Busy, format!("{running} sessions running")),
+        );
+    }
+}
+
+/// Accepts clients on `listener` and serves `weights` to each on its own thread, on the server
+/// framework ([`crate::serve::serve`]): at most [`ServeOptions::max_clients`] at once (one more
+/// is told [`RefuseCode::Busy`]), a refused request counted as refused, a failed or panicking
+/// session ending only itself. Returns only after [`ServeOptions::max_connections`]
+/// connections, once their sessions have finished.
 pub fn serve<B: PolyBackend>(
     listener: TcpListener,
     weights: Arc<EncoderWeights>,
     ckks: Arc<CkksCache<B>>,
     opts: ServeOptions,
 ) -> ServeSummary {
-    let active = Arc::new(AtomicUsize::new(0));
-    let busy_threads = Arc::new(AtomicUsize::new(0));
-    let summary = Arc::new(Mutex::new(ServeSummary::default()));
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    let log = move |line: String| {
-        if !opts.quiet {
-            eprintln!("veil serve: {line}");
-        }
+    let handler = BertHandler {
+        weights,
+        ckks,
+        session: opts.session,
     };
-    let bump = |f: &dyn Fn(&mut ServeSummary)| {
-        if let Ok(mut s) = summary.lock() {
-            f(&mut s)
-        }
-    };
-    let mut id = 0u64;
-    while opts.max_connections.is_none_or(|n| id < n) {
-        let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) => {
-                log(format!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        id += 1;
-        bump(&|s| s.connections += 1);
-        workers.retain(|h| !h.is_finished());
-        let mut t = match TcpTransport::new(stream, opts.transport) {
-            Ok(t) => t,
-            Err(e) => {
-                log(format!("#{id} {peer}: transport: {e}"));
-                bump(&|s| s.failed += 1);
-                continue;
-            }
-        };
-        let Some(slot) = take_slot(&active, opts.max_clients.max(1)) else {
-            bump(&|s| s.busy += 1);
-            log(format!(
-                "#{id} {peer}: refused, busy ({} sessions)",
-                opts.max_clients
-            ));
-            // Read the Hello first (so that closing does not reset the connection under the
-            // refusal), off the accept loop, on a bounded number of threads.
-            if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
-                let spawned = std::thread::Builder::new()
-                    .name(format!("veil-busy-{id}"))
-                    .spawn(move || {
-                        let _b = b;
-                        let _ = t.recv_limited(HELLO_LIMITS);
-                        let _ = reject::<()>(
-                            &mut t,
-                            Refusal::new(
-                                RefuseCode::Busy,
-                                format!("{} sessions running", opts.max_clients),
-                            ),
-                        );
-                    });
-                if let Ok(h) = spawned {
-                    workers.push(h);
-                }
-            }
-            continue;
-        };
-        let (weights, ckks, summary) = (weights.clone(), ckks.clone(), summary.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("veil-session-{id}"))
-            .spawn(move || {
-                let _slot = slot;
-                let t0 = Instant::now();
-                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    serve_one(&mut t, &weights, &ckks, &opts.session)
-                }));
-                let secs = t0.elapsed().as_secs_f64();
-                let ok = matches!(res, Ok(Ok(_)));
-                match res {
-                    Ok(Ok(st)) => log(format!(
-                        "#{id} {peer}: ok, m = {}, {} tokens, {:.2} s, {:.1} MB MPC, {:.1} MB keys",
-                        st.m,
-                        st.valid,
-                        secs,
-                        st.mpc_bytes() as f64 / 1e6,
-                        (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes)
-                            as f64
-                            / 1e6
-                    )),
-                    Ok(Err(e)) => log(format!("#{id} {peer}: failed after {secs:.2} s: {e}")),
-                    Err(_) => log(format!("#{id} {peer}: session panicked after {secs:.2} s")),
-                }
-                if let Ok(mut s) = summary.lock() {
-                    if ok {
-                        s.served += 1;
-                    } else {
-                        s.failed += 1;
-                    }
-                }
-            });
-        match spawned {
-            Ok(h) => workers.push(h),
-            Err(e) => {
-                log(format!("#{id} {peer}: no thread: {e}"));
-                bump(&|s| s.failed += 1);
-            }
-        }
-    }
-    for h in workers {
-        let _ = h.join();
-    }
-    let s = summary.lock().map(|g| *g).unwrap_or_default();
-    s
+    crate::serve::serve(listener, Arc::new(handler), opts.server())
 }

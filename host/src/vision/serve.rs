@@ -22,15 +22,13 @@
 use super::{choose_block, hybrid, run_client, run_server, ClientOutcome, VisionError};
 use crate::model::images::Images;
 use crate::party::PartyError;
-use crate::slots::{take_slot, MAX_BUSY_THREADS};
+use crate::serve::{Handler, SessionEnd};
 use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use veil_core::backend::PolyBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::HybridPlan;
@@ -421,44 +419,11 @@ pub fn cached_cnn_ckks<B: PolyBackend>(
 /// The shared factory of a server's CKKS contexts.
 type MakeCkks<B> = dyn Fn(usize) -> Result<Arc<Ckks<B>>, String> + Send + Sync;
 
-/// Settings of [`serve_cnn`].
-#[derive(Clone, Copy, Debug)]
-pub struct CnnServeOptions {
-    /// Every session's transport (the receive timeout bounds a stalled client, the key transfer
-    /// and each batch's round trip included).
-    pub transport: TransportConfig,
-    /// Sessions served at once; one more client is refused with [`CnnRefuseCode::Busy`].
-    pub max_clients: usize,
-    /// Stop after this many connections (all finished before [`serve_cnn`] returns); `None`
-    /// serves forever.
-    pub max_connections: Option<u64>,
-    /// Print no per-session line on standard error.
-    pub quiet: bool,
-}
+/// Settings of [`serve_cnn`]: the server framework's.
+pub type CnnServeOptions = crate::serve::ServerOptions;
 
-impl Default for CnnServeOptions {
-    fn default() -> Self {
-        CnnServeOptions {
-            transport: TransportConfig::default(),
-            max_clients: 4,
-            max_connections: None,
-            quiet: false,
-        }
-    }
-}
-
-/// Counts of a finished [`serve_cnn`] (one with [`CnnServeOptions::max_connections`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CnnServeSummary {
-    /// Connections accepted.
-    pub connections: u64,
-    /// Sessions that finished.
-    pub served: u64,
-    /// Clients refused with a [`CnnRefuseCode`] (busy included).
-    pub refused: u64,
-    /// Sessions that failed after an acceptance, or before a hello could be read.
-    pub failed: u64,
-}
+/// Counts of a finished [`serve_cnn`]: the server framework's.
+pub type CnnServeSummary = crate::serve::ServeSummary;
 
 /// What the server saw of one session.
 #[derive(Clone, Debug)]
@@ -686,127 +651,67 @@ pub fn serve_one_cnn<B: PolyBackend>(
     })
 }
 
-/// Accepts clients on `listener` and serves `net` to each on its own thread, at most
-/// [`CnnServeOptions::max_clients`] at once (one more is told [`CnnRefuseCode::Busy`]).
-/// `make_ckks` gives the CKKS context of a batch (see [`cached_cnn_ckks`]). One line per session
-/// goes to standard error unless quiet. A failed, refused or panicking session ends only itself;
-/// an accept error is logged and the loop goes on. Returns only after
-/// [`CnnServeOptions::max_connections`] connections, once their sessions have finished.
+/// The CNN family's [`Handler`] on the server framework: [`serve_one_cnn`] per client.
+pub struct CnnHandler<B: PolyBackend> {
+    net: Arc<Network>,
+    digest: [u8; 32],
+    make_ckks: Arc<MakeCkks<B>>,
+}
+
+impl<B: PolyBackend> CnnHandler<B> {
+    /// A handler serving `net`, with the CKKS context of a batch from `make_ckks` (see
+    /// [`cached_cnn_ckks`]).
+    pub fn new(
+        net: Arc<Network>,
+        make_ckks: impl Fn(usize) -> Result<Arc<Ckks<B>>, String> + Send + Sync + 'static,
+    ) -> Self {
+        CnnHandler {
+            digest: arch_digest(&net),
+            net,
+            make_ckks: Arc::new(make_ckks),
+        }
+    }
+}
+
+impl<B: PolyBackend> Handler for CnnHandler<B> {
+    fn name(&self) -> &str {
+        "veil serve --cnn"
+    }
+
+    fn serve(&self, t: &mut dyn Transport) -> SessionEnd {
+        match serve_one_cnn(t, &self.net, &self.digest, &*self.make_ckks) {
+            Ok(s) => SessionEnd::Served(format!(
+                "{}, batch {}, {} images",
+                s.hello.mode, s.hello.batch, s.hello.images
+            )),
+            Err(VisionError::Refused { code, reason }) => {
+                SessionEnd::Refused(format!("({code}) {reason}"))
+            }
+            Err(e) => SessionEnd::Failed(e.to_string()),
+        }
+    }
+
+    fn refuse_busy(&self, t: &mut dyn Transport, running: usize) {
+        let _ = refuse::<()>(
+            t,
+            CnnRefuseCode::Busy,
+            format!("{running} sessions running"),
+        );
+    }
+}
+
+/// Accepts clients on `listener` and serves `net` to each on its own thread, on the server
+/// framework ([`crate::serve::serve`]): at most [`CnnServeOptions::max_clients`] at once (one
+/// more is told [`CnnRefuseCode::Busy`]). `make_ckks` gives the CKKS context of a batch (see
+/// [`cached_cnn_ckks`]). A failed, refused or panicking session ends only itself. Returns only
+/// after [`CnnServeOptions::max_connections`] connections, once their sessions have finished.
 pub fn serve_cnn<B: PolyBackend>(
     listener: TcpListener,
     net: Arc<Network>,
     make_ckks: impl Fn(usize) -> Result<Arc<Ckks<B>>, String> + Send + Sync + 'static,
     opts: CnnServeOptions,
 ) -> CnnServeSummary {
-    let make_ckks: Arc<MakeCkks<B>> = Arc::new(make_ckks);
-    let digest = arch_digest(&net);
-    let active = Arc::new(AtomicUsize::new(0));
-    let busy_threads = Arc::new(AtomicUsize::new(0));
-    let summary = Arc::new(Mutex::new(CnnServeSummary::default()));
-    let mut workers: Vec<JoinHandle<()>> = Vec::new();
-    let log = move |line: String| {
-        if !opts.quiet {
-            eprintln!("veil serve --cnn: {line}");
-        }
-    };
-    let bump = |f: &dyn Fn(&mut CnnServeSummary)| {
-        if let Ok(mut s) = summary.lock() {
-            f(&mut s)
-        }
-    };
-    let max_clients = opts.max_clients.max(1);
-    let mut id = 0u64;
-    while opts.max_connections.is_none_or(|n| id < n) {
-        let (stream, peer) = match listener.accept() {
-            Ok(c) => c,
-            Err(e) => {
-                log(format!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        id += 1;
-        bump(&|s| s.connections += 1);
-        workers.retain(|h| !h.is_finished());
-        let mut t = match TcpTransport::new(stream, opts.transport) {
-            Ok(t) => t,
-            Err(e) => {
-                log(format!("#{id} {peer}: transport: {e}"));
-                bump(&|s| s.failed += 1);
-                continue;
-            }
-        };
-        let Some(slot) = take_slot(&active, max_clients) else {
-            bump(&|s| s.refused += 1);
-            log(format!(
-                "#{id} {peer}: refused, busy ({max_clients} sessions)"
-            ));
-            // Read the hello first (so that closing does not reset the connection under the
-            // refusal), off the accept loop, on a bounded number of threads.
-            if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
-                let spawned = std::thread::Builder::new()
-                    .name(format!("veil-cnn-busy-{id}"))
-                    .spawn(move || {
-                        let _b = b;
-                        let _ = t.recv_limited(HELLO_LIMITS);
-                        let _ = refuse::<()>(
-                            &mut t,
-                            CnnRefuseCode::Busy,
-                            format!("{max_clients} sessions running"),
-                        );
-                    });
-                if let Ok(h) = spawned {
-                    workers.push(h);
-                }
-            }
-            continue;
-        };
-        let (net, make_ckks, summary) = (net.clone(), make_ckks.clone(), summary.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("veil-cnn-session-{id}"))
-            .spawn(move || {
-                let _slot = slot;
-                let t0 = Instant::now();
-                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    serve_one_cnn(&mut t, &net, &digest, &*make_ckks)
-                }));
-                let secs = t0.elapsed().as_secs_f64();
-                let refused = matches!(res, Ok(Err(VisionError::Refused { .. })));
-                let ok = matches!(res, Ok(Ok(_)));
-                match res {
-                    Ok(Ok(s)) => log(format!(
-                        "#{id} {peer}: ok, {}, batch {}, {} images, {secs:.2} s",
-                        s.hello.mode, s.hello.batch, s.hello.images
-                    )),
-                    Ok(Err(VisionError::Refused { code, reason })) => {
-                        log(format!("#{id} {peer}: refused ({code}): {reason}"))
-                    }
-                    Ok(Err(e)) => log(format!("#{id} {peer}: failed after {secs:.2} s: {e}")),
-                    Err(_) => log(format!("#{id} {peer}: session panicked after {secs:.2} s")),
-                }
-                if let Ok(mut s) = summary.lock() {
-                    if ok {
-                        s.served += 1;
-                    } else if refused {
-                        s.refused += 1;
-                    } else {
-                        s.failed += 1;
-                    }
-                }
-            });
-        match spawned {
-            Ok(h) => workers.push(h),
-            Err(e) => {
-                log(format!("#{id} {peer}: no thread: {e}"));
-                bump(&|s| s.failed += 1);
-            }
-        }
-    }
-    for h in workers {
-        let _ = h.join();
-    }
-    let s = summary.lock().map(|g| *g).unwrap_or_default();
-    s
+    crate::serve::serve(listener, Arc::new(CnnHandler::new(net, make_ckks)), opts)
 }
 
 /// What the client saw of a remote run.

@@ -1,0 +1,217 @@
+//! The one server framework behind `veil serve` (BERT: [`crate::session::serve`]) and
+//! `veil serve --cnn` ([`crate::vision::serve::serve_cnn`]): the accept loop, a bounded number of
+//! sessions at once (one more client is told it is busy, off the accept loop, on a bounded
+//! number of threads), a thread per session that a failure or a panic ends alone, the per-session
+//! log line and the counts. A model family contributes a [`Handler`]: its handshake and its run.
+
+use crate::transport::{TcpTransport, Transport, TransportConfig};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Threads answering busy clients at most at once (beyond, such a connection is closed at once).
+pub const MAX_BUSY_THREADS: usize = 16;
+
+/// How one session ended, as its [`Handler`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// Served; the text is the log line's detail (`m = 16, 9 tokens, …`).
+    Served(String),
+    /// The handler refused the client's request with a typed reason, and told it so.
+    Refused(String),
+    /// The session failed (a transport error, a peer that stalled, a protocol error).
+    Failed(String),
+}
+
+/// A model family's side of the server: what runs on a connection once the framework has
+/// accepted it and given it a slot.
+pub trait Handler: Send + Sync + 'static {
+    /// The name in log lines (`veil serve`, `veil serve --cnn`).
+    fn name(&self) -> &str;
+    /// Serves one client over `t`: the handshake (a refusal is [`SessionEnd::Refused`]), the
+    /// keys, the run, the report.
+    fn serve(&self, t: &mut dyn Transport) -> SessionEnd;
+    /// Tells a client beyond [`ServerOptions::max_clients`] that the server is busy (`running`
+    /// sessions), in the family's refusal message. The framework has read the client's first
+    /// frame already, so that closing does not reset the connection under the refusal.
+    fn refuse_busy(&self, t: &mut dyn Transport, running: usize);
+}
+
+/// Settings of [`serve`].
+#[derive(Clone, Copy, Debug)]
+pub struct ServerOptions {
+    /// Every session's transport (the receive timeout bounds a stalled client).
+    pub transport: TransportConfig,
+    /// Sessions served at once; one more client is refused as busy.
+    pub max_clients: usize,
+    /// Stop after this many connections (all finished before [`serve`] returns); `None`
+    /// serves forever.
+    pub max_connections: Option<u64>,
+    /// Print no per-session line on standard error.
+    pub quiet: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            transport: TransportConfig::default(),
+            max_clients: 4,
+            max_connections: None,
+            quiet: false,
+        }
+    }
+}
+
+/// Counts of a finished [`serve`] (one with [`ServerOptions::max_connections`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeSummary {
+    /// Connections accepted.
+    pub connections: u64,
+    /// Sessions that finished.
+    pub served: u64,
+    /// Clients refused with a typed reason ([`Self::busy`] included).
+    pub refused: u64,
+    /// Of the refused, those refused because the server was full.
+    pub busy: u64,
+    /// Sessions that failed (after an acceptance, or before a request could be read), or
+    /// panicked.
+    pub failed: u64,
+}
+
+/// A place among a bounded number; gives it back when dropped (also when its thread panics).
+pub(crate) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A place among `max`, or `None` when all are taken.
+pub(crate) fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+    c.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+        (n < max).then_some(n + 1)
+    })
+    .ok()
+    .map(|_| Slot(c.clone()))
+}
+
+/// Accepts clients on `listener` and serves each with `handler` on its own thread, at most
+/// [`ServerOptions::max_clients`] at once (one more is told it is busy). One line per session
+/// goes to standard error unless quiet. A failed, refused or panicking session ends only
+/// itself; an accept error is logged and the loop goes on. Returns only after
+/// [`ServerOptions::max_connections`] connections, once their sessions have finished.
+pub fn serve<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    opts: ServerOptions,
+) -> ServeSummary {
+    let active = Arc::new(AtomicUsize::new(0));
+    let busy_threads = Arc::new(AtomicUsize::new(0));
+    let summary = Arc::new(Mutex::new(ServeSummary::default()));
+    let mut workers: Vec<JoinHandle<()>> = Vec::new();
+    let name = handler.name().to_string();
+    let log = {
+        let name = name.clone();
+        move |line: String| {
+            if !opts.quiet {
+                eprintln!("{name}: {line}");
+            }
+        }
+    };
+    let bump = |f: &dyn Fn(&mut ServeSummary)| {
+        if let Ok(mut s) = summary.lock() {
+            f(&mut s)
+        }
+    };
+    let max_clients = opts.max_clients.max(1);
+    let mut id = 0u64;
+    while opts.max_connections.is_none_or(|n| id < n) {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) => {
+                log(format!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        id += 1;
+        bump(&|s| s.connections += 1);
+        workers.retain(|h| !h.is_finished());
+        let mut t = match TcpTransport::new(stream, opts.transport) {
+            Ok(t) => t,
+            Err(e) => {
+                log(format!("#{id} {peer}: transport: {e}"));
+                bump(&|s| s.failed += 1);
+                continue;
+            }
+        };
+        let Some(slot) = take_slot(&active, max_clients) else {
+            bump(&|s| {
+                s.refused += 1;
+                s.busy += 1;
+            });
+            log(format!(
+                "#{id} {peer}: refused, busy ({max_clients} sessions)"
+            ));
+            // Read the request first (so that closing does not reset the connection under the
+            // refusal), off the accept loop, on a bounded number of threads.
+            if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
+                let handler = handler.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("veil-busy-{id}"))
+                    .spawn(move || {
+                        let _b = b;
+                        let _ = t.recv_limited(crate::transport::HELLO_LIMITS);
+                        handler.refuse_busy(&mut t, max_clients);
+                    });
+                if let Ok(h) = spawned {
+                    workers.push(h);
+                }
+            }
+            continue;
+        };
+        let (handler, summary, session_log) = (handler.clone(), summary.clone(), log.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("veil-session-{id}"))
+            .spawn(move || {
+                let _slot = slot;
+                let t0 = Instant::now();
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    handler.serve(&mut t)
+                }));
+                let secs = t0.elapsed().as_secs_f64();
+                let end = res.unwrap_or_else(|_| SessionEnd::Failed("the session panicked".into()));
+                match &end {
+                    SessionEnd::Served(d) => {
+                        session_log(format!("#{id} {peer}: ok, {d}, {secs:.2} s"))
+                    }
+                    SessionEnd::Refused(r) => session_log(format!("#{id} {peer}: refused: {r}")),
+                    SessionEnd::Failed(e) => {
+                        session_log(format!("#{id} {peer}: failed after {secs:.2} s: {e}"))
+                    }
+                }
+                if let Ok(mut s) = summary.lock() {
+                    match end {
+                        SessionEnd::Served(_) => s.served += 1,
+                        SessionEnd::Refused(_) => s.refused += 1,
+                        SessionEnd::Failed(_) => s.failed += 1,
+                    }
+                }
+            });
+        match spawned {
+            Ok(h) => workers.push(h),
+            Err(e) => {
+                log(format!("#{id} {peer}: no thread: {e}"));
+                bump(&|s| s.failed += 1);
+            }
+        }
+    }
+    for h in workers {
+        let _ = h.join();
+    }
+    let s = summary.lock().map(|g| *g).unwrap_or_default();
+    s
+}
