@@ -237,6 +237,31 @@ pub fn expand_uniform_row(
     }
 }
 
+/// Fills `out` with integers drawn uniformly from `[−width, width]` (`width < 2^62`), by
+/// rejection from the smallest power-of-two range covering `2·width + 1` values: the number of
+/// draws depends only on the rejected words, never on the accepted value.
+///
+/// This is the noise of a flood ([`crate::ckks::sanitize`]); `width = 0` gives zeros.
+pub fn uniform_signed<R: RngCore + CryptoRng>(rng: &mut R, width: u64, out: &mut [i64]) {
+    let width = width.min((1u64 << 62) - 1);
+    let span = 2 * width + 1;
+    let bits = 64 - (span - 1).leading_zeros();
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    for x in out.iter_mut() {
+        loop {
+            let v = rng.next_u64() & mask;
+            if v < span {
+                *x = v as i64 - width as i64;
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,31 +431,6 @@ mod tests {
         words.extend((0..100_000).map(|_| rng.next_u64()));
         for r in words {
             assert_eq!(g.sample_word(r), reference(r), "word {r:#x}");
-        }
-    }
-}
-
-/// Fills `out` with integers drawn uniformly from `[−width, width]` (`width < 2^62`), by
-/// rejection from the smallest power-of-two range covering `2·width + 1` values: the number of
-/// draws depends only on the rejected words, never on the accepted value.
-///
-/// This is the noise of a flood ([`crate::ckks::sanitize`]); `width = 0` gives zeros.
-pub fn uniform_signed<R: RngCore + CryptoRng>(rng: &mut R, width: u64, out: &mut [i64]) {
-    let width = width.min((1u64 << 62) - 1);
-    let span = 2 * width + 1;
-    let bits = 64 - (span - 1).leading_zeros();
-    let mask = if bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    for x in out.iter_mut() {
-        loop {
-            let v = rng.next_u64() & mask;
-            if v < span {
-                *x = v as i64 - width as i64;
-                break;
-            }
         }
     }
 }
