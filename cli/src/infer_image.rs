@@ -295,6 +295,7 @@ impl FheCli<'_> {
             .fold(0.0, f64::max);
         let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
+        let sanitize_s: f64 = run.batches.iter().map(|b| b.sanitize_s).sum();
         let peak = vision::peak_rss_bytes();
         let layers: Vec<serde_json::Value> = run.batches[0]
             .layers
@@ -318,6 +319,7 @@ impl FheCli<'_> {
                 "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
                 "worst_logit_error": worst,
                 "server_eval_s": eval, "seconds_per_image": eval / imgs.count as f64,
+                "sanitize_s": sanitize_s,
                 "wall_s": wall, "keys_s": run.client.keys_s,
                 "encrypt_s": run.client.encrypt_s, "decrypt_s": run.client.decrypt_s,
                 "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
@@ -335,7 +337,7 @@ impl FheCli<'_> {
             back as f64 / 1e6
         );
         println!(
-            "server {eval:.2} s ({:.3} s per image), keys {:.1} s, encrypt {:.2} s, decrypt {:.2} s, wall {wall:.1} s, peak RSS {}",
+            "server {eval:.2} s ({:.3} s per image) + sanitize {sanitize_s:.3} s, keys {:.1} s, encrypt {:.2} s, decrypt {:.2} s, wall {wall:.1} s, peak RSS {}",
             eval / imgs.count as f64,
             run.client.keys_s,
             run.client.encrypt_s,

@@ -96,6 +96,14 @@ pub enum Error {
         /// The operation that failed (e.g. `"download"`).
         what: &'static str,
     },
+    /// A noise flood does not fit the ciphertext's modulus, or costs more precision than the
+    /// caller allows ([`crate::ckks::sanitize`]).
+    FloodTooWide {
+        /// `log2` of the flood's width.
+        width_bits: f64,
+        /// `log2` of the largest width that fits.
+        room_bits: f64,
+    },
 }
 
 impl fmt::Display for Error {
@@ -146,6 +154,13 @@ impl fmt::Display for Error {
                 "shape mismatch in {what}: expected {expected}, found {found}"
             ),
             Error::Device { what } => write!(f, "device fault during {what}"),
+            Error::FloodTooWide {
+                width_bits,
+                room_bits,
+            } => write!(
+                f,
+                "noise flood of 2^{width_bits:.1} does not fit (at most 2^{room_bits:.1})"
+            ),
         }
     }
 }

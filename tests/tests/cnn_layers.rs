@@ -329,7 +329,7 @@ fn pixelwise_lenet_on_ckks_matches_the_reference() {
 
 /// The two roles over TCP loopback (`veil_host::vision`): the client plans the public
 /// architecture and holds the secret key, the server holds the weights and the public keys; the
-/// decrypted logits match the plaintext model's.
+/// decrypted (sanitized) logits match the plaintext model's.
 #[test]
 fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
     use veil_core::cnn::{Layer, Network};
@@ -389,7 +389,12 @@ fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
         "loopback: block {}, {} Galois keys, worst |Δlogit| {worst:.2e}",
         run.block, run.client.galois_keys
     );
-    assert!(worst < 2e-4, "worst {worst}");
+    // The evaluation's 2e-4 plus the output flood the server adds before sending (at most
+    // `FLOOD_TOLERANCE = 2^-10` per logit at 8 standard deviations, `tests/cnn_sanitize.rs`).
+    assert!(
+        worst < 2e-4 + veil_host::vision::FLOOD_TOLERANCE,
+        "worst {worst}"
+    );
     // A ReLU network is refused by the FHE-only plan with a typed error, not a panic.
     let mut relu = net.clone();
     relu.layers[1] = Layer::Relu;

@@ -28,7 +28,8 @@ use veil_host::vision::VisionError;
 use veil_tests::fixtures::check_against_plaintext;
 use veil_tests::*;
 
-/// The FHE-only bound on |encrypted − plaintext| per logit.
+/// The FHE-only bound on |encrypted − plaintext| per logit: the output flood's `2^−10` (at 8
+/// standard deviations, `veil_host::vision::FLOOD_TOLERANCE`) and the evaluation's error.
 const FHE_BOUND: f64 = 1e-3;
 /// The hybrid mode's bound (the one of `cnn_hybrid.rs`).
 const HYBRID_BOUND: f64 = 5e-3;

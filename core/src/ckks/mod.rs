@@ -3,7 +3,8 @@
 //!
 //! This layer adds what is specific to CKKS: the canonical-embedding [`Encoder`], the evaluator
 //! [`Ckks`] with its scale bookkeeping (encode/decode, additions, plaintext and constant products,
-//! products with relinearization, rescaling, slot rotations) and [`PrecisionStats`]. Ciphertexts,
+//! products with relinearization, rescaling, slot rotations), [`PrecisionStats`], and the
+//! sanitization of a result before it goes back to the key's owner ([`sanitize`]). Ciphertexts,
 //! keys, key generation, encryption and key switching come from [`crate::rlwe`] and are
 //! re-exported here.
 
@@ -13,6 +14,7 @@ pub mod evaluator;
 pub mod periodic;
 pub mod precision;
 pub mod rotate;
+pub mod sanitize;
 pub mod subring;
 
 pub use crate::rlwe::{
@@ -23,4 +25,5 @@ pub use encoder::{Encoder, C64};
 pub use evaluator::Ckks;
 pub use periodic::{PeriodClasses, PeriodicPlaintext};
 pub use precision::PrecisionStats;
+pub use sanitize::{Flood, STAT_SECURITY_BITS};
 pub use subring::{SubringPlaintext, SubringSum};

@@ -237,6 +237,31 @@ pub fn expand_uniform_row(
     }
 }
 
+/// Fills `out` with integers drawn uniformly from `[−width, width]` (`width < 2^62`), by
+/// rejection from the smallest power-of-two range covering `2·width + 1` values: the number of
+/// draws depends only on the rejected words, never on the accepted value.
+///
+/// This is the noise of a flood ([`crate::ckks::sanitize`]); `width = 0` gives zeros.
+pub fn uniform_signed<R: RngCore + CryptoRng>(rng: &mut R, width: u64, out: &mut [i64]) {
+    let width = width.min((1u64 << 62) - 1);
+    let span = 2 * width + 1;
+    let bits = 64 - (span - 1).leading_zeros();
+    let mask = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    for x in out.iter_mut() {
+        loop {
+            let v = rng.next_u64() & mask;
+            if v < span {
+                *x = v as i64 - width as i64;
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +332,39 @@ mod tests {
                 assert_eq!(x, want);
             }
         }
+    }
+
+    /// The flood's sampler stays in `[−W, W]`, reaches both ends, and is uniform: every value of
+    /// a small width appears within 5 standard deviations of its expected count, the mean and
+    /// the variance `W(W+1)/3` of a wide one within 5 standard errors; width 0 gives zeros.
+    #[test]
+    fn uniform_signed_is_uniform_on_its_range() {
+        let mut rng = ChaCha20Rng::seed_from_u64(8);
+        let mut v = vec![0i64; 1 << 16];
+        uniform_signed(&mut rng, 5, &mut v);
+        let expect = v.len() as f64 / 11.0;
+        let sd = (expect * (1.0 - 1.0 / 11.0)).sqrt();
+        for x in -5i64..=5 {
+            let c = v.iter().filter(|&&y| y == x).count() as f64;
+            assert!((c - expect).abs() < 5.0 * sd, "{x}: {c} vs {expect}");
+        }
+        assert!(v.iter().all(|x| x.abs() <= 5));
+        let w = (1u64 << 40) + 12345;
+        uniform_signed(&mut rng, w, &mut v);
+        assert!(v.iter().all(|x| x.unsigned_abs() <= w));
+        let n = v.len() as f64;
+        let wf = w as f64;
+        let var = wf * (wf + 1.0) / 3.0;
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n;
+        assert!(mean.abs() < 5.0 * (var / n).sqrt(), "mean {mean}");
+        let m2 = v.iter().map(|&x| (x as f64) * (x as f64)).sum::<f64>() / n;
+        // Var(x²) = E[x⁴] − var² = var²·(9/5 − 1) for a uniform law.
+        assert!(
+            (m2 / var - 1.0).abs() < 5.0 * (0.8f64 / n).sqrt(),
+            "{m2} vs {var}"
+        );
+        uniform_signed(&mut rng, 0, &mut v);
+        assert!(v.iter().all(|&x| x == 0));
     }
 
     #[test]

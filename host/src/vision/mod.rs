@@ -5,7 +5,9 @@
 //! 1. Both sides compile the public architecture for the batch ([`Network::plan`]); the client
 //!    derives the rotations from a dry run and sends the keys ([`Client::send_keys`]).
 //! 2. The client encrypts each batch in the fragment layout at the lowest level that suffices
-//!    (the network's depth) and sends it; the server runs the network and sends the logits back.
+//!    (the network's depth) and sends it; the server runs the network, sanitizes each output
+//!    ciphertext ([`sanitize_outputs`]: a fresh `Enc_pk(0)` and a noise flood) and sends the
+//!    logits back.
 //! 3. The client decrypts and takes the argmax; the server reports its per-layer costs.
 //!
 //! The hybrid mode (exact ReLU in MPC between the linear layers) is in [`hybrid`]; serving a
@@ -22,7 +24,7 @@ use rand_core::{CryptoRng, RngCore};
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
 use veil_core::circuits::{CkksExec, OpCounts};
-use veil_core::ckks::{Ciphertext, Ckks};
+use veil_core::ckks::{Ciphertext, Ckks, Flood, PublicKey};
 use veil_core::cnn::{DryRun, LayerCost, Network, PlanMode};
 
 /// Plaintext cache budget of the server (keyed masks and diagonals): 4 GiB.
@@ -73,6 +75,8 @@ pub enum VisionError {
     },
     /// The server's answer to the hello did not decode.
     Handshake(serve::CnnDecodeError),
+    /// The outputs could not be sanitized (a flood that does not fit the output level).
+    Sanitize(veil_core::Error),
 }
 
 impl std::fmt::Display for VisionError {
@@ -103,6 +107,7 @@ impl std::fmt::Display for VisionError {
                 write!(f, "the server refused: {code}: {reason}")
             }
             VisionError::Handshake(e) => write!(f, "the server's answer to the hello: {e}"),
+            VisionError::Sanitize(e) => write!(f, "sanitizing the outputs: {e}"),
         }
     }
 }
@@ -128,6 +133,56 @@ pub fn choose_block(
         .ok_or(VisionError::NoBlock { batch })
 }
 
+/// The error the output flood may add to one logit: `2^−10`, at [`FLOOD_TAILS`] standard
+/// deviations (the flood's standard deviation per logit is `2^−10 / 8 ≈ 1.2·10^−4`).
+///
+/// This is a precision budget, not a statistical one: at the served parameters the `2^−40` flood
+/// of [`veil_core::ckks::sanitize`] would cost the logits more than 40 bits they do not have
+/// (see [`output_flood`]).
+pub const FLOOD_TOLERANCE: f64 = 1.0 / 1024.0;
+
+/// Standard deviations of margin between the flood's error and [`FLOOD_TOLERANCE`] (a sum of
+/// `N` uniform terms is Gaussian to within `2^−40` at this tail: `P(|X| > 8σ) ≈ 10^−15`).
+pub const FLOOD_TAILS: f64 = 8.0;
+
+/// The flood of an output ciphertext at `scale` on a ring of degree `n`: the widest one whose
+/// error per logit stays below [`FLOOD_TOLERANCE`] at [`FLOOD_TAILS`] deviations
+/// ([`Flood::for_precision`]). It depends on public values only (the ring and the output scale,
+/// which the plan fixes), so its width tells the client nothing about the weights.
+///
+/// What it buys, per coefficient of the phase: an evaluation noise `e_j` is hidden within
+/// `|e_j| / (2W + 1)`. At the served parameters `W ≈ 2^20.8` (`N = 2^15`, `Δ = 2^40`) and
+/// `2^17.3` (`N = 2^14`, `Δ = 2^36`): the low 20 (17) bits of every coefficient of the noise are
+/// flooded, but the whole-ring bound `N·B / (2W + 1)` is not below 1, so the flood is no
+/// statistical guarantee. The `2^−40` flood needs `W ≥ 2^39·N·B`: for LeNet at `N = 2^15`
+/// (`B ≈ 2^17`) that is `W ≈ 2^71`, past `q_0` and a per-logit deviation of about `2^37`
+/// (README, security notes).
+pub fn output_flood(n: usize, scale: f64) -> Result<Flood, VisionError> {
+    Flood::for_precision(n, scale, FLOOD_TOLERANCE, FLOOD_TAILS).map_err(VisionError::Sanitize)
+}
+
+/// Sanitizes the network's output ciphertexts before they go back to the client
+/// ([`Ckks::sanitize`]): each gets a fresh `Enc_pk(0)` (its `c_1` becomes a fresh RLWE sample)
+/// and the flood of [`output_flood`]. No slot mask and no level: the last layer of every
+/// FHE-only network is fully connected ([`Network::validate`]), and its weight diagonals and bias
+/// are zero off the output slots, so those slots hold zero plus noise already
+/// (`tests/cnn_sanitize.rs` checks it). Takes the public key only.
+pub fn sanitize_outputs<B: PolyBackend>(
+    ck: &Ckks<B>,
+    pk: &PublicKey<B>,
+    cts: &[Ciphertext<B>],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<Vec<Ciphertext<B>>, VisionError> {
+    let n = ck.params().n();
+    cts.iter()
+        .map(|c| {
+            let flood = output_flood(n, c.scale())?;
+            ck.sanitize(pk, c, None, &flood, rng)
+                .map_err(VisionError::Sanitize)
+        })
+        .collect()
+}
+
 /// One batch's server-side cost, per layer.
 #[derive(Clone, Debug)]
 pub struct BatchCost {
@@ -137,6 +192,8 @@ pub struct BatchCost {
     pub layers: Vec<(LayerCost, f64)>,
     /// Ciphertext bytes returned to the client.
     pub bytes_back: u64,
+    /// Sanitizing the outputs ([`sanitize_outputs`]), seconds (not in `eval_s`).
+    pub sanitize_s: f64,
 }
 
 /// The client's view of a run.
@@ -271,6 +328,7 @@ pub fn run_server<B: PolyBackend>(
     let plan = net.plan(batch, block, slots).map_err(VisionError::Plan)?;
     let (server, _) = Server::receive_keys(ck, t, rotations.len())?;
     let ex = CkksExec::new(ck, server.evaluation_keys(), slots).with_cache_budget(CACHE_BUDGET);
+    let mut rng = crate::os_rng();
     let mut out = Vec::with_capacity(batches);
     for b in 0..batches {
         let cts = crate::party::recv_ciphertexts(ck, t)?;
@@ -285,11 +343,15 @@ pub fn run_server<B: PolyBackend>(
             })
             .map_err(VisionError::Plan)?;
         let eval_s = t0.elapsed().as_secs_f64();
+        let ts = Instant::now();
+        let y = sanitize_outputs(ck, server.public_key(), &y, &mut rng)?;
+        let sanitize_s = ts.elapsed().as_secs_f64();
         let bytes_back = crate::party::send_ciphertexts(ck, t, &y)?;
         out.push(BatchCost {
             eval_s,
             layers,
             bytes_back,
+            sanitize_s,
         });
     }
     Ok(out)
