@@ -1,9 +1,9 @@
 //! `veil serve` and `veil infer`: the two sides of private inference over TCP.
 
 use crate::private::{
-    bert_probe_params, cache_of, encode_text, load_client, load_model, plaintext_logits, print_json,
-    render_classification, render_session, render_table, result_json, spinner, tick, transport,
-    BackendArgs, BertServer, CliError,
+    bert_probe_params, cache_of, encode_text, load_client, load_model, plaintext_logits,
+    print_json, render_classification, render_session, render_table, result_json, spinner, tick,
+    transport, BackendArgs, BertServer, CliError,
 };
 use std::net::TcpListener;
 use std::path::PathBuf;
