@@ -55,7 +55,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
             SENTENCES.len()
         )));
     }
-    let model = load_model(a.model.as_ref())?;
+    let model = load_model(a.model.as_ref(), None)?;
     let weights = prefix(&model.weights, a.layers);
     let cfg = weights.cfg;
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|source| CliError::Io {
@@ -100,7 +100,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
     let mut failure = None;
     for (i, text) in SENTENCES.iter().take(a.sentences).enumerate() {
         let res = (|| {
-            let (x, valid) = encode_text(&model, text)?;
+            let (x, valid) = encode_text(&model.tokenizer, &model.embeddings, text)?;
             let plain = plaintext_logits(&weights, &x, valid)?;
             let mut t = TcpTransport::connect(addr, transport(a.timeout)).map_err(|source| {
                 CliError::Connect {

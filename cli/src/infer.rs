@@ -1,9 +1,9 @@
 //! `veil serve` and `veil infer`: the two sides of private inference over TCP.
 
 use crate::private::{
-    bert_probe_params, cache_of, encode_text, load_model, plaintext_logits, print_json,
-    render_classification, render_session, render_table, result_json, spinner, tick, transport,
-    BackendArgs, BertServer, CliError,
+    bert_probe_params, cache_of, encode_text, load_client, load_model, plaintext_logits,
+    print_json, render_classification, render_session, render_table, result_json, spinner, tick,
+    transport, BackendArgs, BertServer, CliError,
 };
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// all-MiniLM-L6-v2 with the sentiment head, fetched once.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// The classification head to serve (a `veil-head.json`-format file); default: the model
+    /// directory's `veil-head.json`, else the built-in all-MiniLM-L6-v2 sentiment head.
+    #[arg(long, value_name = "FILE", conflicts_with = "cnn")]
+    pub head: Option<PathBuf>,
     /// Serve a CNN instead of the BERT model: `lenet` (quadratic activations, FHE-only mode),
     /// `lenet-relu` (ReLU, hybrid mode) or a `.safetensors` file; clients run
     /// `veil infer-image --server ADDR` with the same model. The CKKS set follows each client's
@@ -89,7 +93,7 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
             a.gelu
         ))
     })?;
-    let model = load_model(a.model.as_ref())?;
+    let model = load_model(a.model.as_ref(), a.head.as_ref())?;
     let weights = crate::private::prefix(&model.weights, a.layers);
     // The blocks must plan for this model (they do for every --gelu value on a BERT
     // architecture); checked once here rather than refused to every client.
@@ -160,10 +164,14 @@ pub struct InferArgs {
     /// Run the plaintext reference locally instead (no server).
     #[arg(long)]
     pub plaintext: bool,
-    /// The model directory: the client uses its tokenizer and published embedding table (the
-    /// server's architecture must match); default: all-MiniLM-L6-v2.
+    /// The model directory: the client reads its config.json, tokenizer.json and the embedding
+    /// tensors of model.safetensors (the encoder's layers and the head need not be there: they
+    /// are the server's); default: all-MiniLM-L6-v2. `--plaintext` needs the whole checkpoint.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Output classes of the served head (public: the session asks for this architecture).
+    #[arg(long, default_value_t = 2)]
+    pub classes: usize,
     /// Use the first K layers only (the server must serve the same prefix); 0: all.
     #[arg(long, default_value_t = 0)]
     pub layers: usize,
@@ -190,11 +198,11 @@ pub struct InferArgs {
 /// Runs `veil infer`.
 pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     let text = a.text.join(" ");
-    let model = load_model(a.model.as_ref())?;
-    let weights = crate::private::prefix(&model.weights, a.layers);
-    let classes = weights.cfg.classes;
-    let (x, valid) = encode_text(&model, &text)?;
     if a.plaintext {
+        let model = load_model(a.model.as_ref(), None)?;
+        let weights = crate::private::prefix(&model.weights, a.layers);
+        let classes = weights.cfg.classes;
+        let (x, valid) = encode_text(&model.tokenizer, &model.embeddings, &text)?;
         let logits = plaintext_logits(&weights, &x, valid)?;
         if a.json {
             let mut v = crate::private::classification_json(classes, &logits);
@@ -211,6 +219,18 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         print!("{}", render_classification(classes, &logits));
         return Ok(());
     }
+    // The client's part only: no encoder weight and no head is read.
+    let model = load_client(a.model.as_ref(), a.classes)?;
+    let cfg = EncoderConfig {
+        layers: if a.layers == 0 {
+            model.cfg.layers
+        } else {
+            a.layers.min(model.cfg.layers)
+        },
+        ..model.cfg
+    };
+    let classes = cfg.classes;
+    let (x, valid) = encode_text(&model.tokenizer, &model.embeddings, &text)?;
     let addr = a
         .server
         .clone()
@@ -224,7 +244,7 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     let pb = spinner("private inference", a.json);
     let client = BertClient {
         t: &mut t,
-        cfg: &weights.cfg,
+        cfg: &cfg,
         x: &x,
         valid,
         opts: SessionOptions {
@@ -236,7 +256,7 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     let r = a
         .backend
         .choice(a.threads)
-        .dispatch(&bert_probe_params(&weights.cfg)?, client);
+        .dispatch(&bert_probe_params(&cfg)?, client);
     pb.finish_and_clear();
     let r = r??;
     if a.json {

@@ -253,15 +253,7 @@ struct FheCli<'a> {
 impl FheCli<'_> {
     fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
-        let acc = |pred: &[usize]| {
-            self.labels.map(|l| {
-                pred.iter()
-                    .zip(l)
-                    .filter(|(p, l)| **p == **l as usize)
-                    .count() as f64
-                    / pred.len() as f64
-            })
-        };
+        let acc = |pred: &[usize]| accuracy(self.labels, pred);
         let t0 = Instant::now();
         let json_mode = a.json;
         let run = vision::run_loopback(ck, self.net, imgs, batch, a.block, |b, c| {
@@ -280,19 +272,7 @@ impl FheCli<'_> {
             .iter()
             .map(|l| veil_host::vision::argmax(l))
             .collect();
-        let agree = pred
-            .iter()
-            .zip(self.plain_pred)
-            .filter(|(a, b)| a == b)
-            .count();
-        let worst = run
-            .client
-            .logits
-            .iter()
-            .flatten()
-            .zip(self.plain)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
+        let (agree, worst) = agreement(&pred, self.plain_pred, &run.client.logits, self.plain);
         let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
         let sanitize_s: f64 = run.batches.iter().map(|b| b.sanitize_s).sum();
@@ -398,6 +378,34 @@ impl OnBackend for ImageJob<'_> {
     }
 }
 
+/// The share of `pred` equal to `labels` (`None` without labels).
+fn accuracy(labels: Option<&[u8]>, pred: &[usize]) -> Option<f64> {
+    labels.map(|l| {
+        pred.iter()
+            .zip(l)
+            .filter(|(p, l)| **p == **l as usize)
+            .count() as f64
+            / pred.len() as f64
+    })
+}
+
+/// How many private predictions equal the plaintext ones, and the worst logit error.
+fn agreement(
+    pred: &[usize],
+    plain_pred: &[usize],
+    logits: &[Vec<f64>],
+    plain: &[f64],
+) -> (usize, f64) {
+    let agree = pred.iter().zip(plain_pred).filter(|(a, b)| a == b).count();
+    let worst = logits
+        .iter()
+        .flatten()
+        .zip(plain)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    (agree, worst)
+}
+
 /// Each private prediction beside the plaintext one (the first 32), the agreement, the worst
 /// logit error and, with labels, both accuracies.
 fn print_comparison(pred: &[usize], plain_pred: &[usize], labels: Option<&[u8]>, worst: f64) {
@@ -472,28 +480,8 @@ impl HybridCli<'_> {
             .map_err(CliError::Vision)?;
         let wall = t0.elapsed().as_secs_f64();
         let pred = vision::hybrid::predictions(&run.client.logits);
-        let agree = pred
-            .iter()
-            .zip(self.plain_pred)
-            .filter(|(a, b)| a == b)
-            .count();
-        let worst = run
-            .client
-            .logits
-            .iter()
-            .flatten()
-            .zip(self.plain)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-        let acc = |pred: &[usize]| {
-            self.labels.map(|l| {
-                pred.iter()
-                    .zip(l)
-                    .filter(|(p, l)| **p == **l as usize)
-                    .count() as f64
-                    / pred.len() as f64
-            })
-        };
+        let (agree, worst) = agreement(&pred, self.plain_pred, &run.client.logits, self.plain);
+        let acc = |pred: &[usize]| accuracy(self.labels, pred);
         let n = imgs.count as f64;
         let peak = vision::peak_rss_bytes();
         let per_image_bytes = run.server.mpc_bytes as f64 / n;
@@ -692,27 +680,8 @@ impl RemoteCli<'_> {
         .map_err(CliError::Vision)?;
         let n = imgs.count as f64;
         let pred = vision::hybrid::predictions(run.logits());
-        let agree = pred
-            .iter()
-            .zip(self.plain_pred)
-            .filter(|(a, b)| a == b)
-            .count();
-        let worst = run
-            .logits()
-            .iter()
-            .flatten()
-            .zip(self.plain)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max);
-        let acc = |pred: &[usize]| {
-            self.labels.map(|l| {
-                pred.iter()
-                    .zip(l)
-                    .filter(|(p, l)| **p == **l as usize)
-                    .count() as f64
-                    / pred.len() as f64
-            })
-        };
+        let (agree, worst) = agreement(&pred, self.plain_pred, run.logits(), self.plain);
+        let acc = |pred: &[usize]| accuracy(self.labels, pred);
         let wall = run.wall_s;
         if a.json {
             let mut v = json!({

