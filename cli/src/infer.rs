@@ -159,6 +159,10 @@ pub struct InferArgs {
     /// Receive timeout of every session step, seconds (the longest server block must fit).
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// How long to keep trying to connect to the server, seconds (a line on stderr says when
+    /// it retries; then it fails with the OS's reason, e.g. "Connection refused").
+    #[arg(long, default_value_t = veil_host::transport::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    pub connect_timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -198,12 +202,7 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         .server
         .clone()
         .ok_or_else(|| CliError::Usage("--server ADDR is required without --plaintext".into()))?;
-    let mut t = TcpTransport::connect(addr.as_str(), transport(a.timeout)).map_err(|source| {
-        CliError::Connect {
-            addr: addr.clone(),
-            source,
-        }
-    })?;
+    let mut t = connect(&addr, a.connect_timeout, transport(a.timeout))?;
     let pb = spinner("private inference", a.json);
     let cache = cpu_cache(a.threads);
     let r = run_client(
@@ -231,4 +230,25 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     print!("{}", render_session(&r));
     print!("{}", render_table(&r));
     Ok(())
+}
+
+/// Connects to the server at `addr`, retrying for up to `limit_s` seconds (one line on stderr
+/// when it starts retrying), with `cfg` bounding every receive after. Gives up with the address
+/// and the OS's reason for the last failure.
+pub(crate) fn connect(
+    addr: &str,
+    limit_s: u64,
+    cfg: veil_host::transport::TransportConfig,
+) -> Result<TcpTransport, CliError> {
+    let limit = Duration::from_secs(limit_s);
+    TcpTransport::connect_within(addr, limit, cfg, &mut |e| {
+        eprintln!(
+            "veil: cannot connect to {addr} yet ({e}); retrying for up to {limit_s} s \
+             (--connect-timeout)"
+        )
+    })
+    .map_err(|e| CliError::Io {
+        what: e.context(),
+        source: e.source,
+    })
 }

@@ -74,6 +74,8 @@ pub enum VisionError {
     },
     /// The server's answer to the hello did not decode.
     Handshake(serve::CnnDecodeError),
+    /// No connection to the server within the connect limit ([`serve::infer_remote`]).
+    Connect(crate::transport::ConnectError),
 }
 
 impl std::fmt::Display for VisionError {
@@ -104,6 +106,7 @@ impl std::fmt::Display for VisionError {
                 write!(f, "the server refused: {code}: {reason}")
             }
             VisionError::Handshake(e) => write!(f, "the server's answer to the hello: {e}"),
+            VisionError::Connect(e) => write!(f, "{e}"),
         }
     }
 }

@@ -877,11 +877,10 @@ pub fn handshake(t: &mut dyn Transport, hello: &CnnHello) -> Result<(), VisionEr
     }
 }
 
-/// Runs `images` through the model served at `addr`: connects, proposes `batch` and `block`
-/// (`None`: [`default_block`]) in `mode` for the architecture of `arch` (only its geometry is
-/// used: [`public_architecture`]), and on acceptance runs the client's side with `ck` (which
-/// must be the parameter set the server uses at `batch`, [`cnn_params`] for `veil serve --cnn`).
-/// A refusal is [`VisionError::Refused`]. Every receive waits at most `cfg.timeout`.
+/// Runs `images` through the model served at `addr`: connects (retrying for up to
+/// [`DEFAULT_CONNECT_TIMEOUT`](crate::transport::DEFAULT_CONNECT_TIMEOUT), or `cfg.timeout` if
+/// shorter; [`VisionError::Connect`] when nothing answers), then [`infer_remote_on`]. Every
+/// receive waits at most `cfg.timeout`.
 #[allow(clippy::too_many_arguments)]
 pub fn infer_remote<B: PolyBackend>(
     ck: &Ckks<B>,
@@ -892,6 +891,27 @@ pub fn infer_remote<B: PolyBackend>(
     block: Option<usize>,
     mode: Mode,
     cfg: TransportConfig,
+) -> Result<RemoteRun, VisionError> {
+    let limit = crate::transport::DEFAULT_CONNECT_TIMEOUT.min(cfg.timeout);
+    let mut t = TcpTransport::connect_within(addr, limit, cfg, &mut |_| {})
+        .map_err(VisionError::Connect)?;
+    infer_remote_on(ck, &mut t, arch, images, batch, block, mode)
+}
+
+/// Runs `images` through the model served at the other end of `t` (connected, e.g. with
+/// [`TcpTransport::connect_within`]): proposes `batch` and `block` (`None`: [`default_block`])
+/// in `mode` for the architecture of `arch` (only its geometry is used:
+/// [`public_architecture`]), and on acceptance runs the client's side with `ck` (which must be
+/// the parameter set the server uses at `batch`, [`cnn_params`] for `veil serve --cnn`). A
+/// refusal is [`VisionError::Refused`]. Every receive waits at most `t`'s timeout.
+pub fn infer_remote_on<B: PolyBackend>(
+    ck: &Ckks<B>,
+    t: &mut TcpTransport,
+    arch: &Network,
+    images: &Images,
+    batch: usize,
+    block: Option<usize>,
+    mode: Mode,
 ) -> Result<RemoteRun, VisionError> {
     let shape = (arch.channels, arch.side, arch.side);
     if (images.channels, images.height, images.width) != shape
@@ -922,19 +942,15 @@ pub fn infer_remote<B: PolyBackend>(
         digest: arch_digest(&arch),
     };
     let t0 = Instant::now();
-    let mut t = TcpTransport::connect(addr, cfg)
-        .map_err(|e| VisionError::Party(PartyError::Transport(e)))?;
-    handshake(&mut t, &hello)?;
+    handshake(t, &hello)?;
     let outcome = match mode {
         Mode::Fhe => {
             let mut rng = crate::os_rng();
-            RemoteOutcome::Fhe(run_client(
-                ck, &mut t, &arch, images, batch, block, &mut rng,
-            )?)
+            RemoteOutcome::Fhe(run_client(ck, t, &arch, images, batch, block, &mut rng)?)
         }
         Mode::Hybrid { silent } => RemoteOutcome::Hybrid(hybrid::run_client(
             ck,
-            &mut t,
+            t,
             &arch,
             images,
             batch,
