@@ -877,6 +877,22 @@ pub fn handshake(t: &mut dyn Transport, hello: &CnnHello) -> Result<(), VisionEr
     }
 }
 
+/// `Err` unless `images` are `arch`'s input and neither they nor `batch` are empty.
+fn check_request(arch: &Network, images: &Images, batch: usize) -> Result<(), VisionError> {
+    let shape = (arch.channels, arch.side, arch.side);
+    if (images.channels, images.height, images.width) != shape
+        || images.pixels.len() != images.count * arch.channels * arch.side * arch.side
+    {
+        return Err(VisionError::Plan(veil_core::Error::InvalidParameters(
+            "the images' shape is not the network's input",
+        )));
+    }
+    if images.count == 0 || batch == 0 {
+        return Err(VisionError::NoBlock { batch });
+    }
+    Ok(())
+}
+
 /// Runs `images` through the model served at `addr`: connects (retrying for up to
 /// [`DEFAULT_CONNECT_TIMEOUT`](crate::transport::DEFAULT_CONNECT_TIMEOUT), or `cfg.timeout` if
 /// shorter; [`VisionError::Connect`] when nothing answers), then [`infer_remote_on`]. Every
@@ -892,6 +908,7 @@ pub fn infer_remote<B: PolyBackend>(
     mode: Mode,
     cfg: TransportConfig,
 ) -> Result<RemoteRun, VisionError> {
+    check_request(arch, images, batch)?;
     let limit = crate::transport::DEFAULT_CONNECT_TIMEOUT.min(cfg.timeout);
     let mut t = TcpTransport::connect_within(addr, limit, cfg, &mut |_| {})
         .map_err(VisionError::Connect)?;
@@ -913,17 +930,7 @@ pub fn infer_remote_on<B: PolyBackend>(
     block: Option<usize>,
     mode: Mode,
 ) -> Result<RemoteRun, VisionError> {
-    let shape = (arch.channels, arch.side, arch.side);
-    if (images.channels, images.height, images.width) != shape
-        || images.pixels.len() != images.count * arch.channels * arch.side * arch.side
-    {
-        return Err(VisionError::Plan(veil_core::Error::InvalidParameters(
-            "the images' shape is not the network's input",
-        )));
-    }
-    if images.count == 0 || batch == 0 {
-        return Err(VisionError::NoBlock { batch });
-    }
+    check_request(arch, images, batch)?;
     let slots = ck.params().n() / 2;
     let arch = public_architecture(arch);
     let block = match block {
