@@ -252,3 +252,26 @@ pub(crate) fn connect(
         source: e.source,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `veil infer --server` and `veil infer-image --server` against a closed port: they give up
+    /// after `--connect-timeout` (not the receive timeout) with the address and the OS's reason.
+    #[test]
+    fn connect_to_a_closed_port_fails_with_the_reason() {
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let t0 = std::time::Instant::now();
+        let e = connect(&addr, 1, transport(120)).unwrap_err();
+        let took = t0.elapsed();
+        let text = e.to_string();
+        eprintln!("{text} ({took:?})");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(matches!(e, CliError::Io { .. }), "{e:?}");
+        assert!(text.contains(&addr) && text.contains("refused"), "{text}");
+    }
+}
