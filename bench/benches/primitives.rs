@@ -122,7 +122,7 @@ enum Op {
 }
 
 fn run_op(
-    p: &mut Party<rand_chacha::ChaCha20Rng>,
+    p: &mut Party<veil_host::SecretRng>,
     t: &mut dyn Transport,
     op: Op,
     x: &RingShares,
@@ -137,7 +137,7 @@ fn run_op(
 
 /// Two set-up parties: P1 on a thread that runs `iters` operations on command, P0 here.
 struct MpcPair {
-    p0: Party<rand_chacha::ChaCha20Rng>,
+    p0: Party<veil_host::SecretRng>,
     t0: Box<dyn Transport>,
     x: RingShares,
     y: RingShares,
@@ -154,7 +154,7 @@ impl MpcPair {
         // The harness's link; the parties persist across criterion's batches, so they run on a
         // thread of their own instead of one `run_pair` call.
         let (mut t0, mut t1) = connect_pair(Link::Memory, cfg).expect("in-memory link");
-        let shares = move |rng: &mut rand_chacha::ChaCha20Rng| {
+        let shares = move |rng: &mut veil_host::SecretRng| {
             let m = MpcConfig::ENCFORMER.ring.mask();
             RingShares::new((0..n).map(|_| rng.next_u64() & (m >> 30)).collect())
         };
@@ -227,7 +227,7 @@ fn convert_maps(c: &mut Criterion) {
         .map(|_| ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128) % q)
         .collect();
     let mk = (1u128 << K_BITS) - 1;
-    let share = |rng: &mut rand_chacha::ChaCha20Rng| -> Vec<u128> {
+    let share = |rng: &mut veil_host::SecretRng| -> Vec<u128> {
         (0..n)
             .map(|_| ((rng.next_u64() as u128) << 64 | rng.next_u64() as u128) & mk)
             .collect()

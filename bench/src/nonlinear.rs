@@ -10,7 +10,10 @@
 //! reconstructed output against the block's `f64` reference (reconstructed after the timed run,
 //! outside the timing). Each party seeds ChaCha20 from OS entropy; the one-time base-OT setup is
 //! excluded and reported apart. The SPU columns come from [`crate::peers`]: measured in this run
-//! (`--peers`) or the labelled reference of `../shared/peers/mpc/README.md`.
+//! (`--peers`; then, and only then, the ratio columns `t/spu`, `B/spu`, ... divide by them), and
+//! the figures recorded on [`crate::peers::SPU_REFERENCE_DATE`] in
+//! `../shared/peers/mpc/README.md`, printed in their own columns under their date and never
+//! divided into.
 //!
 //! The report also counts the rounds of one Transformer layer on EncFormer's surrogate path,
 //! `MBMax + GELU (split) + 2·MBLN`, against the paper's 7 (3 + 4 + 0).
@@ -648,8 +651,12 @@ pub struct BenchNonlinearOptions {
     pub cfg: MpcConfig,
     /// Receive timeout.
     pub timeout: Duration,
-    /// The SPU figures printed beside ours.
-    pub spu: PeerFigures,
+    /// SPU measured in this process tree ([`PeerFigures::spu_live_shaped`]): the only figures
+    /// the ratio columns divide by. `None` (or figures that are not live): no ratio columns.
+    pub spu_live: Option<PeerFigures>,
+    /// SPU figures recorded elsewhere, printed in their own columns with their date, never
+    /// divided into.
+    pub spu_recorded: PeerFigures,
     /// No progress lines.
     pub quiet: bool,
     /// OT modes: IKNP on demand, random-COT pools preprocessed offline
@@ -668,7 +675,8 @@ impl Default for BenchNonlinearOptions {
             transports: vec![TransportKind::Tcp],
             cfg: MpcConfig::ENCFORMER,
             timeout: Duration::from_secs(600),
-            spu: PeerFigures::spu_nonlinear_reference(),
+            spu_live: None,
+            spu_recorded: PeerFigures::spu_nonlinear_reference(),
             quiet: false,
             ot_modes: vec![OtMode::Iknp],
             silent: veil_core::mpc::ot::silent::FERRET_EMP_OT,
@@ -724,13 +732,20 @@ pub struct NonlinearRow {
     pub mean_abs_err: f64,
     /// SPU's computation of the same block, if it has one (`bench_spu.py` name).
     pub spu_op: Option<String>,
-    /// SPU Cheetah time, s.
+    /// SPU Cheetah time, s, measured in this run (`None` without `--peers`).
     pub spu_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element.
+    /// SPU Cheetah bytes per element, measured in this run.
     pub spu_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds.
+    /// SPU Cheetah rounds, measured in this run (a plain run does not measure them).
     pub spu_rounds: Option<u32>,
-    /// `time_s / spu_time_s`.
+    /// SPU Cheetah time recorded on [`BenchNonlinearReport::spu_recorded_date`], s (not this
+    /// run: no ratio divides by it).
+    pub spu_recorded_time_s: Option<f64>,
+    /// SPU Cheetah bytes per element, recorded.
+    pub spu_recorded_bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds, recorded.
+    pub spu_recorded_rounds: Option<u32>,
+    /// `time_s / spu_time_s` (live SPU only).
     pub time_ratio: Option<f64>,
     /// `bytes_per_elem / spu_bytes_per_elem`.
     pub bytes_ratio: Option<f64>,
@@ -741,7 +756,7 @@ pub struct NonlinearRow {
     /// link and OT), so that each block carries its share of the OT generation instead of
     /// the extensions that happened to fall in it.
     pub amortized_s: Option<f64>,
-    /// `amortized_s / spu_time_s`.
+    /// `amortized_s / spu_time_s` (live SPU only).
     pub amortized_ratio: Option<f64>,
 }
 
@@ -777,8 +792,14 @@ pub struct BenchNonlinearReport {
     pub setup_s: Vec<(TransportKind, f64)>,
     /// One-time setup bytes, both directions.
     pub setup_bytes: u64,
-    /// Where the SPU columns come from.
+    /// Where the live SPU columns come from ("not run" without `--peers`).
     pub spu_source: String,
+    /// Whether SPU ran in this process tree; without it the report has no ratio columns.
+    pub spu_live: bool,
+    /// Where the recorded SPU columns come from (version, machine, date).
+    pub spu_recorded_source: String,
+    /// The day the recorded SPU figures were measured.
+    pub spu_recorded_date: String,
     /// Setup bytes of the silent mode (base OT + the IKNP bootstrap, both directions), if it ran.
     pub silent_setup_bytes: Option<u64>,
     /// Rows.
@@ -801,6 +822,8 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
     };
     let (mut rows, mut setup_s, mut setup_bytes) = (Vec::new(), Vec::new(), 0);
     let mut silent_setup_bytes = None;
+    // Only a peer run in this process tree is divided into.
+    let live = opts.spu_live.as_ref().filter(|l| l.live);
     for (&kind, &mode) in opts
         .transports
         .iter()
@@ -881,7 +904,8 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 });
             };
             let spu_op = v.spu_op(&opts.shapes);
-            let spu = spu_op.as_deref().and_then(|o| opts.spu.get(o));
+            let spu = spu_op.as_deref().and_then(|o| live.and_then(|l| l.get(o)));
+            let rec = spu_op.as_deref().and_then(|o| opts.spu_recorded.get(o));
             let rounds = a.depth.max(b.depth);
             let (st, sb, sr) = (
                 spu.and_then(|s| s.time_s),
@@ -921,6 +945,9 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 spu_time_s: st,
                 spu_bytes_per_elem: sb,
                 spu_rounds: sr,
+                spu_recorded_time_s: rec.and_then(|s| s.time_s),
+                spu_recorded_bytes_per_elem: rec.and_then(|s| s.bytes_per_elem),
+                spu_recorded_rounds: rec.and_then(|s| s.rounds),
                 time_ratio: st.map(|t| time_s / t),
                 bytes_ratio: sb.map(|b| (off + on) / b),
                 rounds_ratio: sr.map(|r| rounds as f64 / r as f64),
@@ -937,7 +964,12 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             .into(),
         "silent*: bytes/elem with IKNP (16 B/COT) replaced by a silent OT at 1 bit/COT; silent rows: the extensions the run triggered replaced by its COTs at the steady-state cost.".into(),
         "rounds: exact (session depth, larger of the two parties); off/on: per phase.".into(),
-        "time s: the measured run, its OT fill included (pool/silent: the extensions that fell in it); amort s: its online time plus its COTs at the run's average fill cost per COT (sum of fill times / sum of COTs, per link and OT); ta/spu: amort s / spu s.".into(),
+        "time s: the measured run, its OT fill included (pool/silent: the extensions that fell in it); amort s: its online time plus its COTs at the run's average fill cost per COT (sum of fill times / sum of COTs, per link and OT).".into(),
+        if live.is_some() {
+            "ratios (t/spu, ta/spu = amort s / spu s, B/spu, r/spu): against SPU measured in this run only; the recorded SPU figures are never divided into.".into()
+        } else {
+            "no ratio columns: SPU did not run in this process tree (--peers runs it); its recorded figures are shown for reference only.".into()
+        },
         "err: max and mean abs error of the reconstructed output against the f64 reference.".into(),
         format!(
             "softmax: no mask; mbmax (c, R_d) = {MBMAX_PARAMS:?}, |X + c| saturated at {:.1}.",
@@ -967,7 +999,17 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         shapes: opts.shapes,
         setup_s,
         setup_bytes,
-        spu_source: opts.spu.source.clone(),
+        spu_source: live.map_or_else(
+            || "not run in this process tree (--peers runs it): no ratio columns".into(),
+            |l| l.source.clone(),
+        ),
+        spu_live: live.is_some(),
+        spu_recorded_source: opts.spu_recorded.source.clone(),
+        spu_recorded_date: opts
+            .spu_recorded
+            .date
+            .clone()
+            .unwrap_or_else(|| "undated".into()),
         silent_setup_bytes,
         rows,
         layer_rounds,
@@ -1024,7 +1066,8 @@ fn layer_rounds(rows: &[NonlinearRow], transport: Option<TransportKind>) -> Laye
 }
 
 impl BenchNonlinearReport {
-    /// Human-readable table with ratios to SPU Cheetah.
+    /// Human-readable table: ratios to SPU Cheetah only when it ran in this process tree; the
+    /// recorded SPU figures in their own columns, headed by their date.
     pub fn to_table(&self) -> String {
         let mut s = format!(
             "veil-bench nonlinear: l = {}, F = {}, OT iknp: IKNP on demand; pool: IKNP preprocessed offline; silent: pools filled by the Ferret silent OT; setup (base OT) {} bytes, {}\n",
@@ -1037,20 +1080,32 @@ impl BenchNonlinearReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        s += &format!("SPU columns: {}\n", self.spu_source);
+        s += &format!("SPU, measured in this run: {}\n", self.spu_source);
+        s += &format!(
+            "SPU, recorded {} (not this run, never divided into): {}\n",
+            self.spu_recorded_date, self.spu_recorded_source
+        );
         if let Some(b) = self.silent_setup_bytes {
             s += &format!("silent setup (base OT + IKNP bootstrap, both directions): {b} bytes\n");
         }
+        let rec_head = format!("SPU {}", self.spu_recorded_date);
         s += &format!(
-            "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}\n",
+            "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9}",
             "link", "ot", "block", "variant", "shape", "time s", "amort s", "cpu s", "B/elem", "off B/e", "on B/e",
-            "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err", "spu s", "spu B/e",
-            "spu r", "t/spu", "ta/spu", "B/spu", "r/spu"
+            "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err"
         );
+        if self.spu_live {
+            s += &format!(
+                " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}",
+                "spu s", "spu B/e", "spu r", "t/spu", "ta/spu", "B/spu", "r/spu"
+            );
+        }
+        s += &format!(" | {rec_head}: {:>7} {:>7} {:>5}\n", "s", "B/e", "r");
         let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
+        let opt_u = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
         for r in &self.rows {
             s += &format!(
-                "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}\n",
+                "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e}",
                 match r.transport {
                     TransportKind::Memory => "mem",
                     TransportKind::Tcp => "tcp",
@@ -1072,13 +1127,26 @@ impl BenchNonlinearReport {
                 r.est_silent_bytes_per_elem,
                 r.max_abs_err,
                 r.mean_abs_err,
-                opt(r.spu_time_s, 2),
-                opt(r.spu_bytes_per_elem, 0),
-                r.spu_rounds.map_or_else(|| "-".into(), |x| x.to_string()),
-                opt(r.time_ratio, 3),
-                opt(r.amortized_ratio, 3),
-                opt(r.bytes_ratio, 3),
-                opt(r.rounds_ratio, 2),
+            );
+            if self.spu_live {
+                s += &format!(
+                    " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}",
+                    opt(r.spu_time_s, 2),
+                    opt(r.spu_bytes_per_elem, 0),
+                    opt_u(r.spu_rounds),
+                    opt(r.time_ratio, 3),
+                    opt(r.amortized_ratio, 3),
+                    opt(r.bytes_ratio, 3),
+                    opt(r.rounds_ratio, 2),
+                );
+            }
+            s += &format!(
+                " | {:>w$} {:>7} {:>7} {:>5}\n",
+                "",
+                opt(r.spu_recorded_time_s, 2),
+                opt(r.spu_recorded_bytes_per_elem, 0),
+                opt_u(r.spu_recorded_rounds),
+                w = rec_head.len() + 1,
             );
         }
         let l = &self.layer_rounds;
@@ -1127,7 +1195,8 @@ pub struct BenchNonlinearArgs {
     pub transport: String,
     /// Also run SecretFlow SPU (Cheetah) on softmax, GELU and LayerNorm at the same shapes in
     /// this run (`--peers-dir`, Python from `VEIL_SPU_PYTHON`, default
-    /// /tmp/veil-peers/spu/bin/python). Without it the SPU columns are the labelled reference.
+    /// /tmp/veil-peers/spu/bin/python) and print the ratios to it. Without it there are no ratio
+    /// columns: only SPU's recorded figures, in their own columns under their date.
     #[arg(long)]
     pub peers: bool,
     /// The shared peer benchmarks (holds mpc/bench_spu.py).
@@ -1250,10 +1319,11 @@ pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
         ops.dedup();
         let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
         match PeerFigures::spu_live_shaped(&args.peers_dir, &ops) {
-            Ok(f) => opts.spu = f,
-            Err(e) => {
-                eprintln!("veil: SPU not measured in this run ({e}); its columns are the reference")
-            }
+            Ok(f) => opts.spu_live = Some(f),
+            Err(e) => eprintln!(
+                "veil: SPU not measured in this run ({e}); only its recorded figures are shown, \
+                 with no ratios"
+            ),
         }
     }
     let rep = bench_nonlinear(&opts)?;
@@ -1279,6 +1349,64 @@ mod tests {
         assert_eq!(one, vec![Variant::MaxPool]);
         assert!(select_variants(Some("conv"), None).is_err());
         assert!(select_variants(None, Some("nope")).is_err());
+    }
+
+    /// Without SPU run in this process tree the table has no ratio column and shows SPU's
+    /// recorded figure in its own column under its date; nothing divides by it. With a live SPU
+    /// the ratios are there and divide by the live figure only.
+    #[test]
+    fn ratios_only_against_a_peer_run_live() {
+        let op = Variant::SoftmaxAccurate.spu_op(&Shapes::SMALL).unwrap();
+        let recorded = PeerFigures::for_test(false, "2026-11-30", 0, &[(&op, 174.6, 4047.0, 308)]);
+        let opts = BenchNonlinearOptions {
+            shapes: Shapes::SMALL,
+            variants: vec![Variant::SoftmaxAccurate],
+            transports: vec![TransportKind::Memory],
+            quiet: true,
+            spu_recorded: recorded.clone(),
+            // Figures that are not live are never divided into, even passed as live.
+            spu_live: Some(recorded),
+            ..BenchNonlinearOptions::default()
+        };
+        let rep = bench_nonlinear(&opts).unwrap();
+        let t = rep.to_table();
+        eprintln!("{t}");
+        assert!(!rep.spu_live);
+        let r = &rep.rows[0];
+        assert_eq!(
+            (r.spu_time_s, r.time_ratio, r.amortized_ratio),
+            (None, None, None)
+        );
+        assert_eq!((r.bytes_ratio, r.rounds_ratio), (None, None));
+        assert_eq!(r.spu_recorded_time_s, Some(174.6));
+        for ratio in ["/spu", "spu s", "spu B/e"] {
+            assert!(!t.contains(ratio), "{ratio} without a live peer:\n{t}");
+        }
+        let header = t.lines().find(|l| l.starts_with("link")).unwrap();
+        assert!(header.contains("SPU 2026-11-30"), "{header}");
+        let line = t.lines().find(|l| l.contains("accurate")).unwrap();
+        assert!(line.contains("174.60") && line.contains("4047"), "{line}");
+        assert!(t.contains("recorded 2026-11-30 (not this run"), "{t}");
+
+        let live = PeerFigures::for_test(true, "", 0, &[(&op, 2.0, 1000.0, 30)]);
+        let rep = bench_nonlinear(&BenchNonlinearOptions {
+            spu_live: Some(live),
+            ..opts
+        })
+        .unwrap();
+        let t = rep.to_table();
+        let r = &rep.rows[0];
+        assert!(
+            rep.spu_live && t.contains("t/spu") && t.contains("B/spu"),
+            "{t}"
+        );
+        assert_eq!(r.time_ratio, Some(r.time_s / 2.0));
+        assert_eq!(r.bytes_ratio, Some(r.bytes_per_elem / 1000.0));
+        assert_eq!(
+            r.spu_recorded_time_s,
+            Some(174.6),
+            "recorded column kept beside"
+        );
     }
 
     #[test]

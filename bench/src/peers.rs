@@ -1,14 +1,18 @@
 //! Peer figures printed beside ours, and where they come from.
 //!
-//! A peer's number appears in a report only in one of two ways:
+//! The rule: **a ratio to a peer is printed only against a peer run live in the same process
+//! tree**. A peer's number appears in a report in one of two ways:
 //! - **measured in this run**: [`PeerFigures::spu_live`] runs the shared peer script
 //!   (`../shared/peers/mpc/bench_spu.py`, SecretFlow SPU, 2 processes over brpc on loopback) on
-//!   the same primitives and element count, and the source says "measured in this run";
-//! - **reference**: [`PeerFigures::spu_reference`], fixed figures labelled with the peer's
-//!   version, the date and the machine they were measured on, and where they are written down.
+//!   the same primitives and element count, as a child of this process, and the source says
+//!   "measured in this run". Only these figures are divided into (`t/spu`, `B/spu`, ...);
+//! - **recorded**: [`PeerFigures::spu_reference`], fixed figures measured elsewhere, labelled with
+//!   the peer's version, the date ([`PeerFigures::date`]) and the machine they were measured
+//!   on. Reports print them in their own columns, headed by their date, and never divide by
+//!   them: a frozen time from another (noisier or quieter) run is not a comparison.
 //!
-//! The source string travels into every report (`spu_source` in `veil-bench mpc --json`) and
-//! heads the table.
+//! The source strings travel into every report (`spu_source`, `spu_recorded_source` in the
+//! JSON) and head the table.
 
 use crate::error::io;
 use crate::BenchError;
@@ -36,11 +40,17 @@ pub struct PeerFigures {
     pub live: bool,
     /// Elements per primitive the figures were measured at (times only compare at this `n`).
     pub n: usize,
+    /// The day recorded figures were measured (`YYYY-MM-DD`); `None` for a live run.
+    pub date: Option<String>,
     figures: BTreeMap<String, PeerFigure>,
 }
 
 /// The primitives both `veil-bench mpc` and `bench_spu.py` run, by the same names.
 pub const SPU_OPS: [&str; 5] = ["mul", "trunc", "less", "relu", "select"];
+
+/// The day the recorded SPU figures ([`PeerFigures::spu_reference`],
+/// [`PeerFigures::spu_nonlinear_reference`]) were measured.
+pub const SPU_REFERENCE_DATE: &str = "2026-11-30";
 
 /// The label of [`PeerFigures::spu_reference`].
 pub const SPU_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, measured 2026-11-30 on the \
@@ -54,12 +64,14 @@ pub const SPU_NONLINEAR_REFERENCE_SOURCE: &str = "reference, SPU 0.9.5 Cheetah, 
      delay, softmax ~308-323)";
 
 impl PeerFigures {
-    /// Labelled reference figures from `(op, time s, bytes/elem, rounds)` rows.
-    fn reference(source: &str, n: usize, rows: &[(&str, f64, f64, u32)]) -> Self {
+    /// Labelled reference figures from `(op, time s, bytes/elem, rounds)` rows, measured on
+    /// `date`.
+    fn reference(source: &str, date: &str, n: usize, rows: &[(&str, f64, f64, u32)]) -> Self {
         PeerFigures {
             source: source.into(),
             live: false,
             n,
+            date: Some(date.into()),
             figures: rows
                 .iter()
                 .map(|&(op, t, b, r)| {
@@ -76,6 +88,27 @@ impl PeerFigures {
         }
     }
 
+    /// Figures from `(op, time s, bytes/elem, rounds)` rows, for tests: live (as if measured in
+    /// this run) or recorded on `date`.
+    #[cfg(test)]
+    pub(crate) fn for_test(
+        live: bool,
+        date: &str,
+        n: usize,
+        rows: &[(&str, f64, f64, u32)],
+    ) -> Self {
+        let source = if live {
+            "measured in this run (test)"
+        } else {
+            "reference (test)"
+        };
+        PeerFigures {
+            live,
+            date: (!live).then(|| date.into()),
+            ..Self::reference(source, date, n, rows)
+        }
+    }
+
     /// SecretFlow SPU 0.9.5 Cheetah at `n = 2^16`, FM64, measured 2026-11-30 on the project's
     /// 2-core machine with `../shared/peers/mpc/bench_spu.py` (2 processes, brpc, loopback).
     /// Times: a quiet re-run (mul 0.29, less 0.61, ReLU 0.64, select 0.26 s; trunc 0.13 s from
@@ -89,7 +122,7 @@ impl PeerFigures {
             ("relu", 0.64, 98.5, 22),
             ("select", 0.26, 218.0, 8),
         ];
-        Self::reference(SPU_REFERENCE_SOURCE, 1 << 16, &rows)
+        Self::reference(SPU_REFERENCE_SOURCE, SPU_REFERENCE_DATE, 1 << 16, &rows)
     }
 
     /// SecretFlow SPU 0.9.5 Cheetah on the shaped blocks of `bench_spu.py` (softmax over rows,
@@ -103,7 +136,7 @@ impl PeerFigures {
             ("gelu_128x3072", 88.2, 2777.0, 172),
             ("layernorm_128x768", 2.81, 454.0, 72),
         ];
-        Self::reference(SPU_NONLINEAR_REFERENCE_SOURCE, 0, &rows)
+        Self::reference(SPU_NONLINEAR_REFERENCE_SOURCE, SPU_REFERENCE_DATE, 0, &rows)
     }
 
     /// The figures of primitive `op`, if the peer has them.
@@ -136,6 +169,7 @@ impl PeerFigures {
                 source: "measured in this run: none of the primitives asked for".into(),
                 live: true,
                 n,
+                date: None,
                 figures: BTreeMap::new(),
             });
         }
@@ -147,14 +181,14 @@ impl PeerFigures {
             ),
             live: true,
             n,
+            date: None,
             figures,
         })
     }
 
     /// Runs SPU Cheetah now on the shaped blocks `ops` of `bench_spu.py` (`softmax_AxBxC`,
     /// `gelu_RxC`, `layernorm_RxC`), like [`PeerFigures::spu_live`]. Rounds are not measured by
-    /// a plain run; they are taken from [`PeerFigures::spu_nonlinear_reference`] where it has
-    /// the same op, and the source says so.
+    /// a plain run, so they are `None` (the recorded ones stay in the recorded columns).
     pub fn spu_live_shaped(peers_dir: &Path, ops: &[&str]) -> Result<Self, BenchError> {
         let (python, script) = spu_paths(peers_dir)?;
         let shaped: Vec<&str> = ops.iter().copied().filter(|o| is_shaped(o)).collect();
@@ -163,21 +197,19 @@ impl PeerFigures {
                 source: "measured in this run: none of the blocks asked for".into(),
                 live: true,
                 n: 0,
+                date: None,
                 figures: BTreeMap::new(),
             });
         }
-        let (version, mut figures) = run_spu(&python, &script, None, &shaped)?;
-        let reference = PeerFigures::spu_nonlinear_reference();
-        for (op, f) in figures.iter_mut() {
-            f.rounds = reference.get(op).and_then(|r| r.rounds);
-        }
+        let (version, figures) = run_spu(&python, &script, None, &shaped)?;
         Ok(PeerFigures {
             source: format!(
                 "measured in this run: SPU {version} Cheetah, 2 processes over brpc on loopback \
-                 (time and bytes; rounds from the README reference, 200 ms added delay)"
+                 (time and bytes; rounds not measured)"
             ),
             live: true,
             n: 0,
+            date: None,
             figures,
         })
     }
@@ -287,6 +319,10 @@ mod tests {
         let r = PeerFigures::spu_reference();
         assert!(!r.live);
         assert!(r.source.starts_with("reference") && r.source.contains("2026-11-30"));
+        assert_eq!(r.date.as_deref(), Some(SPU_REFERENCE_DATE));
+        assert!(r.source.contains(SPU_REFERENCE_DATE));
+        let nl = PeerFigures::spu_nonlinear_reference();
+        assert!(!nl.live && nl.source.contains(SPU_REFERENCE_DATE));
         assert_eq!(r.get("mul").unwrap().time_s, Some(0.29));
         assert!(r.get("b2a").is_none());
         assert_eq!(r.at("mul", 4096).unwrap().time_s, None);

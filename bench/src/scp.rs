@@ -204,7 +204,7 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, BenchError> {
         .collect();
     let (q_ref, k_ref, v_ref) = (x.matmul(&w[0]), x.matmul(&w[1]), x.matmul(&w[2]));
     let enc = |vals: &[Vec<C64>],
-               rng: &mut rand_chacha::ChaCha20Rng|
+               rng: &mut veil_host::SecretRng|
      -> Result<Vec<Ciphertext<CpuBackend>>, BenchError> {
         vals.iter()
             .map(|v| {

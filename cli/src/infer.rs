@@ -181,6 +181,10 @@ pub struct InferArgs {
     /// Receive timeout of every session step, seconds (the longest server block must fit).
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// How long to keep trying to connect to the server, seconds (a line on stderr says when
+    /// it retries; then it fails with the OS's reason, e.g. "Connection refused").
+    #[arg(long, default_value_t = veil_host::transport::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    pub connect_timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -235,12 +239,7 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         .server
         .clone()
         .ok_or_else(|| CliError::Usage("--server ADDR is required without --plaintext".into()))?;
-    let mut t = TcpTransport::connect(addr.as_str(), transport(a.timeout)).map_err(|source| {
-        CliError::Connect {
-            addr: addr.clone(),
-            source,
-        }
-    })?;
+    let mut t = connect(&addr, a.connect_timeout, transport(a.timeout))?;
     let pb = spinner("private inference", a.json);
     let client = BertClient {
         t: &mut t,
@@ -300,5 +299,49 @@ impl OnBackend for BertClient<'_> {
             &self.opts,
             self.on_block,
         )
+    }
+}
+
+/// Connects to the server at `addr`, retrying for up to `limit_s` seconds (one line on stderr
+/// when it starts retrying), with `cfg` bounding every receive after. Gives up with the address
+/// and the OS's reason for the last failure.
+pub(crate) fn connect(
+    addr: &str,
+    limit_s: u64,
+    cfg: veil_host::transport::TransportConfig,
+) -> Result<TcpTransport, CliError> {
+    let limit = Duration::from_secs(limit_s);
+    TcpTransport::connect_within(addr, limit, cfg, &mut |e| {
+        eprintln!(
+            "veil: cannot connect to {addr} yet ({e}); retrying for up to {limit_s} s \
+             (--connect-timeout)"
+        )
+    })
+    .map_err(|e| CliError::Io {
+        what: e.context(),
+        source: e.source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `veil infer --server` and `veil infer-image --server` against a closed port: they give up
+    /// after `--connect-timeout` (not the receive timeout) with the address and the OS's reason.
+    #[test]
+    fn connect_to_a_closed_port_fails_with_the_reason() {
+        let addr = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let t0 = std::time::Instant::now();
+        let e = connect(&addr, 1, transport(120)).unwrap_err();
+        let took = t0.elapsed();
+        let text = e.to_string();
+        eprintln!("{text} ({took:?})");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(matches!(e, CliError::Io { .. }), "{e:?}");
+        assert!(text.contains(&addr) && text.contains("refused"), "{text}");
     }
 }

@@ -40,9 +40,10 @@ pub struct InferImageArgs {
     /// default `auto` takes them from `mnist-test` or a CIFAR batch, and skips them otherwise.
     #[arg(long, default_value = "auto")]
     pub labels: String,
-    /// How many images (from the first).
-    #[arg(long, default_value_t = 16)]
-    pub limit: usize,
+    /// How many images, from the first. Default: all the images of a file (or of the PNG list);
+    /// 16 of the built-in `mnist-test` (10,000 images), a quick demonstration.
+    #[arg(long)]
+    pub limit: Option<usize>,
     /// Images per ciphertext batch (a power of two; default: the image count rounded up, from 16
     /// to 256). 8192 fills N = 2^14 and runs pixel-wise, the fastest per image.
     #[arg(long)]
@@ -62,6 +63,10 @@ pub struct InferImageArgs {
     /// batch's evaluation at the server must fit).
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
+    /// With `--server`: how long to keep trying to connect, seconds (a line on stderr says when
+    /// it retries; then it fails with the OS's reason, e.g. "Connection refused").
+    #[arg(long, default_value_t = veil_host::transport::DEFAULT_CONNECT_TIMEOUT.as_secs())]
+    pub connect_timeout: u64,
     /// CKKS worker threads (0: all cores).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -72,6 +77,22 @@ pub struct InferImageArgs {
     /// One JSON object instead of tables.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Images `--limit` takes from the built-in `mnist-test` when it is not given: a quick
+/// demonstration, not the 10,000 of the whole test set.
+const MNIST_TEST_DEFAULT_LIMIT: usize = 16;
+
+/// How many of the `count` images of `--images spec` to run: `--limit` when given (at least 1),
+/// else [`MNIST_TEST_DEFAULT_LIMIT`] of the built-in `mnist-test`, else all of them (a file the
+/// user named means its images, all of them).
+fn image_limit(spec: &str, limit: Option<usize>, count: usize) -> Result<usize, CliError> {
+    match limit {
+        Some(0) => Err(CliError::Usage("--limit must be at least 1".into())),
+        Some(n) => Ok(n.min(count)),
+        None if spec == "mnist-test" => Ok(MNIST_TEST_DEFAULT_LIMIT.min(count)),
+        None => Ok(count),
+    }
 }
 
 /// Runs `veil infer-image`.
@@ -113,10 +134,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let all = images::read_images(&a.images).map_err(CliError::Model)?;
     all.check_shape(net.channels, net.side)
         .map_err(CliError::Model)?;
-    if a.limit == 0 {
-        return Err(CliError::Usage("--limit must be at least 1".into()));
-    }
-    let imgs = all.take(a.limit);
+    let imgs = all.take(image_limit(&a.images, a.limit, all.count)?);
     let label_spec = match a.labels.as_str() {
         "auto" if a.images == "mnist-test" || a.images.to_ascii_lowercase().ends_with(".bin") => {
             a.images.as_str()
@@ -654,7 +672,7 @@ struct RemoteCli<'a> {
 
 impl RemoteCli<'_> {
     fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
-        use vision::serve::{infer_remote, RemoteOutcome};
+        use vision::serve::{infer_remote_on, RemoteOutcome};
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
         if !a.json {
             println!(
@@ -667,17 +685,9 @@ impl RemoteCli<'_> {
                 self.addr
             );
         }
-        let run = infer_remote(
-            ck,
-            self.addr,
-            self.net,
-            imgs,
-            batch,
-            a.block,
-            self.mode,
-            transport(a.timeout),
-        )
-        .map_err(CliError::Vision)?;
+        let mut t = crate::infer::connect(self.addr, a.connect_timeout, transport(a.timeout))?;
+        let run = infer_remote_on(ck, &mut t, self.net, imgs, batch, a.block, self.mode)
+            .map_err(CliError::Vision)?;
         let n = imgs.count as f64;
         let pred = vision::hybrid::predictions(run.logits());
         let (agree, worst) = agreement(&pred, self.plain_pred, run.logits(), self.plain);
@@ -770,5 +780,33 @@ impl RemoteCli<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file means all of its images; `--limit` narrows it; the built-in set keeps its small
+    /// default; `--limit 0` is a usage error.
+    #[test]
+    fn a_file_means_all_its_images() {
+        assert_eq!(image_limit("digits.idx3-ubyte", None, 40).unwrap(), 40);
+        assert_eq!(image_limit("a.png,b.png,c.png", None, 3).unwrap(), 3);
+        assert_eq!(
+            image_limit("data_batch_1.bin", None, 10_000).unwrap(),
+            10_000
+        );
+        assert_eq!(image_limit("digits.idx3-ubyte", Some(5), 40).unwrap(), 5);
+        assert_eq!(image_limit("digits.idx3-ubyte", Some(100), 40).unwrap(), 40);
+        assert_eq!(image_limit("mnist-test", None, 10_000).unwrap(), 16);
+        assert_eq!(
+            image_limit("mnist-test", Some(10_000), 10_000).unwrap(),
+            10_000
+        );
+        assert!(matches!(
+            image_limit("digits.idx3-ubyte", Some(0), 40),
+            Err(CliError::Usage(_))
+        ));
     }
 }

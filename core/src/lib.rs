@@ -36,4 +36,5 @@ pub mod transformer;
 
 pub use backend::{Basis, Domain, PolyBackend};
 pub use error::{Error, Result};
+pub use math::SecretRng;
 pub use params::{CkksParams, CkksParamsLiteral};

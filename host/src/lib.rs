@@ -31,11 +31,34 @@ pub mod session;
 pub mod transport;
 pub mod vision;
 
-use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
+pub use veil_core::SecretRng;
 
-/// A ChaCha20 CSPRNG seeded from the operating system's entropy source. Every party seeds its own;
-/// nothing in the product uses a fixed seed.
-pub fn os_rng() -> ChaCha20Rng {
-    ChaCha20Rng::from_entropy()
+/// A ChaCha20 CSPRNG seeded from the operating system's entropy source, wiped when dropped
+/// ([`SecretRng`]). Every party seeds its own; nothing in the product uses a fixed seed.
+///
+/// # Panics
+/// If the OS has no entropy to give (as `rand`'s own `from_entropy` does).
+pub fn os_rng() -> SecretRng {
+    SecretRng::from_rng(rand_core::OsRng).expect("the OS entropy source failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every generator the product draws keys, shares and masks from is the one wiped on drop:
+    /// the client's ([`os_rng`]), each session party's and the hybrid vision parties'.
+    #[test]
+    fn product_generators_wipe_on_drop() {
+        let a: SecretRng = os_rng();
+        let b: SecretRng = session::session_rng().unwrap();
+        let party: fn(
+            &session::SessionOptions,
+            &mut dyn transport::Transport,
+        ) -> Result<veil_core::mpc::Party<SecretRng>, session::SessionError> =
+            |o, t| session::setup_party(veil_core::mpc::PartyId::P0, o, t);
+        let _ = party;
+        assert!(format!("{a:?}{b:?}").matches("redacted").count() == 2);
+    }
 }

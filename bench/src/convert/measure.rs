@@ -25,7 +25,7 @@ pub(super) const CONVERT_TRANSPORT: TransportConfig = TransportConfig {
 };
 
 /// An MPC party with the EncFormer ring, seeded from the OS.
-pub(super) fn party(id: PartyId) -> Result<Party<rand_chacha::ChaCha20Rng>, BenchError> {
+pub(super) fn party(id: PartyId) -> Result<Party<veil_host::SecretRng>, BenchError> {
     Party::new(id, MpcConfig::ENCFORMER, veil_host::os_rng()).map_err(mpc("build a party"))
 }
 

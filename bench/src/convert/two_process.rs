@@ -255,7 +255,7 @@ pub fn run_party(opts: &BenchConvertOptions) -> Result<PartyReport, BenchError> 
 }
 
 fn drive_setup(
-    p: &mut veil_core::mpc::Party<rand_chacha::ChaCha20Rng>,
+    p: &mut veil_core::mpc::Party<veil_host::SecretRng>,
     t: &mut dyn veil_host::transport::Transport,
 ) -> Result<(), BenchError> {
     veil_host::mpc::drive(p.channel(), p.setup(), t).map_err(protocol("setup"))

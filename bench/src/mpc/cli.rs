@@ -47,8 +47,8 @@ pub struct BenchMpcArgs {
     pub ops: Option<String>,
     /// Also run SecretFlow SPU (Cheetah) on the same primitives in this run, with the peer
     /// scripts of `--peers-dir` and the Python of `VEIL_SPU_PYTHON` (default
-    /// /tmp/veil-peers/spu/bin/python). Without it, or when SPU cannot run, the SPU columns are
-    /// the labelled reference figures.
+    /// /tmp/veil-peers/spu/bin/python), and print the ratios to it. Without it, or when SPU
+    /// cannot run, there are no ratio columns: only SPU's recorded figures, under their date.
     #[arg(long)]
     pub peers: bool,
     /// The shared peer benchmarks (holds mpc/bench_spu.py).
@@ -100,10 +100,11 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
     if args.peers {
         let ops: Vec<&str> = opts.ops.iter().map(String::as_str).collect();
         match PeerFigures::spu_live(&args.peers_dir, args.n, &ops) {
-            Ok(f) => opts.spu = f,
-            Err(e) => {
-                eprintln!("veil: SPU not measured in this run ({e}); its columns are the reference")
-            }
+            Ok(f) => opts.spu_live = Some(f),
+            Err(e) => eprintln!(
+                "veil: SPU not measured in this run ({e}); only its recorded figures are shown, \
+                 with no ratios"
+            ),
         }
     }
     let rep = bench_mpc(&opts)?;

@@ -12,8 +12,10 @@
 //! COT, with and without the bootstrap.
 //!
 //! Both parties run through [`veil_host::harness::run_pair`]. The SPU columns are what
-//! [`crate::peers`] gives: measured in this run (`--peers`, with `../shared/peers` present), or
-//! the labelled reference; the report says which in `spu_source`.
+//! [`crate::peers`] gives: measured in this run (`--peers`, with `../shared/peers` present; only
+//! then are there ratio columns), and the figures recorded on
+//! [`crate::peers::SPU_REFERENCE_DATE`], in their own columns, never divided into; the report
+//! names both sources (`spu_source`, `spu_recorded_source`).
 
 pub mod cli;
 
@@ -156,8 +158,12 @@ pub struct BenchMpcOptions {
     /// Passes over the primitives in one session (≥ 1); the rows are the last pass's, so that
     /// with 2 or more they show the session in steady state (warm buffers, fills as they fall).
     pub passes: usize,
-    /// The SPU figures printed beside ours (live or the labelled reference).
-    pub spu: PeerFigures,
+    /// SPU measured in this process tree ([`PeerFigures::spu_live`]): the only figures the
+    /// ratio columns divide by. `None` (or figures that are not live): no ratio columns.
+    pub spu_live: Option<PeerFigures>,
+    /// SPU figures recorded elsewhere, printed in their own columns with their date, never
+    /// divided into.
+    pub spu_recorded: PeerFigures,
 }
 
 impl Default for BenchMpcOptions {
@@ -173,7 +179,8 @@ impl Default for BenchMpcOptions {
             silent: FERRET_EMP_OT,
             generator_cots: 2 * FERRET_EMP_OT.main.usable(),
             passes: 1,
-            spu: PeerFigures::spu_reference(),
+            spu_live: None,
+            spu_recorded: PeerFigures::spu_reference(),
         }
     }
 }
@@ -233,17 +240,24 @@ pub struct BenchRow {
     /// i.e. the extensions amortized over long runs instead of charged to
     /// whichever op happened to trigger one.
     pub est_silent_bytes_per_elem: f64,
-    /// SPU Cheetah time, seconds.
+    /// SPU Cheetah time, seconds, measured in this run (`None` without `--peers`).
     pub spu_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element.
+    /// SPU Cheetah bytes per element, measured in this run.
     pub spu_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds.
+    /// SPU Cheetah rounds, measured in this run (a plain run does not measure them).
     pub spu_rounds: Option<u32>,
+    /// SPU Cheetah time recorded on [`BenchMpcReport::spu_recorded_date`], seconds (only at
+    /// the recorded `n`; not this run, so no ratio divides by it).
+    pub spu_recorded_time_s: Option<f64>,
+    /// SPU Cheetah bytes per element, recorded.
+    pub spu_recorded_bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds, recorded.
+    pub spu_recorded_rounds: Option<u32>,
     /// Pool and silent rows: `time_s` with the OT fills amortized, `time_s − pre_s` plus this
     /// op's COTs at the run's fill cost per COT (Σ `pre_s` / Σ COTs over the rows of the same
     /// transport and OT mode), as `veil-bench nonlinear` does; IKNP rows: none.
     pub amortized_s: Option<f64>,
-    /// `amortized_s / spu_time_s`.
+    /// `amortized_s / spu_time_s` (live SPU only).
     pub amortized_ratio: Option<f64>,
 }
 
@@ -262,9 +276,14 @@ pub struct BenchMpcReport {
     pub setup_s: Vec<(TransportKind, f64)>,
     /// One-time setup bytes (both directions).
     pub setup_bytes: u64,
-    /// Where the SPU columns come from: measured in this run, or a labelled reference with
-    /// its source and date.
+    /// Where the live SPU columns come from ("not run" without `--peers`).
     pub spu_source: String,
+    /// Whether SPU ran in this process tree; without it the report has no ratio columns.
+    pub spu_live: bool,
+    /// Where the recorded SPU columns come from (version, machine, date).
+    pub spu_recorded_source: String,
+    /// The day the recorded SPU figures were measured.
+    pub spu_recorded_date: String,
     /// Setup of the silent mode (base OT + the IKNP bootstrap of both
     /// directions): seconds per transport.
     pub silent_setup_s: Vec<(TransportKind, f64)>,
@@ -358,7 +377,8 @@ fn generator_one_thread(sp: SilentParams, cots: usize) -> Result<f64, BenchError
 }
 
 impl BenchMpcReport {
-    /// Human-readable table with ratios to SPU Cheetah.
+    /// Human-readable table: ratios to SPU Cheetah only when it ran in this process tree; the
+    /// recorded SPU figures in their own columns, headed by their date.
     pub fn to_table(&self) -> String {
         let mut s = format!(
             "veil-bench mpc: n = {}, l = {}, F = {}, pass {} of each session shown; IKNP OT; setup (base OT, and the RLWE triples' key with --triples rlwe) {} bytes, {}\n",
@@ -373,17 +393,41 @@ impl BenchMpcReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        s += &format!("SPU columns: {}\n", self.spu_source);
+        s += &format!("SPU, measured in this run: {}\n", self.spu_source);
         s += &format!(
-            "{:<8} {:<6} {:<6} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>8} {:>6}\n",
-            "transp", "OT", "tripl", "primitive", "time s", "cpu s", "B/elem", "off B/e", "on B/e", "rounds", "on rds", "COT/e", "silent*", "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu", "amort s", "a/spu"
+            "SPU, recorded {} (not this run, never divided into): {}\n",
+            self.spu_recorded_date, self.spu_recorded_source
         );
-        for r in &self.rows {
-            let opt = |v: Option<f64>, p: usize| {
-                v.map(|x| format!("{x:.p$}")).unwrap_or_else(|| "-".into())
-            };
+        let rec_head = format!("SPU {}", self.spu_recorded_date);
+        s += &format!(
+            "{:<8} {:<6} {:<6} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} {:>8}",
+            "transp",
+            "OT",
+            "tripl",
+            "primitive",
+            "time s",
+            "cpu s",
+            "B/elem",
+            "off B/e",
+            "on B/e",
+            "rounds",
+            "on rds",
+            "COT/e",
+            "silent*",
+            "amort s"
+        );
+        if self.spu_live {
             s += &format!(
-                "{:<8} {:<6} {:<6} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>8} {:>6}\n",
+                " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>6}",
+                "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu", "a/spu"
+            );
+        }
+        s += &format!(" | {rec_head}: {:>7} {:>7} {:>5}\n", "s", "B/e", "r");
+        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
+        let opt_u = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
+        for r in &self.rows {
+            s += &format!(
+                "{:<8} {:<6} {:<6} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} {:>8}",
                 format!("{:?}", r.transport),
                 r.ot.name(),
                 r.triples.name(),
@@ -397,15 +441,32 @@ impl BenchMpcReport {
                 r.online_rounds,
                 r.cots_per_elem,
                 r.est_silent_bytes_per_elem,
-                opt(r.spu_time_s, 2),
-                opt(r.spu_bytes_per_elem, 1),
-                r.spu_rounds.map(|x| x.to_string()).unwrap_or_else(|| "-".into()),
-                opt(r.spu_time_s.map(|t| r.time_s / t), 2),
-                opt(r.spu_bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
-                opt(r.spu_rounds.map(|x| r.rounds as f64 / x as f64), 2),
-                opt(r.spu_bytes_per_elem.map(|b| r.est_silent_bytes_per_elem / b), 2),
                 opt(r.amortized_s, 3),
-                opt(r.amortized_ratio, 2),
+            );
+            if self.spu_live {
+                s += &format!(
+                    " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>6}",
+                    opt(r.spu_time_s, 2),
+                    opt(r.spu_bytes_per_elem, 1),
+                    opt_u(r.spu_rounds),
+                    opt(r.spu_time_s.map(|t| r.time_s / t), 2),
+                    opt(r.spu_bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
+                    opt(r.spu_rounds.map(|x| r.rounds as f64 / x as f64), 2),
+                    opt(
+                        r.spu_bytes_per_elem
+                            .map(|b| r.est_silent_bytes_per_elem / b),
+                        2
+                    ),
+                    opt(r.amortized_ratio, 2),
+                );
+            }
+            s += &format!(
+                " | {:>w$} {:>7} {:>7} {:>5}\n",
+                "",
+                opt(r.spu_recorded_time_s, 2),
+                opt(r.spu_recorded_bytes_per_elem, 1),
+                opt_u(r.spu_recorded_rounds),
+                w = rec_head.len() + 1,
             );
         }
         s += "OT iknp = IKNP extension on demand, with the real choice bits (online where the \
@@ -688,6 +749,8 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         .validate()
         .map_err(mpc("the silent-OT parameters"))?;
     let mut rows = Vec::new();
+    // Only a peer run in this process tree is divided into.
+    let live = opts.spu_live.as_ref().filter(|l| l.live);
     let mut setup_s = Vec::new();
     let mut setup_bytes = 0;
     let mut silent_setup_s = Vec::new();
@@ -743,7 +806,8 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
             // Exact rounds: session depths (preprocessing, then the op).
             let rounds = a.depths.0.max(b.depths.0) + a.depths.1.max(b.depths.1);
-            let spu = opts.spu.at(op, opts.n);
+            let spu = live.and_then(|l| l.at(op, opts.n));
+            let rec = opts.spu_recorded.at(op, opts.n);
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.
             let cots = a.cots as f64 / n;
@@ -777,6 +841,9 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
                 spu_time_s: spu.and_then(|s| s.time_s),
                 spu_bytes_per_elem: spu.and_then(|s| s.bytes_per_elem),
                 spu_rounds: spu.and_then(|s| s.rounds),
+                spu_recorded_time_s: rec.and_then(|s| s.time_s),
+                spu_recorded_bytes_per_elem: rec.and_then(|s| s.bytes_per_elem),
+                spu_recorded_rounds: rec.and_then(|s| s.rounds),
             });
         }
     }
@@ -788,7 +855,17 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         passes: opts.passes.max(1),
         setup_s,
         setup_bytes,
-        spu_source: opts.spu.source.clone(),
+        spu_source: live.map_or_else(
+            || "not run in this process tree (--peers runs it): no ratio columns".into(),
+            |l| l.source.clone(),
+        ),
+        spu_live: live.is_some(),
+        spu_recorded_source: opts.spu_recorded.source.clone(),
+        spu_recorded_date: opts
+            .spu_recorded
+            .date
+            .clone()
+            .unwrap_or_else(|| "undated".into()),
         silent_setup_s,
         silent_setup_bytes,
         rows,
@@ -955,5 +1032,47 @@ mod tests {
         // Gilboa with IKNP: 2ℓ COTs at 16 B plus ℓ(ℓ+1) correction bits; RLWE: ≈ 127 B + 39 B.
         assert!(bytes[0] > 1500.0 && bytes[1] < 180.0, "{bytes:?}");
         assert!(TripleMode::parse("rlwe").is_ok() && TripleMode::parse("he").is_err());
+    }
+
+    /// Without SPU run in this process tree: no ratio column, SPU's recorded figure in its own
+    /// column under its date, nothing divided by it; with a live SPU, ratios to it alone.
+    #[test]
+    fn ratios_only_against_a_peer_run_live() {
+        let n = 1 << 10;
+        let recorded = PeerFigures::for_test(false, "2026-11-30", n, &[("select", 0.26, 218.0, 8)]);
+        let opts = BenchMpcOptions {
+            n,
+            transports: vec![TransportKind::Memory],
+            ot_modes: vec![OtMode::Pool],
+            ops: vec!["select".into()],
+            triples: TripleMode::Gilboa,
+            generator_cots: 0,
+            spu_recorded: recorded,
+            ..BenchMpcOptions::default()
+        };
+        let rep = bench_mpc(&opts).unwrap();
+        let t = rep.to_table();
+        eprintln!("{t}");
+        let r = &rep.rows[0];
+        assert!(!rep.spu_live && r.spu_time_s.is_none() && r.amortized_ratio.is_none());
+        assert_eq!(r.spu_recorded_time_s, Some(0.26));
+        for ratio in ["/spu", "spu s", "spu B/e"] {
+            assert!(!t.contains(ratio), "{ratio} without a live peer:\n{t}");
+        }
+        let header = t.lines().find(|l| l.starts_with("transp")).unwrap();
+        assert!(header.contains("SPU 2026-11-30"), "{header}");
+        let line = t.lines().find(|l| l.contains("select")).unwrap();
+        assert!(line.contains("0.26") && line.contains("218.0"), "{line}");
+
+        let live = PeerFigures::for_test(true, "", n, &[("select", 0.5, 200.0, 8)]);
+        let rep = bench_mpc(&BenchMpcOptions {
+            spu_live: Some(live),
+            ..opts
+        })
+        .unwrap();
+        let r = &rep.rows[0];
+        assert!(rep.spu_live && rep.to_table().contains("t/spu"));
+        assert_eq!(r.amortized_ratio, r.amortized_s.map(|a| a / 0.5));
+        assert!(r.amortized_ratio.is_some());
     }
 }

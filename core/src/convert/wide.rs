@@ -16,9 +16,16 @@ use alloc::vec::Vec;
 pub const W_BITS: u32 = 192;
 
 /// An element of `Z_{2^192}`: three little-endian 64-bit limbs. Read as a signed integer in
-/// `[-2^191, 2^191)` where a signed view is needed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// `[-2^191, 2^191)` where a signed view is needed. Its values are shares of secrets: `Debug`
+/// prints none of the limbs.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Wide(pub [u64; 3]);
+
+impl core::fmt::Debug for Wide {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("Wide(<redacted>)")
+    }
+}
 
 impl zeroize::DefaultIsZeroes for Wide {}
 
@@ -289,6 +296,38 @@ mod tests {
 
     fn rnd(rng: &mut ChaCha20Rng) -> Wide {
         Wide([rng.next_u64(), rng.next_u64(), rng.next_u64()])
+    }
+
+    /// `Debug` of a share, alone or in a vector, shows no limb in any radix.
+    #[test]
+    fn debug_redacts_limbs() {
+        use alloc::format;
+        let w = Wide([
+            0x0123_4567_89ab_cdef,
+            0xfedc_ba98_7654_3210,
+            0x1357_9bdf_2468_ace0,
+        ]);
+        for s in [
+            format!("{w:?}"),
+            format!("{:?}", alloc::vec![w, w]),
+            format!("{w:#?}"),
+        ] {
+            assert!(s.contains("redacted"), "{s}");
+            for l in w.0 {
+                for shown in [
+                    format!("{l}"),
+                    format!("{l:x}"),
+                    format!("{l:X}"),
+                    format!("{l:#x}"),
+                ] {
+                    assert!(!s.contains(&shown), "limb {shown} printed in {s}");
+                }
+            }
+            assert!(
+                !s.chars().any(|c| c.is_ascii_digit()),
+                "digits printed in {s}"
+            );
+        }
     }
 
     /// Reference arithmetic on the low 128 bits (a ring homomorphism of `Z_{2^192}`) and on

@@ -4,9 +4,11 @@
 pub mod modular;
 pub mod ntt;
 pub mod primes;
+pub mod rng;
 pub mod rns;
 pub mod sampling;
 pub mod special_fft;
 
 pub use modular::Modulus;
 pub use ntt::NttTable;
+pub use rng::SecretRng;

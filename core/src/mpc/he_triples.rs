@@ -52,6 +52,7 @@ use crate::math::modular::Modulus;
 use crate::math::ntt::NttTable;
 use crate::math::primes::ntt_primes;
 use crate::math::sampling::{expand_uniform_row, ternary, GaussianCdt};
+use crate::math::SecretRng;
 use crate::mpc::channel::Channel;
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::msgs::{HeKey, HeReply, HeUpload, RnsShape};
@@ -63,7 +64,6 @@ use crate::mpc::triples::{TripleSource, Triples};
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
-use rand_chacha::ChaCha20Rng;
 use rand_core::{CryptoRng, RngCore, SeedableRng};
 use zeroize::{Zeroize, Zeroizing};
 
@@ -543,16 +543,10 @@ enum Role {
 pub struct HeTriples {
     ctx: Ctx,
     role: Role,
-    rng: ChaCha20Rng,
+    /// Wiped on drop: its state predicts every share and mask this source drew.
+    rng: SecretRng,
     /// Batches answered under the current key (at most [`MAX_BATCHES_PER_KEY`]).
     batches: u64,
-}
-
-impl Drop for HeTriples {
-    fn drop(&mut self) {
-        // The generator's state predicts every share and mask this source drew.
-        self.rng = ChaCha20Rng::from_seed([0u8; 32]);
-    }
 }
 
 impl core::fmt::Debug for HeTriples {
@@ -578,7 +572,7 @@ impl HeTriples {
     ) -> Result<Self> {
         let mut seed = [0u8; 32];
         rng.fill_bytes(&mut seed);
-        let own = ChaCha20Rng::from_seed(seed);
+        let own = SecretRng::from_seed(seed);
         seed.zeroize();
         Ok(HeTriples {
             ctx: Ctx::new(params)?,
@@ -1013,6 +1007,7 @@ mod tests {
     use crate::mpc::msgs::MsgKind;
     use crate::mpc::{MpcConfig, Party};
     use alloc::format;
+    use rand_chacha::ChaCha20Rng;
 
     fn rng(seed: u64) -> ChaCha20Rng {
         ChaCha20Rng::seed_from_u64(seed)

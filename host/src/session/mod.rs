@@ -64,7 +64,6 @@ pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats};
 use crate::mpc::DriverError;
 use crate::party::PartyError;
 use crate::transport::{Transport, TransportConfig, TransportError};
-use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -78,6 +77,7 @@ use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_core::mpc::{Frame, MpcConfig, Party};
 use veil_core::params::CkksParams;
 use veil_core::PolyBackend;
+use veil_core::SecretRng;
 
 /// Errors of a session, on either side.
 #[derive(Clone, Debug, PartialEq)]
@@ -337,9 +337,9 @@ impl<B: PolyBackend> CkksCache<B> {
     }
 }
 
-/// A fresh ChaCha20 CSPRNG seeded from the OS.
-pub(crate) fn session_rng() -> Result<ChaCha20Rng, SessionError> {
-    ChaCha20Rng::from_rng(OsRng).map_err(|e| SessionError::Entropy(e.to_string()))
+/// A fresh ChaCha20 CSPRNG seeded from the OS, wiped when dropped.
+pub(crate) fn session_rng() -> Result<SecretRng, SessionError> {
+    SecretRng::from_rng(OsRng).map_err(|e| SessionError::Entropy(e.to_string()))
 }
 
 pub(crate) fn frame(tag: u16, payload: Vec<u8>) -> Frame {
@@ -395,7 +395,7 @@ pub(crate) fn setup_party(
     id: veil_core::mpc::PartyId,
     opts: &SessionOptions,
     t: &mut dyn Transport,
-) -> Result<Party<ChaCha20Rng>, SessionError> {
+) -> Result<Party<SecretRng>, SessionError> {
     let rng = session_rng()?;
     let p = match opts.silent {
         Some(sp) => Party::with_silent_ot(id, opts.mpc, rng, sp),

@@ -11,7 +11,7 @@ mod memory;
 mod tcp;
 
 pub use memory::{mem_pair, MemTransport};
-pub use tcp::TcpTransport;
+pub use tcp::{connect_with_retry, ConnectError, TcpTransport, DEFAULT_CONNECT_TIMEOUT};
 
 use std::time::{Duration, Instant};
 use veil_core::mpc::Frame;

@@ -14,7 +14,6 @@ use crate::model::images::Images;
 use crate::mpc::{drive, DriverError};
 use crate::party::{Client, KeyRequest, PartyError, Server};
 use crate::transport::Transport;
-use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, SeedableRng};
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
@@ -23,6 +22,7 @@ use veil_core::cnn::hybrid::{client_run, dry_counts, server_run, HybridPlan, MPC
 use veil_core::cnn::{Network, PlanMode, StepCost};
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
+use veil_core::SecretRng;
 
 /// The frame carrying the client's [`HybridPlan::fingerprint`] (32 bytes) before any key, and
 /// the server's empty acceptance.
@@ -129,8 +129,8 @@ pub struct HybridOutcome {
     pub batches: usize,
 }
 
-fn session_party(id: PartyId, opts: &HybridOptions) -> Result<Party<ChaCha20Rng>, VisionError> {
-    let rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
+fn session_party(id: PartyId, opts: &HybridOptions) -> Result<Party<SecretRng>, VisionError> {
+    let rng = SecretRng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
     let p = if opts.silent_ot {
         Party::with_silent_ot(id, MPC_CONFIG, rng, FERRET_EMP_OT)
     } else {
@@ -142,7 +142,7 @@ fn session_party(id: PartyId, opts: &HybridOptions) -> Result<Party<ChaCha20Rng>
     })
 }
 
-fn setup(p: &mut Party<ChaCha20Rng>, t: &mut dyn Transport) -> Result<f64, VisionError> {
+fn setup(p: &mut Party<SecretRng>, t: &mut dyn Transport) -> Result<f64, VisionError> {
     let t0 = Instant::now();
     drive(p.channel(), p.setup(), t).map_err(|source| VisionError::Hybrid {
         step: "setup",
@@ -151,7 +151,7 @@ fn setup(p: &mut Party<ChaCha20Rng>, t: &mut dyn Transport) -> Result<f64, Visio
     Ok(t0.elapsed().as_secs_f64())
 }
 
-fn channel_bytes(p: &Party<ChaCha20Rng>) -> u64 {
+fn channel_bytes(p: &Party<SecretRng>) -> u64 {
     let s = p.channel().stats();
     [s.setup, s.offline, s.online]
         .iter()
@@ -212,7 +212,7 @@ pub fn run_client<B: PolyBackend>(
     let plan = HybridPlan::new(ck.params(), arch, batch, block).map_err(VisionError::HybridPlan)?;
     let (_, rotations) = dry_counts(&plan, arch).map_err(VisionError::Plan)?;
     send_plan(t, &plan)?;
-    let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
+    let mut rng = SecretRng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
     let client = Client::new(ck, &mut rng)?;
     let t0 = Instant::now();
     let ks = client.send_keys(

@@ -77,6 +77,8 @@ pub enum VisionError {
     Handshake(serve::CnnDecodeError),
     /// The outputs could not be sanitized (a flood that does not fit the output level).
     Sanitize(veil_core::Error),
+    /// No connection to the server within the connect limit ([`serve::infer_remote`]).
+    Connect(crate::transport::ConnectError),
 }
 
 impl std::fmt::Display for VisionError {
@@ -108,6 +110,7 @@ impl std::fmt::Display for VisionError {
             }
             VisionError::Handshake(e) => write!(f, "the server's answer to the hello: {e}"),
             VisionError::Sanitize(e) => write!(f, "sanitizing the outputs: {e}"),
+            VisionError::Connect(e) => write!(f, "{e}"),
         }
     }
 }

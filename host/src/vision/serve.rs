@@ -780,23 +780,8 @@ pub fn handshake(t: &mut dyn Transport, hello: &CnnHello) -> Result<(), VisionEr
     }
 }
 
-/// Runs `images` through the model served at `addr`: connects, proposes `batch` and `block`
-/// (`None`: [`default_block`]) in `mode` for the architecture of `arch` (only its geometry is
-/// used: [`Network::public_architecture`]), and on acceptance runs the client's side with `ck`
-/// (which must be the parameter set the server uses at `batch`, [`batch_params`] for
-/// `veil serve --cnn`).
-/// A refusal is [`VisionError::Refused`]. Every receive waits at most `cfg.timeout`.
-#[allow(clippy::too_many_arguments)]
-pub fn infer_remote<B: PolyBackend>(
-    ck: &Ckks<B>,
-    addr: &str,
-    arch: &Network,
-    images: &Images,
-    batch: usize,
-    block: Option<usize>,
-    mode: Mode,
-    cfg: TransportConfig,
-) -> Result<RemoteRun, VisionError> {
+/// `Err` unless `images` are `arch`'s input and neither they nor `batch` are empty.
+fn check_request(arch: &Network, images: &Images, batch: usize) -> Result<(), VisionError> {
     let shape = (arch.channels, arch.side, arch.side);
     if (images.channels, images.height, images.width) != shape
         || images.pixels.len() != images.count * arch.channels * arch.side * arch.side
@@ -808,6 +793,47 @@ pub fn infer_remote<B: PolyBackend>(
     if images.count == 0 || batch == 0 {
         return Err(VisionError::NoBlock { batch });
     }
+    Ok(())
+}
+
+/// Runs `images` through the model served at `addr`: connects (retrying for up to
+/// [`DEFAULT_CONNECT_TIMEOUT`](crate::transport::DEFAULT_CONNECT_TIMEOUT), or `cfg.timeout` if
+/// shorter; [`VisionError::Connect`] when nothing answers), then [`infer_remote_on`]. Every
+/// receive waits at most `cfg.timeout`.
+#[allow(clippy::too_many_arguments)]
+pub fn infer_remote<B: PolyBackend>(
+    ck: &Ckks<B>,
+    addr: &str,
+    arch: &Network,
+    images: &Images,
+    batch: usize,
+    block: Option<usize>,
+    mode: Mode,
+    cfg: TransportConfig,
+) -> Result<RemoteRun, VisionError> {
+    check_request(arch, images, batch)?;
+    let limit = crate::transport::DEFAULT_CONNECT_TIMEOUT.min(cfg.timeout);
+    let mut t = TcpTransport::connect_within(addr, limit, cfg, &mut |_| {})
+        .map_err(VisionError::Connect)?;
+    infer_remote_on(ck, &mut t, arch, images, batch, block, mode)
+}
+
+/// Runs `images` through the model served at the other end of `t` (connected, e.g. with
+/// [`TcpTransport::connect_within`]): proposes `batch` and `block` (`None`: [`default_block`])
+/// in `mode` for the architecture of `arch` (only its geometry is used:
+/// [`Network::public_architecture`]), and on acceptance runs the client's side with `ck` (which
+/// must be the parameter set the server uses at `batch`, [`batch_params`] for `veil serve --cnn`). A
+/// refusal is [`VisionError::Refused`]. Every receive waits at most `t`'s timeout.
+pub fn infer_remote_on<B: PolyBackend>(
+    ck: &Ckks<B>,
+    t: &mut TcpTransport,
+    arch: &Network,
+    images: &Images,
+    batch: usize,
+    block: Option<usize>,
+    mode: Mode,
+) -> Result<RemoteRun, VisionError> {
+    check_request(arch, images, batch)?;
     let slots = ck.params().n() / 2;
     let arch = arch.public_architecture();
     let block = match block {
@@ -826,19 +852,15 @@ pub fn infer_remote<B: PolyBackend>(
         digest: arch_digest(&arch),
     };
     let t0 = Instant::now();
-    let mut t = TcpTransport::connect(addr, cfg)
-        .map_err(|e| VisionError::Party(PartyError::Transport(e)))?;
-    handshake(&mut t, &hello)?;
+    handshake(t, &hello)?;
     let outcome = match mode {
         Mode::Fhe => {
             let mut rng = crate::os_rng();
-            RemoteOutcome::Fhe(run_client(
-                ck, &mut t, &arch, images, batch, block, &mut rng,
-            )?)
+            RemoteOutcome::Fhe(run_client(ck, t, &arch, images, batch, block, &mut rng)?)
         }
         Mode::Hybrid { silent } => RemoteOutcome::Hybrid(hybrid::run_client(
             ck,
-            &mut t,
+            t,
             &arch,
             images,
             batch,
