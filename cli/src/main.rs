@@ -6,6 +6,7 @@ mod demo_ckks;
 mod infer;
 mod infer_image;
 mod private;
+mod verify_model;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -75,6 +76,8 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(Bench),
+    /// Check the cached default model in full: every pinned file's size and SHA-256, then a load.
+    VerifyModel(verify_model::VerifyModelArgs),
 }
 
 #[derive(Subcommand)]
@@ -228,6 +231,7 @@ fn main() -> ExitCode {
         Cmd::Plan(a) => run_plan(&a).map_err(Into::into),
         Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
         Cmd::Bench(b) => bench(b).map_err(Into::into),
+        Cmd::VerifyModel(a) => verify_model::run(&a).map_err(Into::into),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
