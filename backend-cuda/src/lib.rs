@@ -50,6 +50,28 @@ pub fn device_count() -> Result<usize, CubeBackendError> {
     }
 }
 
+/// The name of CUDA device `index` as the driver reports it (checked against [`device_count`]
+/// first; never panics).
+pub fn device_name(index: usize) -> Result<String, CubeBackendError> {
+    let n = device_count()?;
+    if index >= n {
+        return Err(no_device(format!("device {index} requested, {n} present")));
+    }
+    let name = std::panic::catch_unwind(|| {
+        cudarc::driver::CudaContext::new(index).and_then(|ctx| ctx.name())
+    });
+    match name {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(no_device(format!(
+            "the CUDA driver failed to name device {index}: {e:?}"
+        ))),
+        Err(e) => Err(no_device(format!(
+            "naming CUDA device {index} panicked: {}",
+            panic_message(e.as_ref())
+        ))),
+    }
+}
+
 /// A compute client for CUDA device `index` (checked against [`device_count`] first).
 pub fn client(index: usize) -> Result<ComputeClient<CudaRuntime>, CubeBackendError> {
     let n = device_count()?;

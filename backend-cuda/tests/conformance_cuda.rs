@@ -28,12 +28,53 @@ fn make(p: &CkksParams) -> CudaBackend {
 
 veil_tests::testgen_conformance_device!(full, available, make);
 
-/// The device probe answers without panicking, with or without a driver.
+/// The device probe answers without panicking, with or without a driver, and what it reports is
+/// consistent: with a device, a count of at least one, a name for each device and a typed refusal
+/// of the index past the last; without one, a typed [`CubeBackendError::NoDevice`] for `cuda`
+/// whose reason names what is missing (the driver library, the driver's answer or a device),
+/// the same refusal from every entry point, and the backend probe of the suite fails too.
 #[test]
-fn device_probe_does_not_panic() {
+fn device_probe_reports_devices_or_why_there_are_none() {
+    use veil_backend_cuda::CubeBackendError;
+    let no_device = |e: &CubeBackendError| match e {
+        CubeBackendError::NoDevice { runtime, reason } => {
+            assert_eq!(*runtime, "cuda");
+            reason.clone()
+        }
+        other => panic!("expected NoDevice, got {other:?}"),
+    };
     match veil_backend_cuda::device_count() {
-        Ok(n) => println!("{n} CUDA device(s)"),
-        Err(e) => println!("no CUDA device: {e}"),
+        Ok(n) => {
+            assert!(n >= 1, "a device count of 0 must be an error");
+            for i in 0..n {
+                let name = veil_backend_cuda::device_name(i).expect("a present device has a name");
+                assert!(!name.trim().is_empty(), "device {i} has an empty name");
+                eprintln!("CUDA device {i}: {name}");
+            }
+            let e = veil_backend_cuda::device_name(n).unwrap_err();
+            assert_eq!(no_device(&e), format!("device {n} requested, {n} present"));
+            let e = veil_backend_cuda::client(n)
+                .err()
+                .expect("index past the last");
+            assert!(no_device(&e).contains("requested"));
+        }
+        Err(e) => {
+            let reason = no_device(&e);
+            eprintln!("no CUDA device: {e}");
+            assert!(
+                ["libcuda", "CUDA driver", "CUDA initialisation"]
+                    .iter()
+                    .any(|m| reason.contains(m)),
+                "the reason names what is missing: {reason}"
+            );
+            assert!(e.to_string().contains(&reason));
+            // Every entry point refuses with the same reason, none panics.
+            let name = veil_backend_cuda::device_name(0).unwrap_err();
+            assert_eq!(no_device(&name), reason);
+            let client = veil_backend_cuda::client(0).err().expect("no client");
+            assert_eq!(no_device(&client), reason);
+            assert!(available().is_err(), "the backend probe agrees");
+        }
     }
 }
 

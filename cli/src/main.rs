@@ -8,6 +8,7 @@ mod infer;
 mod infer_image;
 mod plan;
 mod private;
+mod verify_model;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -48,6 +49,8 @@ enum Cmd {
     Plan(plan::PlanArgs),
     /// Encrypt a vector, compute on it under encryption, decrypt; print precision and timings.
     DemoCkks(demo_ckks::DemoOptions),
+    /// Check the cached default model in full: every pinned file's size and SHA-256, then a load.
+    VerifyModel(verify_model::VerifyModelArgs),
 }
 
 fn run_plan(a: &plan::PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Cmd::InferImage(a) => infer_image::run(&a).map_err(Into::into),
         Cmd::Plan(a) => run_plan(&a),
         Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
+        Cmd::VerifyModel(a) => verify_model::run(&a).map_err(Into::into),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

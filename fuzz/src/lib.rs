@@ -688,9 +688,253 @@ pub fn frame_seed_inputs() -> Vec<Vec<u8>> {
             out.push(v);
         }
     }
-    let mut liar = vec![30u8, 0x56, veil_host::transport::WIRE_VERSION, 1, 2, 0, 0, 0, 0];
+    let mut liar = vec![
+        30u8,
+        0x56,
+        veil_host::transport::WIRE_VERSION,
+        1,
+        2,
+        0,
+        0,
+        0,
+        0,
+    ];
     liar.extend_from_slice(&(1u32 << 30).to_le_bytes());
     liar.extend_from_slice(&[0xAA; 64]);
     out.push(liar);
     out
+}
+
+/// Target `model_config`: the model-directory loader's parsers (`config.json`,
+/// `model.safetensors` against a tiny fixed configuration or one the input carries, the head
+/// file). Byte 0 picks the parser. Any outcome but a panic is fine.
+pub fn fuzz_model_config(data: &[u8]) {
+    use veil_host::model::{head, parse_config, parse_weights, CheckpointConfig};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    match mode % 4 {
+        0 => {
+            let _ = parse_config(rest);
+        }
+        1 => {
+            let cfg: CheckpointConfig = parse_config(TINY_CONFIG).expect("the fixed config parses");
+            let _ = parse_weights(rest, &cfg);
+        }
+        2 => {
+            // config.json, a NUL byte, then model.safetensors.
+            let cut = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            if let Ok(cfg) = parse_config(&rest[..cut]) {
+                let _ = parse_weights(rest.get(cut + 1..).unwrap_or(&[]), &cfg);
+            }
+        }
+        _ => {
+            let _ = head::parse_head(rest, 4);
+        }
+    }
+}
+
+/// The fixed configuration of [`fuzz_model_config`]'s mode 1 (a 1-layer BERT of width 4).
+pub const TINY_CONFIG: &[u8] = br#"{"model_type": "bert", "hidden_act": "gelu", "hidden_size": 4,
+    "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 6,
+    "max_position_embeddings": 8, "vocab_size": 10}"#;
+
+/// Target `cnn_inputs`: the CNN checkpoint parser, the IDX image and label parsers (raw or
+/// gzip, decompression bounded), the CIFAR-10 batch parser and the PNG decoder. Byte 0 picks the
+/// parser; a parsed value must have consistent sizes.
+pub fn fuzz_cnn_inputs(data: &[u8]) {
+    use std::path::Path;
+    use veil_host::model::{cnn, images};
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let p = Path::new("fuzz");
+    match mode % 5 {
+        0 => {
+            let _ = cnn::parse_cnn(rest, "fuzz");
+        }
+        1 => {
+            if let Ok(im) = images::parse_idx_images(p, rest) {
+                assert_eq!(im.pixels.len(), im.count * im.height * im.width);
+            }
+        }
+        2 => {
+            let _ = images::parse_idx_labels(p, rest);
+        }
+        3 => {
+            if let Ok((im, labels)) = images::parse_cifar_batch(p, rest) {
+                assert_eq!(labels.len(), im.count);
+                assert_eq!(im.pixels.len(), im.count * 3 * 32 * 32);
+            }
+        }
+        _ => {
+            if let Ok(im) = images::parse_png(p, rest) {
+                assert_eq!(im.pixels.len(), im.channels * im.height * im.width);
+            }
+        }
+    }
+}
+
+/// Target `session_decode`: the session's decoders (Hello, Accept, Refusal, report); byte 0
+/// picks the decoder. A decoded value must re-encode to the same bytes.
+pub fn fuzz_session_decode(data: &[u8]) {
+    use veil_host::session::{decode_report, encode_report, Accept, Hello, Refusal};
+    let Some((&which, b)) = data.split_first() else {
+        return;
+    };
+    match which % 4 {
+        0 => {
+            if let Ok(h) = Hello::decode(b) {
+                assert_eq!(h.encode(), b);
+                let _ = h.check_lengths();
+            }
+            let _ = Hello::peek_version(b);
+        }
+        1 => {
+            if let Ok(a) = Accept::decode(b) {
+                assert_eq!(a.encode(), b);
+            }
+        }
+        2 => {
+            if let Ok(r) = Refusal::decode(b) {
+                assert_eq!(r.encode(), b);
+                let _ = r.to_string();
+            }
+        }
+        _ => {
+            if let Ok(blocks) = decode_report(b) {
+                assert_eq!(encode_report(&blocks), b);
+            }
+        }
+    }
+}
+
+/// Target `cnn_serve_decode`: the CNN serving handshake's decoders (hello, acceptance,
+/// refusal); byte 0 picks the decoder. A decoded value must re-encode to the same bytes.
+pub fn fuzz_cnn_serve_decode(data: &[u8]) {
+    use veil_host::vision::serve::{
+        decode_accept, decode_refusal, encode_accept, encode_refusal, CnnHello,
+    };
+    let Some((&which, b)) = data.split_first() else {
+        return;
+    };
+    match which % 3 {
+        0 => {
+            if let Ok(h) = CnnHello::decode(b) {
+                assert_eq!(h.encode(), b);
+            }
+            let _ = CnnHello::peek_version(b);
+        }
+        1 => {
+            if let Ok(v) = decode_accept(b) {
+                assert_eq!(encode_accept(v), b);
+            }
+        }
+        _ => {
+            if let Ok((code, reason)) = decode_refusal(b) {
+                assert_eq!(encode_refusal(code, &reason), b);
+                let _ = code.to_string();
+            }
+        }
+    }
+}
+
+/// Every fuzz target by its cargo-fuzz name, with the function its `fuzz_targets/` file calls.
+pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+    ("ciphertext", fuzz_ciphertext),
+    ("keys", fuzz_keys),
+    ("mpc_msgs", |d| {
+        fuzz_mpc_msgs(d);
+    }),
+    ("frames", |d| {
+        fuzz_frames(d);
+    }),
+    ("model_config", fuzz_model_config),
+    ("cnn_inputs", fuzz_cnn_inputs),
+    ("session_decode", fuzz_session_decode),
+    ("cnn_serve_decode", fuzz_cnn_serve_decode),
+];
+
+/// Valid (or nearly valid) inputs for each target of [`TARGETS`], the starting points of the
+/// stable driver's mutations: the `serial` seeds, the frame streams, every MPC decoder's seeds,
+/// and for the loaders and handshakes their selector byte in front of a well-formed payload.
+pub fn target_seeds(target: &str) -> Vec<Vec<u8>> {
+    use veil_host::session::{encode_report, Accept, Hello, Refusal, RefuseCode, SESSION_VERSION};
+    use veil_host::vision::serve::{encode_accept, CNN_VERSION};
+    let with = |sel: u8, body: &[u8]| {
+        let mut v = vec![sel];
+        v.extend_from_slice(body);
+        v
+    };
+    match target {
+        "ciphertext" | "keys" => seed_inputs()
+            .into_iter()
+            .filter(|(t, _)| *t == target)
+            .map(|(_, b)| b)
+            .collect(),
+        "mpc_msgs" => mpc_seed_inputs().into_iter().flatten().collect(),
+        "frames" => frame_seed_inputs(),
+        "model_config" => vec![
+            with(0, TINY_CONFIG),
+            with(
+                2,
+                &[TINY_CONFIG, &[0u8], b"\x08\0\0\0\0\0\0\0{}      "].concat(),
+            ),
+            with(1, b"\x02\0\0\0\0\0\0\0{}"),
+            with(
+                3,
+                br#"{"w": [[1, -1], [0.5, 0], [0, 0.5], [-1, 1]], "b": [0.1, -0.1]}"#,
+            ),
+        ],
+        "cnn_inputs" => {
+            let be = |v: u32| v.to_be_bytes();
+            let idx_images = [&be(0x803)[..], &be(1), &be(2), &be(2), &[0, 64, 128, 255]].concat();
+            let idx_labels = [&be(0x801)[..], &be(2), &[3, 7]].concat();
+            let mut cifar = vec![4u8];
+            cifar.extend((0..3 * 32 * 32).map(|i| i as u8));
+            vec![
+                with(0, b"\x02\0\0\0\0\0\0\0{}"),
+                with(1, &idx_images),
+                with(2, &idx_labels),
+                with(3, &cifar),
+                with(4, b"\x89PNG\r\n\x1a\n"),
+            ]
+        }
+        "session_decode" => {
+            let hello = Hello {
+                version: SESSION_VERSION,
+                fingerprint: [7; 32],
+                params_id: 1,
+                m: 16,
+                valid: 3,
+            };
+            let accept = Accept {
+                version: SESSION_VERSION,
+                blocks: veil_core::bert::Blocks::EXACT,
+            };
+            vec![
+                with(0, &hello.encode()),
+                with(1, &accept.encode()),
+                with(2, &Refusal::new(RefuseCode::Busy, "busy").encode()),
+                with(3, &encode_report(&[])),
+            ]
+        }
+        "cnn_serve_decode" => {
+            let mut hello = CNN_VERSION.to_le_bytes().to_vec();
+            hello.extend_from_slice(&[0, 0]);
+            for v in [16u32, 16, 1, 16] {
+                hello.extend_from_slice(&v.to_le_bytes());
+            }
+            hello.extend_from_slice(&[9; 32]);
+            let mut refusal = 1u16.to_le_bytes().to_vec();
+            refusal.extend_from_slice(&4u16.to_le_bytes());
+            refusal.extend_from_slice(b"busy");
+            vec![
+                with(0, &hello),
+                with(1, &encode_accept(CNN_VERSION)),
+                with(2, &refusal),
+            ]
+        }
+        _ => Vec::new(),
+    }
 }

@@ -41,9 +41,13 @@
 //! (largest near `d ≈ −3`); the integer reference reaches `3.76·10^{-4}`
 //! (`exp_neg_reference(0) = 1 + 64` ulps: the rounding of `H²`, doubled six times).
 //! Fixed point of the protocol against the reference: each of the `k + 2` truncations
-//! is within one ulp (`2^{−F'}`) of the reference's rounding and every later squaring
-//! doubles an earlier difference (times `b ≤ 1`), so they differ by `< 2^{k+1} + 2`
-//! ulps, [`EXP_REF_ULPS`] `= 130` (measured 105), i.e. `1.2·10^{-4}`. Asserted:
+//! is within one ulp (`2^{−F'}`) of the reference's rounding. The first (of `v`) enters
+//! `P = v² + g` times `2v ≤ 2√c_2·h = c_1/√c_2 = 1.455`, the second adds its ulp, and
+//! every later squaring doubles an earlier difference (times `b ≤ 1.0002`) and adds one:
+//! `< 1.0002^k·2^k·(c_1/√c_2 + 1) + 2^k − 1 = 220.4` ulps, [`EXP_REF_ULPS`] `= 221`,
+//! i.e. `2.1·10^{-4}` (measured 105 on the tests' inputs here, 133 on the softmax cost
+//! test's 4,096 depths; the earlier bound `2^{k+1} + 2 = 130` missed the factor of the
+//! first truncation and the later ones' sum). Asserted:
 //! `|exp_neg(d) − e^{max(d,T)}| ≤` [`EXP_ERR`] `= 4.2·10^{-4}` on `[T, 0]` (measured
 //! `3.9·10^{-4}`). Below `T` the output is the value at `T` (`0` or `1` ulp at `F'`)
 //! against the true `e^d < e^T = 1.1·10^{-7}`, below half an output ulp `2^{−14}` of
@@ -76,7 +80,7 @@ pub const EXP_ERR: f64 = 4.2e-4;
 
 /// Maximum difference between [`exp_neg`] and [`exp_neg_reference`], in ulps at
 /// [`EXP_FRAC`].
-pub const EXP_REF_ULPS: i64 = 130;
+pub const EXP_REF_ULPS: i64 = 221;
 
 /// Fractional bits of the scaled input product `d'·M` before its truncation.
 const EXP_MBITS: u32 = 20;

