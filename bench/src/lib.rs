@@ -5,7 +5,7 @@
 //! - [`ckks`]: per-primitive latency and precision of RNS-CKKS (result names shared with the peer
 //!   scripts);
 //! - [`mpc`]: two-party MPC primitives over the in-memory and TCP links;
-//! - [`nonlinear`]: the nonlinear MPC blocks of `veil_core::nn` at BERT-base shapes, beside SPU;
+//! - [`nonlinear`]: the nonlinear MPC blocks of `veil_core::nonlinear` at BERT-base shapes, beside SPU;
 //! - [`scp`]: operation counts of the Transformer attention kernels (EncFormer Table II) and a
 //!   timed, checked real run;
 //! - [`accuracy`]: the sentiment head on the held-out sentences, exact, fixed-point and encrypted;

@@ -1,4 +1,4 @@
-//! `veil-bench nonlinear`: the nonlinear MPC blocks of [`veil_core::nn`] at BERT-base shapes
+//! `veil-bench nonlinear`: the nonlinear MPC blocks of [`veil_core::nonlinear`] at BERT-base shapes
 //! (softmax 12×128×128, GELU 128×3072, LayerNorm 128×768) and the CNN activations (max pool
 //! 64×32×32, FEnc2's quadratic on 65,536 elements), both parties as threads of this process over
 //! TCP on 127.0.0.1 (or the in-memory duplex), `ℓ = 43`, `F = 13`, IKNP OT.
@@ -31,12 +31,12 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 use veil_core::mpc::ot::silent::SilentParams;
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
-use veil_core::nn::fixed::{self, ErrStats};
-use veil_core::nn::gelu::{Gelu, GeluKind};
-use veil_core::nn::layernorm::{LayerNorm, LnAffine, LnKind};
-use veil_core::nn::pool::MaxPool;
-use veil_core::nn::quad::{Quad, QuadKind};
-use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
+use veil_core::nonlinear::fixed::{self, ErrStats};
+use veil_core::nonlinear::gelu::{Gelu, GeluKind};
+use veil_core::nonlinear::layernorm::{LayerNorm, LnAffine, LnKind};
+use veil_core::nonlinear::pool::MaxPool;
+use veil_core::nonlinear::quad::{Quad, QuadKind};
+use veil_core::nonlinear::softmax::{Mask, Softmax, SoftmaxKind};
 use veil_host::harness::{run_pair, Link};
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{Transport, TransportConfig};
@@ -1443,7 +1443,10 @@ mod tests {
         let q = row(Block::Quad, "square").max_abs_err;
         assert!(q < 1e-3, "quad: {q}");
         let sm = row(Block::Softmax, "accurate").max_abs_err;
-        assert!(sm < veil_core::nn::softmax::SOFTMAX_ERR, "softmax: {sm}");
+        assert!(
+            sm < veil_core::nonlinear::softmax::SOFTMAX_ERR,
+            "softmax: {sm}"
+        );
         assert!(rep.to_table().contains("EncFormer: 3 + 4 + 0 = 7"));
     }
 
@@ -1507,7 +1510,7 @@ mod tests {
             .unwrap()
             .max_abs_err;
         assert!(
-            sm < veil_core::nn::softmax::SOFTMAX_ERR,
+            sm < veil_core::nonlinear::softmax::SOFTMAX_ERR,
             "softmax (pool): {sm}"
         );
     }

@@ -29,7 +29,7 @@ use veil_core::bert::cost::{
 };
 use veil_core::bert::Blocks;
 use veil_core::bert::{session_params, EncoderConfig, SessionPlan};
-use veil_core::nn::gelu::{GeluKind, GeluSplit};
+use veil_core::nonlinear::gelu::{GeluKind, GeluSplit};
 use veil_core::PolyBackend;
 use veil_host::backend::{BackendError, Factory, OnBackend};
 use veil_host::session::{

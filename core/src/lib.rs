@@ -9,7 +9,7 @@
 //!   Chebyshev polynomials and bootstrapping);
 //! * [`serial`] (byte formats of parameters, keys and ciphertexts) over `rlwe`/`ckks`;
 //! * [`mpc`] (two-party protocols over `Z_2^l`) beside them, importing none of the HE layers;
-//! * [`nn`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;
+//! * [`nonlinear`] (the nonlinear blocks in MPC: softmax, LayerNorm, GELU, pooling) over `mpc` alone;
 //! * [`packing`], [`convert`] (CKKS ↔ MPC share conversion), [`transformer`] and [`cnn`]
 //!   (FEnc2's fragment-encoded convolutions) above;
 //! * [`bert`] (private inference of a BERT-architecture encoder) on top, composing them.
@@ -27,7 +27,7 @@ pub mod convert;
 pub mod error;
 pub mod math;
 pub mod mpc;
-pub mod nn;
+pub mod nonlinear;
 pub mod packing;
 pub mod params;
 pub mod rlwe;

@@ -184,7 +184,7 @@ fn tiny_encoder_matches_reference() {
 /// tensors, and GELU's MPC part sends less than half of the all-MPC block's bytes.
 #[test]
 fn tiny_encoder_with_encformer_blocks_matches_reference() {
-    use veil_core::nn::gelu::{GeluKind, GeluSplit};
+    use veil_core::nonlinear::gelu::{GeluKind, GeluSplit};
     let cfg = TINY;
     let w = tiny(cfg, 5);
     let (m, valid) = (16, 11);

@@ -467,7 +467,7 @@ fn subring_sums_equal_term_by_term_products() {
 #[test]
 fn part_polynomials_match_f64() {
     use veil_core::circuits::{eval_part_polys, part_poly_depth, CkksExec, Exec, SymExec};
-    use veil_core::nn::gelu::{Gelu, GeluKind};
+    use veil_core::nonlinear::gelu::{Gelu, GeluKind};
     let ck = &engines()[1];
     let p = ck.params().clone();
     let mut rng = test_rng(41);

@@ -683,7 +683,7 @@ fn pipeline_server_blocks_reach_the_client() {
     // The erf fit's degree-7 candidates do not fit the conversion: a server configured with
     // them refuses the client as unavailable, before any key is made.
     let bad = Blocks {
-        gelu_split: veil_core::nn::gelu::GeluSplit::CkksCandidates,
+        gelu_split: veil_core::nonlinear::gelu::GeluSplit::CkksCandidates,
         ..Blocks::EXACT
     };
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -134,11 +134,11 @@ enum Op {
     Reveal,
     Ring2Field,
     Ring2FieldKnownMsb,
-    /// `nn::ops` squaring (the bounded form: P0 sends `SquareCorr`, P1 `SquareWrapCorr`).
+    /// `nonlinear::ops` squaring (the bounded form: P0 sends `SquareCorr`, P1 `SquareWrapCorr`).
     Square,
-    /// `nn::ops` row-broadcast product (wide COTs; both send `WideCorr`).
+    /// `nonlinear::ops` row-broadcast product (wide COTs; both send `WideCorr`).
     MulRows,
-    /// `nn::ops` bounded product (both send `MulCorr`; bounds of 22 bits, so that the
+    /// `nonlinear::ops` bounded product (both send `MulCorr`; bounds of 22 bits, so that the
     /// 3-element payload has padding bits).
     MulBounded,
     /// Setup of parties with the RLWE triple source (P0 sends `HeKey`).

@@ -4,7 +4,7 @@
 //! within one ulp of this: [`crate::convert::C2mPlan::local_rounding`]), every
 //! bias is added as its `F`-bit encoding (except FC1's with the GELU split, which CKKS adds before
 //! the candidates), and every nonlinear block is its integer reference in
-//! [`crate::nn`] (the protocols match those references within a few ulps). So on a sentence
+//! [`crate::nonlinear`] (the protocols match those references within a few ulps). So on a sentence
 //! set, this path tells what the encrypted path will predict, at plaintext speed: the
 //! "fixed-point" column of the accuracy table.
 
@@ -12,8 +12,8 @@ use super::private::{SessionPlan, MPC_CONFIG};
 use super::reference::{head_context, head_scores};
 use super::weights::EncoderWeights;
 use crate::error::{Error, Result};
-use crate::nn::fixed::{decode, encode};
-use crate::nn::layernorm::LnAffine;
+use crate::nonlinear::fixed::{decode, encode};
+use crate::nonlinear::layernorm::LnAffine;
 use crate::packing::Mat;
 use alloc::vec::Vec;
 

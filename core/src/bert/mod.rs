@@ -1,6 +1,6 @@
 //! Private inference of a BERT-architecture encoder (EncFormer Fig. 1, §III–V): the linear
 //! layers under CKKS with the SCP kernels of [`crate::transformer`], the nonlinear blocks of
-//! [`crate::nn`] in two-party MPC, and the complex conversion of [`crate::convert`] at every
+//! [`crate::nonlinear`] in two-party MPC, and the complex conversion of [`crate::convert`] at every
 //! boundary. The client is MPC party P0 (it holds the CKKS secret key); the server is P1 (it
 //! holds the ciphertexts and the weights).
 

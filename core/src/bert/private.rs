@@ -62,11 +62,11 @@ use crate::convert::{
 };
 use crate::error::Error;
 use crate::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares};
-use crate::nn::fixed;
-use crate::nn::gelu::{Gelu, GeluKind, GeluSplit};
-use crate::nn::layernorm::{LayerNorm, LnAffine, LnKind};
-use crate::nn::ops;
-use crate::nn::softmax::{Mask, Softmax, SoftmaxKind, MBMAX_B};
+use crate::nonlinear::fixed;
+use crate::nonlinear::gelu::{Gelu, GeluKind, GeluSplit};
+use crate::nonlinear::layernorm::{LayerNorm, LnAffine, LnKind};
+use crate::nonlinear::ops;
+use crate::nonlinear::softmax::{Mask, Softmax, SoftmaxKind, MBMAX_B};
 use crate::packing::{ChannelMap, Mat};
 use crate::params::CkksParams;
 use crate::transformer::pipeline::{output_projection, qkv_projection, score_kernel, value_kernel};
@@ -105,7 +105,7 @@ pub mod bounds {
     pub const F1: u32 = 7;
     /// C2M of FC2's output.
     pub const F2: u32 = 9;
-    /// M2C of MBMax's output (`|Y| ≤ B^5 < 2^{14.8}`, [`crate::nn::softmax::MBMAX_B`]).
+    /// M2C of MBMax's output (`|Y| ≤ B^5 < 2^{14.8}`, [`crate::nonlinear::softmax::MBMAX_B`]).
     pub const P_MBMAX: u32 = 15;
     /// M2C of an MBLN output (`X` and `H`): MBLN divides by a public constant instead of the
     /// row's deviation, so its range is the model's (EncFormer's distilled models keep it

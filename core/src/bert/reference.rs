@@ -22,9 +22,9 @@ use super::private::Blocks;
 use super::weights::{EncoderConfig, EncoderWeights, Head, LayerWeights};
 use super::Embeddings;
 use crate::error::{Error, Result};
-use crate::nn::gelu::Gelu;
-use crate::nn::layernorm::{LayerNorm, LnAffine};
-use crate::nn::softmax::{Mask, Softmax};
+use crate::nonlinear::gelu::Gelu;
+use crate::nonlinear::layernorm::{LayerNorm, LnAffine};
+use crate::nonlinear::softmax::{Mask, Softmax};
 use crate::packing::Mat;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -684,7 +684,7 @@ mod tests {
     /// panic.
     #[test]
     fn traced_layer_is_the_exact_layer() {
-        use crate::nn::gelu::GeluSplit;
+        use crate::nonlinear::gelu::GeluSplit;
         let mut rng = ChaCha20Rng::seed_from_u64(3);
         let c = cfg(1);
         let l = rlayer(&mut rng, &c);

@@ -53,7 +53,7 @@ use crate::convert::{
 };
 use crate::error::Error;
 use crate::mpc::{MpcConfig, Party, PartyId, RingShares};
-use crate::nn::fixed;
+use crate::nonlinear::fixed;
 use crate::params::CkksParams;
 use crate::PolyBackend;
 use alloc::string::String;

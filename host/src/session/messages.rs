@@ -4,9 +4,9 @@
 
 use sha2::{Digest, Sha256};
 use veil_core::bert::{Blocks, EncoderConfig, SEQ_LENS};
-use veil_core::nn::gelu::{GeluKind, GeluSplit};
-use veil_core::nn::layernorm::LnKind;
-use veil_core::nn::softmax::SoftmaxKind;
+use veil_core::nonlinear::gelu::{GeluKind, GeluSplit};
+use veil_core::nonlinear::layernorm::LnKind;
+use veil_core::nonlinear::softmax::SoftmaxKind;
 use veil_core::transformer::OpCounts;
 
 /// The client's request to open a session.

@@ -1,4 +1,4 @@
-//! The statistics of the view tests (`mpc_views.rs`, `nn_views.rs`): change one party's input
+//! The statistics of the view tests (`mpc_views.rs`, `nonlinear_views.rs`): change one party's input
 //! and check that the messages the other party receives keep their distribution.
 //!
 //! For each feature of the received byte stream (every bit, and the XOR of every bit with the

@@ -37,7 +37,7 @@
 
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::{BoolShares, Party, RingShares};
-use crate::nn::fixed;
+use crate::nonlinear::fixed;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
@@ -291,7 +291,7 @@ impl Rsqrt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::testkit::*;
     use rand_core::RngCore;
     use std::eprintln;
 

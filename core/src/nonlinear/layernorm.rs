@@ -146,9 +146,9 @@
 use crate::mpc::arith::{bcast, rowsum};
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::{Party, PartyId, RingCfg, RingShares};
-use crate::nn::fixed;
-use crate::nn::ops::{add, mul_int, sub};
-use crate::nn::rsqrt::Rsqrt;
+use crate::nonlinear::fixed;
+use crate::nonlinear::ops::{add, mul_int, sub};
+use crate::nonlinear::rsqrt::Rsqrt;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 use zeroize::Zeroizing;
@@ -685,9 +685,9 @@ impl LayerNorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::cost::Meter;
-    use crate::nn::fixed::ErrStats;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::cost::Meter;
+    use crate::nonlinear::fixed::ErrStats;
+    use crate::nonlinear::testkit::*;
     use rand_chacha::ChaCha20Rng;
     use rand_core::RngCore;
     use std::eprintln;

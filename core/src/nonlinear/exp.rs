@@ -61,8 +61,8 @@
 
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::{Party, RingCfg, RingShares, TruncMode};
-use crate::nn::fixed::round_shift;
-use crate::nn::ops::{add_const, mul_int};
+use crate::nonlinear::fixed::round_shift;
+use crate::nonlinear::ops::{add_const, mul_int};
 use rand_core::{CryptoRng, RngCore};
 
 /// Internal fractional bits `F'` of the exponential (values in `[0, 1.0002]`, squares
@@ -137,7 +137,7 @@ pub fn exp_check(ring: RingCfg, frac: u32) -> Result<()> {
 
 /// `T` as a signed integer at `frac` bits.
 fn sat_at(frac: u32) -> i64 {
-    crate::nn::fixed::encode(EXP_SAT, frac)
+    crate::nonlinear::fixed::encode(EXP_SAT, frac)
 }
 
 impl<R: RngCore + CryptoRng> Party<R> {
@@ -239,8 +239,8 @@ pub fn exp_neg_f64(d: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::fixed::{decode, encode, ErrStats};
-    use crate::nn::testkit::*;
+    use crate::nonlinear::fixed::{decode, encode, ErrStats};
+    use crate::nonlinear::testkit::*;
     use alloc::vec::Vec;
     use std::eprintln;
 

@@ -96,8 +96,8 @@
 
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::{BoolShares, Party, RingCfg, RingShares};
-use crate::nn::fixed;
-use crate::nn::ops::{add, sub};
+use crate::nonlinear::fixed;
+use crate::nonlinear::ops::{add, sub};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
@@ -632,9 +632,9 @@ fn power_tree_ref(q: &[f64; 8], t: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::cost::Meter;
-    use crate::nn::fixed::ErrStats;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::cost::Meter;
+    use crate::nonlinear::fixed::ErrStats;
+    use crate::nonlinear::testkit::*;
     use rand_core::RngCore;
     use std::eprintln;
 

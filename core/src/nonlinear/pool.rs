@@ -164,8 +164,8 @@ impl MaxPool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::fixed;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::fixed;
+    use crate::nonlinear::testkit::*;
     use std::eprintln;
 
     #[test]

@@ -1,4 +1,4 @@
-//! View tests of the nonlinear blocks (`veil_core::nn`: max pool, softmax accurate and MBMax,
+//! View tests of the nonlinear blocks (`veil_core::nonlinear`: max pool, softmax accurate and MBMax,
 //! GELU all-MPC and split): the secret input changes (through the
 //! varying party's share, the observer's share fixed) and the messages the other party
 //! receives keep their distribution. Statistics and negative controls: `mpc_common::views`.
@@ -12,8 +12,8 @@ use mpc_common::views::{check_with, views};
 use mpc_common::*;
 use rand_core::RngCore;
 use veil_core::mpc::{MpcConfig, RingShares};
-use veil_core::nn::fixed;
-use veil_core::nn::pool::MaxPool;
+use veil_core::nonlinear::fixed;
+use veil_core::nonlinear::pool::MaxPool;
 use veil_host::mpc::drive;
 
 /// Runs per input (see the module doc).
@@ -75,7 +75,7 @@ fn max_pool_views() {
 
 #[test]
 fn softmax_views() {
-    use veil_core::nn::softmax::{Mask, Softmax, SoftmaxKind};
+    use veil_core::nonlinear::softmax::{Mask, Softmax, SoftmaxKind};
     // Row 0: all equal vs one dominant entry; row 1: ramp vs a large negative spread.
     let a: Vec<f64> = (0..16)
         .map(|k| if k < 8 { 0.0 } else { k as f64 * 0.5 })
@@ -106,7 +106,7 @@ fn softmax_views() {
 
 #[test]
 fn gelu_views() {
-    use veil_core::nn::gelu::{Gelu, GeluKind};
+    use veil_core::nonlinear::gelu::{Gelu, GeluKind};
     // Secrets on every branch: below −T, in [−T, 0), in [0, T], above T (A) versus their
     // mirror images and large values (B).
     let a: Vec<f64> = (0..16).map(|k| (k as f64 - 8.0) * 0.7).collect();

@@ -23,12 +23,12 @@
 //! 1. `m = max_i x_i` by a tree of [`Party::max_pair`] over all rows at once
 //!    (`⌈log2 len⌉` levels, ragged rows in the same batches); exact.
 //! 2. `d_i = x_i − m ≤ 0` (local); `e_i = exp_neg(d_i)` at `F' = 20` bits
-//!    ([`crate::nn::exp`]: saturation at `T = −16`, a quadratic base tuned for the
+//!    ([`crate::nonlinear::exp`]: saturation at `T = −16`, a quadratic base tuned for the
 //!    relative error, 6 squarings).
 //! 3. `s = Σ_i e_i` (local); `s ≥ e_max ≈ 1` because the maximum has `d = 0`
 //!    (`exp_neg(0) = 1 + 6·10^{-5}`), and `s ≤ 1.0001·cols < 2^{J+1}`,
 //!    `J = ⌈log2 cols⌉`.
-//! 4. `1/s` by [`crate::nn::recip`] at `F'` (normalization by `J` public thresholds,
+//! 4. `1/s` by [`crate::nonlinear::recip`] at `F'` (normalization by `J` public thresholds,
 //!    then a product series; per row).
 //! 5. `p_i = e_i·(1/s)` by [`Party::mul_rows_fx`] (one COT per bit and row), one
 //!    unbiased truncation by `2F' − F = 27` to `F = 13` bits (floor or ceiling, so
@@ -37,7 +37,7 @@
 //! **Error.** With `ẽ_j = e^{max(d_j, T)}` and `s̃ = Σ ẽ_j`,
 //! `p̂_i − p_i = (ê_i − ẽ_i)/ŝ − ẽ_i(ŝ − s̃)/(ŝ s̃) + (ẽ_i/s̃ − p_i) + ê_i·δ_{1/s} + δ_out`:
 //!
-//! * own exponential: `|ê_i − ẽ_i|/ŝ ≤ ε_e = 4.2·10^{-4}` ([`crate::nn::exp::EXP_ERR`],
+//! * own exponential: `|ê_i − ẽ_i|/ŝ ≤ ε_e = 4.2·10^{-4}` ([`crate::nonlinear::exp::EXP_ERR`],
 //!   `ŝ ≥ 1`);
 //! * the sum: `p_i·|Σ_j (ê_j − ẽ_j)|/ŝ` is governed by the exponential's *relative*
 //!   error at the depths where the row's mass lies. Over rows of one maximum and
@@ -47,7 +47,7 @@
 //!   with two depths (`n ≤ 128`) found no worse; the test `accurate_adversarial_rows`
 //!   runs such rows;
 //! * saturation: `n·e^T ≤ 1.4·10^{-5}` for `n ≤ 128`;
-//! * reciprocal: `|δ_{1/s}| ≤ 6·2^{−20} + 7·10^{-10}` ([`crate::nn::recip`]);
+//! * reciprocal: `|δ_{1/s}| ≤ 6·2^{−20} + 7·10^{-10}` ([`crate::nonlinear::recip`]);
 //! * output truncation: `|δ_out| < 2^{−13} = 1.2·10^{-4}`.
 //!
 //! Together `< 8·10^{-4}` for rows of up to 128 entries. Asserted by the tests:
@@ -104,10 +104,10 @@
 
 use crate::mpc::error::{expect_len, MpcError, Result};
 use crate::mpc::{Party, RingCfg, RingShares};
-use crate::nn::exp::{exp_check, exp_neg_reference_with, exp_neg_with, ExpCoeffs, EXP_FRAC};
-use crate::nn::fixed::round_shift;
-use crate::nn::ops::{add_const, mul_int, sub};
-use crate::nn::recip::{recip_check, recip_reference_with, recip_with, RECIP_Y0};
+use crate::nonlinear::exp::{exp_check, exp_neg_reference_with, exp_neg_with, ExpCoeffs, EXP_FRAC};
+use crate::nonlinear::fixed::round_shift;
+use crate::nonlinear::ops::{add_const, mul_int, sub};
+use crate::nonlinear::recip::{recip_check, recip_reference_with, recip_with, RECIP_Y0};
 use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
@@ -537,9 +537,9 @@ async fn max_ragged<R: RngCore + CryptoRng>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::cost::Meter;
-    use crate::nn::fixed::{decode, encode, ErrStats};
-    use crate::nn::testkit::*;
+    use crate::nonlinear::cost::Meter;
+    use crate::nonlinear::fixed::{decode, encode, ErrStats};
+    use crate::nonlinear::testkit::*;
     use rand_core::RngCore;
     use std::eprintln;
 
@@ -1042,12 +1042,12 @@ mod tests {
         let (y0, y1) = both!(
             p0,
             p1,
-            crate::nn::exp::exp_neg(&mut p0, &d0, f).await,
-            crate::nn::exp::exp_neg(&mut p1, &d1, f).await
+            crate::nonlinear::exp::exp_neg(&mut p0, &d0, f).await,
+            crate::nonlinear::exp::exp_neg(&mut p1, &d1, f).await
         );
         let (b, rd) = bytes(&m0, &m1);
         {
-            use crate::nn::exp::{exp_neg_f64, exp_neg_reference, EXP_ERR, EXP_REF_ULPS};
+            use crate::nonlinear::exp::{exp_neg_f64, exp_neg_reference, EXP_ERR, EXP_REF_ULPS};
             let got = open(r, &y0, &y1);
             let want: Vec<i64> = ds.iter().map(|&d| exp_neg_reference(d, f)).collect();
             assert_within(&got, &want, EXP_REF_ULPS, "exp_neg vs its reference");
@@ -1068,12 +1068,12 @@ mod tests {
         let (y0, y1) = both!(
             p0,
             p1,
-            crate::nn::recip::recip(&mut p0, &s0, EXP_FRAC, 7).await,
-            crate::nn::recip::recip(&mut p1, &s1, EXP_FRAC, 7).await
+            crate::nonlinear::recip::recip(&mut p0, &s0, EXP_FRAC, 7).await,
+            crate::nonlinear::recip::recip(&mut p1, &s1, EXP_FRAC, 7).await
         );
         let (b, rd) = bytes(&m0, &m1);
         {
-            use crate::nn::recip::{recip_reference, RECIP_REF_ULPS, RECIP_ULPS};
+            use crate::nonlinear::recip::{recip_reference, RECIP_REF_ULPS, RECIP_ULPS};
             let got = open(r, &y0, &y1);
             let want: Vec<i64> = ss
                 .iter()

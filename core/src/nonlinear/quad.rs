@@ -43,8 +43,8 @@
 
 use crate::mpc::error::Result;
 use crate::mpc::{MpcError, Party, RingCfg, RingShares};
-use crate::nn::fixed;
-use crate::nn::ops::{add_const, mul_int};
+use crate::nonlinear::fixed;
+use crate::nonlinear::ops::{add_const, mul_int};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
@@ -175,7 +175,7 @@ impl Quad {
             QuadKind::Square => p.square_fx(&xc, f).await?,
         };
         let (as_, bx) = (mul_int(ring, &s, pl.ai), mul_int(ring, &xc, pl.bi));
-        let v = crate::nn::ops::add(ring, &as_, &bx)?;
+        let v = crate::nonlinear::ops::add(ring, &as_, &bx)?;
         let y = p.trunc_round(v, pl.fa).await?;
         Ok(add_const(ring, p.is_p0(), &y, pl.ci))
     }
@@ -208,7 +208,7 @@ impl Quad {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::testkit::*;
     use std::eprintln;
 
     /// Runs `q` on `xs`, checks it against the integer reference (ulps) and returns the

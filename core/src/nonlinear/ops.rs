@@ -657,8 +657,8 @@ impl<R: RngCore + CryptoRng> Party<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::fixed;
-    use crate::nn::testkit::*;
+    use crate::nonlinear::fixed;
+    use crate::nonlinear::testkit::*;
 
     #[test]
     fn products_match_the_rounded_reference() {

@@ -46,8 +46,8 @@
 
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::{Party, RingCfg, RingShares};
-use crate::nn::fixed::{encode, round_shift};
-use crate::nn::ops::{add_const, mul_int, sub};
+use crate::nonlinear::fixed::{encode, round_shift};
+use crate::nonlinear::ops::{add_const, mul_int, sub};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
@@ -98,7 +98,7 @@ pub(crate) async fn recip_with<R: RngCore + CryptoRng>(
     let n = s.len();
     let one = 1i64 << frac;
     // 1. P = 1 + Σ_j [s < 2^j]·2^{J−j}.
-    let mut pw = crate::nn::ops::constant(r, p0, 1, n);
+    let mut pw = crate::nonlinear::ops::constant(r, p0, 1, n);
     if j > 0 {
         let mut d = Vec::with_capacity(n * j as usize);
         for t in 1..=j {
@@ -127,7 +127,7 @@ pub(crate) async fn recip_with<R: RngCore + CryptoRng>(
     let (ry, q0) = m.split_at(n);
     let eps = sub(
         r,
-        &crate::nn::ops::constant(r, p0, one, n),
+        &crate::nonlinear::ops::constant(r, p0, one, n),
         &RingShares::new(ry.to_vec()),
     )?;
     let mut q = RingShares::new(q0.to_vec());
@@ -203,8 +203,8 @@ pub(crate) fn recip_reference_with(s: i64, frac: u32, j: u32, a: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nn::fixed::{decode, ErrStats};
-    use crate::nn::testkit::*;
+    use crate::nonlinear::fixed::{decode, ErrStats};
+    use crate::nonlinear::testkit::*;
     use rand_core::RngCore;
     use std::eprintln;
 

@@ -1,6 +1,6 @@
 //! Plain-integer fixed-point arithmetic shared by the blocks' references.
 //!
-//! Every block of [`crate::nn`] has a reference that computes the same function on the
+//! Every block of [`crate::nonlinear`] has a reference that computes the same function on the
 //! same integers as its protocol, with the protocol's rounding: a product of two values
 //! with `a` and `b` fractional bits, truncated by `s`, is `⌊(x·y + 2^{s−1}) / 2^s⌋`
 //! ([`round_shift`]). The protocols' truncations are *faithful* (the exact rounded

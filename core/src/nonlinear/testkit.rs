@@ -45,7 +45,7 @@ pub fn uniform(g: &mut ChaCha20Rng, n: usize, bound: f64, frac: u32) -> Vec<i64>
     (0..n)
         .map(|_| {
             let u = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            crate::nn::fixed::encode((2.0 * u - 1.0) * bound, frac)
+            crate::nonlinear::fixed::encode((2.0 * u - 1.0) * bound, frac)
         })
         .collect()
 }
