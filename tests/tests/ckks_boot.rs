@@ -153,14 +153,16 @@ fn bootstrap_full_slots() {
 
 /// A uniform ternary (dense) main secret, as the 128-bit set has: encapsulated to weight 32 for
 /// ModRaise, then everything after the switch back runs under the dense secret, whose rescaling
-/// and key-switching roundings (`ε·s`, `‖s‖² ≈ 2N/3` instead of `h`) are larger. The output
-/// against the `f64` input stays within a bit or two of the sparse secret's (`bootstrap_full_slots`).
+/// and key-switching roundings (`ε·s`, `‖s‖² ≈ 2N/3` instead of `h`) are larger. With the dense
+/// default message ratio (11, one bit more lift), the output against the `f64` input stays within
+/// a bit of the sparse secret's (`bootstrap_full_slots`).
 #[test]
 fn bootstrap_full_slots_dense_secret() {
     let st = check_boot_with(insecure_logn12_boot_dense(), 2048, 1, None);
-    // Measured 24.3 worst slot, 26.7 mean (sparse h = 64: 26.4, 28.6).
-    assert!(st.min_bits() > 23.0, "{st}");
-    assert!(st.real.avg_bits.min(st.imag.avg_bits) > 26.0, "{st}");
+    // Measured 25.5 worst slot, 27.7 mean (sparse h = 64: 26.4, 28.6; dense at the sparse
+    // secret's message ratio 12: 24.3, 26.7).
+    assert!(st.min_bits() > 24.5, "{st}");
+    assert!(st.real.avg_bits.min(st.imag.avg_bits) > 27.0, "{st}");
 }
 
 /// Lean Galois keys (their `a` halves regenerated from the seeds at each use) take less memory
