@@ -283,7 +283,8 @@ fn bootstrap_constant_input() {
 fn bootstrap_constant_input_dense_secret() {
     let x = vec![C64::new(1.0, -1.0); 2048];
     let st = check_boot_with(insecure_logn12_boot_dense(), 2048, 4, Some(x));
-    assert!(st.min_bits() > 20.0, "{st}");
+    // Measured 21.2 (the sparse secret's ratio 12: 23.1).
+    assert!(st.min_bits() > 20.5, "{st}");
 }
 
 /// Sparse slots (n = 256 of 2048): SubSum folds the other coefficients away first.
