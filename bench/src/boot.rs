@@ -21,7 +21,7 @@ use veil_core::CkksParams;
 /// Options of `veil-bench boot`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchBootArgs {
-    /// Parameter set: `logn16` (`CKKS_128_LOGN16_BOOT_H192_LOGQP1720`, 128-bit) or `logn12`
+    /// Parameter set: `logn16` (`CKKS_128_LOGN16_BOOT_LOGQP1731`, 128-bit, dense main secret) or `logn12`
     /// (`INSECURE_LOGN12_BOOT_H64`, a quick check).
     #[arg(long, default_value = "logn16")]
     pub params: String,

@@ -1,7 +1,8 @@
 //! CKKS bootstrapping: at N = 2^12 (`INSECURE_LOGN12_BOOT_H64`) the factored FFTs against the
 //! encoder in `f64`, a full-slot, a constant and a sparse-slot bootstrap against the input values
-//! with precision statistics, a chain that alternates computation and bootstrapping, and the
-//! typed refusals; at N = 2^16 the 128-bit set, its precision asserted.
+//! with precision statistics, the same chain with a dense (uniform ternary) main secret, a chain
+//! that alternates computation and bootstrapping, and the typed refusals; at N = 2^16 the 128-bit
+//! set (dense main secret), its precision asserted.
 
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
@@ -82,7 +83,20 @@ struct Setup {
 }
 
 fn setup(slots: usize, seed: u64) -> Setup {
-    let p = params::insecure_logn12_boot().validate().unwrap();
+    setup_with(params::insecure_logn12_boot(), slots, seed)
+}
+
+/// The N = 2^12 bootstrapping chain with a uniform ternary (dense) main secret, as the 128-bit
+/// set has: only the ephemeral secret of the encapsulation is sparse.
+fn insecure_logn12_boot_dense() -> params::CkksParamsLiteral {
+    let mut lit = params::insecure_logn12_boot();
+    lit.secret = params::SecretDistribution::UniformTernary;
+    lit.name = "INSECURE_LOGN12_BOOT_DENSE".into();
+    lit
+}
+
+fn setup_with(lit: params::CkksParamsLiteral, slots: usize, seed: u64) -> Setup {
+    let p = lit.validate().unwrap();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut bp = BootParams::for_params(&p).unwrap();
     bp.slots = slots;
@@ -105,7 +119,16 @@ fn fresh_at_zero(s: &Setup, x: &[C64], seed: u64) -> Ciphertext<CpuBackend> {
 }
 
 fn check_boot(slots: usize, seed: u64, x: Option<Vec<C64>>) -> PrecisionStats {
-    let s = setup(slots, seed);
+    check_boot_with(params::insecure_logn12_boot(), slots, seed, x)
+}
+
+fn check_boot_with(
+    lit: params::CkksParamsLiteral,
+    slots: usize,
+    seed: u64,
+    x: Option<Vec<C64>>,
+) -> PrecisionStats {
+    let s = setup_with(lit, slots, seed);
     let mut rng = test_rng(seed + 1);
     let x = x.unwrap_or_else(|| random_values(&mut rng, slots, 1.0));
     let ct = fresh_at_zero(&s, &x, seed + 2);
@@ -126,6 +149,20 @@ fn bootstrap_full_slots() {
     // Measured 25.9 worst slot, 28.6 mean.
     assert!(st.min_bits() > 24.5, "{st}");
     assert!(st.real.avg_bits.min(st.imag.avg_bits) > 27.5, "{st}");
+}
+
+/// A uniform ternary (dense) main secret, as the 128-bit set has: encapsulated to weight 32 for
+/// ModRaise, then everything after the switch back runs under the dense secret, whose rescaling
+/// and key-switching roundings (`ε·s`, `‖s‖² ≈ 2N/3` instead of `h`) are larger. With the dense
+/// default message ratio (11, one bit more lift), the output against the `f64` input stays within
+/// a bit of the sparse secret's (`bootstrap_full_slots`).
+#[test]
+fn bootstrap_full_slots_dense_secret() {
+    let st = check_boot_with(insecure_logn12_boot_dense(), 2048, 1, None);
+    // Measured 25.5 worst slot, 27.7 mean (sparse h = 64: 26.4, 28.6; dense at the sparse
+    // secret's message ratio 12: 24.3, 26.7).
+    assert!(st.min_bits() > 24.5, "{st}");
+    assert!(st.real.avg_bits.min(st.imag.avg_bits) > 27.0, "{st}");
 }
 
 /// Lean Galois keys (their `a` halves regenerated from the seeds at each use) take less memory
@@ -239,6 +276,17 @@ fn bootstrap_constant_input() {
     assert!(st.min_bits() > 20.0, "{st}");
 }
 
+/// The same constant input under a dense main secret, whose defaults lift the input one bit
+/// further (`log_message_ratio` 11; with `q_0` just under `2^60`, `q_0/(2^k·Δ)` is just under
+/// `2^12`): the sine's relative error `2^-21.4` bounds the worst coefficient.
+#[test]
+fn bootstrap_constant_input_dense_secret() {
+    let x = vec![C64::new(1.0, -1.0); 2048];
+    let st = check_boot_with(insecure_logn12_boot_dense(), 2048, 4, Some(x));
+    // Measured 21.2 (the sparse secret's ratio 12: 23.1).
+    assert!(st.min_bits() > 20.5, "{st}");
+}
+
 /// Sparse slots (n = 256 of 2048): SubSum folds the other coefficients away first.
 #[test]
 fn bootstrap_sparse_slots() {
@@ -288,9 +336,51 @@ fn chain_of_bootstraps_keeps_precision() {
 
 #[test]
 fn bootstrap_refuses_bad_settings_and_inputs() {
-    // A dense secret: I would need K of order √N.
-    let dense = params::insecure_logn12().validate().unwrap();
-    assert!(BootParams::for_params(&dense).is_err());
+    // A dense secret is always encapsulated (its own I would need K of order √N): the defaults
+    // match a sparse secret's but for the message ratio (one bit lower), and settings without
+    // encapsulation are refused.
+    let dense = insecure_logn12_boot_dense().validate().unwrap();
+    let sparse = params::insecure_logn12_boot().validate().unwrap();
+    let dense_bp = BootParams::for_params(&dense).unwrap();
+    let sparse_bp = BootParams::for_params(&sparse).unwrap();
+    assert_eq!(dense_bp.ephemeral_weight, Some(32));
+    assert_eq!(
+        (dense_bp.log_message_ratio, sparse_bp.log_message_ratio),
+        (11.0, 12.0)
+    );
+    assert_eq!(
+        BootParams {
+            log_message_ratio: 12.0,
+            ..dense_bp.clone()
+        },
+        sparse_bp
+    );
+    let dense_ck = Ckks::new(Arc::new(CpuBackend::scalar(&dense)));
+    let unencapsulated = BootParams {
+        ephemeral_weight: None,
+        ..dense_bp
+    };
+    assert!(matches!(
+        Bootstrapper::new(&dense_ck, unencapsulated),
+        Err(veil_core::Error::InvalidParameters(_))
+    ));
+    // Outside INSECURE_ sets, the encapsulation key's modulus q_0·p_0 must be within the
+    // sparse table's bound for weight 32 (121 bits at N = 2^16): the 128-bit set's (61 + 60
+    // bits, just under 121) is, 61-bit q_0 and p_0 (about 122 bits) are not.
+    let secure = params::ckks_128_logn16_boot();
+    let p16 = secure.validate().unwrap();
+    let bits = |m: u64| (m as f64).log2();
+    assert!(bits(p16.q()[0].value()) + bits(p16.p()[0].value()) <= 121.0);
+    let mut wide = secure.clone();
+    wide.log_p[0] = 61;
+    wide.name = "CKKS_128_LOGN16_BOOT_WIDE_P0".into();
+    let wide = wide.validate().unwrap();
+    assert!(bits(wide.q()[0].value()) + bits(wide.p()[0].value()) > 121.0);
+    let wide_ck = Ckks::new(Arc::new(CpuBackend::scalar(&wide)));
+    assert!(matches!(
+        Bootstrapper::new(&wide_ck, BootParams::for_params(&wide).unwrap()),
+        Err(veil_core::Error::InsecureParameters { max_log_qp, .. }) if max_log_qp == 121.0
+    ));
     // Too few levels.
     let mut lit = params::insecure_logn12();
     lit.secret = params::SecretDistribution::SparseTernary { h: 64 };
@@ -369,8 +459,9 @@ fn bootstrap_refuses_bad_settings_and_inputs() {
     assert!(s.boot.bootstrap(&s.ck, &missing, &ct).is_err());
 }
 
-/// The 128-bit set at N = 2^16 (`CKKS_128_LOGN16_BOOT_H192_LOGQP1720`), all 2^15 slots: min,
-/// mean and median precision of the real and imaginary parts, each asserted, and the 9 levels
+/// The 128-bit set at N = 2^16 (`CKKS_128_LOGN16_BOOT_LOGQP1731`, a uniform ternary main secret
+/// encapsulated to a weight-32 one for ModRaise), all 2^15 slots: min, mean and median precision
+/// of the real and imaginary parts against the `f64` input, each asserted, and the 10 levels
 /// left. About 1.5 min and 8 GB on 2 cores (`veil-bench boot` times it).
 #[test]
 fn bootstrap_logn16_128bit() {
@@ -391,10 +482,11 @@ fn bootstrap_logn16_128bit() {
     assert_eq!(out.level(), 10);
     let st = PrecisionStats::compute(&x, &ck.decrypt_decode(&sk, &out).unwrap());
     println!("N = 2^16 bootstrap: {st}");
-    // Measured 22.0 / 24.6 / 24.8 (real) and 22.1 / 24.6 / 24.8 (imaginary).
+    // Measured 20.3 / 22.8 / 23.0 (real) and 20.4 / 22.8 / 23.0 (imaginary); with the old
+    // weight-192 main secret (now refused), 22.0 / 24.6 / 24.8.
     for part in [st.real, st.imag] {
-        assert!(part.min_bits > 21.0, "{st}");
-        assert!(part.avg_bits > 23.8, "{st}");
-        assert!(part.median_bits > 24.0, "{st}");
+        assert!(part.min_bits > 19.8, "{st}");
+        assert!(part.avg_bits > 22.3, "{st}");
+        assert!(part.median_bits > 22.5, "{st}");
     }
 }

@@ -36,7 +36,7 @@ use super::poly::ChebyshevPoly;
 use crate::backend::{Basis, PolyBackend};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, C64};
 use crate::error::{Error, Result};
-use crate::params::{CkksParams, SecretDistribution};
+use crate::params::{max_log_qp_128_sparse, CkksParams, SecretDistribution};
 use crate::rlwe::{LevelZeroKey, SwitchingKey};
 use alloc::collections::BTreeSet;
 use alloc::vec;
@@ -72,9 +72,11 @@ pub struct BootParams {
     pub degree: usize,
     /// Sparse-secret encapsulation (Bossuat–Troncoso-Pastoriza–Hubaux 2022): before ModRaise
     /// the level-0 ciphertext is switched to an ephemeral secret of this Hamming weight, under a
-    /// key that lives modulo `q_0·p_0` only (where so sparse a secret stays secure), and back to
-    /// the real secret after ModRaise. `I` then follows the ephemeral weight, so `K` and the
-    /// EvalMod degree shrink. `None`: ModRaise under the real secret.
+    /// key that lives modulo `q_0·p_0` only (where so sparse a secret stays secure: outside
+    /// `INSECURE_` sets, [`Bootstrapper::new`] checks `log2(q_0·p_0)` against the sparse-secret
+    /// table, [`crate::params::max_log_qp_128_sparse`]), and back to the real secret after
+    /// ModRaise. `I` then follows the ephemeral weight, so `K` and the EvalMod degree shrink.
+    /// `None`: ModRaise under the real secret (refused for a uniform ternary one).
     pub ephemeral_weight: Option<u32>,
     /// The scale `Δ` of the ciphertexts to refresh (the output has it too).
     pub input_scale: f64,
@@ -88,21 +90,28 @@ pub struct BootParams {
 
 impl BootParams {
     /// Defaults for a parameter set: all `N/2` slots, 3 + 3 FFT levels, sparse-secret
-    /// encapsulation to weight [`EPHEMERAL_WEIGHT`] when the secret is denser,
-    /// `K = ⌈7·√(h/12)⌉ + 1` for the weight `h` ModRaise sees (`|I|` has standard deviation
-    /// about `√(h/12)`, so `|I| > K − 1` has probability below `2^-36` per coefficient), and the EvalMod degree and double-angle count of least depth whose
-    /// error after the double angles is below `2^-35` (the `f64` floor of the fit is near `2^-40`) ([`BootParams::fit_evalmod`]). Refuses dense secrets:
-    /// their `I` would need `K` of order `√N`.
+    /// encapsulation to weight [`EPHEMERAL_WEIGHT`] when the main secret is denser (always for a
+    /// uniform ternary one), `K = ⌈7·√(h/12)⌉ + 1` for the weight `h` ModRaise sees (`|I|` has
+    /// standard deviation about `√(h/12)`, so `|I| > K − 1` has probability below `2^-36` per
+    /// coefficient), and the EvalMod degree and double-angle count of least depth whose error
+    /// after the double angles is below `2^-35` (the `f64` floor of the fit is near `2^-40`)
+    /// ([`BootParams::fit_evalmod`]). With encapsulation, ModRaise sees only the ephemeral
+    /// secret, so `K`, the EvalMod polynomial and the levels are the same for a dense main secret
+    /// as for a sparse one.
     pub fn for_params(params: &CkksParams) -> Result<Self> {
         let h = match params.secret_distribution() {
             SecretDistribution::SparseTernary { h } => h,
-            SecretDistribution::UniformTernary => {
-                return Err(Error::InvalidParameters(
-                    "bootstrapping needs a sparse secret (SecretDistribution::SparseTernary)",
-                ))
-            }
+            // A dense secret's `I` would need `K` of order `√N`: it is always encapsulated.
+            SecretDistribution::UniformTernary => u32::MAX,
         };
         let ephemeral_weight = (h > EPHEMERAL_WEIGHT).then_some(EPHEMERAL_WEIGHT);
+        // Under a dense main secret every rounding after the switch back (`ε_0 + ε_1·s`) is about
+        // `√(2N/3)/√h` times larger, and CoeffToSlot's is amplified by `2K·2^ratio` on the way
+        // out: one bit less ratio (one bit more lift) balances it against the sine's cubic error.
+        let log_message_ratio = match params.secret_distribution() {
+            SecretDistribution::UniformTernary => 11.0,
+            SecretDistribution::SparseTernary { .. } => 12.0,
+        };
         let weight = ephemeral_weight.unwrap_or(h) as f64;
         let k = libm::ceil(7.0 * libm::sqrt(weight / 12.0)) + 1.0;
         let mut p = Self {
@@ -114,7 +123,7 @@ impl BootParams {
             degree: 0,
             ephemeral_weight,
             input_scale: params.default_scale(),
-            log_message_ratio: 12.0,
+            log_message_ratio,
         };
         p.fit_evalmod(-42.0)?;
         Ok(p)
@@ -186,6 +195,29 @@ impl BootParams {
             || self.ephemeral_weight == Some(0)
         {
             return Err(Error::InvalidParameters("invalid EvalMod settings"));
+        }
+        // ModRaise under a dense secret would need `K` of order `√N`.
+        if self.ephemeral_weight.is_none()
+            && params.secret_distribution() == SecretDistribution::UniformTernary
+        {
+            return Err(Error::InvalidParameters(
+                "bootstrapping a uniform ternary secret needs sparse-secret encapsulation \
+                 (ephemeral_weight)",
+            ));
+        }
+        // The encapsulation key lives modulo q_0·p_0 under the ephemeral secret: that modulus
+        // must be within the sparse-secret table's 128-bit bound for its weight.
+        if let Some(h) = self.ephemeral_weight {
+            let log_q0p0 =
+                libm::log2(params.q()[0].value() as f64) + libm::log2(params.p()[0].value() as f64);
+            let max = max_log_qp_128_sparse(h, params.log_n()).unwrap_or(0.0);
+            if log_q0p0 > max && !params.literal().is_insecure() {
+                return Err(Error::InsecureParameters {
+                    log_qp: log_q0p0,
+                    max_log_qp: max,
+                    log_n: params.log_n(),
+                });
+            }
         }
         let q0 = params.q()[0].value() as f64;
         let scale_ok = self.input_scale.is_finite() && self.input_scale >= 1.0;
@@ -539,7 +571,10 @@ impl<B: PolyBackend> core::fmt::Debug for Bootstrapper<B> {
 
 impl<B: PolyBackend> Bootstrapper<B> {
     /// Plans the levels, builds the FFT groups and encodes them at their levels. Fails with a
-    /// typed error when the parameter set has too few levels for the settings.
+    /// typed error when the parameter set has too few levels for the settings, when a uniform
+    /// ternary secret would be bootstrapped without encapsulation, or (outside `INSECURE_` sets)
+    /// when the encapsulation key's modulus `q_0·p_0` exceeds the 128-bit bound of the ephemeral
+    /// weight ([`crate::params::max_log_qp_128_sparse`]).
     pub fn new(ck: &Ckks<B>, params: BootParams) -> Result<Self> {
         let p = ck.params();
         params.validate(p)?;

@@ -1,9 +1,12 @@
 //! CKKS parameters: an unchecked, serializable [`CkksParamsLiteral`] becomes an immutable,
 //! validated [`CkksParams`] (shared behind an `Arc`), after Lattigo's `ParametersLiteral`.
 //!
-//! Validation refuses any set whose `log2(QP)` exceeds the HomomorphicEncryption.org Security
-//! Standard bound for 128-bit classical security with a uniform ternary secret (see
-//! [`max_log_qp_128`]), unless the set's name starts with `INSECURE_`.
+//! Validation refuses any set whose `log2(QP)` exceeds the bound for 128-bit classical security
+//! of its secret distribution, unless the set's name starts with `INSECURE_`: a uniform ternary
+//! secret is checked against the HomomorphicEncryption.org Security Standard ([`max_log_qp_128`]),
+//! a sparse ternary secret against its own table by Hamming weight and ring degree
+//! ([`SPARSE_BOUNDS_128`], [`max_log_qp_128_sparse`]): sparse secrets are weaker at the same
+//! modulus, so the dense bound does not apply to them.
 
 mod named;
 pub use named::*;
@@ -20,9 +23,10 @@ use serde::{Deserialize, Serialize};
 pub enum SecretDistribution {
     /// Uniform in `{-1, 0, 1}^N`: the distribution the HE Standard tables assume.
     UniformTernary,
-    /// Exactly `h` non-zero entries in `{-1, 1}`. Lower `h` means lower security; we accept
-    /// `h ≥ 192` under the same table (the weight Lattigo's and OpenFHE's sparse sets use),
-    /// and anything sparser only in `INSECURE_` sets.
+    /// Exactly `h` non-zero entries in `{-1, 1}`. Lower `h` means lower security at the same
+    /// modulus: outside `INSECURE_` sets, `log2(QP)` is checked against the sparse-secret table
+    /// ([`max_log_qp_128_sparse`]), and a weight or ring degree the table does not cover is
+    /// refused.
     SparseTernary {
         /// Hamming weight.
         h: u32,
@@ -77,9 +81,6 @@ fn special_counts(
         })
         .collect()
 }
-
-/// The smallest Hamming weight accepted for a sparse secret outside `INSECURE_` sets.
-pub const MIN_SECURE_HAMMING_WEIGHT: u32 = 192;
 
 /// Unchecked CKKS parameters, as written in a file or in code.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -155,6 +156,86 @@ pub fn max_log_qp_128(log_n: u32) -> Option<f64> {
         17 => 3521.0,
         _ => return None,
     })
+}
+
+/// One row of the sparse-secret table: a ring degree, a Hamming weight and the largest `log2` of
+/// the modulus that a published estimate puts at 128-bit classical security for a secret of that
+/// weight (error σ = 3.2), with where it comes from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SparseBound {
+    /// `log2 N`.
+    pub log_n: u32,
+    /// Hamming weight `h` of the secret.
+    pub h: u32,
+    /// The largest `log2` of the modulus (`QP` for a set's keys, `q_0·p_0` for an encapsulation
+    /// key) published as 128-bit for this `N` and `h`.
+    pub max_log_qp: f64,
+    /// Where the figure is published.
+    pub source: &'static str,
+}
+
+/// The sparse-secret 128-bit table, separate from the dense HE-Standard one ([`max_log_qp_128`]).
+/// Every row is a figure its source publishes as at least 128-bit classical security (σ = 3.2);
+/// none is extrapolated. The rows:
+///
+/// - `h = 192`, `N = 2^16`: 1553, the largest modulus among Lattigo's 128-bit bootstrapping sets
+///   with a weight-192 main secret at `N = 2^16` (`N16QP1546H192H32`, `N16QP1547H192H32`,
+///   `N16QP1553H192H32`, `DefaultParametersSparse` in Lattigo v5,
+///   `he/hefloat/bootstrapping/default_parameter.go`; the sets of Bossuat, Troncoso-Pastoriza and
+///   Hubaux, "Bootstrapping for Approximate Homomorphic Encryption with Negligible
+///   Failure-Probability by Using Sparse-Secret Encapsulation", ACNS 2022, eprint 2022/024).
+/// - `h = 192`, `N = 2^15`: 768, the same source's `N15QP768H192H32`.
+/// - `h = 32`, `N = 2^16`: 121, the modulus of the encapsulation key to the weight-32 ephemeral
+///   secret that Lattigo v5 documents as over 128-bit (`EphemeralSecretWeight`, "32, which ensure
+///   over 128-bit security for an evaluation key of modulus 121 bits", in
+///   `he/hefloat/bootstrapping/parameters_literal.go`; the same paper).
+///
+/// A secret of weight `h` is checked against the row of the largest weight `h' ≤ h` at its `N`
+/// (a denser secret is no easier to attack, up to the dense ternary bound, which also caps it).
+pub const SPARSE_BOUNDS_128: &[SparseBound] = &[
+    SparseBound {
+        log_n: 15,
+        h: 192,
+        max_log_qp: 768.0,
+        source: "Lattigo v5 N15QP768H192H32 (Bossuat et al., eprint 2022/024)",
+    },
+    SparseBound {
+        log_n: 16,
+        h: 32,
+        max_log_qp: 121.0,
+        source: "Lattigo v5 EphemeralSecretWeight = 32: 128-bit at a 121-bit modulus \
+                 (Bossuat et al., eprint 2022/024)",
+    },
+    SparseBound {
+        log_n: 16,
+        h: 192,
+        max_log_qp: 1553.0,
+        source: "Lattigo v5 N16QP1553H192H32 (Bossuat et al., eprint 2022/024)",
+    },
+];
+
+/// The largest `log2` of the modulus for 128-bit classical security with a sparse ternary secret
+/// of Hamming weight `h` at `N = 2^log_n`: the bound of the [`SPARSE_BOUNDS_128`] row with the
+/// largest weight not above `h` at that `N`, never more than the dense bound
+/// ([`max_log_qp_128`]). `None` when no row covers `h` and `N` (such a secret is refused outside
+/// `INSECURE_` sets).
+pub fn max_log_qp_128_sparse(h: u32, log_n: u32) -> Option<f64> {
+    let row = SPARSE_BOUNDS_128
+        .iter()
+        .filter(|r| r.log_n == log_n && r.h <= h)
+        .max_by_key(|r| r.h)?;
+    let dense = max_log_qp_128(log_n)?;
+    Some(row.max_log_qp.min(dense))
+}
+
+/// The largest `log2(QP)` for 128-bit classical security with secret distribution `secret` at
+/// `N = 2^log_n`: the HE-Standard table for a uniform ternary secret ([`max_log_qp_128`]), the
+/// sparse-secret table for a sparse one ([`max_log_qp_128_sparse`]).
+pub fn max_log_qp_128_for(secret: SecretDistribution, log_n: u32) -> Option<f64> {
+    match secret {
+        SecretDistribution::UniformTernary => max_log_qp_128(log_n),
+        SecretDistribution::SparseTernary { h } => max_log_qp_128_sparse(h, log_n),
+    }
 }
 
 /// A 64-bit FNV-1a digest of the ring degree, the primes, the gadget and the secret distribution:
@@ -238,9 +319,10 @@ impl CkksParamsLiteral {
                 if h == 0 || h as usize > n {
                     return Err(Error::InvalidParameters("Hamming weight must be in 1..=N"));
                 }
-                if h < MIN_SECURE_HAMMING_WEIGHT && !insecure {
+                if !insecure && max_log_qp_128_sparse(h, self.log_n).is_none() {
                     return Err(Error::InvalidParameters(
-                        "sparse secrets need h >= 192 outside INSECURE_ sets",
+                        "no published 128-bit bound for a sparse secret of this weight at this N \
+                         (see SPARSE_BOUNDS_128); use a uniform ternary secret or an INSECURE_ name",
                     ));
                 }
             }
@@ -293,7 +375,7 @@ impl CkksParamsLiteral {
             .chain(&p)
             .map(|m| libm::log2(m.value() as f64))
             .sum();
-        let max = max_log_qp_128(self.log_n).unwrap_or(0.0);
+        let max = max_log_qp_128_for(self.secret, self.log_n).unwrap_or(0.0);
         if log_qp > max && !insecure {
             return Err(Error::InsecureParameters {
                 log_qp,
@@ -445,9 +527,11 @@ mod tests {
             ckks_128_logn14_cnn(),
             ckks_128_logn15(),
             ckks_128_logn16(),
+            ckks_128_logn16_deep(),
+            ckks_128_logn16_boot(),
         ] {
             let p = lit.validate().unwrap();
-            assert!(p.log_qp() <= max_log_qp_128(p.log_n()).unwrap());
+            assert!(p.log_qp() <= max_log_qp_128_for(p.secret_distribution(), p.log_n()).unwrap());
             assert!(p.name().contains(&alloc::format!("LOGN{}", p.log_n())));
         }
     }
@@ -469,6 +553,115 @@ mod tests {
             sparse.validate(),
             Err(Error::InvalidParameters(_))
         ));
+    }
+
+    /// The sparse-secret table is its own: the old bootstrapping set (weight 192 at
+    /// `log2(QP) = 1720`, under the dense bound 1761 but over the sparse one) is refused, the
+    /// dense set that replaces it validates, a weight the table does not cover is refused, and
+    /// `INSECURE_` sets still pass.
+    #[test]
+    fn sparse_secrets_are_checked_against_their_own_table() {
+        // The table's lookups: the row of the largest weight not above h, capped by the dense
+        // bound; nothing for a weight or N without a row.
+        assert_eq!(max_log_qp_128_sparse(192, 16), Some(1553.0));
+        assert_eq!(max_log_qp_128_sparse(32768, 16), Some(1553.0));
+        assert_eq!(max_log_qp_128_sparse(64, 16), Some(121.0));
+        assert_eq!(max_log_qp_128_sparse(32, 16), Some(121.0));
+        assert_eq!(max_log_qp_128_sparse(31, 16), None);
+        assert_eq!(max_log_qp_128_sparse(192, 15), Some(768.0));
+        assert_eq!(max_log_qp_128_sparse(192, 14), None);
+        for r in SPARSE_BOUNDS_128 {
+            assert!(r.max_log_qp <= max_log_qp_128(r.log_n).unwrap());
+            assert!(!r.source.is_empty());
+        }
+        assert_eq!(
+            max_log_qp_128_for(SecretDistribution::UniformTernary, 16),
+            Some(1761.0)
+        );
+
+        // The old set: h = 192 with the bootstrapping chain of log2(QP) = 1720 (q_0 60 bits, 13
+        // primes of 40 bits, 10 of 60, nine 60-bit special primes, 3 digits).
+        let mut old_q = alloc::vec![60u32];
+        old_q.extend(core::iter::repeat_n(40, 13));
+        old_q.extend(core::iter::repeat_n(60, 10));
+        let mut old = CkksParamsLiteral {
+            name: "CKKS_128_LOGN16_BOOT_H192_LOGQP1720".into(),
+            log_n: 16,
+            log_q: old_q,
+            log_p: alloc::vec![60; 9],
+            dnum: Some(3),
+            log_default_scale: 40,
+            secret: SecretDistribution::SparseTernary { h: 192 },
+            sigma: crate::math::sampling::SIGMA,
+        };
+        match old.validate() {
+            Err(Error::InsecureParameters {
+                log_qp,
+                max_log_qp,
+                log_n,
+            }) => {
+                assert_eq!((max_log_qp, log_n), (1553.0, 16));
+                assert!(log_qp > 1719.0 && log_qp <= 1720.0, "{log_qp}");
+            }
+            other => panic!("the h = 192, 1720-bit set must be refused: {other:?}"),
+        }
+        // With a dense secret the same chain is within the HE-Standard bound, and so is the
+        // named set that replaces it (the same chain with 61-bit q_0, CoeffToSlot and EvalMod
+        // primes).
+        let mut dense_old = old.clone();
+        dense_old.secret = SecretDistribution::UniformTernary;
+        dense_old.name = "CKKS_128_LOGN16_BOOT_LOGQP1720".into();
+        assert!(dense_old.validate().is_ok());
+        let new = ckks_128_logn16_boot().validate().unwrap();
+        assert_eq!(
+            new.secret_distribution(),
+            SecretDistribution::UniformTernary
+        );
+        assert_eq!(new.name(), "CKKS_128_LOGN16_BOOT_LOGQP1731");
+        assert!(new.log_qp() > 1730.0 && new.log_qp() <= 1731.0);
+        assert!(new.log_qp() <= max_log_qp_128(16).unwrap());
+        // Its sparse twin (weight 192) is refused, like the old set.
+        let mut sparse_new = ckks_128_logn16_boot();
+        sparse_new.secret = SecretDistribution::SparseTernary { h: 192 };
+        assert!(matches!(
+            sparse_new.validate(),
+            Err(Error::InsecureParameters { .. })
+        ));
+        // Named INSECURE_, the old set passes.
+        old.name = "INSECURE_LOGN16_BOOT_H192_LOGQP1720".into();
+        assert!(old.validate().is_ok());
+
+        // A weight-192 set within the sparse bound (Lattigo's N16QP1546H192H32 chain: 60 + 9·40
+        // ciphertext bits, five 61-bit special primes) validates.
+        let within = CkksParamsLiteral {
+            name: "CKKS_128_LOGN16_H192_LOGQP725".into(),
+            log_n: 16,
+            log_q: alloc::vec![60, 40, 40, 40, 40, 40, 40, 40, 40, 40],
+            log_p: alloc::vec![61; 5],
+            dnum: None,
+            log_default_scale: 40,
+            secret: SecretDistribution::SparseTernary { h: 192 },
+            sigma: crate::math::sampling::SIGMA,
+        };
+        assert!(within.validate().is_ok());
+        // A weight below every row at this N is refused, whatever the modulus.
+        let mut sparser = within.clone();
+        sparser.secret = SecretDistribution::SparseTernary { h: 16 };
+        assert!(matches!(
+            sparser.validate(),
+            Err(Error::InvalidParameters(_))
+        ));
+        // Weight 64 falls under the h = 32 row: 121 bits, far below this chain.
+        sparser.secret = SecretDistribution::SparseTernary { h: 64 };
+        assert!(matches!(
+            sparser.validate(),
+            Err(Error::InsecureParameters { max_log_qp, .. }) if max_log_qp == 121.0
+        ));
+        // The INSECURE_ test sets, sparse (h = 64 at N = 2^12, which no row covers) or dense.
+        for lit in [insecure_logn12_boot(), insecure_logn12(), insecure_logn10()] {
+            assert!(lit.is_insecure());
+            assert!(lit.validate().is_ok(), "{}", lit.name);
+        }
     }
 
     #[test]

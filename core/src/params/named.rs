@@ -117,29 +117,25 @@ pub fn insecure_logn10() -> CkksParamsLiteral {
     literal("INSECURE_LOGN10_LOGQP300", 10, 3, 2, 2)
 }
 
-/// A bootstrapping set: `q_0` 60 bits, `comp + stc` 40-bit scaling primes (computation, then
-/// SlotToCoeff), `evalmod + cts` 60-bit primes (EvalMod, then CoeffToSlot: the scale `q_0` there),
-/// `special` 60-bit special primes, `dnum` digits, a sparse secret of weight `h`.
+/// A bootstrapping set: `q_0` of `top_bits` bits, `comp + stc` 40-bit scaling primes
+/// (computation, then SlotToCoeff), `evalmod + cts` primes of `top_bits` bits (EvalMod, then
+/// CoeffToSlot: the scale `q_0` there), `special` 60-bit special primes, `dnum` digits, the main
+/// secret's distribution `secret`.
+#[allow(clippy::too_many_arguments)]
 fn boot_literal(
     name: &str,
     log_n: u32,
+    top_bits: u32,
     comp_stc: usize,
     evalmod_cts: usize,
     special: usize,
     dnum: usize,
-    h: u32,
+    secret: SecretDistribution,
 ) -> CkksParamsLiteral {
-    let mut log_q: Vec<u32> = vec![60];
+    let mut log_q: Vec<u32> = vec![top_bits];
     log_q.extend(core::iter::repeat_n(40, comp_stc));
-    log_q.extend(core::iter::repeat_n(60, evalmod_cts));
-    set(
-        name,
-        log_n,
-        log_q,
-        special,
-        dnum,
-        SecretDistribution::SparseTernary { h },
-    )
+    log_q.extend(core::iter::repeat_n(top_bits, evalmod_cts));
+    set(name, log_n, log_q, special, dnum, secret)
 }
 
 /// Test set for bootstrapping: N = 2^12 with a sparse secret of Hamming weight 64. Far below
@@ -149,23 +145,51 @@ fn boot_literal(
 /// encapsulation to weight 32, K = 13, degree 122) leave 3 levels: an MLP layer (linear, square,
 /// back to `Δ`) between bootstraps.
 pub fn insecure_logn12_boot() -> CkksParamsLiteral {
-    boot_literal("INSECURE_LOGN12_BOOT_H64", 12, 3 + 3, 7 + 3, 4, 6, 64)
+    boot_literal(
+        "INSECURE_LOGN12_BOOT_H64",
+        12,
+        60,
+        3 + 3,
+        7 + 3,
+        4,
+        6,
+        SecretDistribution::SparseTernary { h: 64 },
+    )
 }
 
-/// N = 2^16 for bootstrapping, 128-bit: a sparse secret of Hamming weight 192, `q_0` 60 bits,
-/// 10 computation levels of 40 bits, then 3 SlotToCoeff levels of 40 bits, 7 EvalMod levels and
-/// 3 CoeffToSlot levels of 60 bits (24 primes, `log2 Q = 1180`), nine 60-bit special primes and
-/// 3 digits: `log2(QP) = 1720 ≤ 1761`. A bootstrap with `BootParams::for_params` (sparse-secret
-/// encapsulation to weight 32, K = 13, a degree-122 EvalMod of depth 7) leaves the 10
-/// computation levels.
+/// N = 2^16 for bootstrapping, 128-bit, with a **dense** (uniform ternary) main secret: `q_0` 61
+/// bits, 10 computation levels of 40 bits, then 3 SlotToCoeff levels of 40 bits, 7 EvalMod levels
+/// and 3 CoeffToSlot levels of 61 bits (24 primes, `log2 Q = 1191`), nine 60-bit special primes
+/// and 3 digits: `log2(QP) = 1731`.
+///
+/// Security: the main secret is uniform ternary, so the HomomorphicEncryption.org Security
+/// Standard's dense-secret bound applies (Albrecht et al. 2018, Table 1, extended to `N = 2^16`
+/// as Lattigo and OpenFHE do: 1761 ≥ 1731; [`super::max_log_qp_128`]). The only sparse secret is
+/// bootstrapping's ephemeral one (weight [`crate::circuits::boot::EPHEMERAL_WEIGHT`] = 32), used
+/// by a single key modulo `q_0·p_0` (61 + 60 bits, under 121); Lattigo v5 documents weight 32 as
+/// over 128-bit for a key modulus of 121 bits (`EphemeralSecretWeight`; Bossuat,
+/// Troncoso-Pastoriza and Hubaux, ACNS 2022, eprint 2022/024), the `h = 32` row of
+/// [`super::SPARSE_BOUNDS_128`], which [`crate::circuits::Bootstrapper::new`] checks. The
+/// previous set, `CKKS_128_LOGN16_BOOT_H192_LOGQP1720`, had a weight-192 main secret at
+/// `log2(QP) = 1720`: over the sparse bound (1553, the largest of Lattigo's 128-bit weight-192
+/// sets at this `N`), so it is now refused.
+///
+/// A bootstrap with `BootParams::for_params` (sparse-secret encapsulation to weight 32, so
+/// ModRaise's `K = 13` and the degree-121 EvalMod of depth 7 do not depend on the main secret)
+/// leaves the 10 computation levels. The dense secret's rounding errors (`ε·s`, `‖s‖² ≈ 2N/3`
+/// instead of 192) are about 16 times larger; CoeffToSlot's, multiplied by `2K` and by the
+/// message ratio on the way out, dominate the output error, so `q_0` and the CoeffToSlot and
+/// EvalMod primes are 61 bits (one bit more scale there) and `for_params` lifts the input one bit
+/// further for a dense secret (`log_message_ratio` 11).
 pub fn ckks_128_logn16_boot() -> CkksParamsLiteral {
     boot_literal(
-        "CKKS_128_LOGN16_BOOT_H192_LOGQP1720",
+        "CKKS_128_LOGN16_BOOT_LOGQP1731",
         16,
+        61,
         10 + 3,
         7 + 3,
         9,
         3,
-        192,
+        SecretDistribution::UniformTernary,
     )
 }
