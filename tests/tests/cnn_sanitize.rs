@@ -28,10 +28,7 @@ use veil_host::vision::serve::{
     arch_digest, default_block, handshake, serve_cnn, CnnHello, CnnServeOptions, CnnServeSummary,
     Mode, CNN_VERSION,
 };
-use veil_host::vision::{
-    argmax, dry_run, output_flood, public_architecture, sanitize_outputs, FLOOD_TAILS,
-    FLOOD_TOLERANCE,
-};
+use veil_host::vision::{argmax, output_flood, sanitize_outputs, FLOOD_TAILS, FLOOD_TOLERANCE};
 use veil_tests::*;
 
 /// The tiny network's evaluation error bound per logit without the flood (`cnn_serve.rs`).
@@ -149,9 +146,11 @@ fn raw_client(
     batch: usize,
 ) -> (NetPlan, RawBatch) {
     let slots = ck.params().n() / 2;
-    let arch = public_architecture(net);
+    let arch = net.public_architecture();
     let block = default_block(&arch, batch, slots, Mode::Fhe).unwrap();
-    let (plan, _, rotations) = dry_run(&arch, batch, block, slots).unwrap();
+    let veil_core::cnn::DryRun {
+        plan, rotations, ..
+    } = arch.dry_run(batch, block, slots).unwrap();
     let hello = CnnHello {
         version: CNN_VERSION,
         mode: Mode::Fhe,
@@ -349,9 +348,9 @@ fn noise_samples(
     seed: u64,
 ) -> (Vec<f64>, Vec<f64>, f64) {
     let slots = ck.params().n() / 2;
-    let arch = public_architecture(net);
+    let arch = net.public_architecture();
     let block = default_block(&arch, batch, slots, Mode::Fhe).unwrap();
-    let (_, _, rotations) = dry_run(&arch, batch, block, slots).unwrap();
+    let rotations = arch.dry_run(batch, block, slots).unwrap().rotations;
     let plan = net.plan(batch, block, slots).unwrap();
     let mut rng = test_rng(seed);
     let sk = ck.gen_secret_key(&mut rng);
@@ -555,7 +554,7 @@ fn sanitize_bounds_and_refusals() {
 fn served_lenet_predictions_equal_the_plaintext_models() {
     let net = veil_host::model::cnn::load("lenet").unwrap();
     let batch = 16;
-    let p = veil_host::vision::cnn_params(batch).validate().unwrap();
+    let p = veil_core::cnn::batch_params(batch).validate().unwrap();
     let ck = Arc::new(Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap())));
     let all = veil_host::model::images::read_images("mnist-test").unwrap();
     let per = 28 * 28;
@@ -613,7 +612,7 @@ fn served_lenet_predictions_equal_the_plaintext_models() {
 #[test]
 fn sanitize_costs_no_level_and_no_byte_on_the_served_sets() {
     for (batch, cts) in [(16usize, 1usize), (8192, 10)] {
-        let p = veil_host::vision::cnn_params(batch).validate().unwrap();
+        let p = veil_core::cnn::batch_params(batch).validate().unwrap();
         let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
         let slots = p.n() / 2;
         let mut rng = test_rng(9);
