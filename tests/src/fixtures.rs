@@ -126,3 +126,72 @@ pub fn check_against_plaintext(net: &Network, imgs: &Images, logits: &[Vec<f64>]
     }
     worst
 }
+
+/// `n` reals uniform in `[-amp, amp]`.
+pub fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
+    crate::random_values(rng, n, amp)
+        .into_iter()
+        .map(|c| c.re)
+        .collect()
+}
+
+/// `N = 2^12` with nine 40-bit levels (a LeNet's depth and two to spare): insecure, for fast CNN
+/// tests only.
+pub fn cnn_test_params() -> veil_core::CkksParams {
+    let mut lit = veil_core::params::insecure_logn12();
+    lit.name = "INSECURE_LOGN12_L9_CNN".into();
+    lit.log_q = std::iter::once(60)
+        .chain(std::iter::repeat_n(40, 9))
+        .collect();
+    lit.dnum = Some(5);
+    lit.validate().unwrap()
+}
+
+/// Conv 1→2 (3×3, padding 1), a quadratic, flatten, fc 128→`outputs` on 8 × 8 inputs, random
+/// weights (deterministic per seed).
+pub fn fhe_net(seed: u64, outputs: usize) -> Network {
+    use veil_core::cnn::{Conv2d, Layer, Linear, Quadratic};
+    let mut rng = crate::test_rng(seed);
+    let conv = Conv2d::new(
+        1,
+        2,
+        3,
+        1,
+        1,
+        rand_vec(&mut rng, 18, 0.5),
+        rand_vec(&mut rng, 2, 0.1),
+    )
+    .unwrap();
+    Network {
+        name: "tiny-fhe".into(),
+        channels: 1,
+        side: 8,
+        layers: vec![
+            Layer::Conv(conv),
+            Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
+            Layer::Flatten,
+            Layer::Linear(
+                Linear::new(
+                    128,
+                    outputs,
+                    rand_vec(&mut rng, 128 * outputs, 0.2),
+                    rand_vec(&mut rng, outputs, 0.1),
+                )
+                .unwrap(),
+            ),
+        ],
+    }
+}
+
+/// `count` deterministic 8 × 8 one-channel images.
+pub fn cnn_images(count: usize) -> Images {
+    Images {
+        count,
+        channels: 1,
+        height: 8,
+        width: 8,
+        pixels: (0..count * 64)
+            .map(|i| ((i * 37 + 11) % 251) as u8)
+            .collect(),
+    }
+}

@@ -14,10 +14,9 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
-use veil_core::cnn::{Conv2d, Layer, Linear, Network, Quadratic};
+use veil_core::cnn::{Conv2d, Layer, Linear, Network};
 use veil_core::mpc::Frame;
 use veil_core::params;
-use veil_host::model::images::Images;
 use veil_host::transport::{TcpTransport, Transport, TransportConfig};
 use veil_host::vision::serve::{
     arch_digest, decode_refusal, handshake, infer_remote, serve_cnn, CnnHello, CnnRefuseCode,
@@ -25,7 +24,9 @@ use veil_host::vision::serve::{
     TAG_CNN_REFUSE,
 };
 use veil_host::vision::VisionError;
-use veil_tests::fixtures::check_against_plaintext;
+use veil_tests::fixtures::{
+    check_against_plaintext, cnn_images as images, cnn_test_params, fhe_net, rand_vec,
+};
 use veil_tests::*;
 
 /// The FHE-only bound on |encrypted − plaintext| per logit: the output flood's `2^−10` (at 8
@@ -34,57 +35,10 @@ const FHE_BOUND: f64 = 1e-3;
 /// The hybrid mode's bound (the one of `cnn_hybrid.rs`).
 const HYBRID_BOUND: f64 = 5e-3;
 
-fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
-    random_values(rng, n, amp)
-        .into_iter()
-        .map(|c| c.re)
-        .collect()
-}
-
 /// N = 2^12 with nine 40-bit levels (as `cnn_layers.rs`): insecure, for fast tests only.
 fn fhe_ckks() -> Arc<Ckks<CpuBackend>> {
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    let p = lit.validate().unwrap();
+    let p = cnn_test_params();
     Arc::new(Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap())))
-}
-
-/// Conv 1→2 (3×3, padding 1), a quadratic, flatten, fc 128→`outputs` on 8 × 8 inputs.
-fn fhe_net(seed: u64, outputs: usize) -> Network {
-    let mut rng = test_rng(seed);
-    let conv = Conv2d::new(
-        1,
-        2,
-        3,
-        1,
-        1,
-        rand_vec(&mut rng, 18, 0.5),
-        rand_vec(&mut rng, 2, 0.1),
-    )
-    .unwrap();
-    Network {
-        name: "tiny-fhe".into(),
-        channels: 1,
-        side: 8,
-        layers: vec![
-            Layer::Conv(conv),
-            Layer::Quad(Quadratic::new(0.3, 0.5, 0.05).unwrap()),
-            Layer::Flatten,
-            Layer::Linear(
-                Linear::new(
-                    128,
-                    outputs,
-                    rand_vec(&mut rng, 128 * outputs, 0.2),
-                    rand_vec(&mut rng, outputs, 0.1),
-                )
-                .unwrap(),
-            ),
-        ],
-    }
 }
 
 /// Conv 1→3 (3×3, stride 2, padding 1), ReLU, flatten, fc 48→10 on 8 × 8 inputs.
@@ -118,18 +72,6 @@ fn relu_net(seed: u64) -> Network {
                 .unwrap(),
             ),
         ],
-    }
-}
-
-fn images(count: usize) -> Images {
-    Images {
-        count,
-        channels: 1,
-        height: 8,
-        width: 8,
-        pixels: (0..count * 64)
-            .map(|i| ((i * 37 + 11) % 251) as u8)
-            .collect(),
     }
 }
 
