@@ -16,6 +16,7 @@ LOGN="${LOGN:-14}"
 LEVELS="${LEVELS:-6}"
 REPS="${REPS:-10}"
 VEIL="${CARGO_TARGET_DIR:-target}/release/veil"
+BENCH="${CARGO_TARGET_DIR:-target}/release/veil-bench"
 
 echo "== nvidia-smi"
 nvidia-smi -L || { echo "gpu-check: nvidia-smi failed: no NVIDIA driver on this machine"; exit 1; }
@@ -26,11 +27,25 @@ VEIL_REQUIRE_DEVICE=1 cargo test --release -p veil-backend-cuda -- --nocapture -
 echo "conformance: $(( $(date +%s) - start )) s"
 
 echo "== veil-bench ckks (N = 2^$LOGN, L = $LEVELS)"
-cargo build --release -p veil --bin veil --features cuda
-out=$("$VEIL" bench ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS" 2>&1)
+cargo build --release -p veil -p veil-bench --features cuda
+out=$("$BENCH" ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS" 2>&1)
 echo "$out"
 if echo "$out" | grep -q "running on the CPU"; then
   echo "gpu-check: the CUDA backend was not usable (see above)"; exit 1
 fi
 echo "== the same on the CPU (all cores) for comparison"
-"$VEIL" bench ckks --backend cpu --threads "$(nproc)" --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+"$BENCH" ckks --backend cpu --threads "$(nproc)" --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+
+echo "== private inference with the server on CUDA, beside the CPU (veil demo, one sentence)"
+for b in cuda cpu; do
+  start=$(date +%s)
+  "$VEIL" demo --sentences 1 --backend "$b"
+  echo "demo --backend $b: $(( $(date +%s) - start )) s"
+done
+
+echo "== a LeNet batch on CUDA, beside the CPU (veil infer-image, 16 MNIST test images)"
+for b in cuda cpu; do
+  start=$(date +%s)
+  "$VEIL" infer-image --limit 16 --backend "$b"
+  echo "infer-image --backend $b: $(( $(date +%s) - start )) s"
+done
