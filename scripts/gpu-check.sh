@@ -36,6 +36,9 @@ fi
 echo "== the same on the CPU (all cores) for comparison"
 "$BENCH" ckks --backend cpu --threads "$(nproc)" --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
 
+echo "== the wgpu sessions with the trained LeNet (ignored on lavapipe; a GPU adapter here)"
+VEIL_REQUIRE_DEVICE=wgpu cargo test --release -p veil-backend-wgpu --test session_wgpu -- --ignored --nocapture
+
 echo "== private inference with the server on CUDA, beside the CPU (veil demo, one sentence)"
 for b in cuda cpu; do
   start=$(date +%s)

@@ -9,8 +9,8 @@
 //! The kernels are bit-identical to the CPU's (the conformance suite), but two sessions draw
 //! fresh keys, encryption noise and MPC masks, so their logits are not: each run is checked
 //! against the plaintext model within the path's stated bound (the BERT sessions' `LOGIT_BOUND`,
-//! the CNN's `1e-3`) with the same predictions, and the wgpu and CPU runs against each other
-//! within twice that bound.
+//! the CNN's `1e-3`) with the same predictions, and, for the BERT session and the LeNet batches,
+//! the wgpu and CPU runs against each other within twice that bound.
 
 use std::net::TcpListener;
 use std::sync::{Arc, OnceLock};

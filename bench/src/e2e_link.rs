@@ -206,14 +206,16 @@ fn one(
             client_addr = relay;
         }
     }
-    // The server loads the model before it listens; the client's connect retries until its
-    // timeout, and the delay line connects upstream only once the client is in.
+    // The server loads the model before it listens; the client's connect retries for up to the
+    // step timeout (`--connect-timeout`), and the delay line connects upstream only once the
+    // client is in.
     std::thread::sleep(Duration::from_millis(500));
     procs
         .spawn_party(
             wrap(ns[1])
                 .args(["infer", "--server", &client_addr, "--json"])
                 .args(["--layers", &layers, "--timeout", &timeout])
+                .args(["--connect-timeout", &timeout])
                 .args(["--threads", &threads, "--ot", &a.ot])
                 .args(&model_args)
                 .arg(text),

@@ -169,9 +169,10 @@ pub struct InferArgs {
     /// are the server's); default: all-MiniLM-L6-v2. `--plaintext` needs the whole checkpoint.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Output classes of the served head (public: the session asks for this architecture).
-    #[arg(long, default_value_t = 2)]
-    pub classes: usize,
+    /// Output classes of the served head (public: the session asks for this architecture);
+    /// default: the model directory's `veil-head.json`'s count, else 2 (the sentiment head).
+    #[arg(long)]
+    pub classes: Option<usize>,
     /// Use the first K layers only (the server must serve the same prefix); 0: all.
     #[arg(long, default_value_t = 0)]
     pub layers: usize,

@@ -121,8 +121,15 @@ pub fn load_model(dir: Option<&PathBuf>, head: Option<&PathBuf>) -> Result<Model
 
 /// Loads the client's part of `dir` (the architecture, the tokenizer and the embedding table;
 /// never the encoder's weights or the head), or of the default model without one.
-pub fn load_client(dir: Option<&PathBuf>, classes: usize) -> Result<ClientModel, CliError> {
-    Ok(model::load_client(&model_dir(dir)?, classes)?)
+/// `classes`: the served head's output count, by default the directory's `veil-head.json`'s,
+/// else 2 (the sentiment head).
+pub fn load_client(dir: Option<&PathBuf>, classes: Option<usize>) -> Result<ClientModel, CliError> {
+    let dir = model_dir(dir)?;
+    let classes = match classes {
+        Some(c) => c,
+        None => model::head_classes(&dir)?.unwrap_or(2),
+    };
+    Ok(model::load_client(&dir, classes)?)
 }
 
 /// The first `k` layers of `w` with its head (for quick runs; `k = 0` or `k ≥ layers`: all).

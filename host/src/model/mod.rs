@@ -628,9 +628,23 @@ impl fmt::Debug for ClientModel {
     }
 }
 
+/// The output count of the head file in `dir` (`veil-head.json`: public, the architecture's),
+/// `None` without one. Only the bias's length is used.
+pub fn head_classes(dir: &Path) -> Result<Option<usize>, ModelError> {
+    match read(dir, HEAD_FILE) {
+        Ok(bytes) => {
+            let f: head::HeadFile =
+                serde_json::from_slice(&bytes).map_err(|e| ModelError::BadHead(e.to_string()))?;
+            Ok(Some(f.b.len()))
+        }
+        Err(ModelError::MissingFile { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Loads the client's part of a checkpoint directory: `config.json`, `tokenizer.json` and the
 /// embedding tensors of `model.safetensors` (the file may hold them alone; the encoder's layers
-/// and any head are never read). `classes` is the served head's output count (public: the
+/// are never parsed, and no head file is read). `classes` is the served head's output count (public: the
 /// session's Hello names it).
 pub fn load_client(dir: &Path, classes: usize) -> Result<ClientModel, ModelError> {
     let cfg = parse_config(&read(dir, "config.json")?)?;

@@ -294,6 +294,11 @@ impl<B: PolyBackend> Handler for BertHandler<B> {
                 (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes) as f64
                     / 1e6
             )),
+            // A refusal as unavailable is the server's own fault (a backend or a plan that
+            // failed): counted as a failure.
+            Err(SessionError::Rejected(r)) if r.code == RefuseCode::Unavailable => {
+                SessionEnd::Failed(r.to_string())
+            }
             Err(SessionError::Rejected(r)) => SessionEnd::Refused(r.to_string()),
             Err(e) => SessionEnd::Failed(e.to_string()),
         }
