@@ -161,6 +161,7 @@ fn cnn_served_on_wgpu_matches_the_plaintext() {
                 max_clients: 1,
                 max_connections: Some(1),
                 quiet: false,
+                ..Default::default()
             },
         )
     });

@@ -631,6 +631,8 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
             max_clients: a.max_clients.max(1),
             max_connections: None,
             quiet: false,
+            memory_budget: crate::infer::gb_bytes("--memory-budget", a.memory_budget)?,
+            session_memory: crate::infer::gb_bytes("--session-memory", a.session_memory)?,
         },
     };
     choice.dispatch(&probe, server)?;

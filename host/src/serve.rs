@@ -33,10 +33,14 @@ pub trait Handler: Send + Sync + 'static {
     /// Serves one client over `t`: the handshake (a refusal is [`SessionEnd::Refused`]), the
     /// keys, the run, the report.
     fn serve(&self, t: &mut dyn Transport) -> SessionEnd;
-    /// Tells a client beyond [`ServerOptions::max_clients`] that the server is busy (`running`
-    /// sessions), in the family's refusal message. The framework has read the client's first
-    /// frame already, so that closing does not reset the connection under the refusal.
-    fn refuse_busy(&self, t: &mut dyn Transport, running: usize);
+    /// Tells a client the server has no room for it (beyond [`ServerOptions::max_clients`], or
+    /// beyond [`ServerOptions::memory_budget`]), with `reason`, in the family's busy refusal.
+    /// The framework has read the client's first frame already, so that closing does not reset
+    /// the connection under the refusal.
+    fn refuse_busy(&self, t: &mut dyn Transport, reason: &str);
+    /// The memory one session may take, bytes, for [`ServerOptions::memory_budget`]: an
+    /// estimate of the keys and the working set of the family's largest request.
+    fn session_memory(&self) -> u64;
 }
 
 /// Settings of [`serve`].
@@ -51,6 +55,13 @@ pub struct ServerOptions {
     pub max_connections: Option<u64>,
     /// Print no per-session line on standard error.
     pub quiet: bool,
+    /// The memory the sessions may hold together, bytes: a client is admitted only while the
+    /// sessions running plus its own [`Handler::session_memory`] fit, and is otherwise refused
+    /// as busy with the figures. `None`: no budget (only `max_clients` bounds the sessions).
+    pub memory_budget: Option<u64>,
+    /// What one session counts against the budget, bytes; `None`: the handler's estimate
+    /// ([`Handler::session_memory`]).
+    pub session_memory: Option<u64>,
 }
 
 impl Default for ServerOptions {
@@ -60,8 +71,42 @@ impl Default for ServerOptions {
             max_clients: 4,
             max_connections: None,
             quiet: false,
+            memory_budget: None,
+            session_memory: None,
         }
     }
+}
+
+/// A reservation of `bytes` of a memory budget, given back when dropped.
+struct Reservation {
+    used: Arc<Mutex<u64>>,
+    bytes: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Ok(mut u) = self.used.lock() {
+            *u = u.saturating_sub(self.bytes);
+        }
+    }
+}
+
+/// Reserves `bytes` of `total` (`used` held so far), or the bytes free when they do not fit.
+fn reserve(used: &Arc<Mutex<u64>>, total: u64, bytes: u64) -> Result<Reservation, u64> {
+    let mut u = used.lock().map_err(|_| 0u64)?;
+    let free = total.saturating_sub(*u);
+    if bytes > free {
+        return Err(free);
+    }
+    *u += bytes;
+    Ok(Reservation {
+        used: used.clone(),
+        bytes,
+    })
+}
+
+fn gb(b: u64) -> f64 {
+    b as f64 / 1e9
 }
 
 /// Counts of a finished [`serve`] (one with [`ServerOptions::max_connections`]).
@@ -99,7 +144,8 @@ pub(crate) fn take_slot(c: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
 }
 
 /// Accepts clients on `listener` and serves each with `handler` on its own thread, at most
-/// [`ServerOptions::max_clients`] at once (one more is told it is busy). One line per session
+/// [`ServerOptions::max_clients`] at once and within [`ServerOptions::memory_budget`] (one more
+/// is told it is busy, with the reason). One line per session
 /// goes to standard error unless quiet. A failed, refused or panicking session ends only
 /// itself; an accept error is logged and the loop goes on. Returns only after
 /// [`ServerOptions::max_connections`] connections, once their sessions have finished.
@@ -127,6 +173,7 @@ pub fn serve<H: Handler>(
         }
     };
     let max_clients = opts.max_clients.max(1);
+    let used = Arc::new(Mutex::new(0u64));
     let mut id = 0u64;
     while opts.max_connections.is_none_or(|n| id < n) {
         let (stream, peer) = match listener.accept() {
@@ -148,36 +195,60 @@ pub fn serve<H: Handler>(
                 continue;
             }
         };
-        let Some(slot) = take_slot(&active, max_clients) else {
-            bump(&|s| {
-                s.refused += 1;
-                s.busy += 1;
-            });
-            log(format!(
-                "#{id} {peer}: refused, busy ({max_clients} sessions)"
-            ));
-            // Read the request first (so that closing does not reset the connection under the
-            // refusal), off the accept loop, on a bounded number of threads.
-            if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
-                let handler = handler.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("veil-busy-{id}"))
-                    .spawn(move || {
-                        let _b = b;
-                        let _ = t.recv_limited(crate::transport::HELLO_LIMITS);
-                        handler.refuse_busy(&mut t, max_clients);
-                    });
-                if let Ok(h) = spawned {
-                    workers.push(h);
+        // Room for the session: a slot, and its memory within the budget (a slot taken for a
+        // session refused for memory is given back as the arm ends).
+        let admitted = match take_slot(&active, max_clients) {
+            None => Err(format!("{max_clients} sessions running")),
+            Some(slot) => match opts.memory_budget {
+                None => Ok((slot, None)),
+                Some(total) => {
+                    let need = opts
+                        .session_memory
+                        .unwrap_or_else(|| handler.session_memory());
+                    match reserve(&used, total, need) {
+                        Ok(r) => Ok((slot, Some(r))),
+                        Err(free) => Err(format!(
+                            "the server's memory budget: a session needs {:.2} GB, {:.2} GB of {:.2} GB are free",
+                            gb(need),
+                            gb(free),
+                            gb(total)
+                        )),
+                    }
                 }
+            },
+        };
+        let (slot, reservation) = match admitted {
+            Ok(room) => room,
+            Err(reason) => {
+                bump(&|s| {
+                    s.refused += 1;
+                    s.busy += 1;
+                });
+                log(format!("#{id} {peer}: refused, busy: {reason}"));
+                // Read the request first (so that closing does not reset the connection under
+                // the refusal), off the accept loop, on a bounded number of threads.
+                if let Some(b) = take_slot(&busy_threads, MAX_BUSY_THREADS) {
+                    let handler = handler.clone();
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("veil-busy-{id}"))
+                        .spawn(move || {
+                            let _b = b;
+                            let _ = t.recv_limited(crate::transport::HELLO_LIMITS);
+                            handler.refuse_busy(&mut t, &reason);
+                        });
+                    if let Ok(h) = spawned {
+                        workers.push(h);
+                    }
+                }
+                continue;
             }
-            continue;
         };
         let (handler, summary, session_log) = (handler.clone(), summary.clone(), log.clone());
         let spawned = std::thread::Builder::new()
             .name(format!("veil-session-{id}"))
             .spawn(move || {
                 let _slot = slot;
+                let _reservation = reservation;
                 let t0 = Instant::now();
                 let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     handler.serve(&mut t)

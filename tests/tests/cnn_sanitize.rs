@@ -121,6 +121,7 @@ fn spawn(net: &Network, ck: &Arc<Ckks<CpuBackend>>) -> (String, JoinHandle<CnnSe
                 max_clients: 1,
                 max_connections: Some(1),
                 quiet: false,
+                ..Default::default()
             },
         )
     });

@@ -103,6 +103,7 @@ fn spawn(
                 max_clients,
                 max_connections: Some(connections),
                 quiet: false,
+                ..Default::default()
             },
         )
     });

@@ -887,3 +887,40 @@ fn pipeline_four_concurrent_clients() {
     let s = h.join().unwrap();
     assert_eq!((s.served, s.failed, s.busy), (4, 0, 0));
 }
+
+/// A memory budget for three sessions: three clients hold theirs (connected, before their
+/// Hello), a fourth is refused as busy with the budget's figures, and once the three are gone a
+/// client is served its correct logits.
+#[test]
+fn memory_budget_admits_three_of_four_then_serves() {
+    let w = tiny_weights(13);
+    let mut opts = serve_opts(Duration::from_secs(30), 8, 5);
+    opts.memory_budget = Some(3_000_000_000);
+    opts.session_memory = Some(1_000_000_000);
+    let (addr, h) = start_serve(w.clone(), opts);
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    // The accept loop takes connections in order: the three hold the budget when the fourth comes.
+    let r = refusal_of(addr, good_hello(9).encode());
+    assert_eq!(r.code, RefuseCode::Busy, "{r}");
+    assert!(
+        r.text.contains("memory budget") && r.text.contains("1.00 GB"),
+        "{r}"
+    );
+    drop(held);
+    // The three sessions end at their peers' disconnect, and give their memory back.
+    std::thread::sleep(Duration::from_secs(1));
+    let x = input(13);
+    let mut t = connect(addr, Duration::from_secs(120));
+    let got = client(&mut t, &tiny_cfg(), &x, 9).unwrap();
+    drop(t);
+    assert_close(
+        &got.logits,
+        &plaintext(&w, &x, 9),
+        "after the budget was freed",
+    );
+    let s = h.join().unwrap();
+    assert_eq!(
+        (s.connections, s.served, s.refused, s.busy, s.failed),
+        (5, 1, 1, 1, 3)
+    );
+}

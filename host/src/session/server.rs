@@ -243,7 +243,16 @@ pub struct ServeOptions {
     pub max_connections: Option<u64>,
     /// Print no per-session line on standard error.
     pub quiet: bool,
+    /// The memory the sessions may hold together, bytes ([`ServerOptions::memory_budget`]).
+    pub memory_budget: Option<u64>,
+    /// What one session counts against it; `None`: [`BERT_SESSION_MEMORY`].
+    pub session_memory: Option<u64>,
 }
+
+/// The memory a BERT session is counted for against a budget by default, bytes: the demo's
+/// measured peak (all-MiniLM-L6-v2, m = 16, client and server in one process: 3.3 GB), so a
+/// server-only session stays below it; a larger model or length needs `session_memory`.
+pub const BERT_SESSION_MEMORY: u64 = 3_300_000_000;
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -253,6 +262,8 @@ impl Default for ServeOptions {
             max_clients: 4,
             max_connections: None,
             quiet: false,
+            memory_budget: None,
+            session_memory: None,
         }
     }
 }
@@ -265,6 +276,8 @@ impl ServeOptions {
             max_clients: self.max_clients,
             max_connections: self.max_connections,
             quiet: self.quiet,
+            memory_budget: self.memory_budget,
+            session_memory: self.session_memory,
         }
     }
 }
@@ -304,11 +317,12 @@ impl<B: PolyBackend> Handler for BertHandler<B> {
         }
     }
 
-    fn refuse_busy(&self, t: &mut dyn Transport, running: usize) {
-        let _ = reject::<()>(
-            t,
-            Refusal::new(RefuseCode::Busy, format!("{running} sessions running")),
-        );
+    fn refuse_busy(&self, t: &mut dyn Transport, reason: &str) {
+        let _ = reject::<()>(t, Refusal::new(RefuseCode::Busy, reason));
+    }
+
+    fn session_memory(&self) -> u64 {
+        BERT_SESSION_MEMORY
     }
 }
 

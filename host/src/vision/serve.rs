@@ -651,6 +651,11 @@ pub fn serve_one_cnn<B: PolyBackend>(
     })
 }
 
+/// The memory a CNN session is counted for against a budget by default, bytes: LeNet's measured
+/// peak at batch 16 (`veil infer-image`, client and server in one process: 9.2 GB); batch 8,192
+/// peaks at 18.5 GB, so a server of large batches sets `session_memory`.
+pub const CNN_SESSION_MEMORY: u64 = 9_200_000_000;
+
 /// The CNN family's [`Handler`] on the server framework: [`serve_one_cnn`] per client.
 pub struct CnnHandler<B: PolyBackend> {
     net: Arc<Network>,
@@ -691,12 +696,12 @@ impl<B: PolyBackend> Handler for CnnHandler<B> {
         }
     }
 
-    fn refuse_busy(&self, t: &mut dyn Transport, running: usize) {
-        let _ = refuse::<()>(
-            t,
-            CnnRefuseCode::Busy,
-            format!("{running} sessions running"),
-        );
+    fn refuse_busy(&self, t: &mut dyn Transport, reason: &str) {
+        let _ = refuse::<()>(t, CnnRefuseCode::Busy, reason);
+    }
+
+    fn session_memory(&self) -> u64 {
+        CNN_SESSION_MEMORY
     }
 }
 
