@@ -201,17 +201,20 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         .validate()
         .map_err(CliError::Reference)?;
     let choice = a.backend.choice(a.threads);
+    let base = ImageRun {
+        a,
+        net: &net,
+        imgs: &imgs,
+        labels: labels.as_deref(),
+        plain: &plain,
+        plain_pred: &plain_pred,
+        batch,
+        params: &p,
+    };
     if let Some(addr) = &a.server {
         let r = RemoteCli {
-            a,
+            base,
             addr,
-            net: &net,
-            imgs: &imgs,
-            labels: labels.as_deref(),
-            plain: &plain,
-            plain_pred: &plain_pred,
-            batch,
-            params: &p,
             mode: if hybrid {
                 vision::serve::Mode::Hybrid { silent }
             } else {
@@ -230,34 +233,14 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         );
     }
     if hybrid {
-        let h = HybridCli {
-            a,
-            net: &net,
-            imgs: &imgs,
-            labels: labels.as_deref(),
-            plain: &plain,
-            plain_pred: &plain_pred,
-            batch,
-            params: &p,
-            silent,
-        };
-        return choice.dispatch(&p, ImageJob::Hybrid(h))?;
+        return choice.dispatch(&p, ImageJob::Hybrid(HybridCli { base, silent }))?;
     }
-    let job = FheCli {
-        a,
-        net: &net,
-        imgs: &imgs,
-        labels: labels.as_deref(),
-        plain: &plain,
-        plain_pred: &plain_pred,
-        batch,
-        params: &p,
-    };
-    choice.dispatch(&p, ImageJob::Fhe(job))?
+    choice.dispatch(&p, ImageJob::Fhe(FheCli(base)))?
 }
 
-/// The FHE-only mode's loopback run and report.
-struct FheCli<'a> {
+/// What every `veil infer-image` run works on and reports against: the arguments, the model,
+/// the images, their labels and the plaintext model's answers, the batch and its parameter set.
+struct ImageRun<'a> {
     a: &'a InferImageArgs,
     net: &'a veil_core::cnn::Network,
     imgs: &'a images::Images,
@@ -267,6 +250,53 @@ struct FheCli<'a> {
     batch: usize,
     params: &'a veil_core::params::CkksParams,
 }
+
+/// The FHE-only mode's loopback run and report.
+struct FheCli<'a>(ImageRun<'a>);
+
+/// The hybrid mode's run and report.
+struct HybridCli<'a> {
+    base: ImageRun<'a>,
+    silent: bool,
+}
+
+/// The client alone against a `veil serve --cnn` server, and its report.
+struct RemoteCli<'a> {
+    base: ImageRun<'a>,
+    addr: &'a str,
+    mode: vision::serve::Mode,
+}
+
+macro_rules! image_run_deref {
+    ($($t:ident),*) => {$(
+        impl<'a> std::ops::Deref for $t<'a> {
+            type Target = ImageRun<'a>;
+            fn deref(&self) -> &ImageRun<'a> {
+                self.base()
+            }
+        }
+    )*};
+}
+
+impl<'a> FheCli<'a> {
+    fn base(&self) -> &ImageRun<'a> {
+        &self.0
+    }
+}
+
+impl<'a> HybridCli<'a> {
+    fn base(&self) -> &ImageRun<'a> {
+        &self.base
+    }
+}
+
+impl<'a> RemoteCli<'a> {
+    fn base(&self) -> &ImageRun<'a> {
+        &self.base
+    }
+}
+
+image_run_deref!(FheCli, HybridCli, RemoteCli);
 
 impl FheCli<'_> {
     fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
@@ -381,10 +411,11 @@ impl OnBackend for ImageJob<'_> {
     type Output = Result<(), CliError>;
     fn run<B: PolyBackend>(self, label: &str, factory: Factory<B>) -> Self::Output {
         let params = match &self {
-            ImageJob::Fhe(j) => j.params,
-            ImageJob::Hybrid(j) => j.params,
-            ImageJob::Remote(j) => j.params,
-        };
+            ImageJob::Fhe(j) => j.base(),
+            ImageJob::Hybrid(j) => j.base(),
+            ImageJob::Remote(j) => j.base(),
+        }
+        .params;
         let be =
             factory(params).map_err(|reason| CliError::Server(format!("{label}: {reason}")))?;
         let ck = Ckks::new(std::sync::Arc::new(be));
@@ -452,19 +483,6 @@ fn print_comparison(pred: &[usize], plain_pred: &[usize], labels: Option<&[u8]>,
             100.0 * acc(plain_pred)
         );
     }
-}
-
-/// The hybrid mode's run and report.
-struct HybridCli<'a> {
-    a: &'a InferImageArgs,
-    net: &'a veil_core::cnn::Network,
-    imgs: &'a images::Images,
-    labels: Option<&'a [u8]>,
-    plain: &'a [f64],
-    plain_pred: &'a [usize],
-    batch: usize,
-    params: &'a veil_core::params::CkksParams,
-    silent: bool,
 }
 
 impl HybridCli<'_> {
@@ -656,20 +674,6 @@ impl OnBackend for CnnServer {
             self.opts,
         );
     }
-}
-
-/// The client alone against a `veil serve --cnn` server, and its report.
-struct RemoteCli<'a> {
-    a: &'a InferImageArgs,
-    addr: &'a str,
-    net: &'a veil_core::cnn::Network,
-    imgs: &'a images::Images,
-    labels: Option<&'a [u8]>,
-    plain: &'a [f64],
-    plain_pred: &'a [usize],
-    batch: usize,
-    params: &'a veil_core::params::CkksParams,
-    mode: vision::serve::Mode,
 }
 
 impl RemoteCli<'_> {

@@ -13,14 +13,8 @@ use veil_core::cnn::hybrid::{client_run, dry_counts, server_run, HybridPlan, MPC
 use veil_core::cnn::{Conv2d, Layer, Linear, Network, Quadratic, StepCost};
 use veil_core::params;
 use veil_host::mpc::drive;
+use veil_tests::fixtures::rand_vec;
 use veil_tests::*;
-
-fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
-    random_values(rng, n, amp)
-        .into_iter()
-        .map(|c| c.re)
-        .collect()
-}
 
 /// A narrow LeNet with ReLU: conv 1→4 (5×5, stride 2), ReLU, conv 4→6, ReLU, flatten, fc 294→16,
 /// ReLU, fc 16→10 on 28 × 28 inputs.

@@ -10,26 +10,8 @@ use veil_core::circuits::{CkksExec, Exec, SymExec};
 use veil_core::ckks::{Ciphertext, Ckks, C64};
 use veil_core::cnn::{reference, Conv2d, FeatureMap, InputAffine, Linear, Quadratic};
 use veil_core::packing::fragment::FragmentLayout;
-use veil_core::params;
+use veil_tests::fixtures::{cnn_test_params, rand_vec};
 use veil_tests::*;
-
-fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
-    random_values(rng, n, amp)
-        .into_iter()
-        .map(|c| c.re)
-        .collect()
-}
-
-/// N = 2^12 with nine 40-bit levels: insecure, for fast tests only.
-fn cnn_params() -> veil_core::CkksParams {
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    lit.validate().unwrap()
-}
 
 /// `x` packed in `l` and encrypted under `sk` at `level` (scale `Δ`), one ciphertext per slot
 /// vector.
@@ -119,7 +101,7 @@ fn run_net<E: Exec>(
 
 #[test]
 fn lenet_shaped_chain_on_ckks_matches_the_reference() {
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(21);
     let sk = ck.gen_secret_key(&mut rng);
@@ -250,7 +232,7 @@ fn narrow_lenet(rng: &mut impl rand_core::RngCore) -> veil_core::cnn::Network {
 /// Runs `narrow_lenet` encrypted on a batch of `bs` random images and returns the logits'
 /// largest error against the `f64` reference, with the dry run's counts.
 fn lenet_on_ckks(bs: usize, seed: u64) -> (f64, veil_core::circuits::OpCounts) {
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(seed);
     let sk = ck.gen_secret_key(&mut rng);
@@ -334,7 +316,7 @@ fn pixelwise_lenet_on_ckks_matches_the_reference() {
 fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
     use veil_core::cnn::{Layer, Network};
     use veil_host::model::images::Images;
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(23);
     let conv = |rng: &mut _, ci: usize, co: usize| {
@@ -407,7 +389,7 @@ fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
 #[test]
 fn aac_bottleneck_on_ckks_matches_the_reference() {
     use veil_core::cnn::{Layer, LayerPlan, Network, PlanOptions};
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(91);
     let sk = ck.gen_secret_key(&mut rng);
@@ -515,7 +497,7 @@ fn aac_bottleneck_on_ckks_matches_the_reference() {
 /// `2(K − 1)`, still equal to the `f64` reference, and counted exactly by the dry run.
 #[test]
 fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(97);
     let sk = ck.gen_secret_key(&mut rng);
@@ -580,7 +562,7 @@ fn depthwise_and_pooling_taps_split_into_two_stages_on_ckks() {
 #[test]
 fn relayouts_move_tensors_on_ckks() {
     use veil_core::cnn::Relayout;
-    let p = cnn_params();
+    let p = cnn_test_params();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(101);
     let sk = ck.gen_secret_key(&mut rng);

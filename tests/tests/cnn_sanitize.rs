@@ -20,7 +20,6 @@ use veil_backend_cpu::CpuBackend;
 use veil_core::circuits::CkksExec;
 use veil_core::ckks::{Ckks, Flood, STAT_SECURITY_BITS};
 use veil_core::cnn::{Conv2d, Layer, Linear, NetPlan, Network, Quadratic};
-use veil_core::params;
 use veil_host::model::images::Images;
 use veil_host::party::{Client, KeyRequest};
 use veil_host::transport::{TcpTransport, TransportConfig};
@@ -29,6 +28,7 @@ use veil_host::vision::serve::{
     Mode, CNN_VERSION,
 };
 use veil_host::vision::{argmax, output_flood, sanitize_outputs, FLOOD_TAILS, FLOOD_TOLERANCE};
+use veil_tests::fixtures::{cnn_test_params, rand_vec};
 use veil_tests::*;
 
 /// The tiny network's evaluation error bound per logit without the flood (`cnn_serve.rs`).
@@ -38,22 +38,9 @@ const EVAL_BOUND: f64 = 1e-3;
 /// distribution once in a million runs.
 const KS_ALPHA: f64 = 1e-6;
 
-fn rand_vec(rng: &mut impl rand_core::RngCore, n: usize, amp: f64) -> Vec<f64> {
-    random_values(rng, n, amp)
-        .into_iter()
-        .map(|c| c.re)
-        .collect()
-}
-
 /// N = 2^12 with nine 40-bit levels (as `cnn_serve.rs`): insecure, for fast tests only.
 fn fhe_ckks() -> Arc<Ckks<CpuBackend>> {
-    let mut lit = params::insecure_logn12();
-    lit.name = "INSECURE_LOGN12_L9_CNN".into();
-    lit.log_q = std::iter::once(60)
-        .chain(std::iter::repeat_n(40, 9))
-        .collect();
-    lit.dnum = Some(5);
-    let p = lit.validate().unwrap();
+    let p = cnn_test_params();
     Arc::new(Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap())))
 }
 
