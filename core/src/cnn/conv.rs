@@ -39,6 +39,10 @@ use alloc::vec::Vec;
 /// A map applied to each finished output `(index, ciphertext)` of a pixel-wise convolution.
 type PostFn<'a, C> = &'a dyn Fn(usize, C) -> Result<C>;
 
+/// The arguments of one run of a layer, as the product paths take them: the executor, the
+/// compiled plan, the input ciphertexts (in `plan.input`'s layout) and the input affine.
+struct ConvRun<'a, E: Exec>(&'a E, &'a ConvPlan, &'a [E::Ct], Option<&'a InputAffine>);
+
 /// A per-channel affine map `x ↦ scale·x + shift` applied to a layer's input before its weights.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputAffine {
@@ -360,7 +364,7 @@ impl Conv2d {
                             continue;
                         }
                         for di in 0..k {
-                            let ey = (uo * self.stride + di) as i64 - self.padding as i64;
+                            let ey = self.input_coord(uo, di);
                             let (q, u1) = (ey.div_euclid(s as i64), ey.rem_euclid(s as i64));
                             for dj in 0..k {
                                 // Off the centre, a 1×1 branch's outputs take no product.
@@ -373,7 +377,7 @@ impl Conv2d {
                                 if to_eff == 0 {
                                     continue;
                                 }
-                                let ex = (vo * self.stride + dj) as i64 - self.padding as i64;
+                                let ex = self.input_coord(vo, dj);
                                 let (r, v1) = (ex.div_euclid(s as i64), ex.rem_euclid(s as i64));
                                 let (u1, v1) = (u1 as usize, v1 as usize);
                                 let ict = input.ct_index(gi, u1, v1);
@@ -452,12 +456,13 @@ impl Conv2d {
     ) -> Result<Vec<E::Ct>> {
         self.check_run(ex, plan, affine)?;
         let inl = &plan.input;
+        let r = ConvRun(ex, plan, cts, affine);
         let mut outs = if inl.is_pixelwise() {
-            self.products_pixel(ex, plan, cts, affine, None)?
+            self.products_pixel(r, None)?
         } else if inl.channels_per_ct() == 1 {
-            self.products_scalar(ex, plan, cts, affine)?
+            self.products_scalar(r)?
         } else {
-            self.products_diagonal(ex, plan, cts, affine)?
+            self.products_diagonal(r)?
         };
         self.finish(ex, plan, &mut outs, affine)?;
         Ok(outs)
@@ -471,7 +476,7 @@ impl Conv2d {
         affine: Option<&InputAffine>,
     ) -> Result<()> {
         if let Some(a) = affine {
-            check_affine(a, self.in_channels)?;
+            check_affine(a, self.in_channels, "channels of the input affine")?;
         }
         if plan.geometry != self.geometry() {
             return Err(Error::InvalidParameters(
@@ -511,18 +516,14 @@ impl Conv2d {
             self.finish_one(ex, plan, o, &mut ct, affine)?;
             then(ct)
         };
-        self.products_pixel(ex, plan, cts, affine, Some(&post))
+        let r = ConvRun(ex, plan, cts, affine);
+        self.products_pixel(r, Some(&post))
     }
 
     /// The general path: one plaintext diagonal per product (weights vary across the channel
     /// chunks of a ciphertext).
-    fn products_diagonal<E: Exec>(
-        &self,
-        ex: &E,
-        plan: &ConvPlan,
-        cts: &[E::Ct],
-        affine: Option<&InputAffine>,
-    ) -> Result<Vec<E::Ct>> {
+    fn products_diagonal<E: Exec>(&self, r: ConvRun<'_, E>) -> Result<Vec<E::Ct>> {
+        let ConvRun(ex, plan, cts, affine) = r;
         let (inl, outl) = (&plan.input, &plan.output);
         let alpha = inl.channels_per_ct();
         let (ai, ao) = (inl.group_width(), outl.group_width());
@@ -542,8 +543,8 @@ impl Conv2d {
                 let (pos, gin) = (code / (k * k) / gin_n, (code / (k * k)) % gin_n);
                 let (uo, vo) = (pos / so, pos % so);
                 let bo = outl.chunk_base(uo, vo);
-                let ey = (uo * self.stride + di) as i64 - self.padding as i64;
-                let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
+                let ey = self.input_coord(uo, di);
+                let ex_ = self.input_coord(vo, dj);
                 let bi = inl.chunk_base(
                     ey.rem_euclid(s as i64) as usize,
                     ex_.rem_euclid(s as i64) as usize,
@@ -562,10 +563,7 @@ impl Conv2d {
                     if o_ch >= self.out_channels {
                         continue;
                     }
-                    let mut w = self.w(o_ch, c, di, dj);
-                    if let Some(a) = affine {
-                        w *= a.scale[c];
-                    }
+                    let w = self.scaled_w(o_ch, c, di, dj, affine);
                     if w == 0.0 {
                         continue;
                     }
@@ -590,22 +588,12 @@ impl Conv2d {
     /// `q_level` (one level).
     fn products_pixel<E: Exec>(
         &self,
-        ex: &E,
-        plan: &ConvPlan,
-        cts: &[E::Ct],
-        affine: Option<&InputAffine>,
+        r: ConvRun<'_, E>,
         post: Option<PostFn<'_, E::Ct>>,
     ) -> Result<Vec<E::Ct>> {
+        let ConvRun(ex, plan, cts, affine) = r;
         let (inl, outl) = (&plan.input, &plan.output);
-        if cts.len() != inl.ciphertexts() {
-            return Err(Error::Shape {
-                what: "input ciphertexts of a convolution",
-                expected: inl.ciphertexts(),
-                found: cts.len(),
-            });
-        }
-        let level = cts.first().map_or(0, |c| ex.level(c));
-        let q = ex.rescale_prime(level);
+        let q = input_prime(ex, cts, inl.ciphertexts())?;
         let so = outl.block;
         let mut outs: Vec<Option<E::Ct>> = (0..outl.ciphertexts()).map(|_| None).collect();
         for uo in 0..so {
@@ -627,8 +615,7 @@ impl Conv2d {
                 let mut w = vec![0.0; self.out_channels * width];
                 for o in 0..self.out_channels {
                     for (t, &(c, di, dj)) in taps.iter().enumerate() {
-                        let a = affine.map_or(1.0, |a| a.scale[c]);
-                        w[o * width + t] = self.w(o, c, di, dj) * a;
+                        w[o * width + t] = self.scaled_w(o, c, di, dj, affine);
                     }
                 }
                 let res = ex.mul_const_matrix(&inputs, &w, self.out_channels, q)?;
@@ -660,25 +647,12 @@ impl Conv2d {
     /// rounds `w·Δ₂` to integers of at most 20 bits: for weights up to `(2^20 − 1)/Δ₂` (about 4
     /// under a 40-bit prime) that is exactly `⌊w·Δ₂⌉`; a group with larger weights is rounded to
     /// `2^-20` of its largest instead.
-    fn products_scalar<E: Exec>(
-        &self,
-        ex: &E,
-        plan: &ConvPlan,
-        cts: &[E::Ct],
-        affine: Option<&InputAffine>,
-    ) -> Result<Vec<E::Ct>> {
+    fn products_scalar<E: Exec>(&self, r: ConvRun<'_, E>) -> Result<Vec<E::Ct>> {
+        let ConvRun(ex, plan, cts, affine) = r;
         use alloc::collections::BTreeMap;
         let (inl, outl) = (&plan.input, &plan.output);
         let (k, s, m, n) = (self.kernel, inl.block as i64, inl.blocks(), inl.slots);
-        if cts.len() != plan.stages.babies.len() {
-            return Err(Error::Shape {
-                what: "input ciphertexts of a convolution",
-                expected: plan.stages.babies.len(),
-                found: cts.len(),
-            });
-        }
-        let level = cts.first().map_or(0, |c| ex.level(c));
-        let q = ex.rescale_prime(level);
+        let q = input_prime(ex, cts, plan.stages.babies.len())?;
         let d1 = mask_scale(q);
         let d2 = q / d1;
         let tag = layer_tag(self, plan, None);
@@ -686,8 +660,8 @@ impl Conv2d {
         // share a rotation amount on small grids; their masks differ, so masks are keyed by the
         // offset.
         let geometry = |uo: usize, vo: usize, di: usize, dj: usize| {
-            let ey = (uo * self.stride + di) as i64 - self.padding as i64;
-            let ex_ = (vo * self.stride + dj) as i64 - self.padding as i64;
+            let ey = self.input_coord(uo, di);
+            let ex_ = self.input_coord(vo, dj);
             (
                 ey.div_euclid(s),
                 ey.rem_euclid(s),
@@ -721,10 +695,7 @@ impl Conv2d {
                 let tg = plan.taps.get(t.tag as usize).map_or(0, |v| v[0]) as usize;
                 let (c, di, dj) = ((tg / (k * k)) % inl.groups(), (tg / k) % k, tg % k);
                 let (qy, _, qx, _) = geometry(uo, vo, di, dj);
-                let mut w = self.w(o_ch, c, di, dj);
-                if let Some(a) = affine {
-                    w *= a.scale[c];
-                }
+                let w = self.scaled_w(o_ch, c, di, dj, affine);
                 if w == 0.0 {
                     continue;
                 }
@@ -924,6 +895,34 @@ impl Conv2d {
         Ok(())
     }
 
+    /// The input coordinate that tap `d` of output coordinate `o` reads along one axis,
+    /// `o·s + d − p`: negative or past the input's side in the padding.
+    fn input_coord(&self, o: usize, d: usize) -> i64 {
+        (o * self.stride + d) as i64 - self.padding as i64
+    }
+
+    /// [`Conv2d::input_coord`] when it lies on an input axis of `side` pixels.
+    fn input_pixel(&self, o: usize, d: usize, side: usize) -> Option<usize> {
+        let i = self.input_coord(o, d);
+        (i >= 0 && i < side as i64).then_some(i as usize)
+    }
+
+    /// `W[o][c][d_i][d_j]` times the input affine's scale `α_c` (if any).
+    fn scaled_w(
+        &self,
+        o: usize,
+        c: usize,
+        di: usize,
+        dj: usize,
+        affine: Option<&InputAffine>,
+    ) -> f64 {
+        let w = self.w(o, c, di, dj);
+        match affine {
+            Some(a) => w * a.scale[c],
+            None => w,
+        }
+    }
+
     /// `Σ_{c, valid taps} W[o][c][d]·β_c` at output pixel `(y_o, x_o)`.
     fn shifted_bias(
         &self,
@@ -953,16 +952,13 @@ impl Conv2d {
         let k = self.kernel;
         let mut v = Vec::with_capacity(k * k);
         for di in 0..k {
-            let yi = (yo * self.stride + di) as i64 - self.padding as i64;
-            if yi < 0 || yi >= inl.height as i64 {
+            let Some(yi) = self.input_pixel(yo, di, inl.height) else {
                 continue;
-            }
+            };
             for dj in 0..k {
-                let xi = (xo * self.stride + dj) as i64 - self.padding as i64;
-                if xi < 0 || xi >= inl.width as i64 {
-                    continue;
+                if let Some(xi) = self.input_pixel(xo, dj, inl.width) {
+                    v.push((di, dj, yi, xi));
                 }
-                v.push((di, dj, yi as usize, xi as usize));
             }
         }
         v
@@ -983,20 +979,31 @@ impl Conv2d {
     ) {
         for i in 0..outl.blocks() {
             let yo = i * outl.block + uo;
-            let yi = (yo * self.stride + di) as i64 - self.padding as i64;
-            if yo >= outl.height || yi < 0 || yi >= inl.height as i64 {
+            if yo >= outl.height || self.input_pixel(yo, di, inl.height).is_none() {
                 continue;
             }
             for j in 0..outl.blocks() {
                 let xo = j * outl.block + vo;
-                let xi = (xo * self.stride + dj) as i64 - self.padding as i64;
-                if xo >= outl.width || xi < 0 || xi >= inl.width as i64 {
-                    continue;
+                if xo < outl.width && self.input_pixel(xo, dj, inl.width).is_some() {
+                    f(i, j);
                 }
-                f(i, j);
             }
         }
     }
+}
+
+/// Checks that there are `expected` input ciphertexts and returns the rescale prime at the
+/// first one's level (`q_level`, the scale of a one-level constant product).
+fn input_prime<E: Exec>(ex: &E, cts: &[E::Ct], expected: usize) -> Result<f64> {
+    if cts.len() != expected {
+        return Err(Error::Shape {
+            what: "input ciphertexts of a convolution",
+            expected,
+            found: cts.len(),
+        });
+    }
+    let level = cts.first().map_or(0, |c| ex.level(c));
+    Ok(ex.rescale_prime(level))
 }
 
 /// `Δ₁` of a split-scale product under the prime `q`: `2^⌈0.55·log₂ q⌉` (`2^22` for a 40-bit
@@ -1006,11 +1013,13 @@ fn mask_scale(q: f64) -> f64 {
     libm::exp2(libm::ceil(0.55 * libm::log2(q)))
 }
 
-fn check_affine(a: &InputAffine, channels: usize) -> Result<()> {
-    if a.scale.len() != channels || a.shift.len() != channels {
+/// Checks that the input affine `a` has `n` scales and `n` shifts (`what`: the error's name of
+/// them, e.g. "channels of the input affine").
+pub(super) fn check_affine(a: &InputAffine, n: usize, what: &'static str) -> Result<()> {
+    if a.scale.len() != n || a.shift.len() != n {
         return Err(Error::Shape {
-            what: "channels of the input affine",
-            expected: channels,
+            what,
+            expected: n,
             found: a.scale.len().min(a.shift.len()),
         });
     }

@@ -3,7 +3,7 @@
 //! ciphertext ([`FeatureMap`]). Output `o` goes to group `o mod G` of ciphertext `⌊o / G⌋`,
 //! `G = n / BS`, so one FC layer's output is the next one's [`FeatureMap::dense`] input.
 
-use super::conv::InputAffine;
+use super::conv::{check_affine, InputAffine};
 use super::linear::{RotationCounts, Term, TwoStage, TwoStageBuilder};
 use crate::circuits::exec::{pt_key, Exec};
 use crate::ckks::C64;
@@ -254,13 +254,7 @@ impl Linear {
         affine: Option<&InputAffine>,
     ) -> Result<Vec<E::Ct>> {
         if let Some(a) = affine {
-            if a.scale.len() != self.inputs || a.shift.len() != self.inputs {
-                return Err(Error::Shape {
-                    what: "features of the input affine",
-                    expected: self.inputs,
-                    found: a.scale.len().min(a.shift.len()),
-                });
-            }
+            check_affine(a, self.inputs, "features of the input affine")?;
         }
         let (inp, out) = (&plan.input, &plan.output);
         if inp.len() != self.inputs || out.len() != self.outputs {
@@ -275,7 +269,17 @@ impl Linear {
             });
         }
         if bs_fills(inp) {
-            return self.run_pixel(ex, plan, cts, affine);
+            if cts.len() != inp.cts {
+                return Err(Error::Shape {
+                    what: "input ciphertexts of the linear layer",
+                    expected: inp.cts,
+                    found: cts.len(),
+                });
+            }
+            // One ciphertext per feature.
+            let ins: Vec<&E::Ct> = inp.pos.iter().map(|&(c, _)| &cts[c]).collect();
+            let level = cts.first().map_or(0, |c| ex.level(c));
+            return self.run_pixel(ex, &ins, level, affine);
         }
         let (g, bs, n) = (inp.groups(), inp.batch, inp.slots);
         let mut at: Vec<Option<usize>> = vec![None; inp.cts * g];
@@ -323,12 +327,7 @@ impl Linear {
                     if c != oc {
                         continue;
                     }
-                    let mut val = self.bias[o];
-                    if let Some(a) = affine {
-                        val += (0..self.inputs)
-                            .map(|f| self.weight[o * self.inputs + f] * a.shift[f])
-                            .sum::<f64>();
-                    }
+                    let val = self.folded_bias(o, affine);
                     for b in 0..bs {
                         v[og * bs + b] = C64::real(val);
                     }
@@ -347,25 +346,27 @@ fn bs_fills(m: &FeatureMap) -> bool {
 }
 
 impl Linear {
-    /// The layer when each ciphertext holds one feature of the whole batch: one
-    /// [`Exec::mul_const_matrix`] at scale `q_level` (no rotation, no plaintext), then the bias
-    /// as a constant per output.
+    /// Output `o`'s bias with the input affine's shift folded in: `b_o + Σ_f w_{o,f}·β_f`.
+    fn folded_bias(&self, o: usize, affine: Option<&InputAffine>) -> f64 {
+        let mut val = self.bias[o];
+        if let Some(a) = affine {
+            val += (0..self.inputs)
+                .map(|f| self.weight[o * self.inputs + f] * a.shift[f])
+                .sum::<f64>();
+        }
+        val
+    }
+
+    /// The layer when each ciphertext holds one feature of the whole batch (`ins`, one per
+    /// feature, at `level`): one [`Exec::mul_const_matrix`] at scale `q_level` (no rotation, no
+    /// plaintext), then the bias as a constant per output.
     fn run_pixel<E: Exec>(
         &self,
         ex: &E,
-        plan: &FcPlan,
-        cts: &[E::Ct],
+        ins: &[&E::Ct],
+        level: usize,
         affine: Option<&InputAffine>,
     ) -> Result<Vec<E::Ct>> {
-        let inp = &plan.input;
-        if cts.len() != inp.cts {
-            return Err(Error::Shape {
-                what: "input ciphertexts of the linear layer",
-                expected: inp.cts,
-                found: cts.len(),
-            });
-        }
-        let ins: Vec<&E::Ct> = inp.pos.iter().map(|&(c, _)| &cts[c]).collect();
         let mut w = self.weight.clone();
         if let Some(a) = affine {
             for row in w.chunks_mut(self.inputs) {
@@ -374,16 +375,10 @@ impl Linear {
                 }
             }
         }
-        let level = cts.first().map_or(0, |c| ex.level(c));
-        let mut outs = ex.mul_const_matrix(&ins, &w, self.outputs, ex.rescale_prime(level))?;
+        let mut outs = ex.mul_const_matrix(ins, &w, self.outputs, ex.rescale_prime(level))?;
         for (o, ct) in outs.iter_mut().enumerate() {
             ex.rescale(ct)?;
-            let mut val = self.bias[o];
-            if let Some(a) = affine {
-                val += (0..self.inputs)
-                    .map(|f| self.weight[o * self.inputs + f] * a.shift[f])
-                    .sum::<f64>();
-            }
+            let val = self.folded_bias(o, affine);
             if val != 0.0 {
                 ex.add_const(ct, val)?;
             }

@@ -41,10 +41,14 @@ pub struct MaxPool {
 impl MaxPool {
     /// Elements of the input, `C·H·W` (0 on overflow, which [`MaxPool::validate`] refuses).
     pub fn input_len(&self) -> usize {
+        self.checked_len().unwrap_or(0)
+    }
+
+    /// `C·H·W`, or `None` on overflow.
+    fn checked_len(&self) -> Option<usize> {
         self.channels
             .checked_mul(self.height)
             .and_then(|v| v.checked_mul(self.width))
-            .unwrap_or(0)
     }
 
     /// Elements of the output, `C·(H/2)·(W/2)`.
@@ -60,12 +64,7 @@ impl MaxPool {
                 "max pool 2x2 needs an even height and width",
             ));
         }
-        if self
-            .channels
-            .checked_mul(self.height)
-            .and_then(|v| v.checked_mul(self.width))
-            .is_none()
-        {
+        if self.checked_len().is_none() {
             return Err(MpcError::InvalidInput("max pool shape overflows"));
         }
         Ok(())
@@ -125,15 +124,7 @@ impl MaxPool {
     /// The same function on plain signed ring integers (the protocol equals it exactly
     /// for `|x| < 2^{ℓ−2}`). A wrong length gives an empty vector.
     pub fn reference(&self, _ring: RingCfg, x: &[i64]) -> Vec<i64> {
-        if self.validate(_ring).is_err() || x.len() != self.input_len() {
-            return Vec::new();
-        }
-        (0..self.output_len())
-            .map(|k| {
-                let w = self.window(k);
-                x[w[0]].max(x[w[1]]).max(x[w[2]].max(x[w[3]]))
-            })
-            .collect()
+        self.window_max(x, Ord::max)
     }
 
     /// The reference of [`MaxPool::run_relu`].
@@ -146,6 +137,14 @@ impl MaxPool {
 
     /// The real function (max over each window). A wrong length gives an empty vector.
     pub fn f64_reference(&self, x: &[f64]) -> Vec<f64> {
+        self.window_max(x, f64::max)
+    }
+
+    /// `max` over each window of `x` (the references), as
+    /// `max(max(top-left, top-right), max(bottom-left, bottom-right))`; empty for an odd
+    /// side or a wrong length (a shape that overflows has `input_len() = 0`, so its output
+    /// is empty as well).
+    fn window_max<T: Copy>(&self, x: &[T], max: fn(T, T) -> T) -> Vec<T> {
         if !self.height.is_multiple_of(2)
             || !self.width.is_multiple_of(2)
             || x.len() != self.input_len()
@@ -155,7 +154,7 @@ impl MaxPool {
         (0..self.output_len())
             .map(|k| {
                 let w = self.window(k);
-                x[w[0]].max(x[w[1]]).max(x[w[2]].max(x[w[3]]))
+                max(max(x[w[0]], x[w[1]]), max(x[w[2]], x[w[3]]))
             })
             .collect()
     }

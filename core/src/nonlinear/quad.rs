@@ -239,19 +239,22 @@ mod tests {
         (worst, fixed::ErrStats::of(got, &want))
     }
 
-    const FENC2: (f64, f64, f64) = (0.125, 0.5, 0.25);
+    /// FEnc2's quadratic `0.125x² + 0.5x + 0.25`, evaluated as `kind`.
+    fn fenc2(kind: QuadKind) -> Quad {
+        Quad {
+            a: 0.125,
+            b: 0.5,
+            c: 0.25,
+            kind,
+        }
+    }
 
     #[test]
     fn quad_matches_the_real_function_within_its_bound() {
         let r = RingCfg::ENCFORMER;
         let mut g = rng(11);
         for (kind, seed) in [(QuadKind::Square, 1), (QuadKind::Beaver, 2)] {
-            let q = Quad {
-                a: FENC2.0,
-                b: FENC2.1,
-                c: FENC2.2,
-                kind,
-            };
+            let q = fenc2(kind);
             // |A|·2^{27} < 2^{41}: A < 2^{14}, so Fa = 16 for a = 1/8.
             assert_eq!(q.coef_bits(r), Some(16));
             let mut xs = uniform(&mut g, 200, 8.0, r.frac);
@@ -297,15 +300,10 @@ mod tests {
     #[test]
     fn a_wrong_coefficient_fails_the_bound() {
         let r = RingCfg::ENCFORMER;
-        let q = Quad {
-            a: FENC2.0,
-            b: FENC2.1,
-            c: FENC2.2,
-            kind: QuadKind::Square,
-        };
+        let q = fenc2(QuadKind::Square);
         let xs = uniform(&mut rng(13), 64, 8.0, r.frac);
         let wrong = Quad {
-            a: FENC2.0 + 1.0 / 64.0,
+            a: q.a + 1.0 / 64.0,
             ..q
         };
         let got = run_checked(&wrong, &xs, 4);
@@ -316,12 +314,7 @@ mod tests {
     #[test]
     fn out_of_range_inputs_saturate() {
         let r = RingCfg::ENCFORMER;
-        let q = Quad {
-            a: FENC2.0,
-            b: FENC2.1,
-            c: FENC2.2,
-            kind: QuadKind::Square,
-        };
+        let q = fenc2(QuadKind::Square);
         let xm = fixed::encode(q.range(r), r.frac);
         let huge = (1i64 << (r.ell - 2)) - 1;
         let xs = [xm + 1, -xm - 1, 3 * xm, -5 * xm, huge, -huge, xm, -xm];

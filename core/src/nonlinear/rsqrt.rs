@@ -295,16 +295,22 @@ mod tests {
     use rand_core::RngCore;
     use std::eprintln;
 
+    /// The tests' normalizer: input at 16 bits clamped to `[2^{11}, 2^{38}]`, output at 20 bits.
+    const LN_RSQRT: Rsqrt = Rsqrt {
+        frac_in: 16,
+        lo: 11,
+        hi: 38,
+        mult: 1.0,
+        frac_out: 20,
+    };
+
     #[test]
     fn rsqrt_matches_reference_and_exact_function() {
         let (mut p0, mut p1, r) = pair();
         let mut g = rng(11);
         let rs = Rsqrt {
-            frac_in: 16,
-            lo: 11,
-            hi: 38,
             mult: 27.7,
-            frac_out: 20,
+            ..LN_RSQRT
         };
         rs.validate().unwrap();
         // log-uniform over [2^9, 2^40): includes both clamps
@@ -367,13 +373,7 @@ mod tests {
 
     #[test]
     fn rsqrt_rejects_absurd_scales_and_its_references_never_panic() {
-        let ok = Rsqrt {
-            frac_in: 16,
-            lo: 11,
-            hi: 38,
-            mult: 1.0,
-            frac_out: 20,
-        };
+        let ok = LN_RSQRT;
         // frac_out as i32 used to wrap negative, pass the check, then overflow
         // (or loop forever) computing the constants.
         for frac_out in [u32::MAX - 5, 1 << 31, 200] {
@@ -414,13 +414,7 @@ mod tests {
             ..crate::mpc::MpcConfig::ENCFORMER
         };
         let mut p = crate::mpc::Party::new(crate::mpc::PartyId::P0, cfg, rng(1)).unwrap();
-        let rs = Rsqrt {
-            frac_in: 16,
-            lo: 11,
-            hi: 38,
-            mult: 1.0,
-            frac_out: 20,
-        };
+        let rs = LN_RSQRT;
         let v = RingShares::new(alloc::vec![1 << 20; 2]);
         let mut s = crate::mpc::Session::new(p.channel(), rs.run(&mut p, &v));
         assert!(matches!(
@@ -431,13 +425,7 @@ mod tests {
 
     #[test]
     fn rsqrt_rejects_bad_parameters() {
-        let ok = Rsqrt {
-            frac_in: 16,
-            lo: 11,
-            hi: 38,
-            mult: 1.0,
-            frac_out: 20,
-        };
+        let ok = LN_RSQRT;
         assert!(ok.validate().is_ok());
         assert!(Rsqrt { lo: 0, ..ok }.validate().is_err());
         assert!(Rsqrt { hi: 41, ..ok }.validate().is_err());

@@ -101,6 +101,18 @@ fn proxy(c: &OpCounts) -> f64 {
     c.rotations as f64 * T_ROT_S + c.ct_mults as f64 * T_CTMUL_S
 }
 
+/// One row of the report, with the paper's `(rotations, ct×ct multiplications)` where given.
+fn kernel_row(name: &str, counts: OpCounts, depth: usize, paper: Option<(u64, u64)>) -> KernelRow {
+    KernelRow {
+        name: name.into(),
+        counts,
+        depth,
+        proxy_s: proxy(&counts),
+        paper_rot: paper.map(|b| b.0),
+        paper_mul: paper.map(|b| b.1),
+    }
+}
+
 /// Levels for the dry run (enough for the chain and the ablation).
 const TOP: usize = 30;
 
@@ -112,67 +124,34 @@ pub fn scp_counts_report(shape: AttnShape, beta: Option<usize>) -> Result<ScpCou
     let ex = SymExec::new(slots);
     let x: Vec<SymCt> = (0..k_min(m * d, slots)).map(|_| ex.fresh(TOP)).collect();
     let mut rows = Vec::new();
-    let mut row =
-        |name: &str, before: OpCounts, after: OpCounts, depth: usize, bert: Option<(u64, u64)>| {
-            let c = after.since(&before);
-            rows.push(KernelRow {
-                name: name.into(),
-                counts: c,
-                depth,
-                proxy_s: proxy(&c),
-                paper_rot: bert.map(|b| b.0),
-                paper_mul: bert.map(|b| b.1),
-            });
-        };
     let is_bert = shape == AttnShape::BERT_BASE;
-    let c0 = ex.counts();
+    let paper = |rot: u64, mul: u64| is_bert.then_some((rot, mul));
+    // Each row holds the counts since the previous row (or since the start).
+    let mut mark = ex.counts();
+    let mut row = |name: &str, depth: usize, bert: Option<(u64, u64)>| {
+        let now = ex.counts();
+        let c = now.since(&mark);
+        mark = now;
+        rows.push(kernel_row(name, c, depth, bert));
+    };
     let (q, k, v) = qkv_projection(&ex, &plan, &x, &zero, &zero, &zero)?;
-    let c1 = ex.counts();
-    row("projection QKV", c0, c1, TOP - q[0].level, None);
+    row("projection QKV", TOP - q[0].level, None);
     let s = score_kernel(&ex, &plan, &q, &k)?;
-    let c2 = ex.counts();
-    row(
-        "score QK^T",
-        c1,
-        c2,
-        q[0].level - s[0].level,
-        is_bert.then_some((TABLE_II_SCORE_ROT, TABLE_II_SCORE_MUL)),
-    );
+    let score = paper(TABLE_II_SCORE_ROT, TABLE_II_SCORE_MUL);
+    row("score QK^T", q[0].level - s[0].level, score);
     let p: Vec<SymCt> = (0..plan.p_cts).map(|_| ex.fresh(TOP)).collect();
     let o = value_kernel(&ex, &plan, &p, &v)?;
-    let c3 = ex.counts();
-    row(
-        "value PV",
-        c2,
-        c3,
-        v[0].level - o[0].level,
-        is_bert.then_some((TABLE_II_VALUE_ROT, TABLE_II_VALUE_MUL)),
-    );
+    let value = paper(TABLE_II_VALUE_ROT, TABLE_II_VALUE_MUL);
+    row("value PV", v[0].level - o[0].level, value);
     let y = output_projection(&ex, &plan, &o, &zero)?;
-    let c4 = ex.counts();
-    row("projection out", c3, c4, o[0].level - y[0].level, None);
+    row("projection out", o[0].level - y[0].level, None);
     let galois_keys = ex.rotations_used().len();
-    let scp_repacks = c4.repacks;
-    let total = c4;
-    // Fused Q/K alternative (same executor, separate count).
-    let f0 = ex.counts();
+    let total = ex.counts();
+    let scp_repacks = total.repacks;
+    // Fused Q/K alternative (same executor, separate count: its row starts at `total`).
     let (fq, _fk) = fused_qk_projection(&ex, &plan, &x, &zero, &zero)?;
-    let f1 = ex.counts();
-    row(
-        "projection QK fused (alt.)",
-        f0,
-        f1,
-        TOP - fq[0].level,
-        None,
-    );
-    rows.push(KernelRow {
-        name: "total (SCP chain)".into(),
-        counts: total,
-        depth: 0,
-        proxy_s: proxy(&total),
-        paper_rot: None,
-        paper_mul: None,
-    });
+    row("projection QK fused (alt.)", TOP - fq[0].level, None);
+    rows.push(kernel_row("total (SCP chain)", total, 0, None));
 
     // Ablation chain: same kernels with generic repacks at the three FHE→FHE edges.
     let ab = SymExec::new(slots);
