@@ -226,9 +226,6 @@ const FH: u32 = 10;
 const FZO: u32 = 14;
 const FGAM: u32 = 14;
 const FMB: u32 = 19;
-/// Clamp of `S` (integers at `F_S`).
-const RS_LO: u32 = 11;
-const RS_HI: u32 = 38;
 
 /// The derived scales of one row length.
 #[derive(Clone, Copy, Debug)]
@@ -340,11 +337,13 @@ impl LayerNorm {
             .unwrap_or(SHIFT_MAX)
     }
 
+    /// The normalizer `g = √cols/√S`, with `S` clamped to `[2^{11}, 2^{38}]` (integers at
+    /// `F_S`).
     fn rsqrt(&self, sc: &Scales) -> Rsqrt {
         Rsqrt {
             frac_in: sc.fs,
-            lo: RS_LO,
-            hi: RS_HI,
+            lo: 11,
+            hi: 38,
             mult: libm::sqrt(self.cols as f64),
             frac_out: sc.fg,
         }
@@ -723,55 +722,6 @@ mod tests {
         x.iter().map(|&v| fixed::decode(v, 13)).collect()
     }
 
-    /// Runs both parties (P0 with `aff`), returns the opened output and both meters'
-    /// totals (bytes both ways per element, offline/online rounds, COTs per element).
-    fn run_ln(
-        p0: &mut P,
-        p1: &mut P,
-        ln: &LayerNorm,
-        xs: &[i64],
-        aff: Option<&LnAffine<'_>>,
-        g: &mut ChaCha20Rng,
-    ) -> (Vec<i64>, (f64, u32, u32, f64)) {
-        run_ln_k(p0, p1, ln, xs, aff, g, 0)
-    }
-
-    /// [`run_ln`] with the input shift `k`.
-    fn run_ln_k(
-        p0: &mut P,
-        p1: &mut P,
-        ln: &LayerNorm,
-        xs: &[i64],
-        aff: Option<&LnAffine<'_>>,
-        g: &mut ChaCha20Rng,
-        k: u32,
-    ) -> (Vec<i64>, (f64, u32, u32, f64)) {
-        let r = p0.ring();
-        let (x0, x1) = share(r, xs, g);
-        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
-        let c0 = p0.ot_counts();
-        let (o0, o1) = both!(
-            p0,
-            p1,
-            ln.run_scaled(p0, &x0, aff, k).await,
-            ln.run_scaled(p1, &x1, None, k).await
-        );
-        let c1 = p0.ot_counts();
-        let (s0, s1) = (m0.read(), m1.read());
-        let (a, b) = (s0.offline_online(), s1.offline_online());
-        let n = xs.len() as f64;
-        let cots = ((c1.0 - c0.0) + (c1.1 - c0.1)) as f64 / n;
-        (
-            open(r, &o0, &o1),
-            (
-                (a.bytes_sent + b.bytes_sent) as f64 / n,
-                s0.offline.rounds,
-                s0.online.rounds,
-                cots,
-            ),
-        )
-    }
-
     fn affine_params(g: &mut ChaCha20Rng, cols: usize) -> (Vec<f64>, Vec<f64>) {
         let gamma = (0..cols).map(|_| unif(g, 0.3, 2.5)).collect();
         let beta = (0..cols).map(|_| unif(g, -1.0, 1.0)).collect();
@@ -804,21 +754,190 @@ mod tests {
         )
     }
 
+    /// The accurate form with an elementwise affine, `rows × cols`, `ε = eps`.
+    fn accurate(rows: usize, cols: usize, eps: f64) -> LayerNorm {
+        LayerNorm {
+            rows,
+            cols,
+            eps,
+            kind: LnKind::Accurate,
+            affine: true,
+        }
+    }
+
+    /// `γ` and `β` as P0's [`LnAffine`].
+    fn ln_affine<'a>(gamma: &'a [f64], beta: &'a [f64]) -> LnAffine<'a> {
+        LnAffine { gamma, beta }
+    }
+
+    /// The error a block's run `fut` over the channel `ch` returns at its first poll (before
+    /// any message); panics if it does not fail at once.
+    fn first_error<'a>(
+        ch: crate::mpc::Channel,
+        fut: impl core::future::Future<Output = Result<RingShares>> + 'a,
+    ) -> MpcError {
+        match crate::mpc::Session::new(ch, fut).poll() {
+            core::task::Poll::Ready(Err(e)) => e,
+            other => panic!("expected an immediate error, got {other:?}"),
+        }
+    }
+
+    /// The population variance of a row.
+    fn variance(row: &[f64]) -> f64 {
+        let mu = row.iter().sum::<f64>() / row.len() as f64;
+        row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / row.len() as f64
+    }
+
+    /// One run of a block beside its references: the opened output `got` (decoded: `gf`),
+    /// the integer reference `want`, the real function `exact` of the decoded input `xq`,
+    /// and the costs of [`run_ln`].
+    struct Outcome {
+        got: Vec<i64>,
+        gf: Vec<f64>,
+        want: Vec<i64>,
+        xq: Vec<f64>,
+        exact: Vec<f64>,
+        cost: (f64, u32, u32, f64),
+    }
+
+    impl Outcome {
+        /// The error statistics of the first `n` outputs and the costs, for a log line.
+        fn summary(&self, n: usize) -> alloc::string::String {
+            let e = ErrStats::of(&self.gf[..n], &self.exact[..n]);
+            let (bytes, off, on, cots) = self.cost;
+            alloc::format!(
+                "max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
+                e.max_abs, e.mean_abs
+            )
+        }
+    }
+
+    /// Runs both parties on shares of `xs` with the input shift `k` (P0 with `aff`), and the
+    /// references of `ln`; the costs are both meters' totals (bytes both ways per element,
+    /// offline/online rounds, COTs per element).
+    fn run_ln(
+        p0: &mut P,
+        p1: &mut P,
+        ln: &LayerNorm,
+        xs: &[i64],
+        aff: Option<&LnAffine<'_>>,
+        g: &mut ChaCha20Rng,
+        k: u32,
+    ) -> Outcome {
+        let r = p0.ring();
+        let (x0, x1) = share(r, xs, g);
+        let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
+        let c0 = p0.ot_counts();
+        let (o0, o1) = both!(
+            p0,
+            p1,
+            ln.run_scaled(p0, &x0, aff, k).await,
+            ln.run_scaled(p1, &x1, None, k).await
+        );
+        let c1 = p0.ot_counts();
+        let (s0, s1) = (m0.read(), m1.read());
+        let (a, b) = (s0.offline_online(), s1.offline_online());
+        let n = xs.len() as f64;
+        let cots = ((c1.0 - c0.0) + (c1.1 - c0.1)) as f64 / n;
+        let got = open(r, &o0, &o1);
+        let xq = dec(xs);
+        Outcome {
+            gf: dec(&got),
+            want: ln.reference_scaled(r, xs, aff, k),
+            exact: ln.f64_reference(&xq, aff),
+            got,
+            xq,
+            cost: (
+                (a.bytes_sent + b.bytes_sent) as f64 / n,
+                s0.offline.rounds,
+                s0.online.rounds,
+                cots,
+            ),
+        }
+    }
+
+    /// Asserts the accurate form's bounds of the module docs elementwise, with the input
+    /// shift `k`: the error against the real function and the ulps against the integer
+    /// reference. Rows from `varied` on are constant rows (`β` within
+    /// `2^{−9}|γ| + 2^{−12}`). Returns the worst `|protocol − reference|` (ulps), error over
+    /// its bound and ulps over their bound.
+    fn assert_accurate(
+        ln: &LayerNorm,
+        o: &Outcome,
+        aff: Option<&LnAffine<'_>>,
+        k: u32,
+        varied: usize,
+    ) -> (i64, f64, f64) {
+        let cols = ln.cols;
+        let (mut worst_ulp, mut worst_rel, mut worst_ulp_rel) = (0i64, 0.0f64, 0.0f64);
+        for (row, xr) in o.xq.chunks(cols).enumerate() {
+            let var = variance(xr);
+            let sigma = libm::sqrt(var);
+            for c in 0..cols {
+                let i = row * cols + c;
+                let (ga, be) = aff.map_or((1.0, 0.0), |a| (a.gamma[c], a.beta[c]));
+                let err = (o.gf[i] - o.exact[i]).abs();
+                if row >= varied {
+                    // constant rows: β, up to the ≤ 1 ulp of d_z times g ≤ 2^{5.5}
+                    assert_eq!(var, 0.0);
+                    let b = libm::exp2(-9.0) * ga + libm::exp2(-12.0);
+                    assert!(err <= b, "constant row {row} col {c}: {err}");
+                    continue;
+                }
+                // the module's bound with σ' = σ·2^{−k}
+                let b = bound(o.exact[i], be, ga, sigma, cols, k);
+                worst_rel = worst_rel.max(err / b);
+                assert!(
+                    err <= b,
+                    "{cols}: row {row} col {c}: {} vs {} (bound {b})",
+                    o.gf[i],
+                    o.exact[i]
+                );
+                let z = (o.exact[i] - be) / ga;
+                let ulps = ulp_bound(ga, z, sigma, cols, k);
+                let d = (o.got[i] - o.want[i]).abs();
+                worst_ulp_rel = worst_ulp_rel.max(d as f64 / ulps);
+                worst_ulp = worst_ulp.max(d);
+                assert!(
+                    d as f64 <= ulps,
+                    "{cols}: row {row} col {c}: {d} ulp vs reference (shift {k})"
+                );
+            }
+        }
+        (worst_ulp, worst_rel, worst_ulp_rel)
+    }
+
+    /// Asserts MBLN's bounds elementwise (input shift `k`, P0's `γ`, `β`): `1 + ⌈w⌉` ulps
+    /// of the integer reference and [`mbln_bound_k`] of the real function.
+    fn assert_mbln(ln: LayerNorm, o: &Outcome, gamma: &[f64], beta: &[f64], k: u32) {
+        let sc = Scales::of(ln.cols, k);
+        for i in 0..o.got.len() {
+            let c = i % ln.cols;
+            let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
+            let ulps = 1 + libm::ceil(w) as i64;
+            assert!(
+                (o.got[i] - o.want[i]).abs() <= ulps,
+                "{i}: {} vs {}",
+                o.got[i],
+                o.want[i]
+            );
+            let b = mbln_bound_k(ln, gamma[c], o.exact[i] - beta[c], k);
+            assert!(
+                (o.gf[i] - o.exact[i]).abs() <= b,
+                "{i}: {} vs {} (bound {b})",
+                o.gf[i],
+                o.exact[i]
+            );
+        }
+    }
+
     #[test]
     fn accurate_layernorm_is_within_bounds() {
         let (mut p0, mut p1, r) = pair();
         let mut g = rng(21);
         let (rows_n, cols) = (10, 64);
-        let ln = LayerNorm {
-            rows: rows_n,
-            cols,
-            eps: 1e-12,
-            kind: LnKind::Accurate,
-            affine: true,
-        };
-        let xf = rows(&mut g, rows_n, cols);
-        let xs = enc(&xf);
-        let xq = dec(&xs);
+        let ln = accurate(rows_n, cols, 1e-12);
+        let xs = enc(&rows(&mut g, rows_n, cols));
         let (gamma, beta) = affine_params(&mut g, cols);
         let bare = LayerNorm {
             affine: false,
@@ -827,46 +946,17 @@ mod tests {
         for (ln, aff) in [
             (bare, None),
             (ln, None),
-            (
-                ln,
-                Some(LnAffine {
-                    gamma: &gamma,
-                    beta: &beta,
-                }),
-            ),
+            (ln, Some(ln_affine(&gamma, &beta))),
         ] {
-            let (got, (bytes, off, on, cots)) =
-                run_ln(&mut p0, &mut p1, &ln, &xs, aff.as_ref(), &mut g);
-            let want = ln.reference(r, &xs, aff.as_ref());
-            let exact = ln.f64_reference(&xq, aff.as_ref());
-            let gf = dec(&got);
-            let e = ErrStats::of(&gf, &exact);
+            let o = run_ln(&mut p0, &mut p1, &ln, &xs, aff.as_ref(), &mut g, 0);
+            assert_eq!(o.want, ln.reference(r, &xs, aff.as_ref()));
             eprintln!(
-                "LN accurate {rows_n}x{cols} (elementwise affine {}, given {}): max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
-                ln.affine, aff.is_some(), e.max_abs, e.mean_abs
+                "LN accurate {rows_n}x{cols} (elementwise affine {}, given {}): {}",
+                ln.affine,
+                aff.is_some(),
+                o.summary(o.got.len())
             );
-            let mut worst_ulp = 0;
-            for (k, row) in xq.chunks(cols).enumerate() {
-                let mu = row.iter().sum::<f64>() / cols as f64;
-                let sigma =
-                    libm::sqrt(row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64);
-                for c in 0..cols {
-                    let i = k * cols + c;
-                    let (ga, be) = aff.map_or((1.0, 0.0), |a| (a.gamma[c], a.beta[c]));
-                    let b = bound(exact[i], be, ga, sigma, cols, 0);
-                    assert!(
-                        (gf[i] - exact[i]).abs() <= b,
-                        "row {k} col {c}: {} vs {} (bound {b})",
-                        gf[i],
-                        exact[i]
-                    );
-                    let z = (exact[i] - be) / ga;
-                    let ulps = ulp_bound(ga, z, sigma, cols, 0);
-                    let d = (got[i] - want[i]).abs();
-                    worst_ulp = worst_ulp.max(d);
-                    assert!(d as f64 <= ulps, "row {k} col {c}: {d} ulp vs reference");
-                }
-            }
+            let (worst_ulp, _, _) = assert_accurate(&ln, &o, aff.as_ref(), 0, rows_n);
             eprintln!("LN accurate: max |protocol − reference| = {worst_ulp} ulp");
         }
     }
@@ -874,55 +964,16 @@ mod tests {
     #[test]
     fn accurate_layernorm_at_bert_widths() {
         // ρ = cols/2^t ≠ 1 (384 = 0.75·2^9, 768 = 0.75·2^10, 96): the scale must cancel.
-        let (mut p0, mut p1, r) = pair();
+        let (mut p0, mut p1, _) = pair();
         let mut g = rng(25);
         for (rows_n, cols) in [(5, 96), (5, 384), (2, 768)] {
-            let ln = LayerNorm {
-                rows: rows_n,
-                cols,
-                eps: 1e-12,
-                kind: LnKind::Accurate,
-                affine: true,
-            };
-            let xf = rows(&mut g, rows_n, cols);
-            let xs = enc(&xf);
-            let xq = dec(&xs);
+            let ln = accurate(rows_n, cols, 1e-12);
+            let xs = enc(&rows(&mut g, rows_n, cols));
             let (gamma, beta) = affine_params(&mut g, cols);
-            let aff = LnAffine {
-                gamma: &gamma,
-                beta: &beta,
-            };
-            let (got, (bytes, off, on, cots)) =
-                run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
-            let exact = ln.f64_reference(&xq, Some(&aff));
-            let want = ln.reference(r, &xs, Some(&aff));
-            let gf = dec(&got);
-            let e = ErrStats::of(&gf, &exact);
-            eprintln!(
-                "LN accurate {rows_n}x{cols}: max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
-                e.max_abs, e.mean_abs
-            );
-            for (k, row) in xq.chunks(cols).enumerate() {
-                let mu = row.iter().sum::<f64>() / cols as f64;
-                let sigma =
-                    libm::sqrt(row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64);
-                for c in 0..cols {
-                    let i = k * cols + c;
-                    let b = bound(exact[i], beta[c], gamma[c], sigma, cols, 0);
-                    assert!(
-                        (gf[i] - exact[i]).abs() <= b,
-                        "{cols}: row {k} col {c}: {} vs {}",
-                        gf[i],
-                        exact[i]
-                    );
-                    let z = (exact[i] - beta[c]) / gamma[c];
-                    let ulps = ulp_bound(gamma[c], z, sigma, cols, 0);
-                    assert!(
-                        ((got[i] - want[i]).abs() as f64) <= ulps,
-                        "{cols}: row {k} col {c} vs reference"
-                    );
-                }
-            }
+            let aff = ln_affine(&gamma, &beta);
+            let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, 0);
+            eprintln!("LN accurate {rows_n}x{cols}: {}", o.summary(o.got.len()));
+            assert_accurate(&ln, &o, Some(&aff), 0, rows_n);
         }
     }
 
@@ -936,21 +987,15 @@ mod tests {
         let xf = rows(&mut g, rows_n, cols);
         let xs = enc(&xf);
         let (gamma, beta) = affine_params(&mut g, cols);
-        let aff = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
+        let aff = ln_affine(&gamma, &beta);
         for kind in [LnKind::Accurate, LnKind::Mbln { l: 1.0, rd: 24.0 }] {
             let ln = LayerNorm {
-                rows: rows_n,
-                cols,
-                eps: 1e-12,
                 kind,
-                affine: true,
+                ..accurate(rows_n, cols, 1e-12)
             };
             for k in [0, 3] {
-                let (_, (bytes, off, on, cots)) =
-                    run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
+                let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
+                let (bytes, off, on, cots) = o.cost;
                 eprintln!("LN {kind:?} shift {k} {rows_n}x{cols}: {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}");
             }
         }
@@ -962,10 +1007,7 @@ mod tests {
         let mut g = rng(22);
         let cols = 64;
         let (gamma, beta) = affine_params(&mut g, cols);
-        let aff = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
+        let aff = ln_affine(&gamma, &beta);
         for eps in [1e-12, 1e-5] {
             // constant rows (variance 0 ≤ ε), then rows of variance 2^18 > var_hi (|x| = 512)
             let mut xf = Vec::new();
@@ -975,16 +1017,9 @@ mod tests {
             for s in [1.0, -1.0] {
                 xf.extend((0..cols).map(|c| if c % 2 == 0 { 512.0 * s } else { -512.0 * s }));
             }
-            let rows_n = xf.len() / cols;
-            let ln = LayerNorm {
-                rows: rows_n,
-                cols,
-                eps,
-                kind: LnKind::Accurate,
-                affine: true,
-            };
+            let ln = accurate(xf.len() / cols, cols, eps);
             let xs = enc(&xf);
-            let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
+            let got = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, 0).got;
             let gf = dec(&got);
             assert!(gf.iter().all(|v| v.is_finite()));
             for k in 0..4 {
@@ -1017,13 +1052,7 @@ mod tests {
         let r = RingCfg::ENCFORMER;
         let mut g = rng(23);
         let (rows_n, cols) = (5, 64);
-        let ln = LayerNorm {
-            rows: rows_n,
-            cols,
-            eps: 1e-12,
-            kind: LnKind::Accurate,
-            affine: true,
-        };
+        let ln = accurate(rows_n, cols, 1e-12);
         let xs = enc(&rows(&mut g, rows_n, cols));
         let xq = dec(&xs);
         let exact = ln.f64_reference(&xq, None);
@@ -1071,67 +1100,37 @@ mod tests {
         let (mut p0, mut p1, r) = pair();
         let mut g = rng(24);
         let (rows_n, cols) = (8, 64);
-        let xf = rows(&mut g, rows_n, cols);
-        let xs = enc(&xf);
-        let xq = dec(&xs);
+        let xs = enc(&rows(&mut g, rows_n, cols));
         let (gamma, beta) = affine_params(&mut g, cols);
-        let aff = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
+        let aff = ln_affine(&gamma, &beta);
         for (l, rd) in [(1.0, 24.0), (0.5, 6.0)] {
             let ln = LayerNorm {
-                rows: rows_n,
-                cols,
-                eps: 0.0,
                 kind: LnKind::Mbln { l, rd },
-                affine: true,
+                ..accurate(rows_n, cols, 0.0)
             };
-            let (got, (bytes, off, on, cots)) =
-                run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g);
-            let want = ln.reference(r, &xs, Some(&aff));
-            let exact = ln.f64_reference(&xq, Some(&aff));
-            let gf = dec(&got);
-            let e = ErrStats::of(&gf, &exact);
+            let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, 0);
+            let (exact, bytes) = (&o.exact, o.cost.0);
             eprintln!(
-                "MBLN l={l} rd={rd} {rows_n}x{cols}: max err {:.3e} mean {:.3e}; {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
-                e.max_abs, e.mean_abs
+                "MBLN l={l} rd={rd} {rows_n}x{cols}: {}",
+                o.summary(o.got.len())
             );
-            let sc = Scales::of(cols, 0);
-            for i in 0..got.len() {
-                let c = i % cols;
-                let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
-                let ulps = 1 + libm::ceil(w) as i64;
-                assert!(
-                    (got[i] - want[i]).abs() <= ulps,
-                    "{i}: {} vs {}",
-                    got[i],
-                    want[i]
-                );
-                let b = mbln_bound(ln, gamma[c], exact[i] - beta[c]);
-                assert!(
-                    (gf[i] - exact[i]).abs() <= b,
-                    "{i}: {} vs {} (bound {b})",
-                    gf[i],
-                    exact[i]
-                );
-            }
+            assert_mbln(ln, &o, &gamma, &beta, 0);
             // no elementwise affine: the public factor, a local product
             let bare = LayerNorm {
                 affine: false,
                 ..ln
             };
-            let (got, (bb, _, bon, _)) = run_ln(&mut p0, &mut p1, &bare, &xs, None, &mut g);
-            let want_b = bare.reference(r, &xs, None);
-            let exact_b = bare.f64_reference(&xq, None);
-            let w = ln.mbln_fold(&sc);
+            let ob = run_ln(&mut p0, &mut p1, &bare, &xs, None, &mut g, 0);
+            let (bb, bon) = (ob.cost.0, ob.cost.2);
             eprintln!("MBLN without affine: {bb:.0} B/elem, {bon} online rounds");
             assert!(bb < bytes, "the bare form must be cheaper: {bb} vs {bytes}");
-            for i in 0..got.len() {
-                assert!((got[i] - want_b[i]).abs() <= 1 + libm::ceil(w) as i64);
-                let b = mbln_bound(bare, 1.0, exact_b[i]);
-                assert!((fixed::decode(got[i], 13) - exact_b[i]).abs() <= b, "{i}");
-            }
+            assert_mbln(
+                bare,
+                &ob,
+                &alloc::vec![1.0; cols],
+                &alloc::vec![0.0; cols],
+                0,
+            );
             // the 0-round form: exact D, no communication
             let (x0, x1) = share(r, &xs, &mut g);
             let (m0, m1) = (Meter::start(&p0.channel()), Meter::start(&p1.channel()));
@@ -1163,17 +1162,11 @@ mod tests {
         let (a, b) = (7_686_143_364_045_646_505i64, -(1i64 << 62));
         let gamma = [1.0; 4];
         let beta = [1.0; 4];
-        let aff = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
+        let aff = ln_affine(&gamma, &beta);
         for kind in [LnKind::Mbln { l: 1.0, rd: 1.0 }, LnKind::Accurate] {
             let ln = LayerNorm {
-                rows: 3,
-                cols: 4,
-                eps: 1e-5,
                 kind,
-                affine: true,
+                ..accurate(3, 4, 1e-5)
             };
             let x = [
                 a,
@@ -1192,13 +1185,7 @@ mod tests {
             assert_eq!(ln.reference(r, &x, Some(&aff)).len(), 12);
         }
         let secret = [0.123_456_789; 4];
-        let s = alloc::format!(
-            "{:?}",
-            LnAffine {
-                gamma: &secret,
-                beta: &secret
-            }
-        );
+        let s = alloc::format!("{:?}", ln_affine(&secret, &secret));
         assert!(!s.contains("0.123"), "{s}");
     }
 
@@ -1209,14 +1196,11 @@ mod tests {
         for kind in [LnKind::Accurate, LnKind::Mbln { l: 1.0, rd: 2.0 }] {
             for (rows, cols) in [(0usize, 4usize), (3, 1)] {
                 let ln = LayerNorm {
-                    rows,
-                    cols,
-                    eps: 1e-5,
                     kind,
-                    affine: true,
+                    ..accurate(rows, cols, 1e-5)
                 };
                 let xs = enc(&alloc::vec![1.5; rows * cols]);
-                let (got, _) = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g);
+                let got = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g, 0).got;
                 let want = ln.reference(r, &xs, None);
                 assert_eq!(got.len(), rows * cols);
                 // One column: x − μ = 0, so y = β = 0 (up to the faithful truncations).
@@ -1229,13 +1213,7 @@ mod tests {
     #[test]
     fn typed_errors_on_bad_shapes() {
         let r = RingCfg::ENCFORMER;
-        let ok = LayerNorm {
-            rows: 2,
-            cols: 4,
-            eps: 1e-5,
-            kind: LnKind::Accurate,
-            affine: true,
-        };
+        let ok = accurate(2, 4, 1e-5);
         assert!(ok.validate(r).is_ok());
         assert!(LayerNorm { cols: 0, ..ok }.validate(r).is_err());
         assert!(LayerNorm { cols: 5000, ..ok }.validate(r).is_err());
@@ -1258,44 +1236,27 @@ mod tests {
         let short = RingShares::new(alloc::vec![0; 7]);
         let gamma = [1.0; 3];
         let beta = [0.0; 4];
-        let bad = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
-        let poll = |s: &mut crate::mpc::Session<'_, RingShares>| match s.poll() {
-            core::task::Poll::Ready(Err(e)) => e,
-            other => panic!("expected an immediate error, got {other:?}"),
-        };
-        let mut s = crate::mpc::Session::new(p0.channel(), ok.run(&mut p0, &x, Some(&bad)));
-        assert!(matches!(poll(&mut s), MpcError::LengthMismatch { .. }));
-        drop(s);
-        let mut s = crate::mpc::Session::new(p1.channel(), ok.run(&mut p1, &short, None));
-        assert!(matches!(poll(&mut s), MpcError::LengthMismatch { .. }));
-        drop(s);
+        let bad = ln_affine(&gamma, &beta);
+        let e = first_error(p0.channel(), ok.run(&mut p0, &x, Some(&bad)));
+        assert!(matches!(e, MpcError::LengthMismatch { .. }));
+        let e = first_error(p1.channel(), ok.run(&mut p1, &short, None));
+        assert!(matches!(e, MpcError::LengthMismatch { .. }));
         let (_q0, mut q1, _) = pair();
         let big = [100.0; 4];
-        let badg = LnAffine {
-            gamma: &big,
-            beta: &beta,
-        };
-        let (mut q0, _q1b, _) = pair();
-        let mut s = crate::mpc::Session::new(q0.channel(), ok.run(&mut q0, &x, Some(&badg)));
-        assert!(matches!(poll(&mut s), MpcError::InvalidInput(_)));
-        drop(s);
+        let badg = ln_affine(&big, &beta);
         // a block without an elementwise affine refuses γ and β at the owner
         let bare = LayerNorm {
             affine: false,
             ..ok
         };
         let one = [1.0; 4];
-        let fine = LnAffine {
-            gamma: &one,
-            beta: &beta,
-        };
-        let (mut q2, _q3, _) = pair();
-        let mut s = crate::mpc::Session::new(q2.channel(), bare.run(&mut q2, &x, Some(&fine)));
-        assert!(matches!(poll(&mut s), MpcError::InvalidInput(_)));
-        drop(s);
+        let fine = ln_affine(&one, &beta);
+        // |γ| > GAMMA_MAX, and an affine given to a block without one: refused at P0
+        for (ln, aff) in [(ok, &badg), (bare, &fine)] {
+            let (mut q0, _q1b, _) = pair();
+            let e = first_error(q0.channel(), ln.run(&mut q0, &x, Some(aff)));
+            assert!(matches!(e, MpcError::InvalidInput(_)));
+        }
         assert!(bare.reference(r, &[0; 8], Some(&fine)).is_empty());
         assert!(bare.f64_reference(&[0.0; 8], Some(&fine)).is_empty());
         assert_eq!(bare.reference(r, &[0; 8], None).len(), 8);
@@ -1352,73 +1313,27 @@ mod tests {
 
     #[test]
     fn large_inputs_with_an_input_shift() {
-        let (mut p0, mut p1, r) = pair();
+        let (mut p0, mut p1, _) = pair();
         let mut g = rng(31);
         let k = LayerNorm::shift_for(3000.0);
         assert_eq!(k, 3);
         for cols in [64, 384] {
             let (xf, varied) = big_rows(&mut g, cols);
             let rows_n = xf.len() / cols;
-            let ln = LayerNorm {
-                rows: rows_n,
-                cols,
-                eps: 1e-5,
-                kind: LnKind::Accurate,
-                affine: true,
-            };
+            let ln = accurate(rows_n, cols, 1e-5);
             let xs = enc(&xf);
-            let xq = dec(&xs);
             let (gamma, beta) = affine_params(&mut g, cols);
-            let aff = LnAffine {
-                gamma: &gamma,
-                beta: &beta,
-            };
-            let (got, (bytes, off, on, cots)) =
-                run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
-            let want = ln.reference_scaled(r, &xs, Some(&aff), k);
-            let exact = ln.f64_reference(&xq, Some(&aff));
-            let gf = dec(&got);
-            let n = varied * cols;
-            let e = ErrStats::of(&gf[..n], &exact[..n]);
-            let (mut worst_ulp, mut worst_rel, mut worst_ulp_rel) = (0i64, 0.0f64, 0.0f64);
-            for (row, xr) in xq.chunks(cols).enumerate() {
-                let mu = xr.iter().sum::<f64>() / cols as f64;
-                let var = xr.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64;
-                let sigma = libm::sqrt(var);
-                for c in 0..cols {
-                    let i = row * cols + c;
-                    let err = (gf[i] - exact[i]).abs();
-                    if row >= varied {
-                        // constant rows: β, up to the ≤ 1 ulp of d_z times g ≤ 2^{5.5}
-                        assert_eq!(var, 0.0);
-                        let b = libm::exp2(-9.0) * gamma[c] + libm::exp2(-12.0);
-                        assert!(err <= b, "constant row {row} col {c}: {err}");
-                        continue;
-                    }
-                    assert!(var >= libm::exp2(2.0 * k as f64 - 2.0));
-                    // the module's bound with σ' = σ·2^{−k}
-                    let z = (exact[i] - beta[c]) / gamma[c];
-                    let b = bound(exact[i], beta[c], gamma[c], sigma, cols, k);
-                    worst_rel = worst_rel.max(err / b);
-                    assert!(
-                        err <= b,
-                        "{cols}: row {row} col {c}: {} vs {} (bound {b})",
-                        gf[i],
-                        exact[i]
-                    );
-                    let ulps = ulp_bound(gamma[c], z, sigma, cols, k);
-                    worst_ulp_rel = worst_ulp_rel.max((got[i] - want[i]).abs() as f64 / ulps);
-                    let d = (got[i] - want[i]).abs();
-                    worst_ulp = worst_ulp.max(d);
-                    assert!(
-                        d as f64 <= ulps,
-                        "{cols}: row {row} col {c}: {d} ulp vs reference_scaled"
-                    );
-                }
+            let aff = ln_affine(&gamma, &beta);
+            let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
+            // the bounds hold for var ≥ 2^{2k−2}
+            for xr in o.xq.chunks(cols).take(varied) {
+                assert!(variance(xr) >= libm::exp2(2.0 * k as f64 - 2.0));
             }
+            let (worst_ulp, worst_rel, worst_ulp_rel) =
+                assert_accurate(&ln, &o, Some(&aff), k, varied);
             eprintln!(
-                "LN accurate, shift {k}, |x| <= 3000, {rows_n}x{cols}: max err {:.3e} mean {:.3e} (worst err/bound {worst_rel:.2}); max |protocol − reference_scaled| = {worst_ulp} ulp (worst ulp/bound {worst_ulp_rel:.2}); {bytes:.0} B/elem, {cots:.1} COT/elem, rounds offline {off} online {on}",
-                e.max_abs, e.mean_abs
+                "LN accurate, shift {k}, |x| <= 3000, {rows_n}x{cols}: {} (worst err/bound {worst_rel:.2}); max |protocol − reference_scaled| = {worst_ulp} ulp (worst ulp/bound {worst_ulp_rel:.2})",
+                o.summary(varied * cols)
             );
         }
     }
@@ -1436,13 +1351,7 @@ mod tests {
         assert_eq!(LayerNorm::shift_for(f64::INFINITY), SHIFT_MAX);
         assert_eq!(LayerNorm::shift_for(1e30), SHIFT_MAX);
         let r = RingCfg::ENCFORMER;
-        let mut ln = LayerNorm {
-            rows: 7,
-            cols: 64,
-            eps: 1e-5,
-            kind: LnKind::Accurate,
-            affine: true,
-        };
+        let mut ln = accurate(7, 64, 1e-5);
         for (cols, m) in [(1, 17), (768, 7), (1024, 7), (1600, 6), (4096, 5)] {
             ln.cols = cols;
             assert_eq!(ln.max_shift(), m, "{cols}");
@@ -1457,27 +1366,24 @@ mod tests {
         // a shift the row length does not admit: a typed error, and an empty reference
         assert!(ln.reference_scaled(r, &xs, None, 12).is_empty());
         let x = RingShares::new(alloc::vec![0; xs.len()]);
-        let mut s = crate::mpc::Session::new(p0.channel(), ln.run_scaled(&mut p0, &x, None, 12));
-        assert!(matches!(
-            s.poll(),
-            core::task::Poll::Ready(Err(MpcError::InvalidConfig(_)))
-        ));
-        drop(s);
+        let e = first_error(p0.channel(), ln.run_scaled(&mut p0, &x, None, 12));
+        assert!(matches!(e, MpcError::InvalidConfig(_)));
         let (mut p0, mut p1, _) = pair();
         // k = 0 on |x| up to 3000 is outside the block's domain (|x| ≤ 2^9): the shares
         // cannot show it, the square wraps and the output is wrong; the caller must use
         // shift_for of its calibrated maximum.
-        let (got, c0) = run_ln_k(&mut p0, &mut p1, &ln, &xs, None, &mut g, 0);
-        let exact = ln.f64_reference(&dec(&xs), None);
+        let o0 = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g, 0);
+        let (exact, c0) = (&o0.exact, o0.cost);
         let n = varied * 64;
-        let e = ErrStats::of(&dec(&got)[..n], &exact[..n]);
+        let e = ErrStats::of(&o0.gf[..n], &exact[..n]);
         eprintln!(
             "LN accurate, shift 0 (out of range), |x| <= 3000: max err {:.3e}",
             e.max_abs
         );
         assert!(e.max_abs > 0.1, "k = 0 was expected to fail at |x| = 3000");
-        let (got, c3) = run_ln_k(&mut p0, &mut p1, &ln, &xs, None, &mut g, 3);
-        let e = ErrStats::of(&dec(&got)[..n], &exact[..n]);
+        let o3 = run_ln(&mut p0, &mut p1, &ln, &xs, None, &mut g, 3);
+        let c3 = o3.cost;
+        let e = ErrStats::of(&o3.gf[..n], &exact[..n]);
         eprintln!(
             "costs (B/elem, offline rounds, online rounds, COT/elem): k = 0 {c0:?}, k = 3 {c3:?}"
         );
@@ -1490,48 +1396,25 @@ mod tests {
 
     #[test]
     fn mbln_with_an_input_shift() {
-        let (mut p0, mut p1, r) = pair();
+        let (mut p0, mut p1, _) = pair();
         let mut g = rng(33);
         let cols = 64;
         let (xf, _) = big_rows(&mut g, cols);
         let rows_n = xf.len() / cols;
         let xs = enc(&xf);
-        let xq = dec(&xs);
         let (gamma, beta) = affine_params(&mut g, cols);
-        let aff = LnAffine {
-            gamma: &gamma,
-            beta: &beta,
-        };
+        let aff = ln_affine(&gamma, &beta);
         // |x − μ| ≤ 6000 needs 2^{10+k} > 6000, k = 3; |y − β| ≤ 2.5·6000/100 < 2^8
         let k = 3;
         let ln = LayerNorm {
-            rows: rows_n,
-            cols,
-            eps: 0.0,
             kind: LnKind::Mbln { l: 1.0, rd: 100.0 },
-            affine: true,
+            ..accurate(rows_n, cols, 0.0)
         };
-        let (got, _) = run_ln_k(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
-        let want = ln.reference_scaled(r, &xs, Some(&aff), k);
-        let exact = ln.f64_reference(&xq, Some(&aff));
-        let gf = dec(&got);
-        let e = ErrStats::of(&gf, &exact);
+        let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, k);
         eprintln!(
-            "MBLN shift {k}, |x| <= 3000, {rows_n}x{cols}: max err {:.3e} mean {:.3e}",
-            e.max_abs, e.mean_abs
+            "MBLN shift {k}, |x| <= 3000, {rows_n}x{cols}: {}",
+            o.summary(o.got.len())
         );
-        let sc = Scales::of(cols, k);
-        for i in 0..got.len() {
-            let c = i % cols;
-            let w = (gamma[c] * ln.mbln_fold(&sc)).abs();
-            assert!((got[i] - want[i]).abs() <= 1 + libm::ceil(w) as i64, "{i}");
-            let b = mbln_bound_k(ln, gamma[c], exact[i] - beta[c], k);
-            assert!(
-                (gf[i] - exact[i]).abs() <= b,
-                "{i}: {} vs {}",
-                gf[i],
-                exact[i]
-            );
-        }
+        assert_mbln(ln, &o, &gamma, &beta, k);
     }
 }

@@ -167,15 +167,31 @@ mod tests {
     use crate::nonlinear::testkit::*;
     use std::eprintln;
 
+    /// A `channels × height × width` pooling.
+    fn pool(channels: usize, height: usize, width: usize) -> MaxPool {
+        MaxPool {
+            channels,
+            height,
+            width,
+        }
+    }
+
+    /// Runs `mp` on the shares `x0` (P0) and `x1` (P1); both output shares.
+    fn run_pool(
+        p0: &mut P,
+        p1: &mut P,
+        mp: &MaxPool,
+        x0: &RingShares,
+        x1: &RingShares,
+    ) -> (RingShares, RingShares) {
+        both!(p0, p1, mp.run(p0, x0).await, mp.run(p1, x1).await)
+    }
+
     #[test]
     fn max_pool_is_exact_with_ties_and_negatives() {
         let (mut p0, mut p1, r) = pair();
         let mut g = rng(7);
-        let mp = MaxPool {
-            channels: 3,
-            height: 6,
-            width: 8,
-        };
+        let mp = pool(3, 6, 8);
         let n = mp.input_len();
         let mut xs = uniform(&mut g, n, 40.0, r.frac);
         // Channel 1: all negative; channel 2: ties (four equal, two equal maxima).
@@ -190,12 +206,7 @@ mod tests {
         xs[8] = 5;
         xs[9] = 5;
         let (x0, x1) = share(r, &xs, &mut g);
-        let (m0, m1) = both!(
-            p0,
-            p1,
-            mp.run(&mut p0, &x0).await,
-            mp.run(&mut p1, &x1).await
-        );
+        let (m0, m1) = run_pool(&mut p0, &mut p1, &mp, &x0, &x1);
         let got = open(r, &m0, &m1);
         assert_eq!(got, mp.reference(r, &xs));
         let xf: Vec<f64> = xs.iter().map(|&v| fixed::decode(v, r.frac)).collect();
@@ -220,32 +231,18 @@ mod tests {
     fn max_pool_range_ends_are_exact_and_beyond_never_wrap() {
         let (mut p0, mut p1, r) = pair();
         let mut g = rng(8);
-        let mp = MaxPool {
-            channels: 1,
-            height: 2,
-            width: 4,
-        };
+        let mp = pool(1, 2, 4);
         let big = (1i64 << (r.ell - 2)) - 1;
         // In range: the extremes of |x| < 2^{ℓ−2}.
         let xs = [big, -big, -big, 0, -big, -big, 1, big];
         let (x0, x1) = share(r, &xs, &mut g);
-        let (m0, m1) = both!(
-            p0,
-            p1,
-            mp.run(&mut p0, &x0).await,
-            mp.run(&mut p1, &x1).await
-        );
+        let (m0, m1) = run_pool(&mut p0, &mut p1, &mp, &x0, &x1);
         assert_eq!(open(r, &m0, &m1), alloc::vec![big, big]);
         // Beyond it: the output is one of the window's inputs.
         let top = (1i64 << (r.ell - 1)) - 1;
         let xs = [top, -top - 1, 3, -top, -top - 1, top, top, 0];
         let (x0, x1) = share(r, &xs, &mut g);
-        let (m0, m1) = both!(
-            p0,
-            p1,
-            mp.run(&mut p0, &x0).await,
-            mp.run(&mut p1, &x1).await
-        );
+        let (m0, m1) = run_pool(&mut p0, &mut p1, &mp, &x0, &x1);
         let got = open(r, &m0, &m1);
         for (k, v) in got.iter().enumerate() {
             assert!(
@@ -258,18 +255,10 @@ mod tests {
     #[test]
     fn max_pool_refuses_bad_shapes() {
         let (mut p0, mut p1, r) = pair();
-        let odd = MaxPool {
-            channels: 1,
-            height: 3,
-            width: 4,
-        };
+        let odd = pool(1, 3, 4);
         assert!(matches!(odd.validate(r), Err(MpcError::InvalidInput(_))));
         assert!(odd.reference(r, &[0; 12]).is_empty());
-        let mp = MaxPool {
-            channels: 2,
-            height: 2,
-            width: 2,
-        };
+        let mp = pool(2, 2, 2);
         let x = RingShares::new(alloc::vec![0; 7]);
         let (a, b) = {
             let (c0, c1) = (p0.channel(), p1.channel());
@@ -279,11 +268,7 @@ mod tests {
         };
         assert!(matches!(a, Err(MpcError::LengthMismatch { .. })));
         assert!(matches!(b, Err(MpcError::LengthMismatch { .. })));
-        let huge = MaxPool {
-            channels: usize::MAX,
-            height: 2,
-            width: 2,
-        };
+        let huge = pool(usize::MAX, 2, 2);
         assert!(huge.validate(r).is_err());
     }
 }

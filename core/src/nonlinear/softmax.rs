@@ -562,21 +562,14 @@ mod tests {
         ] {
             for mask in [Mask::None, Mask::Causal, Mask::Padding { valid: 1 }] {
                 let sm = Softmax {
-                    rows: 4,
-                    cols: 2,
-                    mask,
                     kind,
+                    ..acc(4, 2, mask)
                 };
                 assert_eq!(sm.reference(r, &wild).len(), 8);
             }
         }
         // The reciprocal's normalization needs ⌈log2 cols⌉ + 20 + 2 ≤ ℓ − 2.
-        let big = |cols| Softmax {
-            rows: 1,
-            cols,
-            mask: Mask::None,
-            kind: SoftmaxKind::Accurate,
-        };
+        let big = |cols| acc(1, cols, Mask::None);
         assert!(big(1 << 19).validate(r).is_ok());
         assert!(big((1 << 19) + 1).validate(r).is_err());
         assert!(big(1 << 20).validate(r).is_err());
@@ -637,6 +630,7 @@ mod tests {
         e
     }
 
+    /// The accurate form, `rows × cols` under `mask`.
     fn acc(rows: usize, cols: usize, mask: Mask) -> Softmax {
         Softmax {
             rows,
@@ -817,10 +811,8 @@ mod tests {
         xs.extend((0..cols).map(|i| encode(if i % 2 == 0 { 1.0e5 } else { -1.0e5 }, f)));
         for mask in [Mask::None, Mask::Padding { valid: 20 }] {
             let sm = Softmax {
-                rows: 4,
-                cols,
-                mask,
                 kind,
+                ..acc(4, cols, mask)
             };
             let got = run(&sm, &xs, ExpCoeffs::BLOCK, RECIP_Y0);
             let want = sm.reference(r, &xs);
@@ -940,10 +932,8 @@ mod tests {
         ] {
             let xs = uniform(&mut g, h * c * c, 46.0, f);
             let sm = Softmax {
-                rows: h * c,
-                cols: c,
-                mask,
                 kind,
+                ..acc(h * c, c, mask)
             };
             let (mut p0, mut p1, r) = pair();
             let (x0, x1) = share(r, &xs, &mut g);
@@ -1191,10 +1181,8 @@ mod tests {
             SoftmaxKind::MbMax { c: 3.0, rd: 40.0 },
         ] {
             let sm = Softmax {
-                rows: 1,
-                cols: 4,
-                mask: Mask::None,
                 kind,
+                ..acc(1, 4, Mask::None)
             };
             for observer_p1 in [true, false] {
                 let (mut p0, mut p1, r) = pair();
