@@ -360,9 +360,9 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
                     let c = &r.cost;
                     (
                         c.name.clone(),
-                        c.converted_cts,
-                        c.mpc_bytes,
-                        c.mpc_rounds,
+                        c.tally.converted_cts,
+                        c.tally.mpc_bytes,
+                        c.tally.mpc_rounds,
                         r.wall_s,
                     )
                 })

@@ -196,11 +196,11 @@ fn measured(c: &BlockCost, wall: f64) -> Measured {
         layer: c.layer,
         block: c.block.into(),
         compute_s: wall,
-        ckks: c.ckks,
-        converted_cts: c.converted_cts,
-        bytes: c.mpc_bytes,
-        sent: c.mpc_bytes_sent,
-        rounds: c.mpc_rounds,
+        ckks: c.tally.ckks,
+        converted_cts: c.tally.converted_cts,
+        bytes: c.tally.mpc_bytes,
+        sent: c.tally.mpc_bytes_sent,
+        rounds: c.tally.mpc_rounds,
     }
 }
 
@@ -411,7 +411,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             drive(
                 ch,
                 client_run(&mut p0, &ck, &sk, &plan, &x, valid, &mut |c| {
-                    client_raw.push((measured(c, 0.0), c.converted_bytes));
+                    client_raw.push((measured(c, 0.0), c.tally.converted_bytes));
                     done += 1;
                     bar.update(done, blocks_total);
                 }),

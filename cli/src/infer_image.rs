@@ -532,8 +532,8 @@ impl HybridCli<'_> {
                     "const_mults": c.layer.as_ref().map(|l| l.ops.const_mults),
                     "rotations": c.layer.as_ref().map(|l| l.ops.rotations),
                     "pt_mults": c.layer.as_ref().map(|l| l.ops.pt_mults),
-                    "converted_cts": c.converted_cts, "converted_bytes": c.converted_bytes,
-                    "mpc_bytes": c.mpc_bytes, "mpc_rounds": c.mpc_rounds, "seconds": r.wall_s,
+                    "converted_cts": c.tally.converted_cts, "converted_bytes": c.tally.converted_bytes,
+                    "mpc_bytes": c.tally.mpc_bytes, "mpc_rounds": c.tally.mpc_rounds, "seconds": r.wall_s,
                 })
             })
             .collect();
@@ -590,10 +590,10 @@ impl HybridCli<'_> {
                 c.name,
                 mac,
                 rot,
-                c.converted_cts,
-                c.converted_bytes as f64 / 1e6,
-                c.mpc_bytes as f64 / 1e6,
-                c.mpc_rounds,
+                c.tally.converted_cts,
+                c.tally.converted_bytes as f64 / 1e6,
+                c.tally.mpc_bytes as f64 / 1e6,
+                c.tally.mpc_rounds,
                 r.wall_s
             );
         }
@@ -738,9 +738,9 @@ impl RemoteCli<'_> {
                         .map(|r| {
                             let s = &r.cost;
                             json!({
-                                "step": s.name, "converted_cts": s.converted_cts,
-                                "converted_bytes": s.converted_bytes, "mpc_bytes": s.mpc_bytes,
-                                "mpc_rounds": s.mpc_rounds, "seconds": r.wall_s,
+                                "step": s.name, "converted_cts": s.tally.converted_cts,
+                                "converted_bytes": s.tally.converted_bytes, "mpc_bytes": s.tally.mpc_bytes,
+                                "mpc_rounds": s.tally.mpc_rounds, "seconds": r.wall_s,
                             })
                         })
                         .collect();

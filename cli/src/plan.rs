@@ -456,8 +456,8 @@ pub fn run(a: &PlanArgs) -> Result<PlanReport, PlanError> {
     let (f1_bits, cand_bits, fits) = match split.bounds() {
         Ok(sb) => (sb.f1, sb.cand, true),
         Err(_) => (
-            veil_core::bert::private::bounds::F1_SPLIT,
-            veil_core::bert::private::bounds::CAND_LIMIT,
+            veil_core::bert::bounds::F1_SPLIT,
+            veil_core::bert::bounds::CAND_LIMIT,
             false,
         ),
     };

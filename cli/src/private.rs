@@ -344,15 +344,15 @@ impl Totals {
         for r in rows {
             let c = &r.cost;
             t.wall_s += r.wall_s;
-            t.rotations += c.ckks.rotations + c.ckks.conjugations;
-            t.ct_mults += c.ckks.ct_mults;
-            t.pt_mults += c.ckks.pt_mults;
-            t.rescales += c.ckks.rescales;
-            t.converted_cts += c.converted_cts as u64;
-            t.converted_bytes += c.converted_bytes;
-            t.mpc_bytes += c.mpc_bytes;
-            t.mpc_bytes_sent += c.mpc_bytes_sent;
-            t.mpc_rounds += c.mpc_rounds;
+            t.rotations += c.tally.ckks.rotations + c.tally.ckks.conjugations;
+            t.ct_mults += c.tally.ckks.ct_mults;
+            t.pt_mults += c.tally.ckks.pt_mults;
+            t.rescales += c.tally.ckks.rescales;
+            t.converted_cts += c.tally.converted_cts as u64;
+            t.converted_bytes += c.tally.converted_bytes;
+            t.mpc_bytes += c.tally.mpc_bytes;
+            t.mpc_bytes_sent += c.tally.mpc_bytes_sent;
+            t.mpc_rounds += c.tally.mpc_rounds;
         }
         t
     }

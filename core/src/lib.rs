@@ -25,6 +25,7 @@ pub mod ckks;
 pub mod cnn;
 pub mod convert;
 pub mod error;
+pub mod hybrid;
 pub mod math;
 pub mod mpc;
 pub mod nonlinear;

@@ -56,7 +56,8 @@ mod tests {
         let party: fn(
             &session::SessionOptions,
             &mut dyn transport::Transport,
-        ) -> Result<veil_core::mpc::Party<SecretRng>, session::SessionError> =
+        )
+            -> Result<(veil_core::mpc::Party<SecretRng>, f64), session::SessionError> =
             |o, t| session::setup_party(veil_core::mpc::PartyId::P0, o, t);
         let _ = party;
         assert!(format!("{a:?}{b:?}").matches("redacted").count() == 2);

@@ -4,12 +4,112 @@
 //! number of threads), a thread per session that a failure or a panic ends alone, the per-session
 //! log line and the counts. A model family contributes a [`Handler`]: its handshake and its run.
 
-use crate::transport::{TcpTransport, Transport, TransportConfig};
+use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS};
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use veil_core::ckks::Ckks;
+use veil_core::{CkksParams, PolyBackend};
+
+/// How a server builds the backend of a parameter set (the CLI's `--backend` choice).
+pub type BackendFactory<B> = dyn Fn(&CkksParams) -> Result<B, String> + Send + Sync;
+
+/// The CKKS contexts of a server, one per parameter set, built on first use by a backend factory
+/// and shared by every later session at that set, whatever the model family (the NTT tables and
+/// the backend's plans are read-only).
+pub struct ContextCache<B: PolyBackend> {
+    factory: Box<BackendFactory<B>>,
+    made: Mutex<HashMap<u64, Arc<Ckks<B>>>>,
+}
+
+impl<B: PolyBackend> std::fmt::Debug for ContextCache<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.made.lock().map(|g| g.len()).unwrap_or(0);
+        write!(f, "ContextCache {{ contexts: {n} }}")
+    }
+}
+
+impl<B: PolyBackend> ContextCache<B> {
+    /// An empty cache whose backends `factory` builds.
+    pub fn new(factory: impl Fn(&CkksParams) -> Result<B, String> + Send + Sync + 'static) -> Self {
+        ContextCache {
+            factory: Box::new(factory),
+            made: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The context of `params` (validated), built on first use; the factory's error otherwise.
+    pub fn get(&self, params: &CkksParams) -> Result<Arc<Ckks<B>>, String> {
+        let mut g = self
+            .made
+            .lock()
+            .map_err(|_| "a session panicked building a backend".to_string())?;
+        if let Some(ck) = g.get(&params.id()) {
+            return Ok(ck.clone());
+        }
+        let ck = Arc::new(Ckks::new(Arc::new((self.factory)(params)?)));
+        g.insert(params.id(), ck.clone());
+        Ok(ck)
+    }
+}
+
+/// A model family's hello: the first frame of a session, which the server checks before
+/// anything else (its version first, so that a client of another version is told so).
+pub trait HelloMessage: Sized {
+    /// The frame tag.
+    const TAG: u16;
+    /// The protocol version this build speaks.
+    const VERSION: u16;
+    /// What refusals call it (`hello`, `CNN hello`).
+    const NAME: &'static str;
+    /// Why a payload did not decode.
+    type Error: std::fmt::Display;
+    /// The version field alone, if the payload is long enough to have one.
+    fn peek_version(payload: &[u8]) -> Option<u16>;
+    /// Decodes the payload (total over hostile bytes).
+    fn decode(payload: &[u8]) -> Result<Self, Self::Error>;
+}
+
+/// Why a server could not take a client's hello.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HelloProblem {
+    /// The transport failed (a malformed or oversized frame, a timeout, a disconnect).
+    Transport(TransportError),
+    /// Another frame than the family's hello, or a hello that did not decode; the text says
+    /// which, for the refusal.
+    Malformed(String),
+    /// A hello of another protocol version; the text, for the refusal.
+    Version(String),
+}
+
+/// The server's first step, the same for every family: the client's first frame under
+/// [`HELLO_LIMITS`] (until the hello is accepted the peer is unknown: a small frame, soon), its
+/// tag, its version, and its payload decoded. The family refuses with its own codes.
+pub fn read_hello<H: HelloMessage>(t: &mut dyn Transport) -> Result<H, HelloProblem> {
+    let f = t
+        .recv_limited(HELLO_LIMITS)
+        .map_err(HelloProblem::Transport)?;
+    if f.tag != H::TAG {
+        return Err(HelloProblem::Malformed(format!(
+            "expected a {} (tag {:#06x}), got tag {:#06x}",
+            H::NAME,
+            H::TAG,
+            f.tag
+        )));
+    }
+    if let Some(v) = H::peek_version(&f.payload) {
+        if v != H::VERSION {
+            return Err(HelloProblem::Version(format!(
+                "this server speaks version {}, the client {v}",
+                H::VERSION
+            )));
+        }
+    }
+    H::decode(&f.payload).map_err(|e| HelloProblem::Malformed(format!("hello: {e}")))
+}
 
 /// Threads answering busy clients at most at once (beyond, such a connection is closed at once).
 pub const MAX_BUSY_THREADS: usize = 16;

@@ -133,8 +133,8 @@ fn run_private_both(
                     c.layer as i64,
                     c.block,
                     last.elapsed(),
-                    c.mpc_bytes,
-                    c.mpc_rounds
+                    c.tally.mpc_bytes,
+                    c.tally.mpc_rounds
                 );
                 last = Instant::now();
                 costs.push(c.clone());
@@ -201,12 +201,12 @@ fn tiny_encoder_with_encformer_blocks_matches_reference() {
     let gelu_bytes = |c: &[BlockCost]| -> u64 {
         c.iter()
             .filter(|c| c.block == "gelu")
-            .map(|c| c.mpc_bytes)
+            .map(|c| c.tally.mpc_bytes)
             .sum()
     };
     let (_, exact_costs, exact_server) =
         run_private_both(lit.clone(), &w, &x, m, valid, Blocks::EXACT);
-    let fc1_of = |c: &[BlockCost]| c.iter().find(|c| c.block == "fc1").unwrap().ckks;
+    let fc1_of = |c: &[BlockCost]| c.iter().find(|c| c.block == "fc1").unwrap().tally.ckks;
     for blocks in [split, enc] {
         let plan = SessionPlan::with_blocks(&p, &cfg, m, blocks).unwrap();
         assert!(plan.c2m_cand_level().is_some());

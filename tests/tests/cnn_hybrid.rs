@@ -172,10 +172,10 @@ fn run_hybrid_with(
             "{}",
             c.name
         );
-        assert_eq!(c.converted_cts, s.converted_cts, "{}", c.name);
+        assert_eq!(c.tally.converted_cts, s.tally.converted_cts, "{}", c.name);
     }
     let (m2c, c2m) = plan.conversions();
-    let conv: usize = server.iter().map(|c| c.converted_cts).sum();
+    let conv: usize = server.iter().map(|c| c.tally.converted_cts).sum();
     assert_eq!(conv, m2c + c2m, "every planned conversion ran once");
     Outcome {
         logits,
@@ -218,10 +218,10 @@ fn pixelwise_hybrid_lenet_matches_the_relu_reference() {
             s.layer
                 .as_ref()
                 .map(|l| (l.ops.const_mults, l.ops.rotations)),
-            s.converted_cts,
-            s.converted_bytes,
-            s.mpc_bytes,
-            s.mpc_rounds
+            s.tally.converted_cts,
+            s.tally.converted_bytes,
+            s.tally.mpc_bytes,
+            s.tally.mpc_rounds
         );
     }
     println!("pixel-wise hybrid: worst |Δlogit| {w:.2e} (largest logit {amp:.2})");
@@ -233,7 +233,7 @@ fn pixelwise_hybrid_lenet_matches_the_relu_reference() {
     assert!(
         out.client
             .iter()
-            .any(|s| s.name == "open" && s.mpc_bytes > 0),
+            .any(|s| s.name == "open" && s.tally.mpc_bytes > 0),
         "the logits are opened to the client"
     );
     let relus = out
@@ -315,7 +315,7 @@ fn conversions_split_across_frames_and_an_odd_boundary() {
     println!("split frames: worst |Δlogit| {w:.2e} (largest {amp:.2})");
     assert!(w < 5e-3, "worst {w}");
     let c2m_fc1 = out.server.iter().find(|s| s.name == "c2m:fc1").unwrap();
-    assert_eq!(c2m_fc1.converted_cts, 8, "7 complex + 1 real-only");
+    assert_eq!(c2m_fc1.tally.converted_cts, 8, "7 complex + 1 real-only");
 }
 
 /// Two parties whose plans differ (another block size) stop with a typed error before any key is
@@ -407,7 +407,7 @@ fn partial_pixelwise_batch_runs_relu_on_live_slots_only() {
         o.server
             .iter()
             .filter(|s| s.name.starts_with("relu"))
-            .map(|s| s.mpc_bytes)
+            .map(|s| s.tally.mpc_bytes)
             .sum()
     };
     let (bp, bf) = (relu_bytes(&part), relu_bytes(&full));

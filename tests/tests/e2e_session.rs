@@ -642,8 +642,8 @@ fn pipeline_one_session_matches_reference() {
     assert_close(&r.logits, &plaintext(&w, &x, 9), "one session");
     assert_eq!(events, r.blocks.len());
     assert!(!r.blocks.is_empty());
-    assert!(r.blocks.iter().any(|b| b.cost.ckks.pt_mults > 0));
-    assert!(r.blocks.iter().any(|b| b.cost.mpc_bytes > 0));
+    assert!(r.blocks.iter().any(|b| b.cost.tally.ckks.pt_mults > 0));
+    assert!(r.blocks.iter().any(|b| b.cost.tally.mpc_bytes > 0));
     assert!(r.key_exchange.evaluation_key_bytes > 0);
     assert_eq!((r.m, r.valid), (M, 9));
     // Each FHE block's modulus: entered at its depth, left trimmed, smaller on the way out.

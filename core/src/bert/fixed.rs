@@ -8,7 +8,7 @@
 //! set, this path tells what the encrypted path will predict, at plaintext speed: the
 //! "fixed-point" column of the accuracy table.
 
-use super::private::{SessionPlan, MPC_CONFIG};
+use super::plan::{SessionPlan, MPC_CONFIG};
 use super::reference::{head_context, head_scores};
 use super::weights::EncoderWeights;
 use crate::error::{Error, Result};

@@ -18,7 +18,7 @@
 //! Padding rows are computed like any other row (their queries see only the valid keys), so a
 //! row `< valid` never depends on what the padding rows hold.
 
-use super::private::Blocks;
+use super::plan::Blocks;
 use super::weights::{EncoderConfig, EncoderWeights, Head, LayerWeights};
 use super::Embeddings;
 use crate::error::{Error, Result};
@@ -219,7 +219,7 @@ pub(crate) fn head_context(p: impl Fn(usize) -> f64, v: &Mat, heads: usize) -> M
 
 /// The largest magnitudes a forward pass shows at each boundary of the private pipeline, over
 /// every row (the conversions carry the padding rows too, and one slot past its bound spoils a
-/// whole ciphertext): what [`super::private::Bounds`] must cover. Two statistics over the real
+/// whole ciphertext): what [`super::plan::Bounds`] must cover. Two statistics over the real
 /// rows only serve to fit a surrogate's constants: `score_valid` and `ln_std`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Ranges {
@@ -454,7 +454,7 @@ pub fn logits(w: &EncoderWeights, x: &Mat, valid: usize) -> Result<Vec<f64>> {
 }
 
 /// [`logits`] with the nonlinear functions of `blocks` (the `f64` reference of a plan built
-/// with [`super::private::SessionPlan::with_blocks`]). With [`Blocks::EXACT`] it is [`logits`].
+/// with [`super::plan::SessionPlan::with_blocks`]). With [`Blocks::EXACT`] it is [`logits`].
 pub fn logits_with(w: &EncoderWeights, x: &Mat, valid: usize, blocks: &Blocks) -> Result<Vec<f64>> {
     w.validate()?;
     check_input(&w.cfg, x, valid)?;

@@ -45,15 +45,12 @@
 //! stop with a typed error instead of computing garbage.
 
 use super::net::{Layer, LayerCost, LayerPlan, NetPlan, Network};
-use crate::circuits::exec::{CkksExec, Exec, OpCounts, SymExec};
+use crate::circuits::exec::{Exec, OpCounts, SymExec};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey};
-use crate::convert::{
-    c2m_p0, c2m_p1, complexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, ComplexShares, M2cPlan,
-    ProtocolError, RunStats,
-};
+use crate::convert::{complexify, BoundaryCfg, C2mPlan, ComplexShares, M2cPlan, ProtocolError};
 use crate::error::Error;
+use crate::hybrid::{HybridRun, Role, Tally};
 use crate::mpc::{MpcConfig, Party, PartyId, RingShares};
-use crate::nonlinear::fixed;
 use crate::params::CkksParams;
 use crate::PolyBackend;
 use alloc::string::String;
@@ -330,7 +327,7 @@ impl HybridPlan {
     }
 }
 
-/// One step's cost as one party saw it.
+/// One step's cost as one party saw it: the engine's [`Tally`] under the step's name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StepCost {
     /// `m2c:input`, `conv1`, `c2m:conv1`, `relu1`, `m2c:relu1`, …, `open`.
@@ -338,74 +335,66 @@ pub struct StepCost {
     /// The layer's cost (CKKS steps: the server's real run, the client's dry run of the public
     /// architecture, which counts the same operations).
     pub layer: Option<LayerCost>,
-    /// Ciphertexts converted in the step.
-    pub converted_cts: usize,
-    /// Their serialized bytes.
-    pub converted_bytes: u64,
-    /// All bytes on the MPC channel in the step, both directions (conversions included).
-    pub mpc_bytes: u64,
-    /// Communication rounds of the step.
-    pub mpc_rounds: u64,
+    /// What the step cost on the channel and in the conversions.
+    pub tally: Tally,
 }
 
-// One value per run, never stored in bulk: the server's executor (with its caches) may make
-// its variant much larger than the client's.
-#[allow(clippy::large_enum_variant)]
-enum Side<'a, B: PolyBackend> {
-    Client {
-        sk: &'a SecretKey,
-    },
-    Server {
-        pk: &'a PublicKey<B>,
-        ex: CkksExec<'a, B>,
-        net: &'a Network,
-    },
-}
-
+/// A batch's run: the engine's side (the server's model is the network), the plan and the
+/// report.
 struct Run<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> {
-    p: &'p mut Party<R>,
-    ck: &'a Ckks<B>,
-    side: Side<'a, B>,
+    h: HybridRun<'a, 'p, B, R, Network>,
     plan: &'a HybridPlan,
     arch: &'a Network,
     progress: &'p mut dyn FnMut(&StepCost),
-    mark: (u64, u64),
-    conv: (usize, u64),
     /// Slots that hold an image (all of them outside the pixel-wise layout).
     live: usize,
+    /// Real images in the batch.
+    valid: usize,
 }
 
-impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
-    fn stats_now(&self) -> (u64, u64) {
-        let s = self.p.channel().stats();
-        let t = [s.setup, s.offline, s.online];
-        (
-            t.iter().map(|x| x.bytes_sent + x.bytes_recv).sum(),
-            t.iter().map(|x| x.rounds as u64).sum(),
-        )
+impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
+    /// A run of `plan` for a batch of `valid` real images; a typed error when the plan does not
+    /// fit the ring or `valid` the batch.
+    fn new(
+        h: HybridRun<'a, 'p, B, R, Network>,
+        plan: &'a HybridPlan,
+        arch: &'a Network,
+        valid: usize,
+        progress: &'p mut dyn FnMut(&StepCost),
+    ) -> Result<Self, ProtocolError> {
+        plan.check(h.ck.params().n() / 2)?;
+        Ok(Run {
+            live: plan.live_slots(valid)?,
+            valid,
+            h,
+            plan,
+            arch,
+            progress,
+        })
     }
 
-    fn done(&mut self, name: String, layer: Option<LayerCost>) {
-        let now = self.stats_now();
+    /// The batch from the input's shares to the logits of the `valid` images, opened to the
+    /// client alone (the client gets them, the server `None`).
+    async fn batch(&mut self, input: Vec<RingShares>) -> Result<Option<Vec<f64>>, ProtocolError> {
+        let opened = self.plan.opened_slots(self.valid)?;
+        let out = self.run(input).await?;
+        let flat = pick(&out, &opened, self.plan.slots)?;
+        let logits = self.h.open_to_client(RingShares::new(flat)).await?;
+        self.done(String::from("open"));
+        Ok(logits)
+    }
+
+    fn done(&mut self, name: String) {
         let cost = StepCost {
             name,
-            layer,
-            converted_cts: self.conv.0,
-            converted_bytes: self.conv.1,
-            mpc_bytes: now.0 - self.mark.0,
-            mpc_rounds: now.1 - self.mark.1,
+            layer: None,
+            tally: self.h.tally(),
         };
         (self.progress)(&cost);
-        self.mark = now;
-        self.conv = (0, 0);
     }
 
-    fn note(&mut self, s: &RunStats) {
-        self.conv.0 += s.ciphertexts;
-        self.conv.1 += s.ciphertext_bytes;
-    }
-
-    /// M2C of one share vector per ciphertext (real only): the server gets the ciphertexts.
+    /// M2C of one share vector per ciphertext (real only), [`HybridPlan::m2c_chunk`] per
+    /// frame: the server gets the ciphertexts.
     async fn m2c(
         &mut self,
         seg: usize,
@@ -423,20 +412,9 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
                     im: RingShares::default(),
                 })
                 .collect();
-            let st = match &self.side {
-                Side::Server { .. } => {
-                    let (c, st) = m2c_p1(self.p, self.ck, plan, &inputs).await?;
-                    out.extend(c);
-                    st
-                }
-                Side::Client { sk } => m2c_p0(self.p, self.ck, sk, plan, &inputs).await?,
-            };
-            self.note(&st);
+            out.extend(self.h.m2c(plan, &inputs).await?.into_iter().flatten());
         }
-        Ok(match self.side {
-            Side::Server { .. } => Some(out),
-            Side::Client { .. } => None,
-        })
+        Ok(self.h.is_server().then_some(out))
     }
 
     /// C2M of `count` ciphertexts (the server's, `None` at the client), two per complex
@@ -458,33 +436,22 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
             } else {
                 (2 * pairs, plan)
             };
-            let (sh, st) = match (&self.side, cts.as_mut()) {
-                (Side::Server { pk, .. }, Some(it)) => {
+            // The server packs two real ciphertexts into one complex one.
+            let z: Option<Vec<Ciphertext<B>>> = match cts.as_mut() {
+                Some(it) => {
                     let batch: Vec<Ciphertext<B>> = it.by_ref().take(n_in).collect();
-                    if batch.len() != n_in {
-                        return Err(Error::Shape {
-                            what: "ciphertexts at a C2M boundary",
-                            expected: count,
-                            found: count - left + batch.len(),
-                        }
-                        .into());
-                    }
-                    let z: Vec<Ciphertext<B>> = if pairs == 0 {
+                    Some(if pairs == 0 {
                         batch
                     } else {
                         batch
                             .chunks(2)
-                            .map(|p| complexify(self.ck, &p[0], &p[1]))
+                            .map(|p| complexify(self.h.ck, &p[0], &p[1]))
                             .collect::<crate::Result<_>>()?
-                    };
-                    c2m_p1(self.p, self.ck, pk, plan_now, &z).await?
+                    })
                 }
-                (Side::Client { sk }, None) => {
-                    c2m_p0(self.p, self.ck, sk, plan_now, n_in.div_ceil(2)).await?
-                }
-                _ => return Err(Error::InvalidParameters("C2M called on the wrong side").into()),
+                None => None,
             };
-            self.note(&st);
+            let sh = self.h.c2m(plan_now, z.as_deref(), n_in.div_ceil(2)).await?;
             for s in sh {
                 out.push(s.re);
                 if pairs > 0 {
@@ -500,6 +467,7 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
     /// [`RELU_CHUNK`] elements per call.
     async fn relu(&mut self, shares: Vec<RingShares>) -> Result<Vec<RingShares>, ProtocolError> {
         let (slots, live) = (self.plan.slots, self.live);
+        let p = &mut *self.h.party;
         let per = (RELU_CHUNK / live).max(1);
         let mut out = Vec::with_capacity(shares.len());
         for group in shares.chunks(per) {
@@ -507,17 +475,17 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
                 .iter()
                 .flat_map(|s| s.as_slice()[..live].iter().copied())
                 .collect();
-            if self.p.silent_stats().is_some() {
+            if p.silent_stats().is_some() {
                 // Fill the silent pools for exactly this call (otherwise it would fall back to
                 // IKNP on demand: 16× the bytes).
                 let n = flat.len();
                 let (s, r) = (RELU_COTS_P0.0 * n, RELU_COTS_P0.1 * n);
-                match self.p.id() {
-                    PartyId::P0 => self.p.preprocess_ot(s, r).await?,
-                    PartyId::P1 => self.p.preprocess_ot(r, s).await?,
+                match p.id() {
+                    PartyId::P0 => p.preprocess_ot(s, r).await?,
+                    PartyId::P1 => p.preprocess_ot(r, s).await?,
                 }
             }
-            let y = self.p.relu(&RingShares::new(flat)).await?.into_vec();
+            let y = p.relu(&RingShares::new(flat)).await?.into_vec();
             for part in y.chunks(live) {
                 let mut v = vec![0u64; slots];
                 v[..live].copy_from_slice(part);
@@ -528,7 +496,7 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
     }
 
     /// The server's run of segment `seg` (real), or the client's dry run of the public
-    /// architecture (the same steps and counts).
+    /// architecture (the same steps and counts); one report row per layer.
     fn segment(
         &mut self,
         seg: usize,
@@ -537,32 +505,26 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
         let s = &self.plan.segments[seg];
         let (range, level) = (s.layers.clone(), s.m2c.level());
         let progress = &mut *self.progress;
-        let mark = &mut self.mark;
-        let stats = |p: &Party<R>| {
-            let s = p.channel().stats();
-            let t = [s.setup, s.offline, s.online];
-            (
-                t.iter().map(|x| x.bytes_sent + x.bytes_recv).sum::<u64>(),
-                t.iter().map(|x| x.rounds as u64).sum::<u64>(),
-            )
+        let HybridRun {
+            party, role, meter, ..
+        } = &mut self.h;
+        let (party, role) = (&**party, &*role);
+        let ops = || match role {
+            Role::Server { ex, .. } => ex.counts(),
+            Role::Client { .. } => OpCounts::default(),
         };
-        let p = &*self.p;
         let mut emit = |c: &LayerCost| {
-            let now = stats(p);
             progress(&StepCost {
                 name: c.name.clone(),
                 layer: Some(c.clone()),
-                mpc_bytes: now.0 - mark.0,
-                mpc_rounds: now.1 - mark.1,
-                ..StepCost::default()
+                tally: meter.take(party, ops()),
             });
-            *mark = now;
         };
-        let out = match (&self.side, cts) {
-            (Side::Server { ex, net, .. }, Some(cts)) => {
-                Some(net.run_range(ex, &self.plan.net, range, cts, |c| emit(c))?)
+        let out = match (role, cts) {
+            (Role::Server { ex, model, .. }, Some(cts)) => {
+                Some(model.run_range(ex, &self.plan.net, range, cts, |c| emit(c))?)
             }
-            (Side::Client { .. }, None) => {
+            (Role::Client { .. }, None) => {
                 let sym = SymExec::new(self.plan.slots);
                 let xs = (0..s.cts_in).map(|_| sym.fresh(level)).collect();
                 self.arch
@@ -585,17 +547,17 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
             } else {
                 alloc::format!("m2c:relu{relus}")
             };
-            self.done(name, None);
+            self.done(name);
             let y = self.segment(i, cts)?;
             let seg = &self.plan.segments[i];
             let (count, relu_after) = (seg.cts_out, seg.relu_after);
             shares = self.c2m(count, y).await?;
             let what = self.last_name(i);
-            self.done(alloc::format!("c2m:{what}"), None);
+            self.done(alloc::format!("c2m:{what}"));
             if relu_after {
                 shares = self.relu(shares).await?;
                 relus += 1;
-                self.done(alloc::format!("relu{relus}"), None);
+                self.done(alloc::format!("relu{relus}"));
             }
         }
         Ok(shares)
@@ -619,16 +581,6 @@ impl<B: PolyBackend, R: RngCore + CryptoRng> Run<'_, '_, B, R> {
     }
 }
 
-fn check_party<R: RngCore + CryptoRng>(p: &Party<R>, want: PartyId) -> Result<(), ProtocolError> {
-    if p.id() != want || *p.config() != MPC_CONFIG {
-        return Err(Error::InvalidParameters(
-            "the MPC party must be P0 at the client and P1 at the server, with the hybrid MPC_CONFIG",
-        )
-        .into());
-    }
-    Ok(())
-}
-
 /// The client (P0) on one batch: `x` holds `plan.batch` images (`[b][c][y][x]`), of which the
 /// first `valid` are real (public; the rest must be zero). The images are packed and brought in
 /// through M2C; the client takes part in every conversion and ReLU and returns the logits
@@ -646,55 +598,16 @@ pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
     valid: usize,
     progress: &mut dyn FnMut(&StepCost),
 ) -> Result<Vec<f64>, ProtocolError> {
-    check_party(p, PartyId::P0)?;
-    plan.check(ck.params().n() / 2)?;
-    let live = plan.live_slots(valid)?;
-    let opened = plan.opened_slots(valid)?;
-    let lim = libm::exp2(LOG_BOUND as f64);
-    if x.iter().any(|v| !v.is_finite() || v.abs() > lim) {
-        return Err(Error::InvalidParameters("an input value is outside the M2C bound").into());
-    }
-    let r = p.ring();
+    let h = HybridRun::client(p, ck, sk, &MPC_CONFIG)?;
     let packed = plan.net.input.pack(x)?;
     let shares = packed
         .iter()
-        .map(|v| {
-            RingShares::new(
-                v.iter()
-                    .map(|&a| r.from_signed(fixed::encode(a, r.frac)))
-                    .collect(),
-            )
-        })
-        .collect();
-    let mark = (0, 0);
-    let mut run = Run {
-        p,
-        ck,
-        side: Side::Client { sk },
-        plan,
-        arch,
-        progress,
-        mark,
-        conv: (0, 0),
-        live,
-    };
-    run.mark = run.stats_now();
-    let out = run.run(shares).await?;
-    // Opening the valid images' logits to the client only: it pads its share with a fresh
-    // uniform mask first.
-    let flat = pick(&out, &opened, plan.slots)?;
-    let pad: Vec<u64> = (0..flat.len())
-        .map(|_| run.p.rng().next_u64() & r.mask())
-        .collect();
-    let masked: Vec<u64> = flat.iter().zip(&pad).map(|(&a, &b)| r.add(a, b)).collect();
-    let open = run.p.reveal(&RingShares::new(masked)).await?;
-    let vals: Vec<f64> = open
-        .iter()
-        .zip(&pad)
-        .map(|(&v, &m)| fixed::decode(r.to_signed(r.sub(v, m)), r.frac))
-        .collect();
-    run.done(String::from("open"), None);
-    Ok(vals)
+        .map(|v| h.share_input(v, LOG_BOUND))
+        .collect::<Result<_, _>>()?;
+    Run::new(h, plan, arch, valid, progress)?
+        .batch(shares)
+        .await?
+        .ok_or(Error::InvalidParameters("no logits").into())
 }
 
 /// The words at `at` (positions `ct·slots + slot`) of the per-ciphertext share vectors.
@@ -729,31 +642,11 @@ pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
     valid: usize,
     progress: &mut dyn FnMut(&StepCost),
 ) -> Result<(), ProtocolError> {
-    check_party(p, PartyId::P1)?;
-    plan.check(ck.params().n() / 2)?;
-    let live = plan.live_slots(valid)?;
-    let opened = plan.opened_slots(valid)?;
+    let h = HybridRun::server(p, ck, pk, keys, plan.slots, net, &MPC_CONFIG)?;
     let input = vec![RingShares::new(vec![0u64; plan.slots]); plan.net.input.ciphertexts()];
-    let mut run = Run {
-        p,
-        ck,
-        side: Side::Server {
-            pk,
-            ex: CkksExec::new(ck, keys, plan.slots),
-            net,
-        },
-        plan,
-        arch: net,
-        progress,
-        mark: (0, 0),
-        conv: (0, 0),
-        live,
-    };
-    run.mark = run.stats_now();
-    let out = run.run(input).await?;
-    let flat = pick(&out, &opened, plan.slots)?;
-    run.p.reveal(&RingShares::new(flat)).await?;
-    run.done(String::from("open"), None);
+    Run::new(h, plan, net, valid, progress)?
+        .batch(input)
+        .await?;
     Ok(())
 }
 

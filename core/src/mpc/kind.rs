@@ -1,6 +1,8 @@
-//! The one table of frame tags of the engine and of the conversion protocols above it: a
-//! [`MsgKind`] per protocol step, whose discriminant is the tag. The message structs that carry
-//! each kind, and the table of payload sizes, are in [`super::msgs`].
+//! The one table of frame tags of the product: a [`MsgKind`] per step of the engine and of the
+//! conversion protocols above it (its discriminant is the tag), and a [`HostKind`] per frame of
+//! the host's protocols (the key exchange, the model families' handshakes and reports). The
+//! message structs that carry each engine kind, and the table of payload sizes, are in
+//! [`super::msgs`]; the host's are in `veil-host`.
 
 use core::fmt;
 
@@ -113,5 +115,93 @@ impl MsgKind {
 impl fmt::Display for MsgKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{self:?} (tag {:#06x})", self.tag())
+    }
+}
+
+/// Kind of a host frame: the key exchange, the model families' handshakes and reports. These
+/// frames travel outside the MPC engine (the host reads them before or after a protocol run),
+/// in tag ranges no [`MsgKind`] uses; they belong to this one table all the same, so that no two
+/// protocols of the product can share a tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+#[repr(u16)]
+pub enum HostKind {
+    /// Key exchange: the CKKS parameter set.
+    Params = 0x0A01,
+    /// Key exchange: the public key.
+    PublicKey = 0x0A02,
+    /// Key exchange: the evaluation keys.
+    EvalKeys = 0x0A03,
+    /// Key exchange: the server's acknowledgement.
+    KeysAck = 0x0A04,
+    /// A batch of ciphertexts (the FHE-only CNN run).
+    Ciphertexts = 0x0A05,
+    /// One ciphertext.
+    Ciphertext = 0x0A06,
+    /// BERT session: the client's hello.
+    BertHello = 0x0B01,
+    /// BERT session: the server's acceptance.
+    BertAccept = 0x0B02,
+    /// BERT session: the server's refusal.
+    BertRefuse = 0x0B03,
+    /// BERT session: the server's per-block report.
+    BertReport = 0x0B04,
+    /// CNN hybrid run: the plan's fingerprint, and its acceptance.
+    CnnPlan = 0x0C01,
+    /// CNN session: the client's hello.
+    CnnHello = 0x0C02,
+    /// CNN session: the server's acceptance.
+    CnnAccept = 0x0C03,
+    /// CNN session: the server's refusal.
+    CnnRefuse = 0x0C04,
+}
+
+impl HostKind {
+    /// Every kind, in tag order.
+    pub const ALL: [HostKind; 14] = [
+        HostKind::Params,
+        HostKind::PublicKey,
+        HostKind::EvalKeys,
+        HostKind::KeysAck,
+        HostKind::Ciphertexts,
+        HostKind::Ciphertext,
+        HostKind::BertHello,
+        HostKind::BertAccept,
+        HostKind::BertRefuse,
+        HostKind::BertReport,
+        HostKind::CnnPlan,
+        HostKind::CnnHello,
+        HostKind::CnnAccept,
+        HostKind::CnnRefuse,
+    ];
+
+    /// The frame tag.
+    pub const fn tag(self) -> u16 {
+        self as u16
+    }
+
+    /// The kind with this tag, if any.
+    pub fn from_tag(tag: u16) -> Option<HostKind> {
+        HostKind::ALL.iter().copied().find(|k| k.tag() == tag)
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::{HostKind, MsgKind};
+
+    /// Every tag of the product is unique: the engine's, the host's, and across the two.
+    #[test]
+    fn tags_are_unique_across_the_table() {
+        let mut tags: alloc::vec::Vec<u16> = MsgKind::ALL.iter().map(|k| k.tag()).collect();
+        tags.extend(HostKind::ALL.iter().map(|k| k.tag()));
+        let n = tags.len();
+        tags.sort_unstable();
+        tags.dedup();
+        assert_eq!(tags.len(), n, "two kinds share a tag");
+        for k in HostKind::ALL {
+            assert_eq!(HostKind::from_tag(k.tag()), Some(k));
+            assert_eq!(MsgKind::from_tag(k.tag()), None, "{k:?}");
+        }
     }
 }

@@ -3,21 +3,22 @@
 use super::{PartyError, Payload};
 use crate::transport::{Transport, TransportError};
 use veil_core::ckks::{Ciphertext, Ckks};
+use veil_core::mpc::kind::HostKind;
 use veil_core::mpc::Frame;
 use veil_core::PolyBackend;
 
 /// The client's parameter set.
-pub const TAG_PARAMS: u16 = 0x0A01;
+pub const TAG_PARAMS: u16 = HostKind::Params.tag();
 /// The client's public key.
-pub const TAG_PUBLIC_KEY: u16 = 0x0A02;
+pub const TAG_PUBLIC_KEY: u16 = HostKind::PublicKey.tag();
 /// The client's evaluation keys.
-pub const TAG_EVAL_KEYS: u16 = 0x0A03;
+pub const TAG_EVAL_KEYS: u16 = HostKind::EvalKeys.tag();
 /// The server's acknowledgement that the keys decoded.
-pub const TAG_KEYS_ACK: u16 = 0x0A04;
+pub const TAG_KEYS_ACK: u16 = HostKind::KeysAck.tag();
 /// The count of a ciphertext batch.
-pub const TAG_CIPHERTEXTS: u16 = 0x0A05;
+pub const TAG_CIPHERTEXTS: u16 = HostKind::Ciphertexts.tag();
 /// One ciphertext of a batch.
-pub const TAG_CIPHERTEXT: u16 = 0x0A06;
+pub const TAG_CIPHERTEXT: u16 = HostKind::Ciphertext.tag();
 /// The largest ciphertext batch a receiver accepts.
 pub const MAX_CIPHERTEXTS: u64 = 1 << 16;
 

@@ -83,11 +83,11 @@ pub fn calibrate<B: PolyBackend>(
                 layer: c.layer,
                 block: c.block.into(),
                 compute_s: r.server_blocks.get(i).map_or(row.wall_s, |b| b.wall_s),
-                ckks: c.ckks,
-                converted_cts: c.converted_cts,
-                bytes: c.mpc_bytes,
-                sent: c.mpc_bytes_sent,
-                rounds: c.mpc_rounds,
+                ckks: c.tally.ckks,
+                converted_cts: c.tally.converted_cts,
+                bytes: c.tally.mpc_bytes,
+                sent: c.tally.mpc_bytes_sent,
+                rounds: c.tally.mpc_rounds,
             }
         })
         .collect();

@@ -5,9 +5,9 @@ use super::messages::{
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
-    frame, plan, recv, session_rng, setup_party, BlockRow, CkksCache, Clock, SessionError,
-    SessionOptions,
+    frame, plan, recv, session_rng, setup_party, BlockRow, CkksCache, SessionError, SessionOptions,
 };
+use crate::mpc::Clock;
 use crate::party::{Client, KeyExchangeStats, KeyRequest};
 use crate::transport::Transport;
 use std::time::Instant;
@@ -158,9 +158,7 @@ pub fn run_client<B: PolyBackend>(
         .map_err(SessionError::Keys)?;
 
     // 3. Base OT.
-    let ts = Instant::now();
-    let mut p = setup_party(PartyId::P0, opts, t)?;
-    let setup_s = ts.elapsed().as_secs_f64();
+    let (mut p, setup_s) = setup_party(PartyId::P0, opts, t)?;
 
     // 4. Inference.
     let tr = Instant::now();
@@ -215,7 +213,7 @@ pub fn run_client<B: PolyBackend>(
         });
     }
     for (row, s) in blocks.iter_mut().zip(&server_blocks) {
-        row.cost.ckks = s.ckks;
+        row.cost.tally.ckks = s.ckks;
     }
     Ok(ClientResult {
         logits,

@@ -4,20 +4,21 @@
 
 use sha2::{Digest, Sha256};
 use veil_core::bert::{Blocks, EncoderConfig, SEQ_LENS};
+use veil_core::mpc::kind::HostKind;
 use veil_core::nonlinear::gelu::{GeluKind, GeluSplit};
 use veil_core::nonlinear::layernorm::LnKind;
 use veil_core::nonlinear::softmax::SoftmaxKind;
 use veil_core::transformer::OpCounts;
 
 /// The client's request to open a session.
-pub const TAG_HELLO: u16 = 0x0B01;
+pub const TAG_HELLO: u16 = HostKind::BertHello.tag();
 /// The server accepts the request.
-pub const TAG_ACCEPT: u16 = 0x0B02;
+pub const TAG_ACCEPT: u16 = HostKind::BertAccept.tag();
 /// The server refuses the request (payload: reason code and text).
-pub const TAG_REFUSE: u16 = 0x0B03;
+pub const TAG_REFUSE: u16 = HostKind::BertRefuse.tag();
 /// The server's per-block report after a finished run (public operation counts and its wall
 /// times).
-pub const TAG_REPORT: u16 = 0x0B04;
+pub const TAG_REPORT: u16 = HostKind::BertReport.tag();
 
 /// Version of the session protocol this build speaks. 2: the C2M boundaries end with the local
 /// truncation, without the exact rounding's messages (`C2mPlan::local_rounding`). 3: the
@@ -162,6 +163,19 @@ impl Hello {
             return Err(format!("{valid} valid tokens do not fit 1..={m}"));
         }
         Ok((m, valid))
+    }
+}
+
+impl crate::serve::HelloMessage for Hello {
+    const TAG: u16 = TAG_HELLO;
+    const VERSION: u16 = SESSION_VERSION;
+    const NAME: &'static str = "hello";
+    type Error = DecodeError;
+    fn peek_version(payload: &[u8]) -> Option<u16> {
+        Hello::peek_version(payload)
+    }
+    fn decode(payload: &[u8]) -> Result<Self, DecodeError> {
+        Hello::decode(payload)
     }
 }
 

@@ -62,11 +62,12 @@ pub use messages::{
 pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats};
 
 use crate::mpc::DriverError;
+use crate::mpc::{SetupError, Timed};
 use crate::party::PartyError;
+pub use crate::serve::BackendFactory;
+use crate::serve::ContextCache;
 use crate::transport::{Transport, TransportConfig, TransportError};
-use rand_core::{OsRng, SeedableRng};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 #[cfg(doc)]
 use veil_core::bert::{client_run, server_run};
@@ -248,15 +249,10 @@ impl Transport for Patient<'_> {
     }
 }
 
-/// One block of a session's table, as one party saw it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockRow {
-    /// The block's costs. At the client, `cost.ckks` holds the server's reported operation
-    /// counts once the run has finished (zero in progress events).
-    pub cost: BlockCost,
-    /// This party's wall time of the block (between its progress events), seconds.
-    pub wall_s: f64,
-}
+/// One block of a session's table, as one party saw it: the block's costs (at the client,
+/// `cost.ckks` holds the server's reported operation counts once the run has finished, zero in
+/// progress events) and this party's wall time.
+pub type BlockRow = Timed<BlockCost>;
 
 /// The CKKS parameter set of a session for architecture `cfg` at padded length `m`: today one
 /// 128-bit set for every shape ([`veil_core::bert::session_params`]). The one place the host
@@ -270,24 +266,16 @@ pub fn session_params(cfg: &EncoderConfig, m: usize) -> Result<CkksParams, veil_
 pub type ParamsPolicy =
     dyn Fn(&EncoderConfig, usize) -> Result<CkksParams, veil_core::Error> + Send + Sync;
 
-/// A backend builder for a validated parameter set.
-pub type BackendFactory<B> = dyn Fn(&CkksParams) -> Result<B, String> + Send + Sync;
-
-/// A session shape: the architecture's fingerprint and `m`.
-type ShapeKey = ([u8; 32], usize);
-
-/// CKKS contexts per session shape, built once by a backend factory and shared by every
-/// session of that shape (the NTT tables and the backend's plans are read-only).
+/// The CKKS contexts of a BERT server: the parameter policy of a session shape on the server
+/// framework's [`ContextCache`] (shared by every shape with the same parameter set).
 pub struct CkksCache<B: PolyBackend> {
-    factory: Box<BackendFactory<B>>,
+    contexts: ContextCache<B>,
     params: Box<ParamsPolicy>,
-    made: Mutex<HashMap<ShapeKey, Arc<Ckks<B>>>>,
 }
 
 impl<B: PolyBackend> std::fmt::Debug for CkksCache<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.made.lock().map(|g| g.len()).unwrap_or(0);
-        write!(f, "CkksCache {{ contexts: {n} }}")
+        write!(f, "CkksCache {{ {:?} }}", self.contexts)
     }
 }
 
@@ -308,9 +296,8 @@ impl<B: PolyBackend> CkksCache<B> {
             + 'static,
     ) -> Self {
         CkksCache {
-            factory: Box::new(factory),
+            contexts: ContextCache::new(factory),
             params: Box::new(params),
-            made: Mutex::new(HashMap::new()),
         }
     }
 
@@ -321,34 +308,17 @@ impl<B: PolyBackend> CkksCache<B> {
 
     /// The context of a session of `cfg` at length `m` (built on first use).
     pub fn get(&self, cfg: &EncoderConfig, m: usize) -> Result<Arc<Ckks<B>>, SessionError> {
-        let key = (fingerprint(cfg), m);
-        let mut g = self
-            .made
-            .lock()
-            .map_err(|_| SessionError::Backend("a session panicked building a backend".into()))?;
-        if let Some(ck) = g.get(&key) {
-            return Ok(ck.clone());
-        }
         let params = self.params_for(cfg, m)?;
-        let be = (self.factory)(&params).map_err(SessionError::Backend)?;
-        let ck = Arc::new(Ckks::new(Arc::new(be)));
-        g.insert(key, ck.clone());
-        Ok(ck)
+        self.contexts.get(&params).map_err(SessionError::Backend)
     }
 }
 
 /// A fresh ChaCha20 CSPRNG seeded from the OS, wiped when dropped.
 pub(crate) fn session_rng() -> Result<SecretRng, SessionError> {
-    SecretRng::from_rng(OsRng).map_err(|e| SessionError::Entropy(e.to_string()))
+    crate::mpc::session_rng().map_err(SessionError::from)
 }
 
-pub(crate) fn frame(tag: u16, payload: Vec<u8>) -> Frame {
-    Frame {
-        tag,
-        depth: 0,
-        payload,
-    }
-}
+pub(crate) use crate::transport::frame;
 
 /// Receives the next frame; a transport error other than the peer's own abort or disconnect is
 /// reported to the peer.
@@ -357,26 +327,23 @@ pub(crate) fn recv(t: &mut dyn Transport) -> Result<Frame, SessionError> {
     on_error(t, r)
 }
 
-/// [`recv`] for a server's first frame, under [`crate::transport::HELLO_LIMITS`].
-pub(crate) fn recv_hello(t: &mut dyn Transport) -> Result<Frame, SessionError> {
-    let r = t.recv_limited(crate::transport::HELLO_LIMITS);
-    on_error(t, r)
-}
-
 /// Reports a receive error to the peer (unless the peer ended the session itself).
 fn on_error(
     t: &mut dyn Transport,
     r: Result<Frame, TransportError>,
 ) -> Result<Frame, SessionError> {
-    r.map_err(|e| {
-        if !matches!(
-            e,
-            TransportError::PeerAborted(_) | TransportError::Disconnected
-        ) {
-            t.abort(&e.to_string());
-        }
-        SessionError::Transport(e)
-    })
+    r.map_err(|e| transport_failed(t, e))
+}
+
+/// A receive error, reported to the peer (unless the peer ended the session itself).
+pub(crate) fn transport_failed(t: &mut dyn Transport, e: TransportError) -> SessionError {
+    if !matches!(
+        e,
+        TransportError::PeerAborted(_) | TransportError::Disconnected
+    ) {
+        t.abort(&e.to_string());
+    }
+    SessionError::Transport(e)
 }
 
 /// Plans the session (both sides call it with the same arguments: the server with its own
@@ -390,47 +357,23 @@ pub(crate) fn plan<B: PolyBackend>(
     SessionPlan::with_blocks(ck.params(), cfg, m, blocks).map_err(SessionError::Plan)
 }
 
-/// A party with its own CSPRNG, after the base-OT setup over `t`.
+/// A party with its own CSPRNG, after the base-OT setup over `t`, and the setup's seconds.
 pub(crate) fn setup_party(
     id: veil_core::mpc::PartyId,
     opts: &SessionOptions,
     t: &mut dyn Transport,
-) -> Result<Party<SecretRng>, SessionError> {
-    let rng = session_rng()?;
-    let p = match opts.silent {
-        Some(sp) => Party::with_silent_ot(id, opts.mpc, rng, sp),
-        None => Party::new(id, opts.mpc, rng),
-    };
-    let mut p = p.map_err(|e| SessionError::Mpc {
-        step: "setup",
-        source: DriverError::Protocol(e),
-    })?;
-    crate::mpc::drive(p.channel(), p.setup(), t).map_err(|source| SessionError::Mpc {
-        step: "setup",
-        source,
-    })?;
-    Ok(p)
+) -> Result<(Party<SecretRng>, f64), SessionError> {
+    crate::mpc::setup_party(id, opts.mpc, opts.silent, t).map_err(SessionError::from)
 }
 
-/// Records a block's wall time since the previous event.
-pub(crate) struct Clock {
-    last: Instant,
-}
-
-impl Clock {
-    pub(crate) fn new() -> Self {
-        Clock {
-            last: Instant::now(),
-        }
-    }
-
-    pub(crate) fn row(&mut self, c: &BlockCost) -> BlockRow {
-        let now = Instant::now();
-        let wall_s = (now - self.last).as_secs_f64();
-        self.last = now;
-        BlockRow {
-            cost: c.clone(),
-            wall_s,
+impl From<SetupError> for SessionError {
+    fn from(e: SetupError) -> Self {
+        match e {
+            SetupError::Entropy(e) => SessionError::Entropy(e),
+            SetupError::Mpc(source) => SessionError::Mpc {
+                step: "setup",
+                source,
+            },
         }
     }
 }

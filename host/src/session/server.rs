@@ -2,14 +2,15 @@
 
 use super::messages::{
     encode_report, fingerprint, Accept, Hello, Refusal, RefuseCode, ReportBlock, SESSION_VERSION,
-    TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
+    TAG_ACCEPT, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
-    frame, plan, recv_hello, setup_party, BlockRow, CkksCache, Clock, Patient, SessionError,
+    frame, plan, setup_party, transport_failed, BlockRow, CkksCache, Patient, SessionError,
     SessionOptions,
 };
+use crate::mpc::Clock;
 use crate::party::{KeyExchangeStats, Server};
-use crate::serve::{Handler, ServeSummary, ServerOptions, SessionEnd};
+use crate::serve::{Handler, HelloProblem, ServeSummary, ServerOptions, SessionEnd};
 use crate::transport::{Transport, TransportConfig};
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -65,34 +66,14 @@ fn read_hello<B: PolyBackend>(
     weights: &EncoderWeights,
     ckks: &CkksCache<B>,
 ) -> Result<(usize, usize, std::sync::Arc<veil_core::ckks::Ckks<B>>), SessionError> {
-    let f = recv_hello(t)?;
-    if f.tag != TAG_HELLO {
-        return reject(
-            t,
-            Refusal::new(
-                RefuseCode::Malformed,
-                format!("expected a hello (tag 0x0b01), got tag {:#06x}", f.tag),
-            ),
-        );
-    }
-    if let Some(v) = Hello::peek_version(&f.payload) {
-        if v != SESSION_VERSION {
-            return reject(
-                t,
-                Refusal::new(
-                    RefuseCode::UnsupportedVersion,
-                    format!("this server speaks version {SESSION_VERSION}, the client {v}"),
-                ),
-            );
-        }
-    }
-    let hello = match Hello::decode(&f.payload) {
+    let hello = match crate::serve::read_hello::<Hello>(t) {
         Ok(h) => h,
-        Err(e) => {
-            return reject(
-                t,
-                Refusal::new(RefuseCode::Malformed, format!("hello: {e}")),
-            )
+        Err(HelloProblem::Transport(e)) => return Err(transport_failed(t, e)),
+        Err(HelloProblem::Malformed(text)) => {
+            return reject(t, Refusal::new(RefuseCode::Malformed, text))
+        }
+        Err(HelloProblem::Version(text)) => {
+            return reject(t, Refusal::new(RefuseCode::UnsupportedVersion, text))
         }
     };
     let cfg = &weights.cfg;
@@ -174,9 +155,7 @@ pub fn serve_one<B: PolyBackend>(
     }
     .map_err(SessionError::Keys)?;
 
-    let ts = Instant::now();
-    let mut p = setup_party(PartyId::P1, opts, t)?;
-    let setup_s = ts.elapsed().as_secs_f64();
+    let (mut p, setup_s) = setup_party(PartyId::P1, opts, t)?;
 
     let tr = Instant::now();
     let mut blocks = Vec::new();
@@ -207,11 +186,11 @@ pub fn serve_one<B: PolyBackend>(
         .map(|r| ReportBlock {
             layer: u32::try_from(r.cost.layer).unwrap_or(u32::MAX),
             block: r.cost.block.to_string(),
-            ckks: r.cost.ckks,
-            converted_cts: r.cost.converted_cts as u64,
-            converted_bytes: r.cost.converted_bytes,
-            mpc_bytes: r.cost.mpc_bytes,
-            mpc_rounds: r.cost.mpc_rounds,
+            ckks: r.cost.tally.ckks,
+            converted_cts: r.cost.tally.converted_cts as u64,
+            converted_bytes: r.cost.tally.converted_bytes,
+            mpc_bytes: r.cost.tally.mpc_bytes,
+            mpc_rounds: r.cost.tally.mpc_rounds,
             wall_s: r.wall_s,
         })
         .collect();

@@ -16,6 +16,15 @@ pub use tcp::{connect_with_retry, ConnectError, TcpTransport, DEFAULT_CONNECT_TI
 use std::time::{Duration, Instant};
 use veil_core::mpc::Frame;
 
+/// A host frame with `tag` and `payload`, outside any MPC sub-protocol (depth 0).
+pub fn frame(tag: u16, payload: Vec<u8>) -> Frame {
+    Frame {
+        tag,
+        depth: 0,
+        payload,
+    }
+}
+
 /// Frame magic byte.
 pub const MAGIC: u8 = 0x56;
 /// Wire format version. Version 2: seeds inside payloads (seeded RLWE uploads and keys of the MPC

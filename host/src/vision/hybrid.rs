@@ -11,29 +11,32 @@
 
 use super::{argmax, VisionError};
 use crate::model::images::Images;
-use crate::mpc::{drive, DriverError};
+use crate::mpc::{channel_bytes, drive, session_rng, setup_party, Clock, Timed};
 use crate::party::{Client, KeyRequest, PartyError, Server};
 use crate::transport::Transport;
-use rand_core::{OsRng, SeedableRng};
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::{client_run, dry_counts, server_run, HybridPlan, MPC_CONFIG};
 use veil_core::cnn::{Network, PlanMode, StepCost};
+use veil_core::mpc::kind::HostKind;
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
 use veil_core::SecretRng;
 
 /// The frame carrying the client's [`HybridPlan::fingerprint`] (32 bytes) before any key, and
 /// the server's empty acceptance.
-pub const TAG_HYBRID_PLAN: u16 = 0x0C01;
+pub const TAG_HYBRID_PLAN: u16 = HostKind::CnnPlan.tag();
 
 /// The client's half of the plan check: sends its plan's fingerprint and waits for the server's
 /// empty [`TAG_HYBRID_PLAN`] frame (a refusal arrives as the server's abort, with its reason).
 fn send_plan(t: &mut dyn Transport, plan: &HybridPlan) -> Result<(), VisionError> {
     let net = |e| VisionError::Party(PartyError::Transport(e));
-    t.send(vec![plan_frame(plan.fingerprint().to_vec())])
-        .map_err(net)?;
+    t.send(vec![crate::transport::frame(
+        TAG_HYBRID_PLAN,
+        plan.fingerprint().to_vec(),
+    )])
+    .map_err(net)?;
     let f = t.recv().map_err(net)?;
     if f.tag != TAG_HYBRID_PLAN {
         return Err(VisionError::Party(PartyError::UnexpectedMessage {
@@ -42,14 +45,6 @@ fn send_plan(t: &mut dyn Transport, plan: &HybridPlan) -> Result<(), VisionError
         }));
     }
     Ok(())
-}
-
-fn plan_frame(payload: Vec<u8>) -> veil_core::mpc::Frame {
-    veil_core::mpc::Frame {
-        tag: TAG_HYBRID_PLAN,
-        depth: 0,
-        payload,
-    }
 }
 
 /// The server's half: receives the client's fingerprint and refuses (telling the client why)
@@ -77,7 +72,7 @@ fn check_plan(t: &mut dyn Transport, plan: &HybridPlan) -> Result<(), VisionErro
     if f.payload[..] != plan.fingerprint()[..] {
         return refuse(t, VisionError::PlanMismatch);
     }
-    t.send(vec![plan_frame(Vec::new())])
+    t.send(vec![crate::transport::frame(TAG_HYBRID_PLAN, Vec::new())])
         .map_err(|e| VisionError::Party(PartyError::Transport(e)))
 }
 
@@ -95,14 +90,9 @@ impl Default for HybridOptions {
     }
 }
 
-/// One step of one batch with its wall time at the party that saw it.
-#[derive(Clone, Debug)]
-pub struct StepRow {
-    /// The step's costs.
-    pub cost: StepCost,
-    /// Seconds since the previous step ended.
-    pub wall_s: f64,
-}
+/// One step of one batch with its wall time at the party that saw it (seconds since the
+/// previous step ended).
+pub type StepRow = Timed<StepCost>;
 
 /// What one party saw of a hybrid run.
 #[derive(Clone, Debug, Default)]
@@ -129,39 +119,19 @@ pub struct HybridOutcome {
     pub batches: usize,
 }
 
-fn session_party(id: PartyId, opts: &HybridOptions) -> Result<Party<SecretRng>, VisionError> {
-    let rng = SecretRng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
-    let p = if opts.silent_ot {
-        Party::with_silent_ot(id, MPC_CONFIG, rng, FERRET_EMP_OT)
-    } else {
-        Party::new(id, MPC_CONFIG, rng)
-    };
-    p.map_err(|e| VisionError::Hybrid {
-        step: "setup",
-        source: DriverError::Protocol(e),
-    })
-}
-
-fn setup(p: &mut Party<SecretRng>, t: &mut dyn Transport) -> Result<f64, VisionError> {
-    let t0 = Instant::now();
-    drive(p.channel(), p.setup(), t).map_err(|source| VisionError::Hybrid {
-        step: "setup",
-        source,
-    })?;
-    Ok(t0.elapsed().as_secs_f64())
-}
-
-fn channel_bytes(p: &Party<SecretRng>) -> u64 {
-    let s = p.channel().stats();
-    [s.setup, s.offline, s.online]
-        .iter()
-        .map(|x| x.bytes_sent + x.bytes_recv)
-        .sum()
+/// The session's party, set up over `t`; the setup's wall time.
+fn setup(
+    id: PartyId,
+    opts: &HybridOptions,
+    t: &mut dyn Transport,
+) -> Result<(Party<SecretRng>, f64), VisionError> {
+    let silent = opts.silent_ot.then_some(FERRET_EMP_OT);
+    Ok(setup_party(id, MPC_CONFIG, silent, t)?)
 }
 
 /// Rows with wall times from a step callback.
 struct Recorder<'a> {
-    last: Instant,
+    clock: Clock,
     rows: Vec<StepRow>,
     keep: bool,
     converted: u64,
@@ -172,7 +142,7 @@ struct Recorder<'a> {
 impl<'a> Recorder<'a> {
     fn new(on_step: &'a mut dyn FnMut(usize, &StepRow)) -> Self {
         Recorder {
-            last: Instant::now(),
+            clock: Clock::new(),
             rows: Vec::new(),
             keep: true,
             converted: 0,
@@ -182,13 +152,8 @@ impl<'a> Recorder<'a> {
     }
 
     fn step(&mut self, c: &StepCost) {
-        let now = Instant::now();
-        let row = StepRow {
-            cost: c.clone(),
-            wall_s: (now - self.last).as_secs_f64(),
-        };
-        self.last = now;
-        self.converted += c.converted_bytes;
+        let row = self.clock.row(c);
+        self.converted += c.tally.converted_bytes;
         (self.on_step)(self.batch, &row);
         if self.keep {
             self.rows.push(row);
@@ -212,7 +177,7 @@ pub fn run_client<B: PolyBackend>(
     let plan = HybridPlan::new(ck.params(), arch, batch, block).map_err(VisionError::HybridPlan)?;
     let (_, rotations) = dry_counts(&plan, arch).map_err(VisionError::Plan)?;
     send_plan(t, &plan)?;
-    let mut rng = SecretRng::from_rng(OsRng).map_err(|e| VisionError::Entropy(e.to_string()))?;
+    let mut rng = session_rng()?;
     let client = Client::new(ck, &mut rng)?;
     let t0 = Instant::now();
     let ks = client.send_keys(
@@ -224,8 +189,7 @@ pub fn run_client<B: PolyBackend>(
         &mut rng,
     )?;
     let keys_s = t0.elapsed().as_secs_f64();
-    let mut p = session_party(PartyId::P0, opts)?;
-    let setup_s = setup(&mut p, t)?;
+    let (mut p, setup_s) = setup(PartyId::P0, opts, t)?;
     let per = arch.channels * arch.side * arch.side;
     let classes = arch.classes();
     let mut logits = Vec::with_capacity(images.count);
@@ -240,7 +204,7 @@ pub fn run_client<B: PolyBackend>(
         }
         rec.batch = batches;
         rec.keep = batches == 0;
-        rec.last = Instant::now();
+        rec.clock.restart();
         let out = drive(
             p.channel(),
             client_run(
@@ -299,8 +263,7 @@ pub fn run_server<B: PolyBackend>(
     let t0 = Instant::now();
     let (server, stats) = Server::receive_keys(ck, t, rotations.len())?;
     let keys_s = t0.elapsed().as_secs_f64();
-    let mut p = session_party(PartyId::P1, opts)?;
-    let setup_s = setup(&mut p, t)?;
+    let (mut p, setup_s) = setup(PartyId::P1, opts, t)?;
     let mut rec = Recorder::new(on_step);
     let (b0, tr) = (channel_bytes(&p), Instant::now());
     let batches = images.div_ceil(batch);
@@ -308,7 +271,7 @@ pub fn run_server<B: PolyBackend>(
         let valid = batch.min(images - b * batch);
         rec.batch = b;
         rec.keep = b == 0;
-        rec.last = Instant::now();
+        rec.clock.restart();
         drive(
             p.channel(),
             server_run(
@@ -375,26 +338,14 @@ pub fn run_loopback<B: PolyBackend + Sync>(
 where
     B::Buffer: Send + Sync,
 {
-    let slots = ck.params().n() / 2;
-    let arch = net.public_architecture();
-    let block = match block {
-        Some(b) => b,
-        None => super::choose_block(&arch, batch, slots, PlanMode::Hybrid)?,
-    };
+    let (arch, block) = super::loopback_block(ck, net, batch, block, PlanMode::Hybrid)?;
     let plan =
         HybridPlan::new(ck.params(), &arch, batch, block).map_err(VisionError::HybridPlan)?;
     let count = images.count;
-    let cfg = crate::transport::TransportConfig {
-        timeout: std::time::Duration::from_secs(3600),
-        ..Default::default()
-    };
-    let (c, s) = crate::harness::run_pair(
-        crate::harness::Link::Tcp,
-        cfg,
+    let (c, s) = super::loopback_pair(
         |t| run_client(ck, t, &arch, images, batch, block, opts, &mut |_, _| {}),
         |t| run_server(ck, t, net, batch, block, count, opts, &mut on_step),
-    )
-    .map_err(VisionError::Harness)?;
+    )?;
     Ok(HybridRun {
         block,
         batch,

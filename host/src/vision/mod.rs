@@ -117,6 +117,18 @@ impl std::fmt::Display for VisionError {
 
 impl std::error::Error for VisionError {}
 
+impl From<crate::mpc::SetupError> for VisionError {
+    fn from(e: crate::mpc::SetupError) -> Self {
+        match e {
+            crate::mpc::SetupError::Entropy(e) => VisionError::Entropy(e),
+            crate::mpc::SetupError::Mpc(source) => VisionError::Hybrid {
+                step: "setup",
+                source,
+            },
+        }
+    }
+}
+
 impl From<PartyError> for VisionError {
     fn from(e: PartyError) -> Self {
         VisionError::Party(e)
@@ -386,6 +398,37 @@ pub fn reset_peak_rss() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
+/// The public architecture of `net` and the block size of a loopback run: `block`, or the
+/// planner's choice for `mode` at `batch` on `ck`'s slots.
+pub(crate) fn loopback_block<B: PolyBackend>(
+    ck: &Ckks<B>,
+    net: &Network,
+    batch: usize,
+    block: Option<usize>,
+    mode: PlanMode,
+) -> Result<(Network, usize), VisionError> {
+    let arch = net.public_architecture();
+    let block = match block {
+        Some(b) => b,
+        None => choose_block(&arch, batch, ck.params().n() / 2, mode)?,
+    };
+    Ok((arch, block))
+}
+
+/// Runs `client` and `server` on TCP loopback, each with its end, under an hour's receive
+/// timeout (one step of a large batch takes minutes on a CPU).
+pub(crate) fn loopback_pair<C, S: Send>(
+    client: impl FnOnce(&mut dyn crate::transport::Transport) -> C,
+    server: impl FnOnce(&mut dyn crate::transport::Transport) -> S + Send,
+) -> Result<(C, S), VisionError> {
+    let cfg = crate::transport::TransportConfig {
+        timeout: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    crate::harness::run_pair(crate::harness::Link::Tcp, cfg, client, server)
+        .map_err(VisionError::Harness)
+}
+
 /// A loopback run: both parties in this process, over TCP on 127.0.0.1.
 #[derive(Clone, Debug)]
 pub struct LoopbackRun {
@@ -414,31 +457,19 @@ pub fn run_loopback<B: PolyBackend + Sync>(
 where
     B::Buffer: Send + Sync,
 {
-    let slots = ck.params().n() / 2;
-    let arch = net.public_architecture();
-    let block = match block {
-        Some(b) => b,
-        None => choose_block(&arch, batch, slots, PlanMode::Fhe)?,
-    };
+    let (arch, block) = loopback_block(ck, net, batch, block, PlanMode::Fhe)?;
     let counts = arch
-        .dry_run(batch, block, slots)
+        .dry_run(batch, block, ck.params().n() / 2)
         .map_err(VisionError::Plan)?
         .counts;
     let batches = images.count.div_ceil(batch);
-    let cfg = crate::transport::TransportConfig {
-        timeout: std::time::Duration::from_secs(3600),
-        ..Default::default()
-    };
-    let (c, s) = crate::harness::run_pair(
-        crate::harness::Link::Tcp,
-        cfg,
+    let (c, s) = loopback_pair(
         |t| {
-            let mut rng = crate::os_rng();
+            let mut rng = crate::mpc::session_rng()?;
             run_client(ck, t, &arch, images, batch, block, &mut rng)
         },
         |t| run_server(ck, t, net, batch, block, batches, on_layer),
-    )
-    .map_err(VisionError::Harness)?;
+    )?;
     let client = c?;
     let batches = s?;
     Ok(LoopbackRun {

@@ -22,25 +22,37 @@
 use super::{choose_block, hybrid, run_client, run_server, ClientOutcome, VisionError};
 use crate::model::images::Images;
 use crate::party::PartyError;
-use crate::serve::{Handler, SessionEnd};
-use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS};
+use crate::serve::{ContextCache, Handler, HelloMessage, HelloProblem, SessionEnd};
+use crate::transport::{frame, TcpTransport, Transport, TransportConfig, TransportError};
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::HybridPlan;
 use veil_core::cnn::{batch_params, Layer, Network, PlanMode};
-use veil_core::mpc::Frame;
+use veil_core::mpc::kind::HostKind;
 
 /// The client's request (see the module's table).
-pub const TAG_CNN_HELLO: u16 = 0x0C02;
+pub const TAG_CNN_HELLO: u16 = HostKind::CnnHello.tag();
+impl HelloMessage for CnnHello {
+    const TAG: u16 = TAG_CNN_HELLO;
+    const VERSION: u16 = CNN_VERSION;
+    const NAME: &'static str = "CNN hello";
+    type Error = CnnDecodeError;
+    fn peek_version(payload: &[u8]) -> Option<u16> {
+        CnnHello::peek_version(payload)
+    }
+    fn decode(payload: &[u8]) -> Result<Self, CnnDecodeError> {
+        CnnHello::decode(payload)
+    }
+}
+
 /// The server's acceptance.
-pub const TAG_CNN_ACCEPT: u16 = 0x0C03;
+pub const TAG_CNN_ACCEPT: u16 = HostKind::CnnAccept.tag();
 /// The server's refusal.
-pub const TAG_CNN_REFUSE: u16 = 0x0C04;
+pub const TAG_CNN_REFUSE: u16 = HostKind::CnnRefuse.tag();
 /// The version of the CNN serving protocol this build speaks.
 pub const CNN_VERSION: u16 = 1;
 /// Length of an encoded [`CnnHello`].
@@ -401,18 +413,10 @@ pub fn default_block(
 pub fn cached_cnn_ckks<B: PolyBackend>(
     factory: impl Fn(&veil_core::CkksParams) -> Result<B, String> + Send + Sync + 'static,
 ) -> impl Fn(usize) -> Result<Arc<Ckks<B>>, String> + Send + Sync + 'static {
-    let made: Mutex<HashMap<String, Arc<Ckks<B>>>> = Mutex::new(HashMap::new());
+    let contexts = ContextCache::new(factory);
     move |batch| {
         let p = batch_params(batch).validate().map_err(|e| e.to_string())?;
-        let mut g = made
-            .lock()
-            .map_err(|_| "the CKKS cache is poisoned".to_string())?;
-        if let Some(ck) = g.get(p.name()) {
-            return Ok(ck.clone());
-        }
-        let ck = Arc::new(Ckks::new(Arc::new(factory(&p)?)));
-        g.insert(p.name().to_string(), ck.clone());
-        Ok(ck)
+        contexts.get(&p)
     }
 }
 
@@ -432,14 +436,6 @@ pub struct CnnSession {
     pub hello: CnnHello,
     /// Seconds from the acceptance to the last batch.
     pub seconds: f64,
-}
-
-fn frame(tag: u16, payload: Vec<u8>) -> Frame {
-    Frame {
-        tag,
-        depth: 0,
-        payload,
-    }
 }
 
 /// Sends a refusal (best effort: a client that is gone gets none) and fails with it.
@@ -497,36 +493,16 @@ fn read_hello<B: PolyBackend>(
     make_ckks: &MakeCkks<B>,
 ) -> Result<(CnnHello, Arc<Ckks<B>>), VisionError> {
     use CnnRefuseCode as R;
-    // Until the hello is accepted the peer is unknown: a small frame, soon.
-    let f = match t.recv_limited(HELLO_LIMITS) {
-        Ok(f) => f,
-        Err(e @ (TransportError::Malformed(_) | TransportError::TooLarge { .. })) => {
-            return refuse(t, R::Malformed, format!("not a Veil frame: {e}"))
-        }
-        Err(e) => return Err(VisionError::Party(PartyError::Transport(e))),
-    };
-    if f.tag != TAG_CNN_HELLO {
-        return refuse(
-            t,
-            R::Malformed,
-            format!(
-                "expected a CNN hello (tag {TAG_CNN_HELLO:#06x}), got tag {:#06x}",
-                f.tag
-            ),
-        );
-    }
-    if let Some(v) = CnnHello::peek_version(&f.payload) {
-        if v != CNN_VERSION {
-            return refuse(
-                t,
-                R::UnsupportedVersion,
-                format!("this server speaks version {CNN_VERSION}, the client {v}"),
-            );
-        }
-    }
-    let h = match CnnHello::decode(&f.payload) {
+    let h = match crate::serve::read_hello::<CnnHello>(t) {
         Ok(h) => h,
-        Err(e) => return refuse(t, R::Malformed, format!("hello: {e}")),
+        Err(HelloProblem::Transport(
+            e @ (TransportError::Malformed(_) | TransportError::TooLarge { .. }),
+        )) => return refuse(t, R::Malformed, format!("not a Veil frame: {e}")),
+        Err(HelloProblem::Transport(e)) => {
+            return Err(VisionError::Party(PartyError::Transport(e)))
+        }
+        Err(HelloProblem::Malformed(text)) => return refuse(t, R::Malformed, text),
+        Err(HelloProblem::Version(text)) => return refuse(t, R::UnsupportedVersion, text),
     };
     if &h.digest != digest {
         let classes = net.classes();

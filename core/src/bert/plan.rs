@@ -1,45 +1,6 @@
-//! The two sides of one private inference of a BERT-architecture encoder with a
-//! classification head (EncFormer Fig. 1).
-//!
-//! # Protocol
-//!
-//! The client is MPC party P0 and holds the CKKS secret key; the server is P1 and holds the
-//! weights, the public key and the evaluation keys. The client's input is its embedded sentence
-//! `X` (`m × d`: token, position and type embeddings from the published table, then the
-//! embedding LayerNorm; rows `valid..m` are padding). It enters as MPC shares (the client's share
-//! is `X`, the server's is 0), and every layer then runs
-//!
-//! | block | where | in → out |
-//! |---|---|---|
-//! | M2C `X` | conversion | shares → minimal packing |
-//! | `Q, K, V` projection (+ biases), score `Q·Kᵀ/√d_h` | CKKS, SCP kernels | → folded-diagonal stream |
-//! | C2M `S` | conversion | → shares |
-//! | softmax, padding keys masked | MPC | |
-//! | M2C `P` | conversion | → minimal folded-diagonal `P` |
-//! | value `P·V`, output projection | CKKS | → minimal packing |
-//! | C2M `Y`; `+ b_O + X`; LayerNorm 1 | conversion, MPC | → `H` |
-//! | M2C `H`; FC1 | conversion, CKKS | |
-//! | C2M; `+ b_1`; GELU (erf) | conversion, MPC | → `G` |
-//! | M2C `G`; FC2 | conversion, CKKS | |
-//! | C2M; `+ b_2 + H`; LayerNorm 2 | conversion, MPC | → next `X` |
-//!
-//! and the head runs on the shares: the mean over the `valid` rows (local), one owner-vector
-//! product with the server's `W/valid` (`ℓ` COTs per weight), `+ b`, and an opening to the
-//! client alone (the client masks its share first, so the server sees a uniform value).
-//!
-//! The nonlinear blocks are the plan's [`Blocks`]: by default the checkpoint's own functions
-//! ([`Blocks::EXACT`]); [`Blocks::encformer`] takes EncFormer's surrogates instead (MBMax,
-//! MBLN) and GELU with the split: after FC1 the server adds `b_1` in CKKS and evaluates BOLT's
-//! two candidates `F0(x)`, `F1(x)` on both real vectors of every ciphertext
-//! ([`crate::circuits::eval_part_polys`]: one conjugation, six products, three levels), the
-//! conversion carries `x`, `F0` and `F1` (block `c2m:cand` for the candidates), and MPC only
-//! compares and selects ([`Gelu::run_split`]). The candidates grow as `|x|^4`, so the split
-//! bounds GELU's inputs at `|x| ≤ 32` ([`bounds::F1_SPLIT`]).
-//!
-//! The residual stream never leaves MPC: the shares of `X` and `H` are kept for the residual
-//! additions, so each layer costs four conversions each way (six C2M with the GELU split). The
-//! server never decrypts and never sees a share unmasked; the client sees only one-time-padded
-//! ciphertexts in the conversions and the logits at the end.
+//! Planning one private inference of a BERT-architecture encoder: the public plan both parties
+//! derive on their own ([`SessionPlan`]), its nonlinear blocks ([`Blocks`]), their boundary
+//! bounds and the session's parameter set. The run itself is [`super::run`].
 //!
 //! # Levels and scales
 //!
@@ -54,29 +15,23 @@
 
 use super::layout::Layout;
 use super::track::ScaleExec;
-use super::weights::{EncoderConfig, EncoderWeights, LayerWeights};
+use super::weights::EncoderConfig;
 use crate::circuits::eval_part_polys;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey, C64};
-use crate::convert::{
-    c2m_p0, c2m_p1, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan, M2cPlan, ProtocolError, RunStats,
-};
+use crate::ckks::C64;
+use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
 use crate::error::Error;
-use crate::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares};
-use crate::nonlinear::fixed;
+use crate::mpc::MpcConfig;
 use crate::nonlinear::gelu::{Gelu, GeluKind, GeluSplit};
-use crate::nonlinear::layernorm::{LayerNorm, LnAffine, LnKind};
-use crate::nonlinear::ops;
+use crate::nonlinear::layernorm::{LayerNorm, LnKind};
 use crate::nonlinear::softmax::{Mask, Softmax, SoftmaxKind, MBMAX_B};
 use crate::packing::{ChannelMap, Mat};
 use crate::params::CkksParams;
 use crate::transformer::pipeline::{output_projection, qkv_projection, score_kernel, value_kernel};
 use crate::transformer::plan::ProjConfig;
 use crate::transformer::projection::{project, ProjGroup};
-use crate::transformer::{AttnPlan, AttnShape, CkksExec, Exec, OpCounts};
-use crate::PolyBackend;
+use crate::transformer::{AttnPlan, AttnShape, Exec, OpCounts};
 use alloc::vec;
 use alloc::vec::Vec;
-use rand_core::{CryptoRng, RngCore};
 
 /// Supported (padded) sequence lengths `m`.
 pub const SEQ_LENS: [usize; 4] = [16, 32, 64, 128];
@@ -257,31 +212,6 @@ impl Blocks {
     }
 }
 
-/// One block's costs, as one party saw them (the host adds wall time between events).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BlockCost {
-    /// Layer index (`usize::MAX` for the head).
-    pub layer: usize,
-    /// Block name: `"m2c:x"`, `"qkv+score"`, `"c2m:s"`, `"softmax"`, `"m2c:p"`, `"value+out"`,
-    /// `"c2m:y"`, `"ln1"`, `"m2c:h"`, `"fc1"`, `"c2m:f1"`, `"c2m:cand"` (the GELU candidates,
-    /// with the split), `"gelu"`, `"m2c:g"`, `"fc2"`,
-    /// `"c2m:f2"`, `"ln2"`, `"head"`, and `"ot-fill"` (a silent-OT pool fill before a layer).
-    pub block: &'static str,
-    /// CKKS operations (server side; zero at the client).
-    pub ckks: OpCounts,
-    /// Ciphertexts converted.
-    pub converted_cts: usize,
-    /// Ciphertext bytes carried by the conversion.
-    pub converted_bytes: u64,
-    /// MPC bytes sent + received in the block (ciphertext frames included).
-    pub mpc_bytes: u64,
-    /// Of [`BlockCost::mpc_bytes`], those this party sent (the rest it received). The link is
-    /// full duplex: the busier direction bounds the block.
-    pub mpc_bytes_sent: u64,
-    /// MPC rounds of the block.
-    pub mpc_rounds: u64,
-}
-
 /// Levels at which the M2C conversions encrypt (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Levels {
@@ -319,30 +249,30 @@ pub struct SessionPlan {
     pub blocks: Blocks,
     /// The boundary bounds of these blocks.
     pub bounds: Bounds,
-    f_map: ChannelMap,
-    fc1: ProjConfig,
-    fc2: ProjConfig,
-    m2c: [M2cPlan; 4],
-    c2m: [C2mPlan; 4],
+    pub(super) f_map: ChannelMap,
+    pub(super) fc1: ProjConfig,
+    pub(super) fc2: ProjConfig,
+    pub(super) m2c: [M2cPlan; 4],
+    pub(super) c2m: [C2mPlan; 4],
     /// The GELU candidates' C2M (with the split).
-    c2m_cand: Option<C2mPlan>,
-    lay_x: Layout,
-    lay_f: Layout,
-    lay_s: Layout,
-    lay_p: Layout,
+    pub(super) c2m_cand: Option<C2mPlan>,
+    pub(super) lay_x: Layout,
+    pub(super) lay_f: Layout,
+    pub(super) lay_s: Layout,
+    pub(super) lay_p: Layout,
     rotations: Vec<i64>,
 }
 
 /// Indices of the M2C plans.
-const M_X: usize = 0;
-const M_P: usize = 1;
-const M_H: usize = 2;
-const M_G: usize = 3;
+pub(super) const M_X: usize = 0;
+pub(super) const M_P: usize = 1;
+pub(super) const M_H: usize = 2;
+pub(super) const M_G: usize = 3;
 /// Indices of the C2M plans.
-const C_S: usize = 0;
-const C_Y: usize = 1;
-const C_F1: usize = 2;
-const C_F2: usize = 3;
+pub(super) const C_S: usize = 0;
+pub(super) const C_Y: usize = 1;
+pub(super) const C_F1: usize = 2;
+pub(super) const C_F2: usize = 3;
 
 fn cfg_b(b: u32) -> BoundaryCfg {
     BoundaryCfg {
@@ -698,569 +628,12 @@ impl SessionPlan {
         self.c2m_cand.as_ref().map(C2mPlan::level)
     }
 
-    fn check_valid(&self, valid: usize) -> Result<(), ProtocolError> {
+    pub(super) fn check_valid(&self, valid: usize) -> Result<(), ProtocolError> {
         if valid == 0 || valid > self.m {
             return Err(Error::InvalidParameters("valid tokens must be in 1..=m").into());
         }
         Ok(())
     }
-}
-
-/// The role-specific half of a run.
-// One value per run, never stored in bulk: the server's executor (with its caches) may make
-// its variant much larger than the client's.
-#[allow(clippy::large_enum_variant)]
-enum Side<'a, B: PolyBackend> {
-    Client {
-        sk: &'a SecretKey,
-    },
-    Server {
-        pk: &'a PublicKey<B>,
-        ex: CkksExec<'a, B>,
-        w: &'a EncoderWeights,
-    },
-}
-
-struct Run<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> {
-    p: &'p mut Party<R>,
-    ck: &'a Ckks<B>,
-    side: Side<'a, B>,
-    plan: &'a SessionPlan,
-    valid: usize,
-    progress: &'p mut dyn FnMut(&BlockCost),
-    layer: usize,
-    mark_bytes: u64,
-    mark_rounds: u64,
-    mark_sent: u64,
-    mark_ops: OpCounts,
-    conv: (usize, u64),
-}
-
-fn ring(r: &Run<'_, '_, impl PolyBackend, impl RngCore + CryptoRng>) -> RingCfg {
-    r.p.ring()
-}
-
-/// `x + b[c]` over a row-major `rows × cols` tensor, the bias held by the server (P1).
-fn add_bias(r: RingCfg, server: bool, x: RingShares, b: Option<&[f64]>, cols: usize) -> RingShares {
-    match (server, b) {
-        (true, Some(b)) => {
-            let mut v = x.into_vec();
-            for (e, s) in v.iter_mut().enumerate() {
-                *s = r.add(*s, r.from_signed(fixed::encode(b[e % cols], r.frac)));
-            }
-            RingShares::new(v)
-        }
-        _ => x,
-    }
-}
-
-/// Slot values of a bias laid out by a channel map (each channel's value on its segment).
-fn bias_slots(map: &ChannelMap, b: &[f64], ct: usize, slots: usize) -> Vec<C64> {
-    let mut v = vec![C64::default(); slots];
-    for seg in 0..map.segs {
-        let re = map.get(ct, 0, seg).map_or(0.0, |c| b[c]);
-        let im = map.get(ct, 1, seg).map_or(0.0, |c| b[c]);
-        for r in 0..map.m {
-            v[seg * map.m + r] = C64::new(re, im);
-        }
-    }
-    v
-}
-
-impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> Run<'a, 'p, B, R> {
-    /// `(bytes both ways, rounds, bytes sent)` since the session began.
-    fn stats_now(&self) -> (u64, u64, u64) {
-        let s = self.p.channel().stats();
-        let t = [s.setup, s.offline, s.online];
-        (
-            t.iter().map(|x| x.bytes_sent + x.bytes_recv).sum(),
-            t.iter().map(|x| x.rounds as u64).sum(),
-            t.iter().map(|x| x.bytes_sent).sum(),
-        )
-    }
-
-    fn ops_now(&self) -> OpCounts {
-        match &self.side {
-            Side::Server { ex, .. } => ex.counts(),
-            Side::Client { .. } => OpCounts::default(),
-        }
-    }
-
-    fn mark(&mut self) {
-        let (b, r, s) = self.stats_now();
-        self.mark_bytes = b;
-        self.mark_rounds = r;
-        self.mark_sent = s;
-        self.mark_ops = self.ops_now();
-        self.conv = (0, 0);
-    }
-
-    fn done(&mut self, block: &'static str) {
-        let (b, r, s) = self.stats_now();
-        let cost = BlockCost {
-            layer: self.layer,
-            block,
-            ckks: self.ops_now().since(&self.mark_ops),
-            converted_cts: self.conv.0,
-            converted_bytes: self.conv.1,
-            mpc_bytes: b - self.mark_bytes,
-            mpc_bytes_sent: s - self.mark_sent,
-            mpc_rounds: r - self.mark_rounds,
-        };
-        (self.progress)(&cost);
-        self.mark();
-    }
-
-    fn is_server(&self) -> bool {
-        matches!(self.side, Side::Server { .. })
-    }
-
-    fn note(&mut self, s: &RunStats) {
-        self.conv.0 += s.ciphertexts;
-        self.conv.1 += s.ciphertext_bytes;
-    }
-
-    /// C2M of the server's ciphertexts (`cts` at the server, `None` at the client), gathered
-    /// into a row-major tensor by `lay`.
-    async fn c2m(
-        &mut self,
-        which: usize,
-        cts: Option<Vec<Ciphertext<B>>>,
-        lay: &Layout,
-        name: &'static str,
-    ) -> Result<RingShares, ProtocolError> {
-        let plan = &self.plan.c2m[which];
-        self.c2m_with(plan, cts, lay, name).await
-    }
-
-    /// [`Run::c2m`] under an explicit plan.
-    async fn c2m_with(
-        &mut self,
-        plan: &'a C2mPlan,
-        cts: Option<Vec<Ciphertext<B>>>,
-        lay: &Layout,
-        name: &'static str,
-    ) -> Result<RingShares, ProtocolError> {
-        let (sh, st) = match (&self.side, cts) {
-            (Side::Server { pk, .. }, Some(c)) => c2m_p1(self.p, self.ck, pk, plan, &c).await?,
-            (Side::Client { sk }, None) => c2m_p0(self.p, self.ck, sk, plan, lay.cts).await?,
-            _ => return Err(Error::InvalidParameters("C2M called on the wrong side").into()),
-        };
-        self.note(&st);
-        let out = lay.gather(&sh)?;
-        self.done(name);
-        Ok(out)
-    }
-
-    /// M2C of a shared tensor laid out by `lay`: the server gets the ciphertexts.
-    async fn m2c(
-        &mut self,
-        which: usize,
-        x: &RingShares,
-        lay: &Layout,
-        name: &'static str,
-    ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
-        let plan = &self.plan.m2c[which];
-        let inputs = lay.scatter(x)?;
-        let out = match &self.side {
-            Side::Server { .. } => {
-                let (c, st) = m2c_p1(self.p, self.ck, plan, &inputs).await?;
-                self.note(&st);
-                Some(c)
-            }
-            Side::Client { sk } => {
-                let st = m2c_p0(self.p, self.ck, sk, plan, &inputs).await?;
-                self.note(&st);
-                None
-            }
-        };
-        self.done(name);
-        Ok(out)
-    }
-
-    fn weights(&self) -> Option<&'a LayerWeights> {
-        match &self.side {
-            Side::Server { w, .. } => w.layers.get(self.layer),
-            Side::Client { .. } => None,
-        }
-    }
-
-    /// One Transformer layer on the shares of its input; returns the shares of its output.
-    async fn layer(&mut self, x: RingShares) -> Result<RingShares, ProtocolError> {
-        let plan = self.plan;
-        let (d, ffn) = (plan.cfg.hidden, plan.cfg.ffn);
-        let r = ring(self);
-        let server = self.is_server();
-        let w = self.weights();
-        if server && w.is_none() {
-            return Err(
-                Error::InvalidParameters("the weights have fewer layers than the plan").into(),
-            );
-        }
-
-        // Attention.
-        let xc = self.m2c(M_X, &x, &plan.lay_x, "m2c:x").await?;
-        let mut v_keep = None;
-        let s_cts = match (&self.side, xc, w) {
-            (Side::Server { ex, .. }, Some(xc), Some(w)) => {
-                let a = &plan.attn;
-                let inv = 1.0 / libm::sqrt(plan.cfg.head_dim() as f64);
-                let wq = Mat::from_fn(d, d, |i, o| w.wq.get(i, o) * inv);
-                let bq: Vec<f64> = w.bq.iter().map(|b| b * inv).collect();
-                let (mut q, mut k, mut v) = qkv_projection(ex, a, &xc, &wq, &w.wk, &w.wv)?;
-                let (qm, vm) = (a.qk_map(), a.v_map());
-                for (cts, map, b) in [
-                    (&mut q, &qm, &bq),
-                    (&mut k, &qm, &w.bk),
-                    (&mut v, &vm, &w.bv),
-                ] {
-                    for (u, ct) in cts.iter_mut().enumerate() {
-                        ex.add_plain(ct, &|| bias_slots(map, b, u, plan.slots))?;
-                    }
-                }
-                let s = score_kernel(ex, a, &q, &k)?;
-                v_keep = Some(v);
-                Some(s)
-            }
-            _ => None,
-        };
-        self.done("qkv+score");
-        let s = self.c2m(C_S, s_cts, &plan.lay_s, "c2m:s").await?;
-        let pr = plan.softmax(self.valid).run(self.p, &s).await?;
-        self.done("softmax");
-        let pc = self.m2c(M_P, &pr, &plan.lay_p, "m2c:p").await?;
-        let y_cts = match (&self.side, pc, v_keep, w) {
-            (Side::Server { ex, .. }, Some(pc), Some(v), Some(w)) => {
-                let o = value_kernel(ex, &plan.attn, &pc, &v)?;
-                Some(output_projection(ex, &plan.attn, &o, &w.wo)?)
-            }
-            _ => None,
-        };
-        self.done("value+out");
-        let y = self.c2m(C_Y, y_cts, &plan.lay_x, "c2m:y").await?;
-        let h = self
-            .residual_ln(
-                y,
-                &x,
-                w.map(|w| (&w.bo[..], &w.ln1_g[..], &w.ln1_b[..])),
-                "ln1",
-            )
-            .await?;
-
-        // Feed-forward.
-        let split = plan.blocks.split();
-        let hc = self.m2c(M_H, &h, &plan.lay_x, "m2c:h").await?;
-        let f1 = match (&self.side, hc, w) {
-            (Side::Server { ex, .. }, Some(hc), Some(w)) => {
-                let wf = |i: usize, o: usize| C64::real(w.w1.get(i, o));
-                let g = [ProjGroup {
-                    out: &plan.f_map,
-                    weight: &wf,
-                    raw: false,
-                }];
-                let mut f = project(ex, &plan.fc1, &hc, &plan.attn.x_map(), &g)?
-                    .pop()
-                    .ok_or(Error::InvalidParameters("FC1 produced no output group"))?;
-                // With the split the bias enters in CKKS, before the candidates
-                // `F0(x)`, `F1(x)` (EncFormer §IV-B3).
-                let cands = if split {
-                    let polys = plan.blocks.candidates();
-                    let (mut c0, mut c1) = (Vec::new(), Vec::new());
-                    for (u, ct) in f.iter_mut().enumerate() {
-                        ex.add_plain(ct, &|| bias_slots(&plan.f_map, &w.b1, u, plan.slots))?;
-                        let sc = ct.scale();
-                        let mut c = eval_part_polys(ex, ct, sc, sc, &polys)?.into_iter();
-                        c0.extend(c.next());
-                        c1.extend(c.next());
-                    }
-                    Some((c0, c1))
-                } else {
-                    None
-                };
-                Some((f, cands))
-            }
-            _ => None,
-        };
-        self.done("fc1");
-        let (f1, cands) = match f1 {
-            Some((f, c)) => (Some(f), c),
-            None => (None, None),
-        };
-        let f = self.c2m(C_F1, f1, &plan.lay_f, "c2m:f1").await?;
-        let g = match &plan.c2m_cand {
-            Some(cp) if split => {
-                let (c0, c1) = match cands {
-                    Some((c0, c1)) => (Some(c0), Some(c1)),
-                    None => (None, None),
-                };
-                let f0 = self.c2m_with(cp, c0, &plan.lay_f, "c2m:cand").await?;
-                let f1 = self.c2m_with(cp, c1, &plan.lay_f, "c2m:cand").await?;
-                plan.gelu().run_split(self.p, &f, &f0, &f1).await?
-            }
-            _ => {
-                let f = add_bias(r, server, f, w.map(|w| &w.b1[..]), ffn);
-                plan.gelu().run(self.p, &f).await?
-            }
-        };
-        self.done("gelu");
-        let gc = self.m2c(M_G, &g, &plan.lay_f, "m2c:g").await?;
-        let f2 = match (&self.side, gc, w) {
-            (Side::Server { ex, .. }, Some(gc), Some(w)) => {
-                let wf = |i: usize, o: usize| C64::real(w.w2.get(i, o));
-                let x_map = plan.attn.x_map();
-                let g = [ProjGroup {
-                    out: &x_map,
-                    weight: &wf,
-                    raw: false,
-                }];
-                project(ex, &plan.fc2, &gc, &plan.f_map, &g)?.pop()
-            }
-            _ => None,
-        };
-        self.done("fc2");
-        let o = self.c2m(C_F2, f2, &plan.lay_x, "c2m:f2").await?;
-        self.residual_ln(
-            o,
-            &h,
-            w.map(|w| (&w.b2[..], &w.ln2_g[..], &w.ln2_b[..])),
-            "ln2",
-        )
-        .await
-    }
-
-    /// `LayerNorm(y + b + res)`: the bias and the affine map are the server's (`None` at the
-    /// client), the residual is shared.
-    async fn residual_ln(
-        &mut self,
-        y: RingShares,
-        res: &RingShares,
-        bias_affine: Option<(&[f64], &[f64], &[f64])>,
-        name: &'static str,
-    ) -> Result<RingShares, ProtocolError> {
-        let r = ring(self);
-        let d = self.plan.cfg.hidden;
-        let y = add_bias(r, self.is_server(), y, bias_affine.map(|b| b.0), d);
-        let y = ops::add(r, &y, res)?;
-        let aff = bias_affine.map(|(_, gamma, beta)| LnAffine { gamma, beta });
-        let out = self
-            .plan
-            .layernorm()
-            .run_owned(self.p, &y, aff.as_ref(), 0, PartyId::P1)
-            .await?;
-        self.done(name);
-        Ok(out)
-    }
-
-    /// Mean pooling over the real tokens and the head; the client alone learns the logits.
-    async fn head(&mut self, h: &RingShares) -> Result<Option<Vec<f64>>, ProtocolError> {
-        self.layer = usize::MAX;
-        let plan = self.plan;
-        let (d, classes, valid) = (plan.cfg.hidden, plan.cfg.classes, self.valid);
-        let r = ring(self);
-        let f = r.frac;
-        // Σ over the real rows (local), repeated once per class: one row of classes·d.
-        let hs = h.as_slice();
-        let mut sum = vec![0u64; d];
-        for row in 0..valid {
-            for (c, s) in sum.iter_mut().enumerate() {
-                *s = r.add(*s, hs[row * d + c]);
-            }
-        }
-        let rep: Vec<u64> = (0..classes).flat_map(|_| sum.iter().copied()).collect();
-        let head = match &self.side {
-            Side::Server { w, .. } => Some(&w.head),
-            Side::Client { .. } => None,
-        };
-        let wv: Option<Vec<u64>> = head.map(|hd| {
-            (0..classes)
-                .flat_map(|k| {
-                    (0..d).map(move |c| {
-                        r.from_signed(fixed::encode(hd.w.get(c, k) / valid as f64, f))
-                    })
-                })
-                .collect()
-        });
-        let prod = self
-            .p
-            .mul_owned_fx(
-                &RingShares::new(rep),
-                wv.as_deref(),
-                PartyId::P1,
-                classes * d,
-                f,
-            )
-            .await?;
-        let ps = prod.as_slice();
-        let mut logits: Vec<u64> = (0..classes)
-            .map(|k| {
-                ps[k * d..(k + 1) * d]
-                    .iter()
-                    .fold(0u64, |a, &b| r.add(a, b))
-            })
-            .collect();
-        if let Some(hd) = head {
-            for (l, b) in logits.iter_mut().zip(&hd.b) {
-                *l = r.add(*l, r.from_signed(fixed::encode(*b, f)));
-            }
-        }
-        // Opening to the client only: it pads its share with a fresh uniform mask first.
-        let out = if self.is_server() {
-            self.p.reveal(&RingShares::new(logits)).await?;
-            None
-        } else {
-            let pad: Vec<u64> = (0..classes)
-                .map(|_| self.p.rng().next_u64() & r.mask())
-                .collect();
-            let masked: Vec<u64> = logits
-                .iter()
-                .zip(&pad)
-                .map(|(&a, &b)| r.add(a, b))
-                .collect();
-            let open = self.p.reveal(&RingShares::new(masked)).await?;
-            Some(
-                open.iter()
-                    .zip(&pad)
-                    .map(|(&v, &m)| fixed::decode(r.to_signed(r.sub(v, m)), f))
-                    .collect(),
-            )
-        };
-        self.done("head");
-        Ok(out)
-    }
-
-    async fn run(&mut self, x: RingShares) -> Result<Option<Vec<f64>>, ProtocolError> {
-        // Base OTs unless the party has an OT already, and a fresh common seed.
-        self.p.setup().await?;
-        self.mark();
-        // With the silent OT, every layer after the first runs on COTs preprocessed silently
-        // (≈ 0.45 bit each instead of IKNP's 16 bytes): the demand of a layer is the first
-        // layer's, which each party measures on its own (its sender count is the peer's
-        // receiver count), so the two pool fills pair up.
-        let silent = self.p.silent_stats().is_some();
-        let mut demand = None;
-        let mut h = x;
-        for l in 0..self.plan.cfg.layers {
-            self.layer = l;
-            if let (true, Some((s, r))) = (silent, demand) {
-                self.p.preprocess_ot(s, r).await?;
-                self.done("ot-fill");
-            }
-            let before = self.p.ot_counts();
-            h = self.layer(h).await?;
-            if demand.is_none() {
-                let after = self.p.ot_counts();
-                demand = Some(((after.0 - before.0) as usize, (after.1 - before.1) as usize));
-            }
-        }
-        self.head(&h).await
-    }
-}
-
-fn check_party<R: RngCore + CryptoRng>(p: &Party<R>, want: PartyId) -> Result<(), ProtocolError> {
-    if p.id() != want || *p.config() != MPC_CONFIG {
-        return Err(Error::InvalidParameters(
-            "the MPC party must be P0 at the client and P1 at the server, with MPC_CONFIG",
-        )
-        .into());
-    }
-    Ok(())
-}
-
-/// The client (P0): sends its input `x` (`m × d`, rows `valid..m` are padding) through the
-/// conversion into the pipeline, takes part in every MPC block and returns the logits. It runs
-/// [`Party::setup`] first (base OTs unless `p` already has an OT, and a fresh common seed).
-/// `progress` is called
-/// after every block.
-pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
-    p: &mut Party<R>,
-    ck: &Ckks<B>,
-    sk: &SecretKey,
-    plan: &SessionPlan,
-    x: &Mat,
-    valid: usize,
-    progress: &mut dyn FnMut(&BlockCost),
-) -> Result<Vec<f64>, ProtocolError> {
-    check_party(p, PartyId::P0)?;
-    plan.check_valid(valid)?;
-    if x.rows != plan.m || x.cols != plan.cfg.hidden || x.data.len() != x.rows * x.cols {
-        return Err(Error::Shape {
-            what: "client input (m × hidden)",
-            expected: plan.m * plan.cfg.hidden,
-            found: x.data.len(),
-        }
-        .into());
-    }
-    let r = p.ring();
-    let lim = libm::exp2(plan.bounds.x as f64);
-    if x.data.iter().any(|v| !v.is_finite() || v.abs() > lim) {
-        return Err(Error::InvalidParameters("client input outside the M2C bound").into());
-    }
-    let sh = RingShares::new(
-        x.data
-            .iter()
-            .map(|&v| r.from_signed(fixed::encode(v, r.frac)))
-            .collect(),
-    );
-    let mut run = Run {
-        p,
-        ck,
-        side: Side::Client { sk },
-        plan,
-        valid,
-        progress,
-        layer: 0,
-        mark_bytes: 0,
-        mark_rounds: 0,
-        mark_sent: 0,
-        mark_ops: OpCounts::default(),
-        conv: (0, 0),
-    };
-    run.run(sh)
-        .await?
-        .ok_or(Error::InvalidParameters("no logits").into())
-}
-
-/// The server (P1): evaluates the linear layers on ciphertexts, takes part in every MPC block,
-/// and opens the logits to the client. Takes public key material only. Runs [`Party::setup`]
-/// first, as [`client_run`] does.
-#[allow(clippy::too_many_arguments)]
-pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
-    p: &mut Party<R>,
-    ck: &Ckks<B>,
-    pk: &PublicKey<B>,
-    keys: &EvaluationKeys<B>,
-    plan: &SessionPlan,
-    w: &EncoderWeights,
-    valid: usize,
-    progress: &mut dyn FnMut(&BlockCost),
-) -> Result<(), ProtocolError> {
-    check_party(p, PartyId::P1)?;
-    plan.check_valid(valid)?;
-    w.validate()?;
-    if w.cfg != plan.cfg {
-        return Err(Error::InvalidParameters("the weights' architecture is not the plan's").into());
-    }
-    let n = plan.m * plan.cfg.hidden;
-    let mut run = Run {
-        p,
-        ck,
-        side: Side::Server {
-            pk,
-            ex: CkksExec::new(ck, keys, plan.slots),
-            w,
-        },
-        plan,
-        valid,
-        progress,
-        layer: 0,
-        mark_bytes: 0,
-        mark_rounds: 0,
-        mark_sent: 0,
-        mark_ops: OpCounts::default(),
-        conv: (0, 0),
-    };
-    run.run(RingShares::new(vec![0u64; n])).await?;
-    Ok(())
 }
 
 /// The session's CKKS parameter set: `N = 2^15`, `q_0` of 60 bits and six 40-bit levels (the
