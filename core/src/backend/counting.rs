@@ -9,37 +9,47 @@ use crate::params::CkksParams;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 
-/// Backend operation counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BackendCounts {
-    /// Gadget decompositions with ModUp (one per hoisting group or plain key switch).
-    pub decompose: u64,
-    /// Key inner products (one per key switch).
-    pub key_inner_product: u64,
-    /// ModDowns (two per non-lazy key switch).
-    pub mod_down: u64,
-    /// Rescales (one per polynomial).
-    pub rescale: u64,
-    /// Automorphism applications (per buffer).
-    pub automorphism: u64,
-    /// Forward NTTs.
-    pub ntt: u64,
-    /// Inverse NTTs.
-    pub intt: u64,
-    /// Hadamard products (`mul`, `mul_assign`, `mul_add_assign`).
-    pub hadamard: u64,
+/// Declares [`BackendCounts`], the atomic counters behind it and their read-out from one list.
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Backend operation counts.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct BackendCounts {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        #[derive(Default)]
+        struct Counters {
+            $($name: AtomicUsize,)*
+        }
+
+        impl Counters {
+            fn load(&self) -> BackendCounts {
+                BackendCounts {
+                    $($name: self.$name.load(Ordering::Relaxed) as u64,)*
+                }
+            }
+        }
+    };
 }
 
-#[derive(Default)]
-struct Counters {
-    decompose: AtomicUsize,
-    key_inner_product: AtomicUsize,
-    mod_down: AtomicUsize,
-    rescale: AtomicUsize,
-    automorphism: AtomicUsize,
-    ntt: AtomicUsize,
-    intt: AtomicUsize,
-    hadamard: AtomicUsize,
+counters! {
+    /// Gadget decompositions with ModUp (one per hoisting group or plain key switch).
+    decompose,
+    /// Key inner products (one per key switch).
+    key_inner_product,
+    /// ModDowns (two per non-lazy key switch).
+    mod_down,
+    /// Rescales (one per polynomial).
+    rescale,
+    /// Automorphism applications (per buffer).
+    automorphism,
+    /// Forward NTTs.
+    ntt,
+    /// Inverse NTTs.
+    intt,
+    /// Hadamard products (`mul`, `mul_assign`, `mul_add_assign`).
+    hadamard,
 }
 
 /// `B` with every key-switch-relevant call counted.
@@ -58,17 +68,7 @@ impl<B: PolyBackend> CountingBackend<B> {
     }
     /// The counts so far.
     pub fn counts(&self) -> BackendCounts {
-        let l = |a: &AtomicUsize| a.load(Ordering::Relaxed) as u64;
-        BackendCounts {
-            decompose: l(&self.c.decompose),
-            key_inner_product: l(&self.c.key_inner_product),
-            mod_down: l(&self.c.mod_down),
-            rescale: l(&self.c.rescale),
-            automorphism: l(&self.c.automorphism),
-            ntt: l(&self.c.ntt),
-            intt: l(&self.c.intt),
-            hadamard: l(&self.c.hadamard),
-        }
+        self.c.load()
     }
     /// The wrapped backend.
     pub fn inner(&self) -> &B {
@@ -77,7 +77,11 @@ impl<B: PolyBackend> CountingBackend<B> {
 }
 
 fn bump(a: &AtomicUsize) {
-    a.fetch_add(1, Ordering::Relaxed);
+    bump_by(a, 1);
+}
+
+fn bump_by(a: &AtomicUsize, n: usize) {
+    a.fetch_add(n, Ordering::Relaxed);
 }
 
 impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
@@ -163,9 +167,7 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         out: &mut Self::Buffer,
         basis: Basis,
     ) {
-        for _ in terms {
-            bump(&self.c.hadamard);
-        }
+        bump_by(&self.c.hadamard, terms.len());
         self.inner.mul_sum(terms, out, basis)
     }
     fn mul_sum_compact(
@@ -176,9 +178,7 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         out: &mut Self::Buffer,
         basis: Basis,
     ) {
-        for _ in terms {
-            bump(&self.c.hadamard);
-        }
+        bump_by(&self.c.hadamard, terms.len());
         self.inner
             .mul_sum_compact(terms, width, classes, out, basis)
     }
@@ -194,9 +194,7 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         outs: &mut [Self::Buffer],
         basis: Basis,
     ) {
-        for _ in terms {
-            bump(&self.c.hadamard);
-        }
+        bump_by(&self.c.hadamard, terms.len());
         self.inner.mul_sum_subring(xs, terms, log_gap, outs, basis)
     }
     fn native_subring_sums(&self) -> bool {
@@ -282,8 +280,7 @@ impl<B: PolyBackend> PolyBackend for CountingBackend<B> {
         self.inner.mod_down(x, level, out)
     }
     fn mod_down_pair(&self, x: [&Self::Buffer; 2], level: usize, out: [&mut Self::Buffer; 2]) {
-        bump(&self.c.mod_down);
-        bump(&self.c.mod_down);
+        bump_by(&self.c.mod_down, 2);
         self.inner.mod_down_pair(x, level, out)
     }
     fn rescale(&self, x: &Self::Buffer, level: usize, out: &mut Self::Buffer) {

@@ -83,14 +83,7 @@ impl<B: PolyBackend> Ckks<B> {
                 (None, None) => be.alloc(basis.rows()),
             })
             .collect();
-        Ok(Ciphertext {
-            params_id: self.params().id(),
-            polys,
-            level: a.level,
-            scale: a.scale,
-            slots: a.slots,
-            seed: None,
-        })
+        Ok(a.with_polys(polys, a.scale))
     }
 
     /// `a -= b`.
@@ -130,22 +123,57 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(())
     }
 
-    /// The checks of `a · pt`: same parameters and slots, the plaintext at `a`'s level or above.
-    fn plain_factor_check(&self, a: &Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
+    /// The checks of `a · pt` for a plaintext (of any storage) with parameter id `pt_id`, level
+    /// `pt_level` and `pt_slots` slots: same parameters and slots, the plaintext at `a`'s level
+    /// or above.
+    fn plain_factor_check(
+        &self,
+        a: &Ciphertext<B>,
+        pt_id: u64,
+        pt_level: usize,
+        pt_slots: usize,
+    ) -> Result<()> {
         self.rlwe.own(a.params_id, a.level)?;
-        self.rlwe.own(pt.params_id, pt.level)?;
-        if pt.level < a.level {
+        self.rlwe.own(pt_id, pt_level)?;
+        if pt_level < a.level {
             return Err(Error::LevelMismatch {
                 left: a.level,
-                right: pt.level,
+                right: pt_level,
             });
         }
-        Rlwe::<B>::same_slots(a.slots, pt.slots)
+        Rlwe::<B>::same_slots(a.slots, pt_slots)
+    }
+
+    /// The checks of a term `a · pt` of a sum of products whose first ciphertext is `a0`: those
+    /// of [`Ckks::plain_factor_check`], and `a` at `a0`'s level, degree and slot count. (The
+    /// product scales are the caller's: one per sum.)
+    pub(super) fn sum_term_check(
+        &self,
+        a0: &Ciphertext<B>,
+        a: &Ciphertext<B>,
+        pt_id: u64,
+        pt_level: usize,
+        pt_slots: usize,
+    ) -> Result<()> {
+        self.plain_factor_check(a, pt_id, pt_level, pt_slots)?;
+        if a.level != a0.level {
+            return Err(Error::LevelMismatch {
+                left: a0.level,
+                right: a.level,
+            });
+        }
+        if a.polys.len() != a0.polys.len() {
+            return Err(Error::DegreeMismatch {
+                found: a.degree(),
+                expected: a0.degree(),
+            });
+        }
+        Rlwe::<B>::same_slots(a0.slots, a.slots)
     }
 
     /// `a *= pt` (slot-wise); the scale becomes `Δ_a·Δ_pt`. The plaintext may sit at a higher level.
     pub fn mul_plain_assign(&self, a: &mut Ciphertext<B>, pt: &Plaintext<B>) -> Result<()> {
-        self.plain_factor_check(a, pt)?;
+        self.plain_factor_check(a, pt.params_id, pt.level, pt.slots)?;
         let basis = Basis::q(a.level + 1);
         for x in a.polys.iter_mut() {
             self.backend().mul_assign(x, &pt.poly, basis);
@@ -163,7 +191,7 @@ impl<B: PolyBackend> Ckks<B> {
         a: &Ciphertext<B>,
         pt: &Plaintext<B>,
     ) -> Result<()> {
-        self.plain_factor_check(a, pt)?;
+        self.plain_factor_check(a, pt.params_id, pt.level, pt.slots)?;
         self.binary_check(acc, a.params_id, a.level, a.scale * pt.scale, a.slots)?;
         if acc.polys.len() != a.polys.len() {
             return Err(Error::DegreeMismatch {
@@ -188,23 +216,9 @@ impl<B: PolyBackend> Ckks<B> {
         let (a0, p0) = *terms.first().ok_or(Error::InvalidParameters(
             "a sum of products needs at least one term",
         ))?;
-        self.plain_factor_check(a0, p0)?;
         let scale = a0.scale * p0.scale;
-        for &(a, pt) in &terms[1..] {
-            self.plain_factor_check(a, pt)?;
-            if a.level != a0.level {
-                return Err(Error::LevelMismatch {
-                    left: a0.level,
-                    right: a.level,
-                });
-            }
-            if a.polys.len() != a0.polys.len() {
-                return Err(Error::DegreeMismatch {
-                    found: a.degree(),
-                    expected: a0.degree(),
-                });
-            }
-            Rlwe::<B>::same_slots(a0.slots, a.slots)?;
+        for &(a, pt) in terms {
+            self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;
             Rlwe::<B>::same_scale(scale, a.scale * pt.scale)?;
         }
         let basis = Basis::q(a0.level + 1);
@@ -219,14 +233,7 @@ impl<B: PolyBackend> Ckks<B> {
                 out
             })
             .collect();
-        Ok(Ciphertext {
-            params_id: a0.params_id,
-            polys,
-            level: a0.level,
-            scale,
-            slots: a0.slots,
-            seed: None,
-        })
+        Ok(a0.with_polys(polys, scale))
     }
 
     /// `a · pt`.
@@ -403,14 +410,7 @@ impl<B: PolyBackend> Ckks<B> {
             }
         }
         for p in polys {
-            outs.push(Ciphertext {
-                polys: p,
-                level,
-                scale: first.scale * scale,
-                slots: first.slots,
-                seed: None,
-                params_id: first.params_id,
-            });
+            outs.push(first.with_polys(p, first.scale * scale));
         }
         Ok(outs)
     }
@@ -478,14 +478,7 @@ impl<B: PolyBackend> Ckks<B> {
         be.mul(&a.polys[0], &b.polys[1], &mut d1, basis);
         be.mul_add_assign(&mut d1, &a.polys[1], &b.polys[0], basis);
         be.mul(&a.polys[1], &b.polys[1], &mut d2, basis);
-        Ok(Ciphertext {
-            params_id: self.params().id(),
-            polys: vec![d0, d1, d2],
-            level: a.level,
-            scale: a.scale * b.scale,
-            slots: a.slots,
-            seed: None,
-        })
+        Ok(a.with_polys(vec![d0, d1, d2], a.scale * b.scale))
     }
 
     /// Relinearizes a degree-2 ciphertext in place ([`Rlwe::relinearize_assign`]).

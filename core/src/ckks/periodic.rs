@@ -199,27 +199,12 @@ impl<B: PolyBackend> Ckks<B> {
         ))?;
         let scale = a0.scale * p0.scale;
         for &(a, pt) in terms {
-            self.rlwe.own(a.params_id, a.level)?;
-            self.rlwe.own(pt.params_id, pt.level)?;
-            if pt.level < a.level || a.level != a0.level {
-                return Err(Error::LevelMismatch {
-                    left: a0.level,
-                    right: a.level.max(pt.level),
-                });
-            }
+            self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;
             if pt.period != classes.period || pt.slots != classes.slots {
                 return Err(Error::InvalidParameters(
                     "a periodic plaintext of another period or slot count",
                 ));
             }
-            if a.polys.len() != a0.polys.len() {
-                return Err(Error::DegreeMismatch {
-                    found: a.degree(),
-                    expected: a0.degree(),
-                });
-            }
-            Rlwe::<B>::same_slots(a0.slots, a.slots)?;
-            Rlwe::<B>::same_slots(a.slots, pt.slots)?;
             Rlwe::<B>::same_scale(scale, a.scale * pt.scale)?;
         }
         let basis = Basis::q(a0.level + 1);
@@ -236,14 +221,7 @@ impl<B: PolyBackend> Ckks<B> {
                 out
             })
             .collect();
-        Ok(Ciphertext {
-            params_id: a0.params_id,
-            polys,
-            level: a0.level,
-            scale,
-            slots: a0.slots,
-            seed: None,
-        })
+        Ok(a0.with_polys(polys, scale))
     }
 }
 

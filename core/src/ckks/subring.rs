@@ -115,26 +115,7 @@ impl<B: PolyBackend> Ckks<B> {
         for (o, sum) in sums.iter().enumerate() {
             let mut scale = None;
             for &(a, pt) in sum {
-                self.rlwe.own(a.params_id, a.level)?;
-                self.rlwe.own(pt.params_id, pt.level)?;
-                if a.level != a0.level || pt.level < a.level {
-                    return Err(Error::LevelMismatch {
-                        left: a0.level,
-                        right: if a.level != a0.level {
-                            a.level
-                        } else {
-                            pt.level
-                        },
-                    });
-                }
-                if a.polys.len() != a0.polys.len() {
-                    return Err(Error::DegreeMismatch {
-                        found: a.degree(),
-                        expected: a0.degree(),
-                    });
-                }
-                Rlwe::<B>::same_slots(a0.slots, a.slots)?;
-                Rlwe::<B>::same_slots(a.slots, pt.slots)?;
+                self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;
                 if pt.log_gap != p0.log_gap {
                     return Err(Error::InvalidParameters(
                         "subring plaintexts of different slot counts in one product",
@@ -179,16 +160,7 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(polys
             .into_iter()
             .zip(scales)
-            .map(|(polys, scale)| {
-                scale.map(|scale| Ciphertext {
-                    params_id: a0.params_id,
-                    polys,
-                    level: a0.level,
-                    scale,
-                    slots: a0.slots,
-                    seed: None,
-                })
-            })
+            .map(|(polys, scale)| scale.map(|scale| a0.with_polys(polys, scale)))
             .collect())
     }
 }

@@ -9,7 +9,7 @@ use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, Secret
 use crate::math::sampling;
 use crate::mpc::msgs::{C2mCiphertexts, M2cCiphertexts, MsgKind};
 use crate::mpc::zq::Modulus as ZqModulus;
-use crate::mpc::{MpcError, Party, RingShares, Stats};
+use crate::mpc::{Channel, MpcError, Party, RingShares, Stats};
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
@@ -289,6 +289,49 @@ fn check_party<R: RngCore + CryptoRng>(
     Ok(())
 }
 
+/// The channel's counters and causal depth when a run starts: the run's [`RunStats`] are what
+/// changed since.
+struct RunMeter {
+    before: Stats,
+    depth: u32,
+}
+
+impl RunMeter {
+    fn start(ch: &Channel) -> Self {
+        RunMeter {
+            before: ch.stats(),
+            depth: ch.depth(),
+        }
+    }
+
+    fn finish(&self, ch: &Channel, ciphertexts: usize, ciphertext_bytes: u64) -> RunStats {
+        RunStats {
+            ciphertexts,
+            ciphertext_bytes,
+            rounds: ch.depth() - self.depth,
+            channel: ch.stats().since(&self.before),
+        }
+    }
+}
+
+/// Ciphertext `index` of the peer's batch `msg`, deserialized and checked against what the plan
+/// expects: degree 1 at `level`, with `slots` slots and scale `scale`.
+fn peer_ciphertext<B: PolyBackend>(
+    ckks: &Ckks<B>,
+    msg: MsgKind,
+    index: usize,
+    bytes: &[u8],
+    (level, slots, scale): (usize, usize, f64),
+) -> Result<Ciphertext<B>, ProtocolError> {
+    let ct = ckks
+        .deserialize_ciphertext(bytes)
+        .map_err(|source| ProtocolError::BadCiphertext { msg, index, source })?;
+    if ct.level != level || ct.degree() != 1 || ct.slots != slots || !close(ct.scale, scale) {
+        return Err(ProtocolError::CiphertextShape { msg, index });
+    }
+    Ok(ct)
+}
+
 /// Π_C2M^ℂ, P1 (ciphertext holder, with P0's public key): re-randomizes, masks and sends all
 /// `cts` in one frame (one round), then derives its shares (local stages 1–3a, then the batched
 /// exact rounding with P0). Returns `[[x]], [[y]]` per ciphertext.
@@ -301,20 +344,12 @@ pub async fn c2m_p1<B: PolyBackend, R: RngCore + CryptoRng>(
 ) -> Result<(Vec<ComplexShares>, RunStats), ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let ch = party.channel();
-    let (before, d0) = (ch.stats(), ch.depth());
+    let meter = RunMeter::start(&ch);
     let (bytes, shares) = c2m_mask(ckks, pk, plan, cts, party.rng())?;
     let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
     ch.send_msg(&C2mCiphertexts { items: bytes });
     let out = c2m_local(party, plan, &shares).await?;
-    Ok((
-        out,
-        RunStats {
-            ciphertexts: cts.len(),
-            ciphertext_bytes: ct_bytes,
-            rounds: ch.depth() - d0,
-            channel: ch.stats().since(&before),
-        },
-    ))
+    Ok((out, meter.finish(&ch, cts.len(), ct_bytes)))
 }
 
 /// Π_C2M^ℂ, P0 (key holder): receives `count` masked ciphertexts, decrypts them (each
@@ -329,25 +364,16 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
 ) -> Result<(Vec<ComplexShares>, RunStats), ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let ch = party.channel();
-    let (before, d0) = (ch.stats(), ch.depth());
+    let meter = RunMeter::start(&ch);
     let items = ch.recv_msg::<C2mCiphertexts>(&count).await?.items;
-    let msg = MsgKind::C2mCiphertexts;
     let n = ckks.params().n();
     let basis = Basis::q(plan.level + 1);
     let mut shares = Vec::with_capacity(count);
     let mut ct_bytes = 0u64;
     for (index, it) in items.iter().enumerate() {
         ct_bytes += it.len() as u64;
-        let ct = ckks
-            .deserialize_ciphertext(it)
-            .map_err(|source| ProtocolError::BadCiphertext { msg, index, source })?;
-        if ct.level != plan.level
-            || ct.degree() != 1
-            || ct.slots != plan.slots
-            || !close(ct.scale, plan.scale)
-        {
-            return Err(ProtocolError::CiphertextShape { msg, index });
-        }
+        let want = (plan.level, plan.slots, plan.scale);
+        let ct = peer_ciphertext(ckks, MsgKind::C2mCiphertexts, index, it, want)?;
         let pt = ckks.decrypt(sk, &ct)?;
         let mut poly = pt.poly;
         ckks.backend().intt(&mut poly, basis);
@@ -357,15 +383,7 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
         shares.push(subring_coeffs(plan, &host)?);
     }
     let out = c2m_local(party, plan, &shares).await?;
-    Ok((
-        out,
-        RunStats {
-            ciphertexts: count,
-            ciphertext_bytes: ct_bytes,
-            rounds: ch.depth() - d0,
-            channel: ch.stats().since(&before),
-        },
-    ))
+    Ok((out, meter.finish(&ch, count, ct_bytes)))
 }
 
 /// Ring2Field and the fast encoding map of Π_M2C^ℂ ([`M2cPlan::encode_shares`]): integer shares
@@ -451,7 +469,7 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     inputs: &[ComplexShares],
 ) -> Result<RunStats, ProtocolError> {
     let ch = party.channel();
-    let (before, d0) = (ch.stats(), ch.depth());
+    let meter = RunMeter::start(&ch);
     let coeffs = m2c_local(party, plan, inputs).await?;
     let mut bytes = Vec::with_capacity(coeffs.len());
     for c in &coeffs {
@@ -470,12 +488,7 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     }
     let ct_bytes = bytes.iter().map(|b| b.len() as u64).sum();
     ch.send_msg(&M2cCiphertexts { items: bytes });
-    Ok(RunStats {
-        ciphertexts: inputs.len(),
-        ciphertext_bytes: ct_bytes,
-        rounds: ch.depth() - d0,
-        channel: ch.stats().since(&before),
-    })
+    Ok(meter.finish(&ch, inputs.len(), ct_bytes))
 }
 
 /// Π_M2C^ℂ, P1 (evaluator): converts its shares, receives `Enc(p_0)` and adds its own
@@ -487,39 +500,22 @@ pub async fn m2c_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     inputs: &[ComplexShares],
 ) -> Result<(Vec<Ciphertext<B>>, RunStats), ProtocolError> {
     let ch = party.channel();
-    let (before, d0) = (ch.stats(), ch.depth());
+    let meter = RunMeter::start(&ch);
     let coeffs = m2c_local(party, plan, inputs).await?;
     let items = ch.recv_msg::<M2cCiphertexts>(&inputs.len()).await?.items;
-    let msg = MsgKind::M2cCiphertexts;
     let basis = Basis::q(plan.level + 1);
     let mut out = Vec::with_capacity(inputs.len());
     let mut ct_bytes = 0u64;
     for (index, (it, c)) in items.iter().zip(&coeffs).enumerate() {
         ct_bytes += it.len() as u64;
-        let mut ct = ckks
-            .deserialize_ciphertext(it)
-            .map_err(|source| ProtocolError::BadCiphertext { msg, index, source })?;
-        if ct.level != plan.level
-            || ct.degree() != 1
-            || ct.slots != plan.slots
-            || !close(ct.scale, plan.scale)
-        {
-            return Err(ProtocolError::CiphertextShape { msg, index });
-        }
+        let want = (plan.level, plan.slots, plan.scale);
+        let mut ct = peer_ciphertext(ckks, MsgKind::M2cCiphertexts, index, it, want)?;
         let mut mine = subring_poly(ckks, plan, c);
         ckks.backend().add_assign(&mut ct.polys[0], &mine, basis);
         ckks.backend().zeroize(&mut mine);
         out.push(ct);
     }
-    Ok((
-        out,
-        RunStats {
-            ciphertexts: inputs.len(),
-            ciphertext_bytes: ct_bytes,
-            rounds: ch.depth() - d0,
-            channel: ch.stats().since(&before),
-        },
-    ))
+    Ok((out, meter.finish(&ch, inputs.len(), ct_bytes)))
 }
 
 /// Complexify (EncFormer §V-B4): `⟨x⟩, ⟨y⟩ ↦ ⟨x + i·y⟩ = ⟨x⟩ + X^{N/2}·⟨y⟩`. Multiplying by the

@@ -1,6 +1,7 @@
 //! Number theory for RNS-CKKS: word-size modular arithmetic, NTT-friendly primes, the canonical
 //! negacyclic NTT, RNS basis conversion and the samplers.
 
+pub mod bits;
 pub mod modular;
 pub mod ntt;
 pub mod primes;

@@ -270,37 +270,24 @@ impl<R: RngCore + CryptoRng> Party<R> {
         };
         let mut carry: Option<Vec<u64>> = None;
         let p0 = self.is_p0();
-        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
-            x.as_slice()
-                .iter()
-                .map(|&v| if p0 { r.add(v, 1u64 << off_bits) } else { v })
-                .collect::<Vec<u64>>(),
-        );
+        let xp = self.add_public(x, 1u64 << off_bits);
         let w: Vec<u64> = match mode {
             TruncMode::KnownMsb => {
                 // w = a0 ∨ a1 = a0 + a1 − a0·a1; a0·a1 by one COT (P0 sends a0).
                 let a: Vec<u64> = xp.iter().map(|&v| (v >> (ell - 1)) & 1).collect();
-                let ch = self.ch.clone();
-                if p0 {
-                    let sb = self.ot()?.send(&ch, a.len()).await?;
-                    let p = self.cot_send_corr::<TruncCorr>(&sb, &a, CorrWidths::Uniform(s))?;
-                    a.iter()
-                        .zip(p.iter())
-                        .map(|(&a, &p)| a.wrapping_add(p) & mask(s))
-                        .collect()
-                } else {
-                    let rb = self
-                        .ot()?
-                        .recv(&ch, a.iter().map(|&v| v as u8).collect())
-                        .await?;
-                    let t = self
-                        .cot_recv_corr::<TruncCorr>(&rb, CorrWidths::Uniform(s))
-                        .await?;
-                    a.iter()
-                        .zip(t.iter())
-                        .map(|(&a, &t)| a.wrapping_sub(t) & mask(s))
-                        .collect()
-                }
+                let pt = self
+                    .cot_bit_products::<TruncCorr>(&a, CorrWidths::Uniform(s))
+                    .await?;
+                a.iter()
+                    .zip(pt.iter())
+                    .map(|(&a, &pt)| {
+                        if p0 {
+                            a.wrapping_add(pt) & mask(s)
+                        } else {
+                            a.wrapping_sub(pt) & mask(s)
+                        }
+                    })
+                    .collect()
             }
             TruncMode::FullRange => {
                 let m = r.mask();
@@ -381,12 +368,7 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let n = x.len();
         let mk = mask(k);
         let half_k = 1u64 << (k - 1);
-        let y: Zeroizing<Vec<u64>> = Zeroizing::new(
-            x.as_slice()
-                .iter()
-                .map(|&v| if p0 { r.add(v, 1u64 << (ell - 2)) } else { v })
-                .collect(),
-        );
+        let y = self.add_public(x, 1u64 << (ell - 2));
         // Per element: high part ⌊T_i/2^k⌋, low part T_i mod 2^k, MSB a_i.
         let mut hi = Zeroizing::new(Vec::with_capacity(n));
         let mut inp = Zeroizing::new(Vec::with_capacity(n));
@@ -406,19 +388,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
         bits.extend(y.iter().map(|&v| (v >> (ell - 1)) & 1));
         bits.extend(c.as_slice().iter().map(|&b| (b & 1) as u64));
         let width = CorrWidths::Split { n, lo: k, hi: ell };
-        let ch = self.ch.clone();
         // P0 gets p_j, P1 gets t_j = p_j + b_1·b_0 (widths k | ℓ).
-        let prod: Zeroizing<Vec<u64>> = if p0 {
-            let sb = self.ot()?.send(&ch, 2 * n).await?;
-            let p = self.cot_send_corr::<RoundCorr>(&sb, &bits, width)?;
-            Zeroizing::new(p.iter().map(|&p| p.wrapping_neg()).collect())
-        } else {
-            let rb = self
-                .ot()?
-                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
-                .await?;
-            self.cot_recv_corr::<RoundCorr>(&rb, width).await?
-        };
+        let mut prod = self.cot_bit_products::<RoundCorr>(&bits, width).await?;
+        if p0 {
+            prod.iter_mut().for_each(|p| *p = p.wrapping_neg());
+        }
         // Shares of b_0·b_1: P0 holds −p, P1 holds t.
         let out = (0..n)
             .map(|j| {
@@ -439,32 +413,24 @@ impl<R: RngCore + CryptoRng> Party<R> {
     /// `b = b_0 + b_1 − 2·b_0 b_1`; `b_0 b_1` by one COT (P0 sends
     /// correlation `b_0`, P1 chooses with `b_1`). 2 rounds, `k` bits + 1 COT.
     pub async fn b2a_bits(&mut self, b: &BoolShares, k: u32) -> Result<Vec<u64>> {
-        let ch = self.ch.clone();
         let bits: Zeroizing<Vec<u64>> =
             Zeroizing::new(b.as_slice().iter().map(|&v| (v & 1) as u64).collect());
         let m = mask(k);
-        if self.is_p0() {
-            let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr::<B2aCorr>(&sb, &bits, CorrWidths::Uniform(k))?;
-            Ok(bits
-                .iter()
-                .zip(p.iter())
-                .map(|(&b, &p)| b.wrapping_add(p.wrapping_mul(2)) & m)
-                .collect())
-        } else {
-            let rb = self
-                .ot()?
-                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
-                .await?;
-            let t = self
-                .cot_recv_corr::<B2aCorr>(&rb, CorrWidths::Uniform(k))
-                .await?;
-            Ok(bits
-                .iter()
-                .zip(t.iter())
-                .map(|(&b, &t)| b.wrapping_sub(t.wrapping_mul(2)) & m)
-                .collect())
-        }
+        let p0 = self.is_p0();
+        let pt = self
+            .cot_bit_products::<B2aCorr>(&bits, CorrWidths::Uniform(k))
+            .await?;
+        Ok(bits
+            .iter()
+            .zip(pt.iter())
+            .map(|(&b, &pt)| {
+                if p0 {
+                    b.wrapping_add(pt.wrapping_mul(2)) & m
+                } else {
+                    b.wrapping_sub(pt.wrapping_mul(2)) & m
+                }
+            })
+            .collect())
     }
 
     /// B2A into the ring `Z_{2^ℓ}`.

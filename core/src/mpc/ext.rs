@@ -41,36 +41,27 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let p0 = self.is_p0();
         let half = 1u64 << (ell - 1);
-        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
-            x.as_slice()
-                .iter()
-                .map(|&v| if p0 { r.add(v, half) } else { v })
-                .collect::<Vec<u64>>(),
-        );
+        let xp = self.add_public(x, half);
         let inp: Vec<u64> = if p0 {
             xp.to_vec()
         } else {
             xp.iter().map(|&v| r.mask() - v).collect()
         };
         let w = self.millionaire(&inp, ell).await?;
-        // B2A of w into Z_q.
-        let ch = self.ch.clone();
+        // B2A of w into Z_q: w = w_0 + w_1 − 2·w_0·w_1.
         let bits: Vec<u128> = w.as_slice().iter().map(|&b| b as u128).collect();
-        let wq: Vec<u128> = if p0 {
-            let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr_zq::<ExtB2aCorr>(&sb, &bits, q)?;
-            bits.iter()
-                .zip(p.iter())
-                .map(|(&b, &p)| q.add(b, q.add(p, p)))
-                .collect()
-        } else {
-            let rb = self.ot()?.recv(&ch, w.as_slice().to_vec()).await?;
-            let t = self.cot_recv_corr_zq::<ExtB2aCorr>(&rb, q).await?;
-            bits.iter()
-                .zip(t.iter())
-                .map(|(&b, &t)| q.sub(b, q.add(t, t)))
-                .collect()
-        };
+        let pt = self.cot_bit_products_zq::<ExtB2aCorr>(&bits, q).await?;
+        let wq: Vec<u128> = bits
+            .iter()
+            .zip(pt.iter())
+            .map(|(&b, &pt)| {
+                if p0 {
+                    q.add(b, q.add(pt, pt))
+                } else {
+                    q.sub(b, q.add(pt, pt))
+                }
+            })
+            .collect();
         Ok(lift_shares(q, ell, p0, half, xp.iter().copied(), &wq))
     }
 
@@ -103,38 +94,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
         }
         let p0 = self.is_p0();
         let off = 1u64 << (ell - 2);
-        let xp: Zeroizing<Vec<u64>> = Zeroizing::new(
-            x.as_slice()
-                .iter()
-                .map(|&v| if p0 { r.add(v, off) } else { v })
-                .collect::<Vec<u64>>(),
-        );
+        let xp = self.add_public(x, off);
         let bits: Zeroizing<Vec<u128>> =
             Zeroizing::new(xp.iter().map(|&v| ((v >> (ell - 1)) & 1) as u128).collect());
-        let ch = self.ch.clone();
         // w = a + b − a·b; P0 holds a + p, P1 holds b − t with t = p + a·b.
-        let wq: Zeroizing<Vec<u128>> = if p0 {
-            let sb = self.ot()?.send(&ch, bits.len()).await?;
-            let p = self.cot_send_corr_zq::<ExtMsbCorr>(&sb, &bits, q)?;
-            Zeroizing::new(
-                bits.iter()
-                    .zip(p.iter())
-                    .map(|(&a, &p)| q.add(a, p))
-                    .collect(),
-            )
-        } else {
-            let rb = self
-                .ot()?
-                .recv(&ch, bits.iter().map(|&v| v as u8).collect())
-                .await?;
-            let t = self.cot_recv_corr_zq::<ExtMsbCorr>(&rb, q).await?;
-            Zeroizing::new(
-                bits.iter()
-                    .zip(t.iter())
-                    .map(|(&b, &t)| q.sub(b, t))
-                    .collect(),
-            )
-        };
+        let pt = self.cot_bit_products_zq::<ExtMsbCorr>(&bits, q).await?;
+        let wq: Zeroizing<Vec<u128>> = Zeroizing::new(
+            bits.iter()
+                .zip(pt.iter())
+                .map(|(&b, &pt)| if p0 { q.add(b, pt) } else { q.sub(b, pt) })
+                .collect(),
+        );
         Ok(lift_shares(q, ell, p0, off, xp.iter().copied(), &wq))
     }
 

@@ -6,12 +6,35 @@
 
 use core::fmt;
 
-/// Kind of a protocol message; its discriminant is the frame tag. This is the
-/// one table of tags of the engine (and of the conversion protocols above it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-#[repr(u16)]
-pub enum MsgKind {
+/// Declares [`MsgKind`] and [`MsgKind::ALL`] from one list (each kind once, in tag order).
+macro_rules! msg_kinds {
+    ($($(#[$doc:meta])* $name:ident = $tag:literal,)*) => {
+        /// Kind of a protocol message; its discriminant is the frame tag. This is the
+        /// one table of tags of the engine (and of the conversion protocols above it).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[non_exhaustive]
+        #[repr(u16)]
+        pub enum MsgKind {
+            $($(#[$doc])* $name = $tag,)*
+        }
+
+        impl MsgKind {
+            /// Every kind, in tag order.
+            pub const ALL: [MsgKind; [$(MsgKind::$name),*].len()] = [$(MsgKind::$name),*];
+        }
+
+        // The list is written in tag order, so `ALL` is in it too.
+        const _: () = {
+            let mut i = 1;
+            while i < MsgKind::ALL.len() {
+                assert!(MsgKind::ALL[i - 1].tag() < MsgKind::ALL[i].tag());
+                i += 1;
+            }
+        };
+    };
+}
+
+msg_kinds! {
     /// Setup round 1 (`SetupHello`): Chou–Orlandi `S` and the seed share.
     SetupHello = 0x0001,
     /// Setup round 2 (`BaseOtReply`): the 128 base-OT receiver points.
@@ -70,37 +93,6 @@ pub enum MsgKind {
 }
 
 impl MsgKind {
-    /// Every kind, in tag order.
-    pub const ALL: [MsgKind; 27] = [
-        MsgKind::SetupHello,
-        MsgKind::BaseOtReply,
-        MsgKind::SeedShare,
-        MsgKind::IknpU,
-        MsgKind::Derand,
-        MsgKind::SilentSpcot,
-        MsgKind::BeaverOpen,
-        MsgKind::TripleCorr,
-        MsgKind::TruncCorr,
-        MsgKind::RoundCorr,
-        MsgKind::B2aCorr,
-        MsgKind::MuxCorr,
-        MsgKind::SquareCorr,
-        MsgKind::WideCorr,
-        MsgKind::SquareWrapCorr,
-        MsgKind::MulCorr,
-        MsgKind::CmpLeaf,
-        MsgKind::CmpAnd,
-        MsgKind::Input,
-        MsgKind::Reveal,
-        MsgKind::C2mCiphertexts,
-        MsgKind::M2cCiphertexts,
-        MsgKind::ExtB2aCorr,
-        MsgKind::ExtMsbCorr,
-        MsgKind::HeKey,
-        MsgKind::HeUpload,
-        MsgKind::HeReply,
-    ];
-
     /// The frame tag.
     pub const fn tag(self) -> u16 {
         self as u16

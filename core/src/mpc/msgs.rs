@@ -54,8 +54,8 @@
 use crate::mpc::error::{Defect, MpcError, Result};
 pub use crate::mpc::kind::MsgKind;
 use crate::mpc::pack::{
-    check_len, malformed, pack_bits, pack_u128, pack_u64, unpack_bits, unpack_u128, unpack_u64,
-    BitReader, BitWriter,
+    bit_reader, check_len, malformed, pack_bits, pack_u128, pack_u64, unpack_bits, unpack_u128,
+    unpack_u64, BitReader, BitWriter,
 };
 use crate::mpc::zq::Modulus;
 use alloc::vec::Vec;
@@ -690,7 +690,7 @@ fn decode_corr(msg: MsgKind, bytes: &[u8], s: &CorrShape) -> Result<Vec<u64>> {
     if let CorrWidths::Uniform(b) = s.widths {
         return unpack_u64(bytes, s.count, b, msg);
     }
-    let mut rd = BitReader::new(bytes, s.widths.total_bits(s.count), msg)?;
+    let mut rd = bit_reader(msg, bytes, s.widths.total_bits(s.count))?;
     Ok((0..s.count).map(|j| rd.read(s.widths.width(j))).collect())
 }
 
@@ -787,10 +787,10 @@ impl WideCorr {
     /// A reader over the packed corrections (non-uniform widths: the layout of
     /// [`BitWriter`]); the length and padding were checked when the message was decoded.
     pub(crate) fn reader(&self) -> Result<BitReader<'_>> {
-        BitReader::new(
+        bit_reader(
+            MsgKind::WideCorr,
             &self.bytes,
             self.widths.total_bits(self.count),
-            MsgKind::WideCorr,
         )
     }
 
@@ -802,7 +802,7 @@ impl WideCorr {
             // The word packing's own checks.
             decode_corr(MsgKind::WideCorr, bytes, s).map(drop)
         } else {
-            BitReader::new(bytes, s.widths.total_bits(s.count), MsgKind::WideCorr).map(drop)
+            bit_reader(MsgKind::WideCorr, bytes, s.widths.total_bits(s.count)).map(drop)
         }
     }
 }
@@ -929,7 +929,7 @@ impl Message for CmpLeaf {
             return Err(MpcError::InvalidConfig("millionaires' shape out of range"));
         }
         let nd = s.digits();
-        let mut rd = BitReader::new(bytes, s.total_bits(), Self::KIND)?;
+        let mut rd = bit_reader(Self::KIND, bytes, s.total_bits())?;
         let mut tables = Vec::with_capacity(s.n * nd);
         for _ in 0..s.n {
             for j in 0..nd {
@@ -1170,7 +1170,7 @@ fn decode_rns(msg: MsgKind, bytes: &[u8], s: &RnsShape) -> Result<Vec<u64>> {
     if !s.valid() {
         return Err(MpcError::InvalidConfig("RNS message moduli out of range"));
     }
-    let mut rd = BitReader::new(bytes, s.bits(), msg)?;
+    let mut rd = bit_reader(msg, bytes, s.bits())?;
     let mut out = Vec::with_capacity(s.words());
     for _ in 0..s.blocks {
         for &q in &s.moduli {

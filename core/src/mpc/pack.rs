@@ -5,6 +5,8 @@
 //! width encoding. Decoders check the exact length and that the padding bits
 //! of the last byte are zero, and return [`MpcError::Malformed`] otherwise.
 
+use crate::math::bits::padding_is_zero;
+pub use crate::math::bits::{BitReader, BitWriter};
 use crate::mpc::error::{Defect, MpcError, Result};
 use crate::mpc::kind::MsgKind;
 use alloc::vec::Vec;
@@ -31,15 +33,17 @@ pub(crate) fn check_len(msg: MsgKind, bytes: &[u8], expected: usize) -> Result<(
 /// Length and zero padding of a payload of `total_bits` packed bits.
 pub(crate) fn check_packed(msg: MsgKind, bytes: &[u8], total_bits: usize) -> Result<()> {
     check_len(msg, bytes, total_bits.div_ceil(8))?;
-    let r = total_bits % 8;
-    if r != 0 {
-        if let Some(&last) = bytes.last() {
-            if last >> r != 0 {
-                return Err(malformed(msg, Defect::Padding));
-            }
-        }
+    if !padding_is_zero(bytes, total_bits) {
+        return Err(malformed(msg, Defect::Padding));
     }
     Ok(())
+}
+
+/// A [`BitReader`] over a payload of `total_bits` packed bits, once its length and zero padding
+/// are checked.
+pub(crate) fn bit_reader(msg: MsgKind, bytes: &[u8], total_bits: usize) -> Result<BitReader<'_>> {
+    check_packed(msg, bytes, total_bits)?;
+    Ok(BitReader::new(bytes))
 }
 
 /// Bytes needed for `n` words of `bits` bits.
@@ -83,29 +87,20 @@ pub fn pack_into(out: &mut Vec<u8>, words: impl IntoIterator<Item = u128>, bits:
 
 /// Packs `u64` words of `bits ≤ 64` bits.
 pub fn pack_u64(words: &[u64], bits: u32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(packed_len(words.len(), bits));
     if bits == 64 {
+        let mut out = Vec::with_capacity(packed_len(words.len(), bits));
         for w in words {
             out.extend_from_slice(&w.to_le_bytes());
         }
         return out;
     }
-    // 64 bits at a time through a 128-bit accumulator (fewer pushes than
-    // the generic byte-wise `pack_into`; the same bytes).
-    let m = crate::mpc::ring::mask(bits);
-    let mut acc: u128 = 0;
-    let mut nacc: u32 = 0;
+    // 64 bits at a time through the accumulator of a `BitWriter` (fewer
+    // pushes than the generic byte-wise `pack_into`; the same bytes).
+    let mut wr = BitWriter::with_capacity_bits(words.len() * bits as usize);
     for &w in words {
-        acc |= ((w & m) as u128) << nacc;
-        nacc += bits;
-        if nacc >= 64 {
-            out.extend_from_slice(&(acc as u64).to_le_bytes());
-            acc >>= 64;
-            nacc -= 64;
-        }
+        wr.push(w, bits);
     }
-    out.extend_from_slice(&(acc as u64).to_le_bytes()[..nacc.div_ceil(8) as usize]);
-    out
+    wr.finish()
 }
 
 /// Packs `u128` words of `bits ≤ 128` bits.
@@ -170,25 +165,8 @@ pub fn unpack_u64(bytes: &[u8], n: usize, bits: u32, msg: MsgKind) -> Result<Vec
             })
             .collect());
     }
-    if bits <= 57 {
-        // Fast path: read an unaligned 64-bit window per word.
-        check_packed(msg, bytes, n.saturating_mul(bits as usize))?;
-        let m = crate::mpc::ring::mask(bits);
-        let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            let pos = i * bits as usize;
-            let start = pos >> 3;
-            let mut b = [0u8; 8];
-            let end = core::cmp::min(start + 8, bytes.len());
-            b[..end - start].copy_from_slice(&bytes[start..end]);
-            out.push((u64::from_le_bytes(b) >> (pos & 7)) & m);
-        }
-        return Ok(out);
-    }
-    Ok(unpack_u128(bytes, n, bits, msg)?
-        .into_iter()
-        .map(|w| w as u64)
-        .collect())
+    let mut rd = bit_reader(msg, bytes, n.saturating_mul(bits as usize))?;
+    Ok((0..n).map(|_| rd.read(bits)).collect())
 }
 
 #[cfg(test)]
@@ -233,77 +211,5 @@ mod tests {
         let b = vec![1u8, 0, 1, 1, 0, 0, 0, 1, 1];
         assert_eq!(unpack_bits(&pack_bits(&b), 9, K).unwrap(), b);
         assert!(unpack_bits(&[0u8; 3], 9, K).is_err());
-    }
-}
-
-/// Writer of variable-width words (LSB first).
-#[derive(Debug, Default)]
-pub struct BitWriter {
-    out: Vec<u8>,
-    acc: u128,
-    nacc: u32,
-}
-
-impl BitWriter {
-    /// Empty writer with capacity for `bits` bits.
-    pub fn with_capacity_bits(bits: usize) -> Self {
-        BitWriter {
-            out: Vec::with_capacity(bits.div_ceil(8)),
-            acc: 0,
-            nacc: 0,
-        }
-    }
-
-    /// Appends the low `bits ≤ 64` bits of `w`.
-    #[inline]
-    pub fn push(&mut self, w: u64, bits: u32) {
-        let w = (w & crate::mpc::ring::mask(bits)) as u128;
-        self.acc |= w << self.nacc;
-        self.nacc += bits;
-        if self.nacc >= 64 {
-            self.out.extend_from_slice(&(self.acc as u64).to_le_bytes());
-            self.acc >>= 64;
-            self.nacc -= 64;
-        }
-    }
-
-    /// Finishes (pads the last byte with zeros).
-    pub fn finish(mut self) -> Vec<u8> {
-        let tail = self.nacc.div_ceil(8) as usize;
-        self.out
-            .extend_from_slice(&(self.acc as u64).to_le_bytes()[..tail]);
-        core::mem::take(&mut self.out)
-    }
-}
-
-/// Reader matching [`BitWriter`]; the caller first checks the total length
-/// with [`BitReader::new`].
-#[derive(Debug)]
-pub struct BitReader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> BitReader<'a> {
-    /// Reader over `bytes`, which must hold exactly `⌈total_bits/8⌉` bytes.
-    /// Padding bits of the last byte must be zero.
-    pub fn new(bytes: &'a [u8], total_bits: usize, msg: MsgKind) -> Result<Self> {
-        check_packed(msg, bytes, total_bits)?;
-        Ok(BitReader { bytes, pos: 0 })
-    }
-
-    /// Reads `bits ≤ 64` bits. Reads past the end return zero bits (cannot
-    /// happen when the total was checked).
-    #[inline]
-    pub fn read(&mut self, bits: u32) -> u64 {
-        let start = self.pos >> 3;
-        let mut b = [0u8; 16];
-        let end = core::cmp::min(start + 16, self.bytes.len());
-        if start < end {
-            b[..end - start].copy_from_slice(&self.bytes[start..end]);
-        }
-        let v = (u128::from_le_bytes(b) >> (self.pos & 7)) as u64 & crate::mpc::ring::mask(bits);
-        self.pos += bits as usize;
-        v
     }
 }

@@ -15,6 +15,7 @@ use crate::mpc::ot::silent::{SilentParams, SilentReceiver, SilentSender};
 use crate::mpc::ot::{AesPrg, CotBatchR, CotBatchS, CotReceiver, CotSender, OtEngine};
 use crate::mpc::pack::BitWriter;
 use crate::mpc::ring::{mask, RingCfg};
+use crate::mpc::shares::RingShares;
 use crate::mpc::triples::TripleSource;
 use crate::mpc::zq::Modulus;
 use alloc::boxed::Box;
@@ -640,6 +641,55 @@ impl<R: RngCore + CryptoRng> Party<R> {
             out.push(if b.r[j] == 1 { q.add(t, d[j]) } else { t });
         }
         Ok(Zeroizing::new(out))
+    }
+
+    /// Shares of the products `b_0·b_1` of P0's bits and P1's, one COT per bit: P0 is the
+    /// sender with correlations `b_0` ([`Party::cot_send_corr`], message `M` at `widths`), P1
+    /// the receiver choosing with `b_1`. P0 gets the pads `p_j`, P1 `t_j = p_j + b_{0,j}·b_{1,j}
+    /// mod 2^{w_j}`, so `t − p` shares the products. `bits` are this party's bits (`0`/`1`).
+    pub(crate) async fn cot_bit_products<M: CorrMessage>(
+        &mut self,
+        bits: &[u64],
+        widths: CorrWidths,
+    ) -> Result<Zeroizing<Vec<u64>>> {
+        let ch = self.ch.clone();
+        if self.is_p0() {
+            let sb = self.ot()?.send(&ch, bits.len()).await?;
+            self.cot_send_corr::<M>(&sb, bits, widths)
+        } else {
+            let choices = bits.iter().map(|&v| v as u8).collect();
+            let rb = self.ot()?.recv(&ch, choices).await?;
+            self.cot_recv_corr::<M>(&rb, widths).await
+        }
+    }
+
+    /// [`Party::cot_bit_products`] over `Z_q` ([`Party::cot_send_corr_zq`]): P0 gets `p_j`, P1
+    /// `t_j = p_j + b_{0,j}·b_{1,j} mod q`.
+    pub(crate) async fn cot_bit_products_zq<M: ZqMessage>(
+        &mut self,
+        bits: &[u128],
+        q: &Modulus,
+    ) -> Result<Zeroizing<Vec<u128>>> {
+        let ch = self.ch.clone();
+        if self.is_p0() {
+            let sb = self.ot()?.send(&ch, bits.len()).await?;
+            self.cot_send_corr_zq::<M>(&sb, bits, q)
+        } else {
+            let choices = bits.iter().map(|&v| v as u8).collect();
+            let rb = self.ot()?.recv(&ch, choices).await?;
+            self.cot_recv_corr_zq::<M>(&rb, q).await
+        }
+    }
+
+    /// This party's shares of `x + c` for a public `c` (P0 adds it, mod `2^ℓ`).
+    pub(crate) fn add_public(&self, x: &RingShares, c: u64) -> Zeroizing<Vec<u64>> {
+        let (r, p0) = (self.cfg.ring, self.is_p0());
+        Zeroizing::new(
+            x.as_slice()
+                .iter()
+                .map(|&v| if p0 { r.add(v, c) } else { v })
+                .collect(),
+        )
     }
 
     /// Next common pseudorandom element of `Z_q` (same on both parties).

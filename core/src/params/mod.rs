@@ -520,16 +520,21 @@ impl CkksParams {
 mod tests {
     use super::*;
 
-    #[test]
-    fn named_sets_validate() {
-        for lit in [
+    /// The named 128-bit sets.
+    fn secure_sets() -> [CkksParamsLiteral; 6] {
+        [
             ckks_128_logn14(),
             ckks_128_logn14_cnn(),
             ckks_128_logn15(),
             ckks_128_logn16(),
             ckks_128_logn16_deep(),
             ckks_128_logn16_boot(),
-        ] {
+        ]
+    }
+
+    #[test]
+    fn named_sets_validate() {
+        for lit in secure_sets() {
             let p = lit.validate().unwrap();
             assert!(p.log_qp() <= max_log_qp_128_for(p.secret_distribution(), p.log_n()).unwrap());
             assert!(p.name().contains(&alloc::format!("LOGN{}", p.log_n())));
@@ -701,17 +706,8 @@ mod tests {
         // Every named set: within 1..=k, never decreasing with the level, and each level's margin
         // at least the smaller of the top's and the stated headroom, with no prime to spare (a set
         // whose `P` clears its largest digit by more than the headroom narrows even at the top).
-        for lit in [
-            ckks_128_logn14(),
-            ckks_128_logn14_cnn(),
-            ckks_128_logn15(),
-            ckks_128_logn16(),
-            ckks_128_logn16_deep(),
-            ckks_128_logn16_boot(),
-            insecure_logn12(),
-            insecure_logn10(),
-            insecure_logn12_boot(),
-        ] {
+        let insecure = [insecure_logn12(), insecure_logn10(), insecure_logn12_boot()];
+        for lit in secure_sets().into_iter().chain(insecure) {
             let p = lit.validate().unwrap();
             let k = p.p().len();
             let bits = |m: &Modulus| libm::log2(m.value() as f64);

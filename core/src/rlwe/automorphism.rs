@@ -69,7 +69,7 @@ impl<B: PolyBackend> Rlwe<B> {
         let [mut k0, k1] = self.gadget_product(h, None, key)?;
         self.backend.add_assign(&mut k0, &a.polys[0], basis);
         let [c0, c1] = self.automorphism_pair(&[k0, k1], g, basis);
-        Ok(self.like(a, c0, c1))
+        Ok(a.with_polys(vec![c0, c1], a.scale))
     }
 
     /// [`Rlwe::automorphism_hoisted`] without ModDown: `σ_g(P_level·c_0 + acc_0, acc_1)` over
@@ -118,17 +118,5 @@ impl<B: PolyBackend> Rlwe<B> {
             });
         }
         Ok(())
-    }
-
-    /// A fresh degree-1 ciphertext `(c0, c1)` with `a`'s level, scale and slots.
-    fn like(&self, a: &Ciphertext<B>, c0: B::Buffer, c1: B::Buffer) -> Ciphertext<B> {
-        Ciphertext {
-            params_id: self.params.id(),
-            polys: vec![c0, c1],
-            level: a.level,
-            scale: a.scale,
-            slots: a.slots,
-            seed: None,
-        }
     }
 }

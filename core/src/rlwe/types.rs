@@ -92,6 +92,19 @@ impl<B: PolyBackend> Ciphertext<B> {
     pub fn set_scale(&mut self, scale: f64) {
         self.scale = scale;
     }
+    /// A ciphertext under the same parameters, at the same level and slot count, made of
+    /// `polys` (NTT domain over `Q_level`) at `scale`: the output of an operation on this one
+    /// (not seeded).
+    pub(crate) fn with_polys(&self, polys: Vec<B::Buffer>, scale: f64) -> Self {
+        Ciphertext {
+            polys,
+            level: self.level,
+            scale,
+            slots: self.slots,
+            seed: None,
+            params_id: self.params_id,
+        }
+    }
 }
 
 /// A ciphertext over the extended basis `Q_level ∪ P_level`, scaled by `P_level` (the special

@@ -4,6 +4,7 @@
 //! polynomials across the backend boundary.
 
 use crate::error::{Error, Result};
+use crate::math::bits::{padding_is_zero, BitReader, BitWriter};
 use alloc::vec::Vec;
 
 /// The four magic bytes that open every Veil object.
@@ -183,21 +184,12 @@ pub fn packed_row_len(q: u64, n: usize) -> usize {
 pub(crate) fn pack_row(out: &mut Vec<u8>, row: &[u64], q: u64) {
     let w = row_bits(q);
     out.reserve(packed_row_len(q, row.len()));
-    let mut acc: u128 = 0;
-    let mut nb: u32 = 0;
+    let mut wr = BitWriter::appending(core::mem::take(out));
     for &x in row {
         debug_assert!(x < q);
-        acc |= (x as u128) << nb;
-        nb += w;
-        while nb >= 8 {
-            out.push(acc as u8);
-            acc >>= 8;
-            nb -= 8;
-        }
+        wr.push(x, w);
     }
-    if nb > 0 {
-        out.push(acc as u8);
-    }
+    *out = wr.finish();
 }
 
 /// Unpacks `out.len()` coefficients modulo `q` from exactly [`packed_row_len`] bytes; refuses
@@ -207,25 +199,15 @@ pub(crate) fn unpack_row(bytes: &[u8], q: u64, out: &mut [u64]) -> Result<()> {
         return Err(Error::Malformed("row length"));
     }
     let w = row_bits(q);
-    let mask = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
-    let mut it = bytes.iter();
-    let mut acc: u128 = 0;
-    let mut nb: u32 = 0;
+    let mut rd = BitReader::new(bytes);
     for o in out.iter_mut() {
-        while nb < w {
-            let b = *it.next().ok_or(Error::Malformed("row length"))?;
-            acc |= (b as u128) << nb;
-            nb += 8;
-        }
-        let v = (acc as u64) & mask;
-        acc >>= w;
-        nb -= w;
+        let v = rd.read(w);
         if v >= q {
             return Err(Error::Malformed("coefficient not reduced modulo its prime"));
         }
         *o = v;
     }
-    if acc != 0 || it.next().is_some() {
+    if !padding_is_zero(bytes, out.len() * w as usize) {
         return Err(Error::Malformed("non-zero padding bits"));
     }
     Ok(())
