@@ -364,45 +364,66 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
     Ok(out)
 }
 
+/// A text table: the `headings`, then each row's cells, right-aligned to the column's width
+/// (`widths`) and separated by one space.
+fn table(headings: &[&str], widths: &[usize], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<String> = cells
+            .zip(widths)
+            .map(|(c, &w)| format!("{c:>w$}"))
+            .collect();
+        cells.join(" ") + "\n"
+    };
+    let mut s = line(&mut headings.iter().copied());
+    for r in rows {
+        s += &line(&mut r.iter().map(String::as_str));
+    }
+    s
+}
+
+/// Peak memory in GB for a table (`?` where it was not measured).
+fn peak_gb(bytes: Option<u64>) -> String {
+    bytes.map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9))
+}
+
 /// A text rendering of `--hybrid`.
 pub fn render_hybrid(pts: &[HybridPoint]) -> String {
     let mut s = String::from(
         "Private LeNet-ReLU, hybrid mode (linear layers under CKKS, ReLU exact in MPC), MNIST test images, client and server over TCP loopback\n(batch 8192: pixel-wise at N = 2^14; others: blocked at N = 2^15)\n\n",
     );
-    s += &format!(
-        "{:>6} {:>6} {:>3} {:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>10} {:>10}\n",
-        "batch",
-        "images",
-        "S",
-        "OT",
-        "run s",
-        "s/image",
-        "keys",
-        "MB/image",
-        "conv MB/im",
-        "peak GB",
-        "agree",
-        "worst Δ"
+    s += &table(
+        &[
+            "batch",
+            "images",
+            "S",
+            "OT",
+            "run s",
+            "s/image",
+            "keys",
+            "MB/image",
+            "conv MB/im",
+            "peak GB",
+            "agree",
+            "worst Δ",
+        ],
+        &[6, 6, 3, 6, 9, 9, 6, 10, 10, 9, 10, 10],
+        pts.iter().map(|p| {
+            vec![
+                p.batch.to_string(),
+                p.images.to_string(),
+                p.block.to_string(),
+                p.ot.clone(),
+                format!("{:.2}", p.run_s),
+                format!("{:.3}", p.seconds_per_image),
+                p.galois_keys.to_string(),
+                format!("{:.2}", p.bytes_per_image / 1e6),
+                format!("{:.2}", p.converted_bytes_per_image / 1e6),
+                peak_gb(p.peak_rss),
+                format!("{:>6}/{:<3}", p.agreement, p.images),
+                format!("{:.2e}", p.worst_logit_error),
+            ]
+        }),
     );
-    for p in pts {
-        s += &format!(
-            "{:>6} {:>6} {:>3} {:>6} {:>9.2} {:>9.3} {:>6} {:>10.2} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
-            p.batch,
-            p.images,
-            p.block,
-            p.ot,
-            p.run_s,
-            p.seconds_per_image,
-            p.galois_keys,
-            p.bytes_per_image / 1e6,
-            p.converted_bytes_per_image / 1e6,
-            p.peak_rss
-                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
-            p.agreement,
-            p.images,
-            p.worst_logit_error
-        );
-    }
     for p in pts {
         s += &format!(
             "\nbatch {} ({} ReLUs, {} M2C + {} complex C2M) per step:\n",
@@ -427,36 +448,27 @@ pub fn render_lenet(pts: &[LenetPoint]) -> String {
     let mut s = String::from(
         "Private LeNet (Orion's architecture, trained quadratics) on MNIST test images, client and server over TCP loopback\n(batch 8192: pixel-wise at N = 2^14; others: blocked at N = 2^15)\n\n",
     );
-    s += &format!(
-        "{:>6} {:>3} {:>9} {:>9} {:>6} {:>9} {:>10} {:>9} {:>10} {:>10}\n",
-        "batch",
-        "S",
-        "server s",
-        "s/image",
-        "keys",
-        "key MB",
-        "MB/image",
-        "peak GB",
-        "agree",
-        "worst Δ"
+    s += &table(
+        &[
+            "batch", "S", "server s", "s/image", "keys", "key MB", "MB/image", "peak GB", "agree",
+            "worst Δ",
+        ],
+        &[6, 3, 9, 9, 6, 9, 10, 9, 10, 10],
+        pts.iter().map(|p| {
+            vec![
+                p.batch.to_string(),
+                p.block.to_string(),
+                format!("{:.2}", p.server_s),
+                format!("{:.3}", p.seconds_per_image),
+                p.galois_keys.to_string(),
+                format!("{:.1}", p.key_bytes as f64 / 1e6),
+                format!("{:.2}", p.ct_bytes_per_image / 1e6),
+                peak_gb(p.peak_rss),
+                format!("{:>6}/{:<3}", p.agreement, p.images),
+                format!("{:.2e}", p.worst_logit_error),
+            ]
+        }),
     );
-    for p in pts {
-        s += &format!(
-            "{:>6} {:>3} {:>9.2} {:>9.3} {:>6} {:>9.1} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
-            p.batch,
-            p.block,
-            p.server_s,
-            p.seconds_per_image,
-            p.galois_keys,
-            p.key_bytes as f64 / 1e6,
-            p.ct_bytes_per_image / 1e6,
-            p.peak_rss
-                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
-            p.agreement,
-            p.images,
-            p.worst_logit_error
-        );
-    }
     for p in pts {
         s += &format!("\nbatch {} per layer:\n", p.batch);
         s += &format!(
@@ -692,5 +704,60 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
         crate::to_json("the bench cnn report", &json)
     } else {
         Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `--lenet` table lays its columns out as one format string did: headings and cells
+    /// right-aligned to their widths, the agreement as `agree/images`.
+    #[test]
+    fn the_lenet_table_keeps_its_layout() {
+        let p = LenetPoint {
+            batch: 8192,
+            params: "p".into(),
+            block: 4,
+            images: 8192,
+            server_s: 12.345,
+            seconds_per_image: 0.0015,
+            keys_s: 1.0,
+            galois_keys: 37,
+            key_bytes: 123_456_789,
+            ct_bytes_per_image: 98_765.4,
+            peak_rss: Some(18_500_000_000),
+            agreement: 8190,
+            correct: 8000,
+            worst_logit_error: 3.2e-4,
+            layers: vec![],
+        };
+        let want = format!(
+            "{:>6} {:>3} {:>9} {:>9} {:>6} {:>9} {:>10} {:>9} {:>10} {:>10}\n\
+             {:>6} {:>3} {:>9.2} {:>9.3} {:>6} {:>9.1} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
+            "batch",
+            "S",
+            "server s",
+            "s/image",
+            "keys",
+            "key MB",
+            "MB/image",
+            "peak GB",
+            "agree",
+            "worst Δ",
+            p.batch,
+            p.block,
+            p.server_s,
+            p.seconds_per_image,
+            p.galois_keys,
+            p.key_bytes as f64 / 1e6,
+            p.ct_bytes_per_image / 1e6,
+            "18.50",
+            p.agreement,
+            p.images,
+            p.worst_logit_error
+        );
+        let got = render_lenet(&[p]);
+        assert!(got.contains(&want), "{got}\n---\n{want}");
     }
 }
