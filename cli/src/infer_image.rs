@@ -299,17 +299,35 @@ fn merged(mut base: serde_json::Value, more: serde_json::Value) -> serde_json::V
     base
 }
 
-/// How a report's line on the keys opens: `block S = …, … Galois keys (… MB with the public
-/// key)` in the FHE-only mode, `(… MB of keys)` in the hybrid one.
-fn keys_head(block: usize, galois_keys: usize, key_bytes: u64, hybrid: bool) -> String {
+/// The keys a client sent, as a report's line on them opens: `block S = …, … Galois keys
+/// (… MB with the public key)` in the FHE-only mode, `(… MB of keys)` in the hybrid one.
+trait KeysHead {
+    /// That opening, for block size `block`.
+    fn keys_head(&self, block: usize) -> String;
+}
+
+impl KeysHead for vision::ClientOutcome {
+    fn keys_head(&self, block: usize) -> String {
+        keys_head(
+            block,
+            self.galois_keys,
+            self.key_bytes,
+            "with the public key",
+        )
+    }
+}
+
+impl KeysHead for vision::hybrid::HybridOutcome {
+    fn keys_head(&self, block: usize) -> String {
+        keys_head(block, self.galois_keys, self.key_bytes, "of keys")
+    }
+}
+
+/// `block S = {block}, {galois_keys} Galois keys ({key_bytes} in MB {what})`.
+fn keys_head(block: usize, galois_keys: usize, key_bytes: u64, what: &str) -> String {
     format!(
-        "block S = {block}, {galois_keys} Galois keys ({:.1} MB {})",
-        key_bytes as f64 / 1e6,
-        if hybrid {
-            "of keys"
-        } else {
-            "with the public key"
-        }
+        "block S = {block}, {galois_keys} Galois keys ({:.1} MB {what})",
+        key_bytes as f64 / 1e6
     )
 }
 
@@ -412,12 +430,7 @@ impl FheCli<'_> {
         self.print_comparison(&cmp);
         println!(
             "{}, up {:.1} MB, down {:.1} MB",
-            keys_head(
-                run.block,
-                run.client.galois_keys,
-                run.client.key_bytes,
-                false
-            ),
+            run.client.keys_head(run.block),
             run.client.ct_bytes as f64 / 1e6,
             back as f64 / 1e6
         );
@@ -604,12 +617,7 @@ impl HybridCli<'_> {
         self.print_comparison(&cmp);
         println!(
             "{}, {} ReLUs and {} + {} conversions (M2C + complex C2M) in batch 1",
-            keys_head(
-                run.block,
-                run.client.galois_keys,
-                run.client.key_bytes,
-                true
-            ),
+            run.client.keys_head(run.block),
             run.relus,
             run.conversions.0,
             run.conversions.1
@@ -795,7 +803,7 @@ impl RemoteCli<'_> {
             RemoteOutcome::Fhe(c) => {
                 println!(
                     "{}, up {:.1} MB",
-                    keys_head(run.block, c.galois_keys, c.key_bytes, false),
+                    c.keys_head(run.block),
                     c.ct_bytes as f64 / 1e6
                 );
                 println!(
@@ -809,7 +817,7 @@ impl RemoteCli<'_> {
             RemoteOutcome::Hybrid(c) => {
                 println!(
                     "{}, {:.1} MB on the wire ({:.2} MB per image, {:.1} MB of it converted ciphertexts)",
-                    keys_head(run.block, c.galois_keys, c.key_bytes, true),
+                    c.keys_head(run.block),
                     c.mpc_bytes as f64 / 1e6,
                     c.mpc_bytes as f64 / n / 1e6,
                     c.converted_bytes as f64 / 1e6
