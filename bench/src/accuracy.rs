@@ -224,11 +224,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
             srv?;
             let lg = lg?;
             if !a.json {
-                let err = lg
-                    .iter()
-                    .zip(&e)
-                    .map(|(g, r)| (g - r).abs())
-                    .fold(0.0, f64::max);
+                let err = crate::max_abs_diff(&lg, &e);
                 let am = head::argmax;
                 eprintln!(
                     "encrypted {}/{} (held-out #{i}, m = {m}): {:.1} s, label {} (plaintext {}, fixed-point {}, true {}), max |Δlogit| {err:.4}, plaintext margin {:.4}",

@@ -7,6 +7,7 @@
 //! `--hybrid` runs the same LeNet trained with ReLU in the hybrid mode (linear layers under CKKS,
 //! every ReLU exact in MPC) and reports latency and bytes per image, per step.
 
+use crate::error::core;
 use crate::BenchError;
 use serde::Serialize;
 use veil_core::circuits::{Exec, SymExec};
@@ -145,11 +146,59 @@ pub struct LenetPoint {
 
 /// CKKS worker threads: `--threads`, or every core for 0.
 fn threads(a: &BenchCnnArgs) -> usize {
-    if a.threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        a.threads
+    veil_host::backend::cpu_threads(a.threads)
+}
+
+/// A batch of `--batches` (a power of two), its parameter set ([`veil_core::cnn::batch_params`]:
+/// 8,192 images fill N = 2^14 and run pixel-wise, other batches use N = 2^15) and a CPU context
+/// on it with `threads` workers.
+fn batch_context(
+    batch: usize,
+    threads: usize,
+) -> Result<
+    (
+        veil_core::params::CkksParams,
+        veil_core::ckks::Ckks<veil_backend_cpu::CpuBackend>,
+    ),
+    BenchError,
+> {
+    if !batch.is_power_of_two() {
+        return Err(BenchError::InvalidOption {
+            option: "--batches",
+            value: batch.to_string(),
+            expected: "powers of two",
+        });
     }
+    let p = veil_core::cnn::batch_params(batch)
+        .validate()
+        .map_err(core("the parameter set"))?;
+    let be = crate::cpu_backend(&p, threads)?;
+    Ok((p, veil_core::ckks::Ckks::new(std::sync::Arc::new(be))))
+}
+
+/// The plaintext model's logits on `imgs` (`classes` per image).
+fn plain_logits(
+    net: &veil_core::cnn::Network,
+    imgs: &veil_host::model::images::Images,
+) -> Result<Vec<f64>, BenchError> {
+    let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
+    net.reference(&x, imgs.count).map_err(core("the reference"))
+}
+
+/// The private logits scored against the plaintext ones (`classes` per image) and the labels:
+/// predictions equal to the plaintext model's, predictions equal to the label, and the worst
+/// `|Δlogit|`.
+fn score(logits: &[Vec<f64>], plain: &[f64], classes: usize, labels: &[u8]) -> (usize, usize, f64) {
+    let (mut agreement, mut correct, mut worst) = (0, 0, 0.0f64);
+    for ((l, pl), &label) in logits.iter().zip(plain.chunks(classes)).zip(labels) {
+        let pe = veil_host::vision::argmax(l);
+        agreement += (veil_host::vision::argmax(pl) == pe) as usize;
+        correct += (pe == label as usize) as usize;
+        for (u, v) in l.iter().zip(pl) {
+            worst = worst.max((u - v).abs());
+        }
+    }
+    (agreement, correct, worst)
 }
 
 /// A built-in model with the MNIST test images and labels.
@@ -181,27 +230,9 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
     let threads = threads(a);
     let mut out = Vec::new();
     for &batch in &a.batches {
-        if !batch.is_power_of_two() {
-            return Err(BenchError::InvalidOption {
-                option: "--batches",
-                value: batch.to_string(),
-                expected: "powers of two",
-            });
-        }
-        // 8,192 images fill N = 2^14 and run pixel-wise; other batches use N = 2^15.
-        let p = veil_core::cnn::batch_params(batch)
-            .validate()
-            .map_err(core("the parameter set"))?;
-        let be =
-            veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
-                reason: e.to_string(),
-            })?;
-        let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
+        let (p, ck) = batch_context(batch, threads)?;
         let imgs = all.take(batch);
-        let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
-        let plain = net
-            .reference(&x, imgs.count)
-            .map_err(core("the reference"))?;
+        let plain = plain_logits(&net, &imgs)?;
         eprintln!("lenet: batch {batch} …");
         veil_host::vision::reset_peak_rss();
         let run = veil_host::vision::run_loopback(&ck, &net, &imgs, batch, None, |_, c| {
@@ -214,19 +245,7 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
             step: "the private LeNet run",
             reason: e.to_string(),
         })?;
-        let classes = net.classes();
-        let mut agreement = 0;
-        let mut correct = 0;
-        let mut worst = 0.0f64;
-        for (i, l) in run.client.logits.iter().enumerate() {
-            let pp = veil_host::vision::argmax(&plain[i * classes..(i + 1) * classes]);
-            let pe = veil_host::vision::argmax(l);
-            agreement += (pp == pe) as usize;
-            correct += (pe == labels[i] as usize) as usize;
-            for (u, v) in l.iter().zip(&plain[i * classes..(i + 1) * classes]) {
-                worst = worst.max((u - v).abs());
-            }
-        }
+        let (agreement, correct, worst) = score(&run.client.logits, &plain, net.classes(), &labels);
         let server_s: f64 = run.batches.iter().map(|b| b.eval_s).sum();
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
         out.push(LenetPoint {
@@ -280,31 +299,14 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
     let threads = threads(a);
     let mut out = Vec::new();
     for &batch in &a.batches {
-        if !batch.is_power_of_two() {
-            return Err(BenchError::InvalidOption {
-                option: "--batches",
-                value: batch.to_string(),
-                expected: "powers of two",
-            });
-        }
+        let (p, ck) = batch_context(batch, threads)?;
         let live = if a.hybrid_images == 0 {
             batch
         } else {
             a.hybrid_images.min(batch)
         };
-        let p = veil_core::cnn::batch_params(batch)
-            .validate()
-            .map_err(core("the parameter set"))?;
-        let be =
-            veil_backend_cpu::CpuBackend::fast(&p, threads).map_err(|e| BenchError::Backend {
-                reason: e.to_string(),
-            })?;
-        let ck = veil_core::ckks::Ckks::new(std::sync::Arc::new(be));
         let imgs = all.take(live);
-        let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
-        let plain = net
-            .reference(&x, imgs.count)
-            .map_err(core("the reference"))?;
+        let plain = plain_logits(&net, &imgs)?;
         eprintln!("lenet-relu hybrid: batch {batch}, {live} images …");
         veil_host::vision::reset_peak_rss();
         let opts = veil_host::vision::hybrid::HybridOptions { silent_ot: silent };
@@ -321,17 +323,7 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
             step: "the hybrid LeNet-ReLU run",
             reason: e.to_string(),
         })?;
-        let classes = net.classes();
-        let (mut agreement, mut correct, mut worst) = (0, 0, 0.0f64);
-        for (i, l) in run.client.logits.iter().enumerate() {
-            let pl = &plain[i * classes..(i + 1) * classes];
-            let pe = veil_host::vision::argmax(l);
-            agreement += (veil_host::vision::argmax(pl) == pe) as usize;
-            correct += (pe == labels[i] as usize) as usize;
-            for (u, v) in l.iter().zip(pl) {
-                worst = worst.max((u - v).abs());
-            }
-        }
+        let (agreement, correct, worst) = score(&run.client.logits, &plain, net.classes(), &labels);
         let n = imgs.count as f64;
         out.push(HybridPoint {
             batch,
@@ -372,45 +364,66 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
     Ok(out)
 }
 
+/// A text table: the `headings`, then each row's cells, right-aligned to the column's width
+/// (`widths`) and separated by one space.
+fn table(headings: &[&str], widths: &[usize], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let cells: Vec<String> = cells
+            .zip(widths)
+            .map(|(c, &w)| format!("{c:>w$}"))
+            .collect();
+        cells.join(" ") + "\n"
+    };
+    let mut s = line(&mut headings.iter().copied());
+    for r in rows {
+        s += &line(&mut r.iter().map(String::as_str));
+    }
+    s
+}
+
+/// Peak memory in GB for a table (`?` where it was not measured).
+fn peak_gb(bytes: Option<u64>) -> String {
+    bytes.map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9))
+}
+
 /// A text rendering of `--hybrid`.
 pub fn render_hybrid(pts: &[HybridPoint]) -> String {
     let mut s = String::from(
         "Private LeNet-ReLU, hybrid mode (linear layers under CKKS, ReLU exact in MPC), MNIST test images, client and server over TCP loopback\n(batch 8192: pixel-wise at N = 2^14; others: blocked at N = 2^15)\n\n",
     );
-    s += &format!(
-        "{:>6} {:>6} {:>3} {:>6} {:>9} {:>9} {:>6} {:>10} {:>10} {:>9} {:>10} {:>10}\n",
-        "batch",
-        "images",
-        "S",
-        "OT",
-        "run s",
-        "s/image",
-        "keys",
-        "MB/image",
-        "conv MB/im",
-        "peak GB",
-        "agree",
-        "worst Δ"
+    s += &table(
+        &[
+            "batch",
+            "images",
+            "S",
+            "OT",
+            "run s",
+            "s/image",
+            "keys",
+            "MB/image",
+            "conv MB/im",
+            "peak GB",
+            "agree",
+            "worst Δ",
+        ],
+        &[6, 6, 3, 6, 9, 9, 6, 10, 10, 9, 10, 10],
+        pts.iter().map(|p| {
+            vec![
+                p.batch.to_string(),
+                p.images.to_string(),
+                p.block.to_string(),
+                p.ot.clone(),
+                format!("{:.2}", p.run_s),
+                format!("{:.3}", p.seconds_per_image),
+                p.galois_keys.to_string(),
+                format!("{:.2}", p.bytes_per_image / 1e6),
+                format!("{:.2}", p.converted_bytes_per_image / 1e6),
+                peak_gb(p.peak_rss),
+                format!("{:>6}/{:<3}", p.agreement, p.images),
+                format!("{:.2e}", p.worst_logit_error),
+            ]
+        }),
     );
-    for p in pts {
-        s += &format!(
-            "{:>6} {:>6} {:>3} {:>6} {:>9.2} {:>9.3} {:>6} {:>10.2} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
-            p.batch,
-            p.images,
-            p.block,
-            p.ot,
-            p.run_s,
-            p.seconds_per_image,
-            p.galois_keys,
-            p.bytes_per_image / 1e6,
-            p.converted_bytes_per_image / 1e6,
-            p.peak_rss
-                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
-            p.agreement,
-            p.images,
-            p.worst_logit_error
-        );
-    }
     for p in pts {
         s += &format!(
             "\nbatch {} ({} ReLUs, {} M2C + {} complex C2M) per step:\n",
@@ -435,36 +448,27 @@ pub fn render_lenet(pts: &[LenetPoint]) -> String {
     let mut s = String::from(
         "Private LeNet (Orion's architecture, trained quadratics) on MNIST test images, client and server over TCP loopback\n(batch 8192: pixel-wise at N = 2^14; others: blocked at N = 2^15)\n\n",
     );
-    s += &format!(
-        "{:>6} {:>3} {:>9} {:>9} {:>6} {:>9} {:>10} {:>9} {:>10} {:>10}\n",
-        "batch",
-        "S",
-        "server s",
-        "s/image",
-        "keys",
-        "key MB",
-        "MB/image",
-        "peak GB",
-        "agree",
-        "worst Δ"
+    s += &table(
+        &[
+            "batch", "S", "server s", "s/image", "keys", "key MB", "MB/image", "peak GB", "agree",
+            "worst Δ",
+        ],
+        &[6, 3, 9, 9, 6, 9, 10, 9, 10, 10],
+        pts.iter().map(|p| {
+            vec![
+                p.batch.to_string(),
+                p.block.to_string(),
+                format!("{:.2}", p.server_s),
+                format!("{:.3}", p.seconds_per_image),
+                p.galois_keys.to_string(),
+                format!("{:.1}", p.key_bytes as f64 / 1e6),
+                format!("{:.2}", p.ct_bytes_per_image / 1e6),
+                peak_gb(p.peak_rss),
+                format!("{:>6}/{:<3}", p.agreement, p.images),
+                format!("{:.2e}", p.worst_logit_error),
+            ]
+        }),
     );
-    for p in pts {
-        s += &format!(
-            "{:>6} {:>3} {:>9.2} {:>9.3} {:>6} {:>9.1} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
-            p.batch,
-            p.block,
-            p.server_s,
-            p.seconds_per_image,
-            p.galois_keys,
-            p.key_bytes as f64 / 1e6,
-            p.ct_bytes_per_image / 1e6,
-            p.peak_rss
-                .map_or("?".into(), |b| format!("{:.2}", b as f64 / 1e9)),
-            p.agreement,
-            p.images,
-            p.worst_logit_error
-        );
-    }
     for p in pts {
         s += &format!("\nbatch {} per layer:\n", p.batch);
         s += &format!(
@@ -538,10 +542,6 @@ const TABLE_IX: [Setting; 5] = [
     (8, 128, 32, 3, [Some(528), Some(304), Some(496), None]),
     (8, 32, 128, 3, [Some(192), Some(496), Some(1984), None]),
 ];
-
-fn core(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
-    move |source| BenchError::Core { step, source }
-}
 
 /// Runs the sweep at `N = 2^15`.
 pub fn table_ix() -> Result<TableIx, BenchError> {
@@ -654,6 +654,11 @@ pub fn render(t: &TableIx) -> String {
     s
 }
 
+/// A study's report as JSON (`null` if it does not encode).
+fn json_value<T: Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
 /// Runs `veil-bench cnn`.
 pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
     if !a.table_ix && !a.table_x && !a.table_v && !a.vgg5 && !a.lenet && !a.hybrid {
@@ -665,58 +670,94 @@ pub fn run(a: &BenchCnnArgs) -> Result<String, BenchError> {
     }
     let mut text = String::new();
     let mut json = serde_json::Map::new();
+    // One study's report: its text after the others', its JSON under `key`.
+    let mut add = |key: &str, value: serde_json::Value, rendered: String| {
+        text += &rendered;
+        json.insert(key.into(), value);
+    };
     if a.table_ix {
         let t = table_ix()?;
-        text += &render(&t);
-        json.insert(
-            "table_ix".into(),
-            serde_json::to_value(&t).unwrap_or_default(),
-        );
+        add("table_ix", json_value(&t), render(&t));
     }
     if a.table_x {
         let only = a.time.then_some(a.module.as_str());
         let t = crate::cnn_aac::table_x(only, threads(a))?;
-        text += &crate::cnn_aac::render(&t);
-        json.insert(
-            "table_x".into(),
-            serde_json::to_value(&t).unwrap_or_default(),
-        );
+        add("table_x", json_value(&t), crate::cnn_aac::render(&t));
     }
     if a.table_v {
         let t = crate::cnn_table_v::table_v()?;
-        text += &crate::cnn_table_v::render(&t);
-        json.insert(
-            "table_v".into(),
-            serde_json::to_value(&t).unwrap_or_default(),
-        );
+        add("table_v", json_value(&t), crate::cnn_table_v::render(&t));
     }
     if a.vgg5 {
         let pts = crate::cnn_vgg::vgg5(a.time, a.vgg5_batch, threads(a))?;
-        text += &crate::cnn_vgg::render(&pts);
-        json.insert(
-            "vgg5".into(),
-            serde_json::to_value(&pts).unwrap_or_default(),
-        );
+        add("vgg5", json_value(&pts), crate::cnn_vgg::render(&pts));
     }
     if a.lenet {
         let pts = lenet(a)?;
-        text += &render_lenet(&pts);
-        json.insert(
-            "lenet".into(),
-            serde_json::to_value(&pts).unwrap_or_default(),
-        );
+        add("lenet", json_value(&pts), render_lenet(&pts));
     }
     if a.hybrid {
         let pts = hybrid(a)?;
-        text += &render_hybrid(&pts);
-        json.insert(
-            "hybrid".into(),
-            serde_json::to_value(&pts).unwrap_or_default(),
-        );
+        add("hybrid", json_value(&pts), render_hybrid(&pts));
     }
     if a.json {
         crate::to_json("the bench cnn report", &json)
     } else {
         Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `--lenet` table lays its columns out as one format string did: headings and cells
+    /// right-aligned to their widths, the agreement as `agree/images`.
+    #[test]
+    fn the_lenet_table_keeps_its_layout() {
+        let p = LenetPoint {
+            batch: 8192,
+            params: "p".into(),
+            block: 4,
+            images: 8192,
+            server_s: 12.345,
+            seconds_per_image: 0.0015,
+            keys_s: 1.0,
+            galois_keys: 37,
+            key_bytes: 123_456_789,
+            ct_bytes_per_image: 98_765.4,
+            peak_rss: Some(18_500_000_000),
+            agreement: 8190,
+            correct: 8000,
+            worst_logit_error: 3.2e-4,
+            layers: vec![],
+        };
+        let want = format!(
+            "{:>6} {:>3} {:>9} {:>9} {:>6} {:>9} {:>10} {:>9} {:>10} {:>10}\n\
+             {:>6} {:>3} {:>9.2} {:>9.3} {:>6} {:>9.1} {:>10.2} {:>9} {:>6}/{:<3} {:>10.2e}\n",
+            "batch",
+            "S",
+            "server s",
+            "s/image",
+            "keys",
+            "key MB",
+            "MB/image",
+            "peak GB",
+            "agree",
+            "worst Δ",
+            p.batch,
+            p.block,
+            p.server_s,
+            p.seconds_per_image,
+            p.galois_keys,
+            p.key_bytes as f64 / 1e6,
+            p.ct_bytes_per_image / 1e6,
+            "18.50",
+            p.agreement,
+            p.images,
+            p.worst_logit_error
+        );
+        let got = render_lenet(&[p]);
+        assert!(got.contains(&want), "{got}\n---\n{want}");
     }
 }

@@ -8,11 +8,19 @@
 //! the compiled layers (the real run's code path); `--time` also runs the modules `--module`
 //! names on real CKKS ciphertexts and checks them against the `f64` reference.
 
-use crate::BenchError;
+use crate::error::core;
+use crate::{max_abs_diff, BenchError};
+use rand_chacha::ChaCha20Rng;
+use rand_core::{OsRng, SeedableRng};
 use serde::Serialize;
+use veil_backend_cpu::CpuBackend;
 use veil_core::circuits::{Exec, OpCounts, SymExec};
+use veil_core::ckks::{Ciphertext, Ckks, SecretKey};
 use veil_core::cnn::{reference, Conv2d, ConvPlan, Quadratic};
 use veil_core::packing::fragment::FragmentLayout;
+
+/// A CKKS context on the CPU backend.
+pub(crate) type CpuCkks = Ckks<CpuBackend>;
 
 /// One module with or without AAC.
 #[derive(Clone, Debug, Serialize)]
@@ -119,8 +127,50 @@ pub(crate) fn fire_expand(ds: usize, nout: usize, seed: u64) -> Result<Conv2d, B
         .map_err(core("a fire module's expansions"))
 }
 
-pub(crate) fn core(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
-    move |source| BenchError::Core { step, source }
+/// A CPU context on `params` with `threads` workers, a fresh secret key and the generator that
+/// made it (seeded from the OS): what a timed run on real ciphertexts starts from.
+pub(crate) fn secret_context(
+    params: &veil_core::params::CkksParams,
+    threads: usize,
+) -> Result<(CpuCkks, SecretKey, ChaCha20Rng), BenchError> {
+    let ck = Ckks::new(std::sync::Arc::new(crate::cpu_backend(params, threads)?));
+    let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| BenchError::Backend {
+        reason: e.to_string(),
+    })?;
+    let sk = ck.gen_secret_key(&mut rng);
+    Ok((ck, sk, rng))
+}
+
+/// Each packed vector of `vectors` encrypted under `sk` (`slots` real slots, at `level`, the
+/// default scale).
+pub(crate) fn encrypt_real(
+    ck: &CpuCkks,
+    sk: &SecretKey,
+    vectors: &[Vec<f64>],
+    slots: usize,
+    level: usize,
+    rng: &mut ChaCha20Rng,
+) -> Result<Vec<Ciphertext<CpuBackend>>, BenchError> {
+    vectors
+        .iter()
+        .map(|v| {
+            let pt = ck.encode_real(v, slots, level, ck.params().default_scale())?;
+            ck.encrypt_sk(sk, &pt, rng)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(core("encryption"))
+}
+
+/// The real parts of `cts` decrypted under `sk`.
+pub(crate) fn decrypt_real(
+    ck: &CpuCkks,
+    sk: &SecretKey,
+    cts: &[Ciphertext<CpuBackend>],
+) -> Result<Vec<Vec<f64>>, BenchError> {
+    cts.iter()
+        .map(|c| Ok(ck.decrypt_decode(sk, c)?.iter().map(|z| z.re).collect()))
+        .collect::<Result<_, veil_core::Error>>()
+        .map_err(core("decryption"))
 }
 
 /// Table X's fire modules and residual shortcuts.
@@ -308,54 +358,24 @@ fn timed(
     depth: usize,
     rotations: &[i64],
 ) -> Result<(f64, f64), BenchError> {
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::{OsRng, SeedableRng};
-    use veil_core::ckks::Ckks;
-    let be =
-        veil_backend_cpu::CpuBackend::fast(params, threads).map_err(|e| BenchError::Backend {
-            reason: e.to_string(),
-        })?;
-    let ck = Ckks::new(std::sync::Arc::new(be));
-    let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| BenchError::Backend {
-        reason: e.to_string(),
-    })?;
-    let sk = ck.gen_secret_key(&mut rng);
+    let (ck, sk, mut rng) = secret_context(params, threads)?;
     let keys = ck
         .gen_evaluation_keys(&sk, rotations, false, &mut rng, |_, _| {})
         .map_err(core("the evaluation keys"))?;
     let x = weights(l0.len(), 99, 1.0);
     let level = depth;
-    let cts = l0
-        .pack(&x)
-        .map_err(core("packing"))?
-        .iter()
-        .map(|v| {
-            let z: Vec<veil_core::ckks::C64> =
-                v.iter().map(|&a| veil_core::ckks::C64::real(a)).collect();
-            let pt = ck.encode(&z, l0.slots, level, ck.params().default_scale())?;
-            ck.encrypt_sk(&sk, &pt, &mut rng)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(core("encryption"))?;
+    let packed = l0.pack(&x).map_err(core("packing"))?;
+    let cts = encrypt_real(&ck, &sk, &packed, l0.slots, level, &mut rng)?;
     // One pass: each diagonal is used once, so none is cached (an unbounded cache held them all).
     let ex = veil_core::circuits::CkksExec::new(&ck, &keys, l0.slots).with_cache_budget(0);
     let t0 = std::time::Instant::now();
     let out = run_module(&ex, m, plans, cts)?;
     let secs = t0.elapsed().as_secs_f64();
     let last = plans.last().map(|p| p.output).unwrap_or(*l0);
-    let dec: Vec<Vec<f64>> = out
-        .iter()
-        .map(|c| Ok(ck.decrypt_decode(&sk, c)?.iter().map(|z| z.re).collect()))
-        .collect::<Result<_, veil_core::Error>>()
-        .map_err(core("decryption"))?;
+    let dec = decrypt_real(&ck, &sk, &out)?;
     let got = last.unpack(&dec).map_err(core("unpacking"))?;
     let want = reference_module(m, &x);
-    let worst = got
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
-    Ok((secs, worst))
+    Ok((secs, max_abs_diff(&got, &want)))
 }
 
 /// A text rendering.

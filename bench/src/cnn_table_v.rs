@@ -21,7 +21,8 @@
 //! run below full utilization, where the floor of a layer with more input ciphertexts is lower;
 //! every compiled layer is checked against the floor at its own counts.
 
-use crate::cnn_aac::{conv_strided, core, fire_expand, weights, QUAD};
+use crate::cnn_aac::{conv_strided as conv, fire_expand, weights, QUAD};
+use crate::error::core;
 use crate::BenchError;
 use serde::Serialize;
 use veil_core::circuits::{Exec, OpCounts, SymExec};
@@ -175,17 +176,6 @@ fn paper(net: &str, max: bool) -> [(u64, u64, u64, f64); 2] {
         ("MobileNet", false) => [(2696, 3336, 64, 25.0), (786, 946, 16, 100.0)],
         _ => [(1894, 2534, 64, 25.0), (472, 632, 16, 100.0)],
     }
-}
-
-fn conv(
-    ci: usize,
-    co: usize,
-    k: usize,
-    s: usize,
-    p: usize,
-    seed: u64,
-) -> Result<Conv2d, BenchError> {
-    conv_strided(ci, co, k, s, p, seed)
 }
 
 fn depthwise(c: usize, s: usize, seed: u64) -> Result<Conv2d, BenchError> {

@@ -16,7 +16,8 @@
 //! the outer rotations; `--time` runs the cheapest plan of `--vgg5-batch` on real ciphertexts
 //! (server side: keys made locally, no transport).
 
-use crate::cnn_aac::{core, weights, QUAD};
+use crate::cnn_aac::{decrypt_real, encrypt_real, secret_context, weights, QUAD};
+use crate::error::core;
 use crate::BenchError;
 use serde::Serialize;
 use veil_core::circuits::{CkksExec, Exec, OpCounts, SymExec};
@@ -202,18 +203,8 @@ fn timed(
     threads: usize,
     p: &mut VggPoint,
 ) -> Result<(), BenchError> {
-    use rand_chacha::ChaCha20Rng;
-    use rand_core::{OsRng, SeedableRng};
-    use veil_core::ckks::Ckks;
     let slots = params.n() / 2;
-    let be =
-        veil_backend_cpu::CpuBackend::fast(params, threads).map_err(|e| BenchError::Backend {
-            reason: e.to_string(),
-        })?;
-    let ck = Ckks::new(std::sync::Arc::new(be));
-    let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(|e| BenchError::Backend {
-        reason: e.to_string(),
-    })?;
+    let (ck, sk, mut rng) = secret_context(params, threads)?;
     let opts = PlanOptions {
         bsgs: p.bsgs,
         ..PlanOptions::default()
@@ -227,7 +218,6 @@ fn timed(
         .collect();
     net.run(&sym, &plan, xs, |_| {})
         .map_err(core("VGG5's dry run"))?;
-    let sk = ck.gen_secret_key(&mut rng);
     eprintln!("VGG5: {} Galois keys", sym.rotations_used().len());
     let keys = ck
         .gen_evaluation_keys(&sk, &sym.rotations_used(), false, &mut rng, |_, _| {})
@@ -237,17 +227,8 @@ fn timed(
         .iter()
         .map(|v| v + 0.5)
         .collect();
-    let cts = plan
-        .input
-        .pack(&x)
-        .map_err(core("packing"))?
-        .iter()
-        .map(|v| {
-            let pt = ck.encode_real(v, slots, plan.depth, ck.params().default_scale())?;
-            ck.encrypt_sk(&sk, &pt, &mut rng)
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(core("encryption"))?;
+    let packed = plan.input.pack(&x).map_err(core("packing"))?;
+    let cts = encrypt_real(&ck, &sk, &packed, slots, plan.depth, &mut rng)?;
     veil_host::vision::reset_peak_rss();
     // One pass: each diagonal is used once, so none is cached.
     let ex = CkksExec::new(&ck, &keys, slots).with_cache_budget(0);
@@ -256,19 +237,10 @@ fn timed(
         .run(&ex, &plan, cts, |c| eprintln!("  {} done", c.name))
         .map_err(core("VGG5 on ciphertexts"))?;
     let secs = t0.elapsed().as_secs_f64();
-    let dec: Vec<Vec<f64>> = y
-        .iter()
-        .map(|c| Ok(ck.decrypt_decode(&sk, c)?.iter().map(|z| z.re).collect()))
-        .collect::<Result<_, veil_core::Error>>()
-        .map_err(core("decryption"))?;
+    let dec = decrypt_real(&ck, &sk, &y)?;
     let got = plan.output.unpack(&dec).map_err(core("unpacking"))?;
     let want = net.reference(&x, p.batch).map_err(core("the reference"))?;
-    p.worst_error = Some(
-        got.iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max),
-    );
+    p.worst_error = Some(crate::max_abs_diff(&got, &want));
     p.logit_scale = Some(want.iter().map(|v| v.abs()).fold(0.0, f64::max));
     p.seconds = Some(secs);
     p.peak_rss = veil_host::vision::peak_rss_bytes();
@@ -325,10 +297,7 @@ mod tests {
 
     fn close(a: &[f64], b: &[f64]) -> f64 {
         assert_eq!(a.len(), b.len());
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0, f64::max)
+        crate::max_abs_diff(a, b)
     }
 
     /// Folding a pooling into the next layer is exact: pooling then the layer equals the

@@ -14,6 +14,7 @@
 //! run do not depend on the values. Accuracy against the real checkpoint is the demo's and the
 //! tests' job.
 
+use crate::error::{core, protocol};
 use crate::nonlinear::{MBLN_PARAMS, MBMAX_PARAMS};
 use crate::progress::Progress;
 use crate::BenchError;
@@ -179,17 +180,6 @@ pub fn shape(name: &str) -> Result<EncoderConfig, BenchError> {
     })
 }
 
-fn core_err(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
-    move |source| BenchError::Core { step, source }
-}
-
-fn proto(what: &'static str) -> impl Fn(veil_host::mpc::DriverError) -> BenchError {
-    move |source| BenchError::Protocol {
-        protocol: what.into(),
-        source,
-    }
-}
-
 /// One block event as the cost model's [`Measured`] (`wall`: the server's seconds for it).
 fn measured(c: &BlockCost, wall: f64) -> Measured {
     Measured {
@@ -258,15 +248,13 @@ pub fn fit_encformer(
     valid: usize,
 ) -> Result<(Blocks, EncformerFit), BenchError> {
     use veil_core::bert::reference::ranges;
-    let exact = ranges(w, x, valid, &Blocks::EXACT).map_err(core_err("the exact ranges"))?;
+    let exact = ranges(w, x, valid, &Blocks::EXACT).map_err(core("the exact ranges"))?;
     let c = exact.score_valid.ceil().max(1.0);
     let rd = valid as f64 * c.powi(5);
     let ln_rd = exact.ln_std.max(1e-3);
     let blocks = Blocks::encformer((c, rd), (1.0, ln_rd));
-    let fitted = ranges(w, x, valid, &blocks).map_err(core_err("the fitted ranges"))?;
-    let b = blocks
-        .bounds()
-        .map_err(core_err("the fitted blocks' bounds"))?;
+    let fitted = ranges(w, x, valid, &blocks).map_err(core("the fitted ranges"))?;
+    let b = blocks.bounds().map_err(core("the fitted blocks' bounds"))?;
     let within = [
         (fitted.x, b.x),
         (fitted.score, b.s),
@@ -332,7 +320,7 @@ pub fn blocks_of(a: &BenchE2eArgs) -> Result<Blocks, BenchError> {
 
 /// One private run at `m`.
 fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, BenchError> {
-    let params = session_params().map_err(core_err("session parameters"))?;
+    let params = session_params().map_err(core("session parameters"))?;
     let blocks = blocks_of(a)?;
     let valid = a.valid.unwrap_or(m - m / 4).clamp(1, m);
     let silent = match a.ot.as_str() {
@@ -375,17 +363,17 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let sk = ck.gen_secret_key(&mut rng);
     let pk = ck
         .gen_public_key(&sk, &mut rng)
-        .map_err(core_err("public key"))?;
+        .map_err(core("public key"))?;
     let keys = ck
         .gen_evaluation_keys(&sk, plan.rotations(), true, &mut rng, |_, _| {})
-        .map_err(core_err("evaluation keys"))?;
+        .map_err(core("evaluation keys"))?;
     let keygen_s = t.elapsed().as_secs_f64();
     let key_bytes = (ck
         .serialize_public_key(&pk, true)
-        .map_err(core_err("public key bytes"))?
+        .map_err(core("public key bytes"))?
         .len()
         + ck.serialize_evaluation_keys(&keys, true)
-            .map_err(core_err("evaluation key bytes"))?
+            .map_err(core("evaluation key bytes"))?
             .len()) as u64;
     // The server's events carry the wall time and the CKKS counts; the client's the bytes,
     // rounds and conversions.
@@ -417,7 +405,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
                 }),
                 t0,
             )
-            .map_err(proto("client"))
+            .map_err(protocol("client"))
         },
         |t1| {
             let mut p1 = party(PartyId::P1, silent)?;
@@ -433,7 +421,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
                 }),
                 t1,
             )
-            .map_err(proto("server"))
+            .map_err(protocol("server"))
         },
     )
     .map_err(BenchError::Harness)?;
@@ -441,12 +429,8 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let logits = logits?;
     srv?;
     let fixed = veil_core::bert::fixed::logits_fixed(&plan, &w, &x, valid)
-        .map_err(core_err("the fixed-point emulation"))?;
-    let fixed_logit_err = logits
-        .iter()
-        .zip(&fixed)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0, f64::max);
+        .map_err(core("the fixed-point emulation"))?;
+    let fixed_logit_err = crate::max_abs_diff(&logits, &fixed);
     let mut raw = server_raw.lock().unwrap().clone();
     let mut conv_bytes = vec![0u64; raw.len()];
     for ((r, cb), (c, bytes)) in raw.iter_mut().zip(conv_bytes.iter_mut()).zip(&client_raw) {
@@ -511,7 +495,7 @@ pub fn run_cfg(a: &BenchE2eArgs, mut cfg: EncoderConfig) -> Result<E2eReport, Be
         }
         cfg.layers = l;
     }
-    let params = session_params().map_err(core_err("session parameters"))?;
+    let params = session_params().map_err(core("session parameters"))?;
     let mut runs = Vec::new();
     for &m in &a.m {
         runs.push(run_one(a, cfg, m)?);

@@ -187,7 +187,7 @@ impl From<rand_core::Error> for BenchError {
 }
 
 /// `map_err` helper: a CKKS error at `step`.
-pub(crate) fn core(step: &'static str) -> impl FnOnce(veil_core::Error) -> BenchError {
+pub(crate) fn core(step: &'static str) -> impl Fn(veil_core::Error) -> BenchError {
     move |source| BenchError::Core { step, source }
 }
 

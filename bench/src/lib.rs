@@ -42,14 +42,17 @@ pub use error::{to_json, BenchError};
 use veil_backend_cpu::CpuBackend;
 use veil_core::params::CkksParams;
 
+/// `max_i |a_i − b_i|` over the pairs `a` and `b` share (0 for none).
+pub(crate) fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
 /// The optimized CPU backend with `threads` workers (0: one per core).
 pub fn cpu_backend(p: &CkksParams, threads: usize) -> Result<CpuBackend, BenchError> {
-    let threads = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads
-    };
-    CpuBackend::fast(p, threads).map_err(|e| BenchError::Backend {
+    CpuBackend::fast(p, veil_host::backend::cpu_threads(threads)).map_err(|e| BenchError::Backend {
         reason: e.to_string(),
     })
 }

@@ -335,6 +335,17 @@ pub(crate) fn connect(
     })
 }
 
+/// `GB` as bytes; a negative, zero or non-finite value is a usage error.
+pub(crate) fn gb_bytes(flag: &str, gb: Option<f64>) -> Result<Option<u64>, CliError> {
+    match gb {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Some((v * 1e9) as u64)),
+        Some(v) => Err(CliError::Usage(format!(
+            "{flag} {v}: expected a positive number of GB"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,16 +366,5 @@ mod tests {
         assert!(took < Duration::from_secs(2), "{took:?}");
         assert!(matches!(e, CliError::Io { .. }), "{e:?}");
         assert!(text.contains(&addr) && text.contains("refused"), "{text}");
-    }
-}
-
-/// `GB` as bytes; a negative, zero or non-finite value is a usage error.
-pub(crate) fn gb_bytes(flag: &str, gb: Option<f64>) -> Result<Option<u64>, CliError> {
-    match gb {
-        None => Ok(None),
-        Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Some((v * 1e9) as u64)),
-        Some(v) => Err(CliError::Usage(format!(
-            "{flag} {v}: expected a positive number of GB"
-        ))),
     }
 }

@@ -162,15 +162,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
         .chunks(classes)
         .map(veil_host::vision::argmax)
         .collect();
-    let acc = |pred: &[usize]| {
-        labels.as_ref().map(|l| {
-            pred.iter()
-                .zip(l)
-                .filter(|(p, l)| **p == **l as usize)
-                .count() as f64
-                / pred.len() as f64
-        })
-    };
+    let acc = |pred: &[usize]| accuracy(labels.as_deref(), pred);
     if a.plaintext {
         if a.json {
             return print_json(&json!({
@@ -251,6 +243,94 @@ struct ImageRun<'a> {
     params: &'a veil_core::params::CkksParams,
 }
 
+/// The private predictions beside the plaintext model's.
+struct Comparison {
+    /// The private predictions.
+    pred: Vec<usize>,
+    /// How many equal the plaintext model's.
+    agree: usize,
+    /// The worst logit error against the plaintext model.
+    worst: f64,
+}
+
+impl ImageRun<'_> {
+    /// The private `logits` (one row per image) against the plaintext model's.
+    fn compare(&self, logits: &[Vec<f64>]) -> Comparison {
+        let pred = vision::hybrid::predictions(logits);
+        let (agree, worst) = agreement(&pred, self.plain_pred, logits, self.plain);
+        Comparison { pred, agree, worst }
+    }
+
+    /// The JSON fields of every private run: the model, the images, the batch, its block and
+    /// parameter set, and `c` with the accuracies.
+    fn comparison_json(&self, c: &Comparison, block: usize) -> serde_json::Value {
+        json!({
+            "model": self.net.name, "images": self.imgs.count, "batch": self.batch,
+            "block": block, "params": self.params.name(),
+            "predictions": c.pred, "plaintext_predictions": self.plain_pred,
+            "agreement": c.agree as f64 / self.imgs.count as f64,
+            "accuracy": accuracy(self.labels, &c.pred),
+            "plaintext_accuracy": accuracy(self.labels, self.plain_pred),
+            "worst_logit_error": c.worst,
+        })
+    }
+
+    /// Prints [`Self::comparison_json`] with the mode's own fields `more`.
+    fn print_json(
+        &self,
+        c: &Comparison,
+        block: usize,
+        more: serde_json::Value,
+    ) -> Result<(), CliError> {
+        print_json(&merged(self.comparison_json(c, block), more))
+    }
+
+    /// Prints `c` ([`print_comparison`]).
+    fn print_comparison(&self, c: &Comparison) {
+        print_comparison(&c.pred, self.plain_pred, self.labels, c.worst);
+    }
+}
+
+/// `base`'s fields and `more`'s (JSON objects; `more`'s value wins a shared key).
+fn merged(mut base: serde_json::Value, more: serde_json::Value) -> serde_json::Value {
+    if let (Some(b), serde_json::Value::Object(m)) = (base.as_object_mut(), more) {
+        b.extend(m);
+    }
+    base
+}
+
+/// The keys a client sent, as a report's line on them opens: `block S = …, … Galois keys
+/// (… MB with the public key)` in the FHE-only mode, `(… MB of keys)` in the hybrid one.
+trait KeysHead {
+    /// That opening, for block size `block`.
+    fn keys_head(&self, block: usize) -> String;
+}
+
+impl KeysHead for vision::ClientOutcome {
+    fn keys_head(&self, block: usize) -> String {
+        keys_head(
+            block,
+            self.galois_keys,
+            self.key_bytes,
+            "with the public key",
+        )
+    }
+}
+
+impl KeysHead for vision::hybrid::HybridOutcome {
+    fn keys_head(&self, block: usize) -> String {
+        keys_head(block, self.galois_keys, self.key_bytes, "of keys")
+    }
+}
+
+/// `block S = {block}, {galois_keys} Galois keys ({key_bytes} in MB {what})`.
+fn keys_head(block: usize, galois_keys: usize, key_bytes: u64, what: &str) -> String {
+    format!(
+        "block S = {block}, {galois_keys} Galois keys ({:.1} MB {what})",
+        key_bytes as f64 / 1e6
+    )
+}
+
 /// The FHE-only mode's loopback run and report.
 struct FheCli<'a>(ImageRun<'a>);
 
@@ -301,7 +381,6 @@ image_run_deref!(FheCli, HybridCli, RemoteCli);
 impl FheCli<'_> {
     fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
-        let acc = |pred: &[usize]| accuracy(self.labels, pred);
         let t0 = Instant::now();
         let json_mode = a.json;
         let run = vision::run_loopback(ck, self.net, imgs, batch, a.block, |b, c| {
@@ -314,13 +393,7 @@ impl FheCli<'_> {
         })
         .map_err(CliError::Vision)?;
         let wall = t0.elapsed().as_secs_f64();
-        let pred: Vec<usize> = run
-            .client
-            .logits
-            .iter()
-            .map(|l| veil_host::vision::argmax(l))
-            .collect();
-        let (agree, worst) = agreement(&pred, self.plain_pred, &run.client.logits, self.plain);
+        let cmp = self.compare(&run.client.logits);
         let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
         let sanitize_s: f64 = run.batches.iter().map(|b| b.sanitize_s).sum();
@@ -339,28 +412,25 @@ impl FheCli<'_> {
             })
             .collect();
         if a.json {
-            return print_json(&json!({
-                "model": self.net.name, "mode": "fhe", "images": imgs.count, "batch": batch,
-                "block": run.block, "params": self.params.name(),
-                "predictions": pred, "plaintext_predictions": self.plain_pred,
-                "agreement": agree as f64 / imgs.count as f64,
-                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
-                "worst_logit_error": worst,
-                "server_eval_s": eval, "seconds_per_image": eval / imgs.count as f64,
-                "sanitize_s": sanitize_s,
-                "wall_s": wall, "keys_s": run.client.keys_s,
-                "encrypt_s": run.client.encrypt_s, "decrypt_s": run.client.decrypt_s,
-                "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
-                "bytes_up": run.client.ct_bytes, "bytes_down": back,
-                "peak_rss_bytes": peak, "layers_batch1": layers,
-            }));
+            return self.print_json(
+                &cmp,
+                run.block,
+                json!({
+                    "mode": "fhe",
+                    "server_eval_s": eval, "seconds_per_image": eval / imgs.count as f64,
+                    "sanitize_s": sanitize_s,
+                    "wall_s": wall, "keys_s": run.client.keys_s,
+                    "encrypt_s": run.client.encrypt_s, "decrypt_s": run.client.decrypt_s,
+                    "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
+                    "bytes_up": run.client.ct_bytes, "bytes_down": back,
+                    "peak_rss_bytes": peak, "layers_batch1": layers,
+                }),
+            );
         }
-        print_comparison(&pred, self.plain_pred, self.labels, worst);
+        self.print_comparison(&cmp);
         println!(
-            "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB, down {:.1} MB",
-            run.block,
-            run.client.galois_keys,
-            run.client.key_bytes as f64 / 1e6,
+            "{}, up {:.1} MB, down {:.1} MB",
+            run.client.keys_head(run.block),
             run.client.ct_bytes as f64 / 1e6,
             back as f64 / 1e6
         );
@@ -473,14 +543,11 @@ fn print_comparison(pred: &[usize], plain_pred: &[usize], labels: Option<&[u8]>,
         "agreement {agree}/{} ; worst |Δlogit| {worst:.2e}",
         pred.len()
     );
-    if let Some(l) = labels {
-        let acc = |p: &[usize]| {
-            p.iter().zip(l).filter(|(p, l)| **p == **l as usize).count() as f64 / p.len() as f64
-        };
+    if let (Some(private), Some(plain)) = (accuracy(labels, pred), accuracy(labels, plain_pred)) {
         println!(
             "accuracy private {:.2} %, plaintext {:.2} %",
-            100.0 * acc(pred),
-            100.0 * acc(plain_pred)
+            100.0 * private,
+            100.0 * plain
         );
     }
 }
@@ -515,9 +582,7 @@ impl HybridCli<'_> {
             })
             .map_err(CliError::Vision)?;
         let wall = t0.elapsed().as_secs_f64();
-        let pred = vision::hybrid::predictions(&run.client.logits);
-        let (agree, worst) = agreement(&pred, self.plain_pred, &run.client.logits, self.plain);
-        let acc = |pred: &[usize]| accuracy(self.labels, pred);
+        let cmp = self.compare(&run.client.logits);
         let n = imgs.count as f64;
         let peak = vision::peak_rss_bytes();
         let per_image_bytes = run.server.mpc_bytes as f64 / n;
@@ -538,13 +603,8 @@ impl HybridCli<'_> {
             })
             .collect();
         if a.json {
-            return print_json(&json!({
-                "model": self.net.name, "mode": "hybrid", "ot": if self.silent { "silent" } else { "iknp" },
-                "images": imgs.count, "batch": batch, "block": run.block, "params": self.params.name(),
-                "predictions": pred, "plaintext_predictions": self.plain_pred,
-                "agreement": agree as f64 / n,
-                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
-                "worst_logit_error": worst,
+            return self.print_json(&cmp, run.block, json!({
+                "mode": "hybrid", "ot": if self.silent { "silent" } else { "iknp" },
                 "run_s": run.server.run_s, "seconds_per_image": run.server.run_s / n,
                 "wall_s": wall, "keys_s": run.client.keys_s, "setup_s": run.client.setup_s,
                 "galois_keys": run.client.galois_keys, "key_bytes": run.client.key_bytes,
@@ -554,12 +614,10 @@ impl HybridCli<'_> {
                 "peak_rss_bytes": peak, "steps_batch1": steps,
             }));
         }
-        print_comparison(&pred, self.plain_pred, self.labels, worst);
+        self.print_comparison(&cmp);
         println!(
-            "block S = {}, {} Galois keys ({:.1} MB of keys), {} ReLUs and {} + {} conversions (M2C + complex C2M) in batch 1",
-            run.block,
-            run.client.galois_keys,
-            run.client.key_bytes as f64 / 1e6,
+            "{}, {} ReLUs and {} + {} conversions (M2C + complex C2M) in batch 1",
+            run.client.keys_head(run.block),
             run.relus,
             run.conversions.0,
             run.conversions.1
@@ -695,21 +753,13 @@ impl RemoteCli<'_> {
         let run = infer_remote_on(ck, &mut t, self.net, imgs, batch, a.block, self.mode)
             .map_err(CliError::Vision)?;
         let n = imgs.count as f64;
-        let pred = vision::hybrid::predictions(run.logits());
-        let (agree, worst) = agreement(&pred, self.plain_pred, run.logits(), self.plain);
-        let acc = |pred: &[usize]| accuracy(self.labels, pred);
+        let cmp = self.compare(run.logits());
         let wall = run.wall_s;
         if a.json {
-            let mut v = json!({
-                "model": self.net.name, "server": self.addr,
-                "images": imgs.count, "batch": batch, "block": run.block,
-                "params": self.params.name(),
-                "predictions": pred, "plaintext_predictions": self.plain_pred,
-                "agreement": agree as f64 / n,
-                "accuracy": acc(&pred), "plaintext_accuracy": acc(self.plain_pred),
-                "worst_logit_error": worst,
-                "wall_s": wall, "seconds_per_image": wall / n,
-            });
+            let mut v = merged(
+                self.comparison_json(&cmp, run.block),
+                json!({ "server": self.addr, "wall_s": wall, "seconds_per_image": wall / n }),
+            );
             match &run.outcome {
                 RemoteOutcome::Fhe(c) => {
                     v["mode"] = json!("fhe");
@@ -748,14 +798,12 @@ impl RemoteCli<'_> {
             }
             return print_json(&v);
         }
-        print_comparison(&pred, self.plain_pred, self.labels, worst);
+        self.print_comparison(&cmp);
         match &run.outcome {
             RemoteOutcome::Fhe(c) => {
                 println!(
-                    "block S = {}, {} Galois keys ({:.1} MB with the public key), up {:.1} MB",
-                    run.block,
-                    c.galois_keys,
-                    c.key_bytes as f64 / 1e6,
+                    "{}, up {:.1} MB",
+                    c.keys_head(run.block),
                     c.ct_bytes as f64 / 1e6
                 );
                 println!(
@@ -768,10 +816,8 @@ impl RemoteCli<'_> {
             }
             RemoteOutcome::Hybrid(c) => {
                 println!(
-                    "block S = {}, {} Galois keys ({:.1} MB of keys), {:.1} MB on the wire ({:.2} MB per image, {:.1} MB of it converted ciphertexts)",
-                    run.block,
-                    c.galois_keys,
-                    c.key_bytes as f64 / 1e6,
+                    "{}, {:.1} MB on the wire ({:.2} MB per image, {:.1} MB of it converted ciphertexts)",
+                    c.keys_head(run.block),
                     c.mpc_bytes as f64 / 1e6,
                     c.mpc_bytes as f64 / n / 1e6,
                     c.converted_bytes as f64 / 1e6

@@ -181,71 +181,47 @@ impl BackendChoice {
                 let threads = cpu_threads(self.threads);
                 let f: Factory<CpuBackend> =
                     Arc::new(move |p| CpuBackend::fast(p, threads).map_err(|e| e.to_string()));
-                probe_with(&f, probe, self.kind)?;
-                Ok(v.run(&label, f))
+                run_probed(f, probe, self.kind, &label, v)
             }
-            BackendKind::Wgpu => self.dispatch_wgpu(probe, v, &label),
-            BackendKind::Cuda => self.dispatch_cuda(probe, v, &label),
+            #[cfg(feature = "wgpu")]
+            BackendKind::Wgpu => {
+                use veil_backend_wgpu::WgpuDevice;
+                let device = match self.device {
+                    Some(d) => WgpuDevice::DiscreteGpu(d),
+                    None => WgpuDevice::DefaultDevice,
+                };
+                let f: Factory<veil_backend_wgpu::WgpuBackend> = Arc::new(move |p| {
+                    veil_backend_wgpu::new(p, &device).map_err(|e| e.to_string())
+                });
+                run_probed(f, probe, self.kind, &label, v)
+            }
+            #[cfg(feature = "cuda")]
+            BackendKind::Cuda => {
+                let index = self.device.unwrap_or_else(veil_backend_cuda::default_index);
+                let f: Factory<veil_backend_cuda::CudaBackend> =
+                    Arc::new(move |p| veil_backend_cuda::new(p, index).map_err(|e| e.to_string()));
+                run_probed(f, probe, self.kind, &label, v)
+            }
+            // The backends this build leaves out (each one's cargo feature has its name).
+            #[allow(unreachable_patterns)]
+            kind => Err(BackendError::NotBuilt {
+                backend: kind,
+                feature: kind.name(),
+            }),
         }
     }
+}
 
-    #[cfg(feature = "wgpu")]
-    fn dispatch_wgpu<V: OnBackend>(
-        &self,
-        probe: &CkksParams,
-        v: V,
-        label: &str,
-    ) -> Result<V::Output, BackendError> {
-        use veil_backend_wgpu::WgpuDevice;
-        let device = match self.device {
-            Some(d) => WgpuDevice::DiscreteGpu(d),
-            None => WgpuDevice::DefaultDevice,
-        };
-        let f: Factory<veil_backend_wgpu::WgpuBackend> =
-            Arc::new(move |p| veil_backend_wgpu::new(p, &device).map_err(|e| e.to_string()));
-        probe_with(&f, probe, self.kind)?;
-        Ok(v.run(label, f))
-    }
-
-    #[cfg(not(feature = "wgpu"))]
-    fn dispatch_wgpu<V: OnBackend>(
-        &self,
-        _: &CkksParams,
-        _: V,
-        _: &str,
-    ) -> Result<V::Output, BackendError> {
-        Err(BackendError::NotBuilt {
-            backend: BackendKind::Wgpu,
-            feature: "wgpu",
-        })
-    }
-
-    #[cfg(feature = "cuda")]
-    fn dispatch_cuda<V: OnBackend>(
-        &self,
-        probe: &CkksParams,
-        v: V,
-        label: &str,
-    ) -> Result<V::Output, BackendError> {
-        let index = self.device.unwrap_or_else(veil_backend_cuda::default_index);
-        let f: Factory<veil_backend_cuda::CudaBackend> =
-            Arc::new(move |p| veil_backend_cuda::new(p, index).map_err(|e| e.to_string()));
-        probe_with(&f, probe, self.kind)?;
-        Ok(v.run(label, f))
-    }
-
-    #[cfg(not(feature = "cuda"))]
-    fn dispatch_cuda<V: OnBackend>(
-        &self,
-        _: &CkksParams,
-        _: V,
-        _: &str,
-    ) -> Result<V::Output, BackendError> {
-        Err(BackendError::NotBuilt {
-            backend: BackendKind::Cuda,
-            feature: "cuda",
-        })
-    }
+/// Probes `f` on `probe` ([`probe_with`]), then runs `v` with it.
+fn run_probed<B: PolyBackend, V: OnBackend>(
+    f: Factory<B>,
+    probe: &CkksParams,
+    kind: BackendKind,
+    label: &str,
+    v: V,
+) -> Result<V::Output, BackendError> {
+    probe_with(&f, probe, kind)?;
+    Ok(v.run(label, f))
 }
 
 /// `threads`, or every core for 0.
