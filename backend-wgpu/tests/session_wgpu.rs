@@ -18,8 +18,8 @@ use std::time::Duration;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
 use veil_core::PolyBackend;
+use veil_host::bert::{run_client, serve, CkksCache, ServeOptions, SessionOptions};
 use veil_host::model::{cnn, images};
-use veil_host::session::{run_client, serve, CkksCache, ServeOptions, SessionOptions};
 use veil_host::transport::{TcpTransport, TransportConfig};
 use veil_tests::fixtures::{
     check_against_plaintext, cnn_images, cnn_test_params, fhe_net, input, plaintext, test_params,
@@ -114,14 +114,14 @@ fn bert_session_with_the_server_on_wgpu_matches_the_cpu_and_the_plaintext() {
     assert!(dw <= LOGIT_BOUND, "{on_wgpu:?} vs {want:?}");
     assert!(dc <= LOGIT_BOUND, "{on_cpu:?} vs {want:?}");
     assert!(dwc <= 2.0 * LOGIT_BOUND);
-    let argmax = veil_host::vision::argmax;
+    let argmax = veil_host::cnn::argmax;
     assert_eq!(argmax(&on_wgpu), argmax(&want));
 }
 
 /// One FHE-only LeNet batch of `imgs.count` on `ck` (both parties of the loopback run on it).
 fn lenet_batch<B: PolyBackend>(ck: &Ckks<B>, imgs: &images::Images) -> Vec<Vec<f64>> {
     let net = cnn::load("lenet").unwrap();
-    let run = veil_host::vision::run_loopback(ck, &net, imgs, imgs.count, None, |_, _| {}).unwrap();
+    let run = veil_host::cnn::run_loopback(ck, &net, imgs, imgs.count, None, |_, _| {}).unwrap();
     let worst = check_against_plaintext(&net, imgs, &run.client.logits);
     println!(
         "LeNet on {}: block {}, worst |Δlogit| {worst:.2e}",
@@ -137,7 +137,7 @@ fn lenet_batch<B: PolyBackend>(ck: &Ckks<B>, imgs: &images::Images) -> Vec<Vec<f
 /// partly empty), each prediction the plaintext model's, every logit within the bound.
 #[test]
 fn cnn_served_on_wgpu_matches_the_plaintext() {
-    use veil_host::vision::serve::{infer_remote, serve_cnn, CnnServeOptions, Mode};
+    use veil_host::cnn::serve::{infer_remote, serve_cnn, CnnServeOptions, Mode};
     if !veil_tests::conformance::device_gate(env!("CARGO_PKG_NAME"), available()) {
         return;
     }

@@ -137,7 +137,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
     })?;
     let cfg = md.weights.cfg;
     let blocks =
-        veil_host::session::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
+        veil_host::bert::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
             option: "--gelu",
             value: a.gelu.clone(),
             expected: "erf, bolt or bolt-split",

@@ -191,8 +191,8 @@ fn plain_logits(
 fn score(logits: &[Vec<f64>], plain: &[f64], classes: usize, labels: &[u8]) -> (usize, usize, f64) {
     let (mut agreement, mut correct, mut worst) = (0, 0, 0.0f64);
     for ((l, pl), &label) in logits.iter().zip(plain.chunks(classes)).zip(labels) {
-        let pe = veil_host::vision::argmax(l);
-        agreement += (veil_host::vision::argmax(pl) == pe) as usize;
+        let pe = veil_host::cnn::argmax(l);
+        agreement += (veil_host::cnn::argmax(pl) == pe) as usize;
         correct += (pe == label as usize) as usize;
         for (u, v) in l.iter().zip(pl) {
             worst = worst.max((u - v).abs());
@@ -234,8 +234,8 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
         let imgs = all.take(batch);
         let plain = plain_logits(&net, &imgs)?;
         eprintln!("lenet: batch {batch} …");
-        veil_host::vision::reset_peak_rss();
-        let run = veil_host::vision::run_loopback(&ck, &net, &imgs, batch, None, |_, c| {
+        veil_host::cnn::reset_peak_rss();
+        let run = veil_host::cnn::run_loopback(&ck, &net, &imgs, batch, None, |_, c| {
             eprintln!(
                 "  {:<8} {:>4} → {:>4} ciphertexts",
                 c.name, c.cts_in, c.cts_out
@@ -259,7 +259,7 @@ pub fn lenet(a: &BenchCnnArgs) -> Result<Vec<LenetPoint>, BenchError> {
             galois_keys: run.client.galois_keys,
             key_bytes: run.client.key_bytes,
             ct_bytes_per_image: (run.client.ct_bytes + back) as f64 / imgs.count as f64,
-            peak_rss: veil_host::vision::peak_rss_bytes(),
+            peak_rss: veil_host::cnn::peak_rss_bytes(),
             agreement,
             correct,
             worst_logit_error: worst,
@@ -308,21 +308,16 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
         let imgs = all.take(live);
         let plain = plain_logits(&net, &imgs)?;
         eprintln!("lenet-relu hybrid: batch {batch}, {live} images …");
-        veil_host::vision::reset_peak_rss();
-        let opts = veil_host::vision::hybrid::HybridOptions { silent_ot: silent };
-        let run = veil_host::vision::hybrid::run_loopback(
-            &ck,
-            &net,
-            &imgs,
-            batch,
-            None,
-            &opts,
-            |_, r| eprintln!("  {:<12} {:>8.2} s", r.cost.name, r.wall_s),
-        )
-        .map_err(|e| BenchError::Cnn {
-            step: "the hybrid LeNet-ReLU run",
-            reason: e.to_string(),
-        })?;
+        veil_host::cnn::reset_peak_rss();
+        let opts = veil_host::cnn::hybrid::HybridOptions { silent_ot: silent };
+        let run =
+            veil_host::cnn::hybrid::run_loopback(&ck, &net, &imgs, batch, None, &opts, |_, r| {
+                eprintln!("  {:<12} {:>8.2} s", r.cost.name, r.wall_s)
+            })
+            .map_err(|e| BenchError::Cnn {
+                step: "the hybrid LeNet-ReLU run",
+                reason: e.to_string(),
+            })?;
         let (agreement, correct, worst) = score(&run.client.logits, &plain, net.classes(), &labels);
         let n = imgs.count as f64;
         out.push(HybridPoint {
@@ -340,7 +335,7 @@ pub fn hybrid(a: &BenchCnnArgs) -> Result<Vec<HybridPoint>, BenchError> {
             converted_bytes_per_image: run.server.converted_bytes as f64 / n,
             relus: run.relus,
             conversions: run.conversions,
-            peak_rss: veil_host::vision::peak_rss_bytes(),
+            peak_rss: veil_host::cnn::peak_rss_bytes(),
             agreement,
             correct,
             worst_logit_error: worst,

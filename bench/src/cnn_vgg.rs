@@ -229,7 +229,7 @@ fn timed(
         .collect();
     let packed = plan.input.pack(&x).map_err(core("packing"))?;
     let cts = encrypt_real(&ck, &sk, &packed, slots, plan.depth, &mut rng)?;
-    veil_host::vision::reset_peak_rss();
+    veil_host::cnn::reset_peak_rss();
     // One pass: each diagonal is used once, so none is cached.
     let ex = CkksExec::new(&ck, &keys, slots).with_cache_budget(0);
     let t0 = std::time::Instant::now();
@@ -243,7 +243,7 @@ fn timed(
     p.worst_error = Some(crate::max_abs_diff(&got, &want));
     p.logit_scale = Some(want.iter().map(|v| v.abs()).fold(0.0, f64::max));
     p.seconds = Some(secs);
-    p.peak_rss = veil_host::vision::peak_rss_bytes();
+    p.peak_rss = veil_host::cnn::peak_rss_bytes();
     let _ = ex.counts();
     Ok(())
 }

@@ -311,7 +311,7 @@ pub fn blocks_of(a: &BenchE2eArgs) -> Result<Blocks, BenchError> {
             expected: "exact or encformer",
         });
     }
-    veil_host::session::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
+    veil_host::bert::gelu_blocks(&a.gelu).ok_or_else(|| BenchError::InvalidOption {
         option: "--gelu",
         value: a.gelu.clone(),
         expected: "erf, bolt or bolt-split",

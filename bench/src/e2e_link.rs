@@ -243,7 +243,7 @@ pub fn run(a: &super::e2e::BenchE2eArgs) -> Result<LinkReport, BenchError> {
             "exact with --netem (`veil serve` chooses only its GELU: --gelu)",
         ));
     }
-    if veil_host::session::gelu_blocks(&a.gelu).is_none() {
+    if veil_host::bert::gelu_blocks(&a.gelu).is_none() {
         return Err(invalid("--gelu", a.gelu.clone(), "erf, bolt or bolt-split"));
     }
     let mut profiles = Vec::new();

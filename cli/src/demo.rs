@@ -2,7 +2,7 @@
 //! on `127.0.0.1:0` in a thread, connects a client over real TCP, classifies built-in sentences
 //! privately, and prints each result beside the plaintext reference's, then the cost tables.
 
-use crate::private::{
+use crate::common::{
     argmax, bert_probe_params, cpu_cache, encode_text, label, load_model, max_abs_diff,
     plaintext_logits, prefix, print_json, render_session, render_table, render_totals, result_json,
     spinner, tick, transport, BackendArgs, BertServer, CliError,
@@ -11,7 +11,7 @@ use serde_json::json;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use veil_host::session::{run_client, ClientResult, ServeOptions, SessionOptions};
+use veil_host::bert::{run_client, ClientResult, ServeOptions, SessionOptions};
 use veil_host::transport::TcpTransport;
 
 /// The demo's sentences (the first `--sentences` are used).
@@ -152,7 +152,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
             .iter()
             .map(|(text, r, plain)| {
                 let mut v = result_json(text, cfg.classes, r);
-                v["plaintext"] = crate::private::classification_json(cfg.classes, plain);
+                v["plaintext"] = crate::common::classification_json(cfg.classes, plain);
                 v["max_abs_logit_diff"] = json!(max_abs_diff(&r.logits, plain));
                 v["labels_agree"] = json!(argmax(&r.logits) == argmax(plain));
                 v

@@ -1,6 +1,6 @@
 //! `veil serve` and `veil infer`: the two sides of private inference over TCP.
 
-use crate::private::{
+use crate::common::{
     bert_probe_params, cache_of, encode_text, load_client, load_model, plaintext_logits,
     print_json, render_classification, render_session, render_table, result_json, spinner, tick,
     transport, BackendArgs, BertServer, CliError,
@@ -14,7 +14,7 @@ use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_core::packing::Mat;
 use veil_core::PolyBackend;
 use veil_host::backend::{Factory, OnBackend};
-use veil_host::session::{
+use veil_host::bert::{
     describe_blocks, gelu_blocks, run_client, ClientResult, ServeOptions, SessionError,
     SessionOptions,
 };
@@ -103,10 +103,10 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
         ))
     })?;
     let model = load_model(a.model.as_ref(), a.head.as_ref())?;
-    let weights = crate::private::prefix(&model.weights, a.layers);
+    let weights = crate::common::prefix(&model.weights, a.layers);
     // The blocks must plan for this model (they do for every --gelu value on a BERT
     // architecture); checked once here rather than refused to every client.
-    veil_host::session::session_params(&weights.cfg, 16)
+    veil_host::bert::session_params(&weights.cfg, 16)
         .map_err(|e| e.to_string())
         .and_then(|p| {
             veil_core::bert::SessionPlan::with_blocks(&p, &weights.cfg, 16, blocks)
@@ -216,12 +216,12 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     let text = a.text.join(" ");
     if a.plaintext {
         let model = load_model(a.model.as_ref(), None)?;
-        let weights = crate::private::prefix(&model.weights, a.layers);
+        let weights = crate::common::prefix(&model.weights, a.layers);
         let classes = weights.cfg.classes;
         let (x, valid) = encode_text(&model.tokenizer, &model.embeddings, &text)?;
         let logits = plaintext_logits(&weights, &x, valid)?;
         if a.json {
-            let mut v = crate::private::classification_json(classes, &logits);
+            let mut v = crate::common::classification_json(classes, &logits);
             v["text"] = serde_json::json!(text);
             v["tokens"] = serde_json::json!(valid);
             v["m"] = serde_json::json!(x.rows);
@@ -296,7 +296,7 @@ pub struct BertClient<'a> {
     /// The session's settings.
     pub opts: SessionOptions,
     /// Called after each block.
-    pub on_block: &'a mut dyn FnMut(&veil_host::session::BlockRow),
+    pub on_block: &'a mut dyn FnMut(&veil_host::bert::BlockRow),
 }
 
 impl OnBackend for BertClient<'_> {

@@ -4,8 +4,8 @@
 //! ReLUs in MPC (hybrid mode). With `--server ADDR` it runs the client alone against
 //! `veil serve --cnn` ([`run_serve_cnn`]), and reports what the client sees.
 
+use crate::common::{print_json, transport, BackendArgs, CliError};
 use crate::infer::ServeArgs;
-use crate::private::{print_json, transport, BackendArgs, CliError};
 use serde_json::json;
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -13,8 +13,8 @@ use std::time::Instant;
 use veil_core::ckks::Ckks;
 use veil_core::PolyBackend;
 use veil_host::backend::{Factory, OnBackend};
-use veil_host::model::{cnn, images};
-use veil_host::vision;
+use veil_host::cnn;
+use veil_host::model::{cnn as cnn_model, images};
 
 /// Options of `veil infer-image`.
 #[derive(Clone, Debug, clap::Args)]
@@ -106,7 +106,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             )))
         }
     };
-    let net = cnn::load(model).map_err(CliError::Model)?;
+    let net = cnn_model::load(model).map_err(CliError::Model)?;
     let has_relu = net
         .layers
         .iter()
@@ -158,10 +158,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let x: Vec<f64> = (0..imgs.count).flat_map(|i| imgs.unit(i)).collect();
     let plain = net.reference(&x, imgs.count).map_err(CliError::Reference)?;
     let classes = net.classes();
-    let plain_pred: Vec<usize> = plain
-        .chunks(classes)
-        .map(veil_host::vision::argmax)
-        .collect();
+    let plain_pred: Vec<usize> = plain.chunks(classes).map(veil_host::cnn::argmax).collect();
     let acc = |pred: &[usize]| accuracy(labels.as_deref(), pred);
     if a.plaintext {
         if a.json {
@@ -208,9 +205,9 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
             base,
             addr,
             mode: if hybrid {
-                vision::serve::Mode::Hybrid { silent }
+                cnn::serve::Mode::Hybrid { silent }
             } else {
-                vision::serve::Mode::Fhe
+                cnn::serve::Mode::Fhe
             },
         };
         return choice.dispatch(&p, ImageJob::Remote(r))?;
@@ -256,7 +253,7 @@ struct Comparison {
 impl ImageRun<'_> {
     /// The private `logits` (one row per image) against the plaintext model's.
     fn compare(&self, logits: &[Vec<f64>]) -> Comparison {
-        let pred = vision::hybrid::predictions(logits);
+        let pred = cnn::hybrid::predictions(logits);
         let (agree, worst) = agreement(&pred, self.plain_pred, logits, self.plain);
         Comparison { pred, agree, worst }
     }
@@ -306,7 +303,7 @@ trait KeysHead {
     fn keys_head(&self, block: usize) -> String;
 }
 
-impl KeysHead for vision::ClientOutcome {
+impl KeysHead for cnn::ClientOutcome {
     fn keys_head(&self, block: usize) -> String {
         keys_head(
             block,
@@ -317,7 +314,7 @@ impl KeysHead for vision::ClientOutcome {
     }
 }
 
-impl KeysHead for vision::hybrid::HybridOutcome {
+impl KeysHead for cnn::hybrid::HybridOutcome {
     fn keys_head(&self, block: usize) -> String {
         keys_head(block, self.galois_keys, self.key_bytes, "of keys")
     }
@@ -344,7 +341,7 @@ struct HybridCli<'a> {
 struct RemoteCli<'a> {
     base: ImageRun<'a>,
     addr: &'a str,
-    mode: vision::serve::Mode,
+    mode: cnn::serve::Mode,
 }
 
 macro_rules! image_run_deref {
@@ -383,7 +380,7 @@ impl FheCli<'_> {
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
         let t0 = Instant::now();
         let json_mode = a.json;
-        let run = vision::run_loopback(ck, self.net, imgs, batch, a.block, |b, c| {
+        let run = cnn::run_loopback(ck, self.net, imgs, batch, a.block, |b, c| {
             if !json_mode && b == 0 {
                 eprintln!(
                     "  server batch 1: {:<14} done ({} → {} ciphertexts)",
@@ -397,7 +394,7 @@ impl FheCli<'_> {
         let eval: f64 = run.batches.iter().map(|b| b.eval_s).sum();
         let back: u64 = run.batches.iter().map(|b| b.bytes_back).sum();
         let sanitize_s: f64 = run.batches.iter().map(|b| b.sanitize_s).sum();
-        let peak = vision::peak_rss_bytes();
+        let peak = cnn::peak_rss_bytes();
         let layers: Vec<serde_json::Value> = run.batches[0]
             .layers
             .iter()
@@ -566,25 +563,24 @@ impl HybridCli<'_> {
                 self.params.log_n()
             );
         }
-        let opts = vision::hybrid::HybridOptions {
+        let opts = cnn::hybrid::HybridOptions {
             silent_ot: self.silent,
         };
         let json_mode = a.json;
         let t0 = Instant::now();
-        let run =
-            vision::hybrid::run_loopback(ck, self.net, imgs, batch, a.block, &opts, |b, r| {
-                if !json_mode && b == 0 {
-                    eprintln!(
-                        "  server batch 1: {:<12} done in {:.2} s",
-                        r.cost.name, r.wall_s
-                    );
-                }
-            })
-            .map_err(CliError::Vision)?;
+        let run = cnn::hybrid::run_loopback(ck, self.net, imgs, batch, a.block, &opts, |b, r| {
+            if !json_mode && b == 0 {
+                eprintln!(
+                    "  server batch 1: {:<12} done in {:.2} s",
+                    r.cost.name, r.wall_s
+                );
+            }
+        })
+        .map_err(CliError::Vision)?;
         let wall = t0.elapsed().as_secs_f64();
         let cmp = self.compare(&run.client.logits);
         let n = imgs.count as f64;
-        let peak = vision::peak_rss_bytes();
+        let peak = cnn::peak_rss_bytes();
         let per_image_bytes = run.server.mpc_bytes as f64 / n;
         let steps: Vec<serde_json::Value> = run
             .server
@@ -663,7 +659,7 @@ impl HybridCli<'_> {
 /// clients, one CKKS context per parameter set ([`veil_core::cnn::batch_params`] of each client's batch),
 /// shared by the clients that use it.
 pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
-    let net = cnn::load(model).map_err(CliError::Model)?;
+    let net = cnn_model::load(model).map_err(CliError::Model)?;
     net.validate().map_err(CliError::Reference)?;
     let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
         what: format!("listen on {}", a.listen),
@@ -674,12 +670,12 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
         .map(|s| s.to_string())
         .unwrap_or_else(|_| a.listen.clone());
     let choice = a.backend.choice(a.threads);
-    let mode = vision::serve::Mode::of(&net, true);
+    let mode = cnn::serve::Mode::of(&net, true);
     eprintln!(
         "veil serve --cnn: {} ({} mode, {}×{}×{} inputs, {} layers, {} classes) on {addr}, \
          at most {} clients at once, backend {}",
         net.name,
-        if matches!(mode, vision::serve::Mode::Fhe) {
+        if matches!(mode, cnn::serve::Mode::Fhe) {
             "fhe"
         } else {
             "hybrid"
@@ -696,13 +692,13 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
         "veil serve --cnn: a session holds several GB (LeNet: about 9 GB at batch 16, 13 GB in \
          hybrid mode, 18.5 GB at batch 8192); set --max-clients to what memory holds"
     );
-    let probe = veil_core::cnn::batch_params(vision::serve::MIN_BATCH)
+    let probe = veil_core::cnn::batch_params(cnn::serve::MIN_BATCH)
         .validate()
         .map_err(CliError::Reference)?;
     let server = CnnServer {
         listener,
         net: Arc::new(net),
-        opts: vision::serve::CnnServeOptions {
+        opts: cnn::serve::CnnServeOptions {
             transport: transport(a.timeout),
             max_clients: a.max_clients.max(1),
             max_connections: None,
@@ -715,20 +711,20 @@ pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The CNN server's accept loop ([`vision::serve::serve_cnn`]) on the chosen backend.
+/// The CNN server's accept loop ([`cnn::serve::serve_cnn`]) on the chosen backend.
 struct CnnServer {
     listener: TcpListener,
     net: Arc<veil_core::cnn::Network>,
-    opts: vision::serve::CnnServeOptions,
+    opts: cnn::serve::CnnServeOptions,
 }
 
 impl OnBackend for CnnServer {
     type Output = ();
     fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) {
-        vision::serve::serve_cnn(
+        cnn::serve::serve_cnn(
             self.listener,
             self.net,
-            vision::serve::cached_cnn_ckks(move |p| factory(p)),
+            cnn::serve::cached_cnn_ckks(move |p| factory(p)),
             self.opts,
         );
     }
@@ -736,7 +732,7 @@ impl OnBackend for CnnServer {
 
 impl RemoteCli<'_> {
     fn run<B: PolyBackend>(&self, ck: &Ckks<B>) -> Result<(), CliError> {
-        use vision::serve::{infer_remote_on, RemoteOutcome};
+        use cnn::serve::{infer_remote_on, RemoteOutcome};
         let (a, imgs, batch) = (self.a, self.imgs, self.batch);
         if !a.json {
             println!(
@@ -771,7 +767,7 @@ impl RemoteCli<'_> {
                     v["bytes_up"] = json!(c.ct_bytes);
                 }
                 RemoteOutcome::Hybrid(c) => {
-                    let silent = matches!(self.mode, vision::serve::Mode::Hybrid { silent: true });
+                    let silent = matches!(self.mode, cnn::serve::Mode::Hybrid { silent: true });
                     v["mode"] = json!("hybrid");
                     v["ot"] = json!(if silent { "silent" } else { "iknp" });
                     v["keys_s"] = json!(c.keys_s);

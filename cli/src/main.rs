@@ -2,12 +2,12 @@
 //! `veil infer-image`), the cost model's plan (`veil plan`) and the CKKS smoke demo. The
 //! benchmarks are a binary of their own (`veil-bench`, in `bench/`), which this one does not link.
 
+mod common;
 mod demo;
 mod demo_ckks;
 mod infer;
 mod infer_image;
 mod plan;
-mod private;
 mod verify_model;
 
 use clap::{Parser, Subcommand};

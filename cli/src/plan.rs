@@ -18,7 +18,7 @@
 //! - packing: minimal packing at every boundary (the only one implemented; expanded packing is
 //!   not built, so the model does not weigh it).
 
-use crate::private::BackendArgs;
+use crate::common::BackendArgs;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -32,9 +32,7 @@ use veil_core::bert::{session_params, EncoderConfig, SessionPlan};
 use veil_core::nonlinear::gelu::{GeluKind, GeluSplit};
 use veil_core::PolyBackend;
 use veil_host::backend::{BackendError, Factory, OnBackend};
-use veil_host::session::{
-    calibrate as calibration_run, CalibrationRun, SessionError, SessionOptions,
-};
+use veil_host::bert::{calibrate as calibration_run, CalibrationRun, SessionError, SessionOptions};
 
 /// Why `veil plan` failed.
 #[derive(Debug)]
@@ -165,7 +163,7 @@ struct Calibrate(CalibrationRun);
 impl OnBackend for Calibrate {
     type Output = Result<Calibration, SessionError>;
     fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
-        let cache = Arc::new(crate::private::cache_of(factory));
+        let cache = Arc::new(crate::common::cache_of(factory));
         let mut done = 0usize;
         calibration_run(cache, &self.0, &mut |_| {
             done += 1;
@@ -300,7 +298,7 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, P
             a.m,
             a.backend.choice(a.threads).label()
         );
-        let blocks = veil_host::session::gelu_blocks(&gelu)
+        let blocks = veil_host::bert::gelu_blocks(&gelu)
             .ok_or_else(|| invalid("--gelu", gelu.clone(), "erf or bolt"))?;
         let run = CalibrationRun {
             cfg: EncoderConfig {

@@ -1,5 +1,5 @@
 #![no_main]
-//! The CNN serving handshake's decoders (`veil_host::vision::serve`) over hostile bytes: the
+//! The CNN serving handshake's decoders (`veil_host::cnn::serve`) over hostile bytes: the
 //! first byte picks the decoder (hello, acceptance, refusal), the rest is its payload. Each must
 //! return a value or a typed error, never panic, and every value it accepts must re-encode to
 //! exactly the bytes it came from (the encodings are canonical).

@@ -1,5 +1,5 @@
 #![no_main]
-//! The session's decoders (`veil_host::session`) over hostile bytes: the first byte picks the
+//! The session's decoders (`veil_host::bert`) over hostile bytes: the first byte picks the
 //! decoder (Hello, Accept, Refusal, report), the rest is its payload. Each must return a value
 //! or a typed error, never panic, and every value it accepts must re-encode to exactly the bytes
 //! it came from (the encodings are canonical).

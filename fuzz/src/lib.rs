@@ -778,7 +778,7 @@ pub fn fuzz_cnn_inputs(data: &[u8]) {
 /// Target `session_decode`: the session's decoders (Hello, Accept, Refusal, report); byte 0
 /// picks the decoder. A decoded value must re-encode to the same bytes.
 pub fn fuzz_session_decode(data: &[u8]) {
-    use veil_host::session::{decode_report, encode_report, Accept, Hello, Refusal};
+    use veil_host::bert::{decode_report, encode_report, Accept, Hello, Refusal};
     let Some((&which, b)) = data.split_first() else {
         return;
     };
@@ -812,7 +812,7 @@ pub fn fuzz_session_decode(data: &[u8]) {
 /// Target `cnn_serve_decode`: the CNN serving handshake's decoders (hello, acceptance,
 /// refusal); byte 0 picks the decoder. A decoded value must re-encode to the same bytes.
 pub fn fuzz_cnn_serve_decode(data: &[u8]) {
-    use veil_host::vision::serve::{
+    use veil_host::cnn::serve::{
         decode_accept, decode_refusal, encode_accept, encode_refusal, CnnHello,
     };
     let Some((&which, b)) = data.split_first() else {
@@ -859,8 +859,8 @@ pub const TARGETS: [(&str, fn(&[u8])); 8] = [
 /// stable driver's mutations: the `serial` seeds, the frame streams, every MPC decoder's seeds,
 /// and for the loaders and handshakes their selector byte in front of a well-formed payload.
 pub fn target_seeds(target: &str) -> Vec<Vec<u8>> {
-    use veil_host::session::{encode_report, Accept, Hello, Refusal, RefuseCode, SESSION_VERSION};
-    use veil_host::vision::serve::{encode_accept, CNN_VERSION};
+    use veil_host::bert::{encode_report, Accept, Hello, Refusal, RefuseCode, SESSION_VERSION};
+    use veil_host::cnn::serve::{encode_accept, CNN_VERSION};
     let with = |sel: u8, body: &[u8]| {
         let mut v = vec![sel];
         v.extend_from_slice(body);

@@ -1,8 +1,11 @@
-//! The one server framework behind `veil serve` (BERT: [`crate::session::serve`]) and
-//! `veil serve --cnn` ([`crate::vision::serve::serve_cnn`]): the accept loop, a bounded number of
+//! The one server framework behind `veil serve` (BERT: [`crate::bert::serve`]) and
+//! `veil serve --cnn` ([`crate::cnn::serve::serve_cnn`]): the accept loop, a bounded number of
 //! sessions at once (one more client is told it is busy, off the accept loop, on a bounded
-//! number of threads), a thread per session that a failure or a panic ends alone, the per-session
-//! log line and the counts. A model family contributes a [`Handler`]: its handshake and its run.
+//! number of threads), a memory budget, a thread per session that a failure or a panic ends
+//! alone, the per-session log line and the counts; the handshake's first step
+//! ([`read_hello`]: the frame under the hello limits, its tag, its version, its decoding) and
+//! the CKKS contexts per parameter set ([`ContextCache`]). A model family contributes a
+//! [`Handler`] (its hello's checks, its keys, its run) and a [`HelloMessage`].
 
 use crate::transport::{TcpTransport, Transport, TransportConfig, TransportError, HELLO_LIMITS};
 use std::collections::HashMap;

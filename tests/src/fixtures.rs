@@ -119,8 +119,8 @@ pub fn check_against_plaintext(net: &Network, imgs: &Images, logits: &[Vec<f64>]
             worst = worst.max((a - b).abs());
         }
         assert_eq!(
-            veil_host::vision::argmax(l),
-            veil_host::vision::argmax(w),
+            veil_host::cnn::argmax(l),
+            veil_host::cnn::argmax(w),
             "image {i}: {l:?} vs {w:?}"
         );
     }

@@ -322,9 +322,9 @@ fn conversions_split_across_frames_and_an_odd_boundary() {
 /// sent, on both sides.
 #[test]
 fn mismatched_plans_are_refused_before_the_keys() {
+    use veil_host::cnn::{hybrid, VisionError};
     use veil_host::harness::{run_pair, Link};
     use veil_host::model::images::Images;
-    use veil_host::vision::{hybrid, VisionError};
     let p = params::insecure_logn10().validate().unwrap();
     let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
     let mut rng = test_rng(82);

@@ -309,7 +309,7 @@ fn pixelwise_lenet_on_ckks_matches_the_reference() {
     assert!(max < 1e-4, "max error {max}");
 }
 
-/// The two roles over TCP loopback (`veil_host::vision`): the client plans the public
+/// The two roles over TCP loopback (`veil_host::cnn`): the client plans the public
 /// architecture and holds the secret key, the server holds the weights and the public keys; the
 /// decrypted (sanitized) logits match the plaintext model's.
 #[test]
@@ -354,7 +354,7 @@ fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
         width: 28,
         pixels,
     };
-    let run = veil_host::vision::run_loopback(&ck, &net, &imgs, 32, None, |_, _| {}).unwrap();
+    let run = veil_host::cnn::run_loopback(&ck, &net, &imgs, 32, None, |_, _| {}).unwrap();
     assert_eq!(run.client.logits.len(), count);
     assert_eq!(run.batches.len(), 2);
     let x: Vec<f64> = (0..count).flat_map(|i| imgs.unit(i)).collect();
@@ -374,13 +374,13 @@ fn client_and_server_over_tcp_agree_with_the_plaintext_model() {
     // The evaluation's 2e-4 plus the output flood the server adds before sending (at most
     // `FLOOD_TOLERANCE = 2^-10` per logit at 8 standard deviations, `tests/cnn_sanitize.rs`).
     assert!(
-        worst < 2e-4 + veil_host::vision::FLOOD_TOLERANCE,
+        worst < 2e-4 + veil_host::cnn::FLOOD_TOLERANCE,
         "worst {worst}"
     );
     // A ReLU network is refused by the FHE-only plan with a typed error, not a panic.
     let mut relu = net.clone();
     relu.layers[1] = Layer::Relu;
-    assert!(veil_host::vision::run_loopback(&ck, &relu, &imgs, 32, Some(4), |_, _| {}).is_err());
+    assert!(veil_host::cnn::run_loopback(&ck, &relu, &imgs, 32, Some(4), |_, _| {}).is_err());
 }
 
 /// FEnc2's Arch-aware Ct Compression on real CKKS: Fig. 5's bottleneck (8 → 2 → 2 → 8 channels)

@@ -1,5 +1,5 @@
 //! Output sanitization of the FHE-only CNN mode (`veil_core::ckks::sanitize`,
-//! `veil_host::vision::sanitize_outputs`), seen from a client that decrypts every slot of what
+//! `veil_host::cnn::sanitize_outputs`), seen from a client that decrypts every slot of what
 //! the server returns (not only the logits, as `veil infer-image` does):
 //!
 //! - served over TCP, the slots that are not logits decrypt to zero within the flood's bound,
@@ -20,14 +20,14 @@ use veil_backend_cpu::CpuBackend;
 use veil_core::circuits::CkksExec;
 use veil_core::ckks::{Ckks, Flood, STAT_SECURITY_BITS};
 use veil_core::cnn::{Conv2d, Layer, Linear, NetPlan, Network, Quadratic};
-use veil_host::model::images::Images;
-use veil_host::party::{Client, KeyRequest};
-use veil_host::transport::{TcpTransport, TransportConfig};
-use veil_host::vision::serve::{
+use veil_host::cnn::serve::{
     arch_digest, default_block, handshake, serve_cnn, CnnHello, CnnServeOptions, CnnServeSummary,
     Mode, CNN_VERSION,
 };
-use veil_host::vision::{argmax, output_flood, sanitize_outputs, FLOOD_TAILS, FLOOD_TOLERANCE};
+use veil_host::cnn::{argmax, output_flood, sanitize_outputs, FLOOD_TAILS, FLOOD_TOLERANCE};
+use veil_host::model::images::Images;
+use veil_host::party::{Client, KeyRequest};
+use veil_host::transport::{TcpTransport, TransportConfig};
 use veil_tests::fixtures::{cnn_test_params, rand_vec};
 use veil_tests::*;
 

@@ -1,4 +1,4 @@
-//! Serving a CNN over TCP (`veil_host::vision::serve`, behind `veil serve --cnn` and
+//! Serving a CNN over TCP (`veil_host::cnn::serve`, behind `veil serve --cnn` and
 //! `veil infer-image --server`), on loopback with small random networks and insecure fast
 //! parameters:
 //!
@@ -17,20 +17,20 @@ use veil_core::ckks::Ckks;
 use veil_core::cnn::{Conv2d, Layer, Linear, Network};
 use veil_core::mpc::Frame;
 use veil_core::params;
-use veil_host::transport::{TcpTransport, Transport, TransportConfig};
-use veil_host::vision::serve::{
+use veil_host::cnn::serve::{
     arch_digest, decode_refusal, handshake, infer_remote, serve_cnn, CnnHello, CnnRefuseCode,
     CnnServeOptions, CnnServeSummary, Mode, RemoteOutcome, CNN_VERSION, TAG_CNN_HELLO,
     TAG_CNN_REFUSE,
 };
-use veil_host::vision::VisionError;
+use veil_host::cnn::VisionError;
+use veil_host::transport::{TcpTransport, Transport, TransportConfig};
 use veil_tests::fixtures::{
     check_against_plaintext, cnn_images as images, cnn_test_params, fhe_net, rand_vec,
 };
 use veil_tests::*;
 
 /// The FHE-only bound on |encrypted − plaintext| per logit: the output flood's `2^−10` (at 8
-/// standard deviations, `veil_host::vision::FLOOD_TOLERANCE`) and the evaluation's error.
+/// standard deviations, `veil_host::cnn::FLOOD_TOLERANCE`) and the evaluation's error.
 const FHE_BOUND: f64 = 1e-3;
 /// The hybrid mode's bound (the one of `cnn_hybrid.rs`).
 const HYBRID_BOUND: f64 = 5e-3;

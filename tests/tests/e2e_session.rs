@@ -1,4 +1,4 @@
-//! Reliability of the inference session (`veil_host::session`) over real TCP on loopback, with a
+//! Reliability of the inference session (`veil_host::bert`) over real TCP on loopback, with a
 //! tiny random-weight encoder (1 layer, hidden 64, 2 heads, FFN 128, m = 16):
 //!
 //! - requests that do not match are refused with the matching typed reason (other model, other
@@ -23,7 +23,7 @@ use veil_backend_cpu::CpuBackend;
 use veil_core::bert::{Blocks, EncoderConfig, EncoderWeights};
 use veil_core::mpc::Frame;
 use veil_core::packing::Mat;
-use veil_host::session::{
+use veil_host::bert::{
     decode_report, fingerprint, gelu_blocks, run_client, serve, serve_one, Accept, CkksCache,
     ClientResult, DecodeError, Hello, Refusal, RefuseCode, ServeOptions, ServeSummary,
     SessionError, SessionOptions, SESSION_VERSION, TAG_ACCEPT, TAG_HELLO, TAG_REFUSE,
@@ -447,7 +447,7 @@ fn client_reads_garbage_as_a_typed_error() {
         let h = std::thread::spawn(move || {
             use std::io::{Read, Write};
             let (mut s, _) = listener.accept().unwrap();
-            let mut hello = vec![0u8; 12 + veil_host::session::HELLO_LEN];
+            let mut hello = vec![0u8; 12 + veil_host::bert::HELLO_LEN];
             s.read_exact(&mut hello).unwrap();
             s.write_all(&ans).unwrap();
             std::thread::sleep(Duration::from_millis(300));
@@ -499,7 +499,7 @@ fn client_reads_garbage_as_a_typed_error() {
 #[test]
 fn session_decoders_are_total_and_canonical() {
     let mut rng = ChaCha20Rng::seed_from_u64(6);
-    let report = veil_host::session::encode_report(&[veil_host::session::ReportBlock {
+    let report = veil_host::bert::encode_report(&[veil_host::bert::ReportBlock {
         layer: 3,
         block: "softmax".into(),
         wall_s: 0.5,
@@ -546,7 +546,7 @@ fn session_decoders_are_total_and_canonical() {
             assert_eq!(r.encode(), b);
         }
         if let Ok(r) = decode_report(&b) {
-            assert_eq!(veil_host::session::encode_report(&r), b);
+            assert_eq!(veil_host::bert::encode_report(&r), b);
         }
     }
 }

@@ -6,35 +6,48 @@
 
 use core::fmt;
 
-/// Declares [`MsgKind`] and [`MsgKind::ALL`] from one list (each kind once, in tag order).
-macro_rules! msg_kinds {
-    ($($(#[$doc:meta])* $name:ident = $tag:literal,)*) => {
-        /// Kind of a protocol message; its discriminant is the frame tag. This is the
-        /// one table of tags of the engine (and of the conversion protocols above it).
+/// Declares a kind enum whose discriminants are the frame tags, its `ALL` list, `tag` and
+/// `from_tag`, from one list (each kind once, in tag order, checked at compile time).
+macro_rules! tag_table {
+    ($(#[$edoc:meta])* $enum:ident { $($(#[$doc:meta])* $name:ident = $tag:literal,)* }) => {
+        $(#[$edoc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[non_exhaustive]
         #[repr(u16)]
-        pub enum MsgKind {
+        pub enum $enum {
             $($(#[$doc])* $name = $tag,)*
         }
 
-        impl MsgKind {
+        impl $enum {
             /// Every kind, in tag order.
-            pub const ALL: [MsgKind; [$(MsgKind::$name),*].len()] = [$(MsgKind::$name),*];
+            pub const ALL: [$enum; [$($enum::$name),*].len()] = [$($enum::$name),*];
+
+            /// The frame tag.
+            pub const fn tag(self) -> u16 {
+                self as u16
+            }
+
+            /// The kind with this tag, if any.
+            pub fn from_tag(tag: u16) -> Option<$enum> {
+                $enum::ALL.iter().copied().find(|k| k.tag() == tag)
+            }
         }
 
         // The list is written in tag order, so `ALL` is in it too.
         const _: () = {
             let mut i = 1;
-            while i < MsgKind::ALL.len() {
-                assert!(MsgKind::ALL[i - 1].tag() < MsgKind::ALL[i].tag());
+            while i < $enum::ALL.len() {
+                assert!($enum::ALL[i - 1].tag() < $enum::ALL[i].tag());
                 i += 1;
             }
         };
     };
 }
 
-msg_kinds! {
+tag_table! {
+    /// Kind of a protocol message; its discriminant is the frame tag: the engine's part of the
+    /// one table of tags (and the conversion protocols' above it).
+    MsgKind {
     /// Setup round 1 (`SetupHello`): Chou–Orlandi `S` and the seed share.
     SetupHello = 0x0001,
     /// Setup round 2 (`BaseOtReply`): the 128 base-OT receiver points.
@@ -90,17 +103,6 @@ msg_kinds! {
     HeUpload = 0x0702,
     /// RLWE triples: the evaluator's flooded, switched answer (`HeReply`).
     HeReply = 0x0703,
-}
-
-impl MsgKind {
-    /// The frame tag.
-    pub const fn tag(self) -> u16 {
-        self as u16
-    }
-
-    /// The kind with this tag, if any.
-    pub fn from_tag(tag: u16) -> Option<MsgKind> {
-        MsgKind::ALL.iter().copied().find(|k| k.tag() == tag)
     }
 }
 
@@ -110,71 +112,40 @@ impl fmt::Display for MsgKind {
     }
 }
 
-/// Kind of a host frame: the key exchange, the model families' handshakes and reports. These
-/// frames travel outside the MPC engine (the host reads them before or after a protocol run),
-/// in tag ranges no [`MsgKind`] uses; they belong to this one table all the same, so that no two
-/// protocols of the product can share a tag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-#[repr(u16)]
-pub enum HostKind {
-    /// Key exchange: the CKKS parameter set.
-    Params = 0x0A01,
-    /// Key exchange: the public key.
-    PublicKey = 0x0A02,
-    /// Key exchange: the evaluation keys.
-    EvalKeys = 0x0A03,
-    /// Key exchange: the server's acknowledgement.
-    KeysAck = 0x0A04,
-    /// A batch of ciphertexts (the FHE-only CNN run).
-    Ciphertexts = 0x0A05,
-    /// One ciphertext.
-    Ciphertext = 0x0A06,
-    /// BERT session: the client's hello.
-    BertHello = 0x0B01,
-    /// BERT session: the server's acceptance.
-    BertAccept = 0x0B02,
-    /// BERT session: the server's refusal.
-    BertRefuse = 0x0B03,
-    /// BERT session: the server's per-block report.
-    BertReport = 0x0B04,
-    /// CNN hybrid run: the plan's fingerprint, and its acceptance.
-    CnnPlan = 0x0C01,
-    /// CNN session: the client's hello.
-    CnnHello = 0x0C02,
-    /// CNN session: the server's acceptance.
-    CnnAccept = 0x0C03,
-    /// CNN session: the server's refusal.
-    CnnRefuse = 0x0C04,
-}
-
-impl HostKind {
-    /// Every kind, in tag order.
-    pub const ALL: [HostKind; 14] = [
-        HostKind::Params,
-        HostKind::PublicKey,
-        HostKind::EvalKeys,
-        HostKind::KeysAck,
-        HostKind::Ciphertexts,
-        HostKind::Ciphertext,
-        HostKind::BertHello,
-        HostKind::BertAccept,
-        HostKind::BertRefuse,
-        HostKind::BertReport,
-        HostKind::CnnPlan,
-        HostKind::CnnHello,
-        HostKind::CnnAccept,
-        HostKind::CnnRefuse,
-    ];
-
-    /// The frame tag.
-    pub const fn tag(self) -> u16 {
-        self as u16
-    }
-
-    /// The kind with this tag, if any.
-    pub fn from_tag(tag: u16) -> Option<HostKind> {
-        HostKind::ALL.iter().copied().find(|k| k.tag() == tag)
+tag_table! {
+    /// Kind of a host frame: the key exchange, the model families' handshakes and reports. These
+    /// frames travel outside the MPC engine (the host reads them before or after a protocol
+    /// run), in tag ranges no [`MsgKind`] uses; they belong to this one table all the same, so
+    /// that no two protocols of the product can share a tag.
+    HostKind {
+        /// Key exchange: the CKKS parameter set.
+        Params = 0x0A01,
+        /// Key exchange: the public key.
+        PublicKey = 0x0A02,
+        /// Key exchange: the evaluation keys.
+        EvalKeys = 0x0A03,
+        /// Key exchange: the server's acknowledgement.
+        KeysAck = 0x0A04,
+        /// A batch of ciphertexts (the FHE-only CNN run).
+        Ciphertexts = 0x0A05,
+        /// One ciphertext.
+        Ciphertext = 0x0A06,
+        /// BERT session: the client's hello.
+        BertHello = 0x0B01,
+        /// BERT session: the server's acceptance.
+        BertAccept = 0x0B02,
+        /// BERT session: the server's refusal.
+        BertRefuse = 0x0B03,
+        /// BERT session: the server's per-block report.
+        BertReport = 0x0B04,
+        /// CNN hybrid run: the plan's fingerprint, and its acceptance.
+        CnnPlan = 0x0C01,
+        /// CNN session: the client's hello.
+        CnnHello = 0x0C02,
+        /// CNN session: the server's acceptance.
+        CnnAccept = 0x0C03,
+        /// CNN session: the server's refusal.
+        CnnRefuse = 0x0C04,
     }
 }
 

@@ -11,11 +11,11 @@ use veil_core::bert::{EncoderConfig, EncoderWeights, SEQ_LENS};
 use veil_core::packing::Mat;
 use veil_core::PolyBackend;
 use veil_host::backend::{BackendChoice, BackendError, BackendKind, Factory, OnBackend};
-use veil_host::model::{self, ClientModel, Model, ModelError};
-use veil_host::session::{
+use veil_host::bert::{
     describe_blocks, serve, BlockRow, CkksCache, ClientResult, ServeOptions, ServeSummary,
     SessionError,
 };
+use veil_host::model::{self, ClientModel, Model, ModelError};
 use veil_host::transport::{TransportConfig, TransportError};
 
 /// Errors of the inference commands.
@@ -49,7 +49,7 @@ pub enum CliError {
     /// The demo's server thread failed.
     Server(String),
     /// A private CNN run failed.
-    Vision(veil_host::vision::VisionError),
+    Vision(veil_host::cnn::VisionError),
     /// The chosen backend is not built in, or has no usable device.
     Backend(BackendError),
     /// The private result is farther from the plaintext reference than the stated bound.
@@ -241,7 +241,7 @@ pub fn cpu_cache(threads: usize) -> Arc<CkksCache<veil_backend_cpu::CpuBackend>>
 
 /// The parameter set a BERT session of `cfg` uses (the backends are probed with it).
 pub fn bert_probe_params(cfg: &EncoderConfig) -> Result<veil_core::CkksParams, CliError> {
-    veil_host::session::session_params(cfg, SEQ_LENS[0]).map_err(CliError::Reference)
+    veil_host::bert::session_params(cfg, SEQ_LENS[0]).map_err(CliError::Reference)
 }
 
 /// A transport configuration with a receive timeout of `secs`.
