@@ -11,8 +11,8 @@
 
 use super::{argmax, VisionError};
 use crate::model::images::Images;
-use crate::mpc::{channel_bytes, drive, session_rng, setup_party, Clock, Timed};
-use crate::party::{Client, KeyRequest, PartyError, Server};
+use crate::mpc::{channel_bytes, drive, session_rng, setup_party, Clock, DriverError, Timed};
+use crate::party::{Client, KeyExchangeStats, KeyRequest, PartyError, Server};
 use crate::transport::Transport;
 use std::time::Instant;
 use veil_core::backend::PolyBackend;
@@ -119,16 +119,6 @@ pub struct HybridOutcome {
     pub batches: usize,
 }
 
-/// The session's party, set up over `t`; the setup's wall time.
-fn setup(
-    id: PartyId,
-    opts: &HybridOptions,
-    t: &mut dyn Transport,
-) -> Result<(Party<SecretRng>, f64), VisionError> {
-    let silent = opts.silent_ot.then_some(FERRET_EMP_OT);
-    Ok(setup_party(id, MPC_CONFIG, silent, t)?)
-}
-
 /// Rows with wall times from a step callback.
 struct Recorder<'a> {
     clock: Clock,
@@ -161,6 +151,64 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// One party's run from its set-up on: its party, what the keys and the setup cost, and the
+/// steps' recorder.
+struct Started<'a> {
+    p: Party<SecretRng>,
+    keys: KeyExchangeStats,
+    keys_s: f64,
+    setup_s: f64,
+    rec: Recorder<'a>,
+    bytes0: u64,
+    t0: Instant,
+}
+
+impl<'a> Started<'a> {
+    /// Sets party `id` up over `t` after a key exchange that cost `keys` in `keys_s` seconds.
+    fn new(
+        id: PartyId,
+        opts: &HybridOptions,
+        t: &mut dyn Transport,
+        (keys, keys_s): (KeyExchangeStats, f64),
+        on_step: &'a mut dyn FnMut(usize, &StepRow),
+    ) -> Result<Self, VisionError> {
+        let silent = opts.silent_ot.then_some(FERRET_EMP_OT);
+        let (p, setup_s) = setup_party(id, MPC_CONFIG, silent, t)?;
+        Ok(Started {
+            bytes0: channel_bytes(&p),
+            t0: Instant::now(),
+            p,
+            keys,
+            keys_s,
+            setup_s,
+            rec: Recorder::new(on_step),
+        })
+    }
+
+    /// Batch `b` begins: its steps are timed from now (the first batch's are kept).
+    fn batch(&mut self, b: usize) {
+        self.rec.batch = b;
+        self.rec.keep = b == 0;
+        self.rec.clock.restart();
+    }
+
+    /// The outcome after `batches` batches.
+    fn finish(self, logits: Vec<Vec<f64>>, batches: usize) -> HybridOutcome {
+        HybridOutcome {
+            logits,
+            steps: self.rec.rows,
+            galois_keys: self.keys.galois_keys,
+            key_bytes: self.keys.evaluation_key_bytes + self.keys.public_key_bytes,
+            keys_s: self.keys_s,
+            setup_s: self.setup_s,
+            run_s: self.t0.elapsed().as_secs_f64(),
+            mpc_bytes: channel_bytes(&self.p) - self.bytes0,
+            converted_bytes: self.rec.converted,
+            batches,
+        }
+    }
+}
+
 /// The client: plans `arch` (public), sends the keys, runs every batch of `images` and returns
 /// the logits. `on_step` sees every step of every batch (batch index, row).
 #[allow(clippy::too_many_arguments)]
@@ -188,13 +236,16 @@ pub fn run_client<B: PolyBackend>(
         },
         &mut rng,
     )?;
-    let keys_s = t0.elapsed().as_secs_f64();
-    let (mut p, setup_s) = setup(PartyId::P0, opts, t)?;
+    let mut s = Started::new(
+        PartyId::P0,
+        opts,
+        t,
+        (ks, t0.elapsed().as_secs_f64()),
+        on_step,
+    )?;
     let per = arch.channels * arch.side * arch.side;
     let classes = arch.classes();
     let mut logits = Vec::with_capacity(images.count);
-    let mut rec = Recorder::new(on_step);
-    let (b0, tr) = (channel_bytes(&p), Instant::now());
     let mut batches = 0;
     for start in (0..images.count).step_by(batch) {
         let n = batch.min(images.count - start);
@@ -202,44 +253,28 @@ pub fn run_client<B: PolyBackend>(
         for i in 0..n {
             x[i * per..(i + 1) * per].copy_from_slice(&images.unit(start + i));
         }
-        rec.batch = batches;
-        rec.keep = batches == 0;
-        rec.clock.restart();
+        s.batch(batches);
         let out = drive(
-            p.channel(),
+            s.p.channel(),
             client_run(
-                &mut p,
+                &mut s.p,
                 ck,
                 client.secret_key(),
                 &plan,
                 arch,
                 &x,
                 n,
-                &mut |c| rec.step(c),
+                &mut |c| s.rec.step(c),
             ),
             t,
         )
-        .map_err(|source| VisionError::Hybrid {
-            step: "batch",
-            source,
-        })?;
+        .map_err(batch_failed)?;
         for i in 0..n {
             logits.push(out[i * classes..(i + 1) * classes].to_vec());
         }
         batches += 1;
     }
-    Ok(HybridOutcome {
-        logits,
-        steps: rec.rows,
-        galois_keys: ks.galois_keys,
-        key_bytes: ks.evaluation_key_bytes + ks.public_key_bytes,
-        keys_s,
-        setup_s,
-        run_s: tr.elapsed().as_secs_f64(),
-        mpc_bytes: channel_bytes(&p) - b0,
-        converted_bytes: rec.converted,
-        batches,
-    })
+    Ok(s.finish(logits, batches))
 }
 
 /// The server: receives the keys, then takes part in the batches of `images` images (the count
@@ -262,47 +297,42 @@ pub fn run_server<B: PolyBackend>(
         dry_counts(&plan, &net.public_architecture()).map_err(VisionError::Plan)?;
     let t0 = Instant::now();
     let (server, stats) = Server::receive_keys(ck, t, rotations.len())?;
-    let keys_s = t0.elapsed().as_secs_f64();
-    let (mut p, setup_s) = setup(PartyId::P1, opts, t)?;
-    let mut rec = Recorder::new(on_step);
-    let (b0, tr) = (channel_bytes(&p), Instant::now());
+    let mut s = Started::new(
+        PartyId::P1,
+        opts,
+        t,
+        (stats, t0.elapsed().as_secs_f64()),
+        on_step,
+    )?;
     let batches = images.div_ceil(batch);
     for b in 0..batches {
         let valid = batch.min(images - b * batch);
-        rec.batch = b;
-        rec.keep = b == 0;
-        rec.clock.restart();
+        s.batch(b);
         drive(
-            p.channel(),
+            s.p.channel(),
             server_run(
-                &mut p,
+                &mut s.p,
                 ck,
                 server.public_key(),
                 server.evaluation_keys(),
                 &plan,
                 net,
                 valid,
-                &mut |c| rec.step(c),
+                &mut |c| s.rec.step(c),
             ),
             t,
         )
-        .map_err(|source| VisionError::Hybrid {
-            step: "batch",
-            source,
-        })?;
+        .map_err(batch_failed)?;
     }
-    Ok(HybridOutcome {
-        logits: Vec::new(),
-        steps: rec.rows,
-        galois_keys: stats.galois_keys,
-        key_bytes: stats.evaluation_key_bytes + stats.public_key_bytes,
-        keys_s,
-        setup_s,
-        run_s: tr.elapsed().as_secs_f64(),
-        mpc_bytes: channel_bytes(&p) - b0,
-        converted_bytes: rec.converted,
-        batches,
-    })
+    Ok(s.finish(Vec::new(), batches))
+}
+
+/// A batch's protocol failure.
+fn batch_failed(source: DriverError) -> VisionError {
+    VisionError::Hybrid {
+        step: "batch",
+        source,
+    }
 }
 
 /// A hybrid loopback run: both parties in this process over TCP on 127.0.0.1.
