@@ -1,5 +1,5 @@
 //! The plaintext `f64` reference of the encoder: what the private pipeline of
-//! [`super::private`] must reproduce, and what `veil infer --plaintext` prints.
+//! [`super::run`] must reproduce, and what `veil infer --plaintext` prints.
 //!
 //! It is the Hugging Face `BertModel` forward pass, post-LN, on one sentence of `m` rows of
 //! which the first `valid` are tokens and the rest padding:

@@ -27,14 +27,14 @@
 //! product with the server's `W/valid` (`ℓ` COTs per weight), `+ b`, and an opening to the
 //! client alone (the client masks its share first, so the server sees a uniform value).
 //!
-//! The nonlinear blocks are the plan's [`Blocks`]: by default the checkpoint's own functions
-//! ([`Blocks::EXACT`]); [`Blocks::encformer`] takes EncFormer's surrogates instead (MBMax,
+//! The nonlinear blocks are the plan's [`Blocks`](super::Blocks): by default the checkpoint's own functions
+//! ([`Blocks::EXACT`](super::Blocks::EXACT)); [`Blocks::encformer`](super::Blocks::encformer) takes EncFormer's surrogates instead (MBMax,
 //! MBLN) and GELU with the split: after FC1 the server adds `b_1` in CKKS and evaluates BOLT's
 //! two candidates `F0(x)`, `F1(x)` on both real vectors of every ciphertext
 //! ([`crate::circuits::eval_part_polys`]: one conjugation, six products, three levels), the
 //! conversion carries `x`, `F0` and `F1` (block `c2m:cand` for the candidates), and MPC only
-//! compares and selects ([`Gelu::run_split`]). The candidates grow as `|x|^4`, so the split
-//! bounds GELU's inputs at `|x| ≤ 32` ([`bounds::F1_SPLIT`]).
+//! compares and selects ([`Gelu::run_split`](crate::nonlinear::gelu::Gelu::run_split)). The candidates grow as `|x|^4`, so the split
+//! bounds GELU's inputs at `|x| ≤ 32` ([`bounds::F1_SPLIT`](super::bounds::F1_SPLIT)).
 //!
 //! The residual stream never leaves MPC: the shares of `X` and `H` are kept for the residual
 //! additions, so each layer costs four conversions each way (six C2M with the GELU split). The
