@@ -182,10 +182,7 @@ pub fn run_client<B: PolyBackend>(
         ),
         t,
     )
-    .map_err(|source| SessionError::Mpc {
-        step: "inference",
-        source,
-    })?;
+    .map_err(SessionError::inference)?;
     let run_s = tr.elapsed().as_secs_f64();
 
     // 5. The server's report.

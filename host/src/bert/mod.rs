@@ -167,6 +167,14 @@ impl From<TransportError> for SessionError {
 }
 
 impl SessionError {
+    /// The private inference's protocol failure.
+    pub(crate) fn inference(source: DriverError) -> SessionError {
+        SessionError::Mpc {
+            step: "inference",
+            source,
+        }
+    }
+
     /// The transport error underneath, wherever it surfaced (a session step, the key exchange
     /// or a protocol run).
     pub fn transport(&self) -> Option<&TransportError> {

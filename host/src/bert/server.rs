@@ -175,10 +175,7 @@ pub fn serve_one<B: PolyBackend>(
         ),
         t,
     )
-    .map_err(|source| SessionError::Mpc {
-        step: "inference",
-        source,
-    })?;
+    .map_err(SessionError::inference)?;
     let run_s = tr.elapsed().as_secs_f64();
 
     let report: Vec<ReportBlock> = blocks
