@@ -73,12 +73,16 @@ use core::pin::Pin;
 /// Boxed future (the OT traits must be object safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// Future of a batch of COT outputs (the `q_j` of a sender, the `t_j` of a
+/// receiver): the return type of the OT traits' `extend` methods.
+pub type BlocksFuture<'a> = BoxFuture<'a, Result<Vec<u128>>>;
+
 /// Sender side of a correlated-OT generator with global offset `Δ`.
 pub trait CotSender {
     /// The global correlation `Δ` (secret; bit 0 may be anything).
     fn delta(&self) -> u128;
     /// Produces `m` blocks `q_j`; the receiver obtains `q_j ⊕ r_j·Δ`.
-    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>>;
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a>;
     /// Precomputes `m` random COTs for later [`CotSender::extend`] calls
     /// (implementations without a pool return an error).
     fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
@@ -87,11 +91,7 @@ pub trait CotSender {
     /// Produces `m` *random* COTs `q_j`: the paired
     /// [`CotReceiver::extend_random`] picks (or is given) uniformly random
     /// choice bits. The default is [`CotSender::extend`].
-    fn extend_random<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        m: usize,
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend_random<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         self.extend(ch, m)
     }
     /// [`CotSender::extend_random`] appending the `m` outputs to `out` (a
@@ -129,11 +129,7 @@ pub trait CotReceiver {
     /// For IKNP this only sends (it never waits for the peer), so a party can
     /// call it before its own [`CotSender::extend`] and both directions share
     /// one round.
-    fn extend<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>>;
+    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a>;
     /// Precomputes random COTs with the given (random) choice bits.
     fn fill<'a>(
         &'a mut self,
