@@ -15,6 +15,7 @@ use super::encoder::C64;
 use super::evaluator::Ckks;
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
+use crate::rlwe::types::copy_getters;
 use crate::rlwe::{Ciphertext, Rlwe};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -67,19 +68,13 @@ impl core::fmt::Debug for PeriodicPlaintext {
 }
 
 impl PeriodicPlaintext {
-    /// The level (rows `q_0..q_level`).
-    pub fn level(&self) -> usize {
-        self.level
-    }
-
-    /// The scale.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-
-    /// The period of its slots.
-    pub fn period(&self) -> usize {
-        self.period
+    copy_getters! {
+        /// The level (rows `q_0..q_level`).
+        level: usize,
+        /// The scale.
+        scale: f64,
+        /// The period of its slots.
+        period: usize,
     }
 
     /// Bytes held.
