@@ -71,13 +71,7 @@ impl<B: PolyBackend> Ckks<B> {
         // Only the 2·slots coefficients of the slot subring are non-zero (stride N/2·slots).
         let coeffs = self.encoder.encode_subring(values, slots, scale)?;
         let poly = self.message_ntt(&coeffs, slots, level, scale)?;
-        Ok(Plaintext {
-            params_id: self.params().id(),
-            poly,
-            level,
-            scale,
-            slots,
-        })
+        Ok(self.rlwe.plaintext(poly, level, scale, slots))
     }
 
     /// The NTT rows over `Q_level` of an integer message in the slot subring (`2·slots`

@@ -11,6 +11,7 @@
 //! integer message is first symmetrized exactly over each orbit of the automorphism; the rows are
 //! then exactly constant on the classes (checked when encoding).
 
+use super::arith::first_term;
 use super::encoder::C64;
 use super::evaluator::Ckks;
 use crate::backend::{Basis, PolyBackend};
@@ -189,9 +190,7 @@ impl<B: PolyBackend> Ckks<B> {
         terms: &[(&Ciphertext<B>, &PeriodicPlaintext)],
         classes: &PeriodClasses,
     ) -> Result<Ciphertext<B>> {
-        let (a0, p0) = *terms.first().ok_or(Error::InvalidParameters(
-            "a sum of products needs at least one term",
-        ))?;
+        let (a0, p0) = first_term(terms)?;
         let scale = a0.scale * p0.scale;
         for &(a, pt) in terms {
             self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;
