@@ -62,20 +62,13 @@ impl OpCounts {
 
     /// `self - before` field by field (the cost of what ran in between).
     pub fn since(&self, before: &OpCounts) -> OpCounts {
-        OpCounts {
-            rotations: self.rotations - before.rotations,
-            conjugations: self.conjugations - before.conjugations,
-            ct_mults: self.ct_mults - before.ct_mults,
-            relins: self.relins - before.relins,
-            pt_mults: self.pt_mults - before.pt_mults,
-            const_mults: self.const_mults - before.const_mults,
-            mul_i: self.mul_i - before.mul_i,
-            rescales: self.rescales - before.rescales,
-            hoists: self.hoists - before.hoists,
-            adds: self.adds - before.adds,
-            lazy_rotations: self.lazy_rotations - before.lazy_rotations,
-            lazy_groups: self.lazy_groups - before.lazy_groups,
-            repacks: self.repacks - before.repacks,
+        // A struct literal names every field, so a new counter cannot be left out here.
+        macro_rules! minus {
+            ($($f:ident),*) => { OpCounts { $($f: self.$f - before.$f),* } };
+        }
+        minus! {
+            rotations, conjugations, ct_mults, relins, pt_mults, const_mults, mul_i, rescales,
+            hoists, adds, lazy_rotations, lazy_groups, repacks
         }
     }
 }
@@ -155,13 +148,7 @@ pub trait Exec {
         values: PtValues<'_>,
     ) -> Result<()> {
         let t = self.mul_plain(ct, key, values)?;
-        match acc {
-            Some(a) => self.add_assign(a, &t),
-            None => {
-                *acc = Some(t);
-                Ok(())
-            }
-        }
+        accumulate(self, acc, t)
     }
     /// `acc += Σ_t ct_t ⊙ pt_t` (`acc` starts as the first product when empty): the baby-step sum
     /// of a linear transform. Counted exactly as the same sequence of [`Exec::mul_plain_acc`]
@@ -312,7 +299,7 @@ pub fn check_count(what: &'static str, expected: usize, found: usize) -> Result<
 }
 
 /// Accumulates `term` into `acc` (`acc = term` when empty).
-pub fn accumulate<E: Exec>(ex: &E, acc: &mut Option<E::Ct>, term: E::Ct) -> Result<()> {
+pub fn accumulate<E: Exec + ?Sized>(ex: &E, acc: &mut Option<E::Ct>, term: E::Ct) -> Result<()> {
     match acc {
         Some(a) => ex.add_assign(a, &term),
         None => {
@@ -644,13 +631,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
         let mut t = self.ck.clone_ct(ct);
         self.ck.mul_const_assign(&mut t, C64::real(w), scale)?;
         self.bump(|c| c.const_mults += 1);
-        match acc {
-            Some(a) => self.add_assign(a, &t),
-            None => {
-                *acc = Some(t);
-                Ok(())
-            }
-        }
+        accumulate(self, acc, t)
     }
     fn mul_const_matrix(
         &self,
@@ -737,13 +718,7 @@ impl<B: PolyBackend> Exec for CkksExec<'_, B> {
             .pop()
             .flatten()
             .expect("a nonempty sum");
-        match acc {
-            Some(a) => self.add_assign(a, &sum),
-            None => {
-                *acc = Some(sum);
-                Ok(())
-            }
-        }
+        accumulate(self, acc, sum)
     }
     fn mul_plain_sums(
         &self,
@@ -1019,13 +994,7 @@ impl Exec for SymExec {
             });
         }
         self.bump(|c| c.const_mults += 1);
-        match acc {
-            Some(a) => self.add_assign(a, ct),
-            None => {
-                *acc = Some(*ct);
-                Ok(())
-            }
-        }
+        accumulate(self, acc, *ct)
     }
     fn add_plain(&self, _ct: &mut SymCt, _values: PtValues<'_>) -> Result<()> {
         self.bump(|c| c.adds += 1);

@@ -213,9 +213,7 @@ impl<B: PolyBackend> Ckks<B> {
         &self,
         terms: &[(&Ciphertext<B>, &Plaintext<B>)],
     ) -> Result<Ciphertext<B>> {
-        let (a0, p0) = *terms.first().ok_or(Error::InvalidParameters(
-            "a sum of products needs at least one term",
-        ))?;
+        let (a0, p0) = first_term(terms)?;
         let scale = a0.scale * p0.scale;
         for &(a, pt) in terms {
             self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;
@@ -574,4 +572,14 @@ impl<B: PolyBackend> Ckks<B> {
         a.seed = None;
         Ok(())
     }
+}
+
+/// The first term `(a_0, pt_0)` of a sum of products `Σ_j a_j · pt_j`, which fixes the sum's
+/// level, degree, slot count and product scale; an error for an empty sum.
+pub(super) fn first_term<'t, B: PolyBackend, P>(
+    terms: &[(&'t Ciphertext<B>, &'t P)],
+) -> Result<(&'t Ciphertext<B>, &'t P)> {
+    terms.first().copied().ok_or(Error::InvalidParameters(
+        "a sum of products needs at least one term",
+    ))
 }

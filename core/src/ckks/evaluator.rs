@@ -14,6 +14,19 @@ use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
+/// Public methods of [`Ckks`] that are those of its [`Rlwe`] context: each listed signature
+/// (with its docs) becomes a method calling the `Rlwe` method of the same name.
+macro_rules! rlwe_methods {
+    ($($(#[$doc:meta])* fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self $(, $arg: $ty)*) -> $ret {
+                self.rlwe.$name($($arg),*)
+            }
+        )*
+    };
+}
+
 /// The CKKS engine over a backend: an [`Rlwe`] context and the canonical-embedding [`Encoder`].
 pub struct Ckks<B: PolyBackend> {
     pub(crate) rlwe: Rlwe<B>,
@@ -39,13 +52,11 @@ impl<B: PolyBackend> Ckks<B> {
         }
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &CkksParams {
-        self.rlwe.params()
-    }
-    /// The backend.
-    pub fn backend(&self) -> &B {
-        self.rlwe.backend()
+    rlwe_methods! {
+        /// The parameters.
+        fn params(&self) -> &CkksParams;
+        /// The backend.
+        fn backend(&self) -> &B;
     }
     /// The encoder.
     pub fn encoder(&self) -> &Encoder {
@@ -71,13 +82,7 @@ impl<B: PolyBackend> Ckks<B> {
         // Only the 2·slots coefficients of the slot subring are non-zero (stride N/2·slots).
         let coeffs = self.encoder.encode_subring(values, slots, scale)?;
         let poly = self.message_ntt(&coeffs, slots, level, scale)?;
-        Ok(Plaintext {
-            params_id: self.params().id(),
-            poly,
-            level,
-            scale,
-            slots,
-        })
+        Ok(self.rlwe.plaintext(poly, level, scale, slots))
     }
 
     /// The NTT rows over `Q_level` of an integer message in the slot subring (`2·slots`
@@ -215,37 +220,19 @@ impl<B: PolyBackend> Ckks<B> {
 
     // ---- keys, encryption, decryption (the RLWE layer) ------------------------------------
 
-    /// Samples a secret key from the parameter set's distribution ([`Rlwe::gen_secret_key`]).
-    pub fn gen_secret_key(&self, rng: &mut (impl RngCore + CryptoRng)) -> SecretKey {
-        self.rlwe.gen_secret_key(rng)
-    }
-
-    /// The public key `(-a·s + e, a)` over `Q ∪ {p_0}` ([`Rlwe::gen_public_key`]).
-    pub fn gen_public_key(
-        &self,
-        sk: &SecretKey,
-        rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<PublicKey<B>> {
-        self.rlwe.gen_public_key(sk, rng)
-    }
-
-    /// The relinearization key (`s² → s`).
-    pub fn gen_relin_key(
-        &self,
-        sk: &SecretKey,
-        rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<SwitchingKey<B>> {
-        self.rlwe.gen_relin_key(sk, rng)
-    }
-
-    /// The Galois key for element `g` (`s → σ_g^{-1}(s)`, [`crate::rlwe::Rlwe::gen_galois_key`]).
-    pub fn gen_galois_key(
-        &self,
-        sk: &SecretKey,
-        g: u64,
-        rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<SwitchingKey<B>> {
-        self.rlwe.gen_galois_key(sk, g, rng)
+    rlwe_methods! {
+        /// Samples a secret key from the parameter set's distribution ([`Rlwe::gen_secret_key`]).
+        fn gen_secret_key(&self, rng: &mut (impl RngCore + CryptoRng)) -> SecretKey;
+        /// The public key `(-a·s + e, a)` over `Q ∪ {p_0}` ([`Rlwe::gen_public_key`]).
+        fn gen_public_key(&self, sk: &SecretKey, rng: &mut (impl RngCore + CryptoRng))
+            -> Result<PublicKey<B>>;
+        /// The relinearization key (`s² → s`).
+        fn gen_relin_key(&self, sk: &SecretKey, rng: &mut (impl RngCore + CryptoRng))
+            -> Result<SwitchingKey<B>>;
+        /// The Galois key for element `g` (`s → σ_g^{-1}(s)`,
+        /// [`crate::rlwe::Rlwe::gen_galois_key`]).
+        fn gen_galois_key(&self, sk: &SecretKey, g: u64, rng: &mut (impl RngCore + CryptoRng))
+            -> Result<SwitchingKey<B>>;
     }
 
     /// Relinearization key plus Galois keys for the rotations `rotations` (and conjugation if asked).
@@ -281,32 +268,20 @@ impl<B: PolyBackend> Ckks<B> {
         Ok(keys)
     }
 
-    /// Public-key encryption in `Q_level ∪ {p_0}`, then ModDown by `p_0`:
-    /// `(round((b·u + e_0)/p_0) + m, round((a·u + e_1)/p_0))`, `u` uniform ternary
-    /// ([`Rlwe::encrypt_pk`]; the noise is the division's rounding alone).
-    pub fn encrypt_pk(
-        &self,
-        pk: &PublicKey<B>,
-        pt: &Plaintext<B>,
-        rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<Ciphertext<B>> {
-        self.rlwe.encrypt_pk(pk, pt, rng)
-    }
-
-    /// Secret-key encryption `(-a·s + e + m, a)` with `a` expanded from a fresh seed, so the
-    /// ciphertext serializes at half size.
-    pub fn encrypt_sk(
-        &self,
-        sk: &SecretKey,
-        pt: &Plaintext<B>,
-        rng: &mut (impl RngCore + CryptoRng),
-    ) -> Result<Ciphertext<B>> {
-        self.rlwe.encrypt_sk(sk, pt, rng)
-    }
-
-    /// Decryption: `c_0 + c_1·s (+ c_2·s²)`.
-    pub fn decrypt(&self, sk: &SecretKey, ct: &Ciphertext<B>) -> Result<Plaintext<B>> {
-        self.rlwe.decrypt(sk, ct)
+    rlwe_methods! {
+        /// Public-key encryption in `Q_level ∪ {p_0}`, then ModDown by `p_0`:
+        /// `(round((b·u + e_0)/p_0) + m, round((a·u + e_1)/p_0))`, `u` uniform ternary
+        /// ([`Rlwe::encrypt_pk`]; the noise is the division's rounding alone).
+        fn encrypt_pk(&self, pk: &PublicKey<B>, pt: &Plaintext<B>,
+            rng: &mut (impl RngCore + CryptoRng)) -> Result<Ciphertext<B>>;
+        /// Secret-key encryption `(-a·s + e + m, a)` with `a` expanded from a fresh seed, so the
+        /// ciphertext serializes at half size.
+        fn encrypt_sk(&self, sk: &SecretKey, pt: &Plaintext<B>,
+            rng: &mut (impl RngCore + CryptoRng)) -> Result<Ciphertext<B>>;
+        /// Decryption: `c_0 + c_1·s (+ c_2·s²)`.
+        fn decrypt(&self, sk: &SecretKey, ct: &Ciphertext<B>) -> Result<Plaintext<B>>;
+        /// A deep copy.
+        fn clone_ct(&self, ct: &Ciphertext<B>) -> Ciphertext<B>;
     }
 
     /// Decrypts and decodes.
@@ -315,10 +290,5 @@ impl<B: PolyBackend> Ckks<B> {
         let level = self.decode_rows(ct.level, ct.scale).min(ct.level + 1) - 1;
         let pt = self.rlwe.decrypt_at(sk, ct, level)?;
         self.decode(&pt)
-    }
-
-    /// A deep copy.
-    pub fn clone_ct(&self, ct: &Ciphertext<B>) -> Ciphertext<B> {
-        self.rlwe.clone_ct(ct)
     }
 }

@@ -11,10 +11,12 @@
 //! integer message is first symmetrized exactly over each orbit of the automorphism; the rows are
 //! then exactly constant on the classes (checked when encoding).
 
+use super::arith::first_term;
 use super::encoder::C64;
 use super::evaluator::Ckks;
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
+use crate::rlwe::types::copy_getters;
 use crate::rlwe::{Ciphertext, Rlwe};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -67,19 +69,13 @@ impl core::fmt::Debug for PeriodicPlaintext {
 }
 
 impl PeriodicPlaintext {
-    /// The level (rows `q_0..q_level`).
-    pub fn level(&self) -> usize {
-        self.level
-    }
-
-    /// The scale.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-
-    /// The period of its slots.
-    pub fn period(&self) -> usize {
-        self.period
+    copy_getters! {
+        /// The level (rows `q_0..q_level`).
+        level: usize,
+        /// The scale.
+        scale: f64,
+        /// The period of its slots.
+        period: usize,
     }
 
     /// Bytes held.
@@ -194,9 +190,7 @@ impl<B: PolyBackend> Ckks<B> {
         terms: &[(&Ciphertext<B>, &PeriodicPlaintext)],
         classes: &PeriodClasses,
     ) -> Result<Ciphertext<B>> {
-        let (a0, p0) = *terms.first().ok_or(Error::InvalidParameters(
-            "a sum of products needs at least one term",
-        ))?;
+        let (a0, p0) = first_term(terms)?;
         let scale = a0.scale * p0.scale;
         for &(a, pt) in terms {
             self.sum_term_check(a0, a, pt.params_id, pt.level, pt.slots)?;

@@ -17,6 +17,7 @@ use super::encoder::C64;
 use super::evaluator::Ckks;
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
+use crate::rlwe::types::copy_getters;
 use crate::rlwe::{Ciphertext, Rlwe};
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -44,19 +45,13 @@ impl core::fmt::Debug for SubringPlaintext {
 }
 
 impl SubringPlaintext {
-    /// The level (rows `q_0..q_level`).
-    pub fn level(&self) -> usize {
-        self.level
-    }
-
-    /// The scale.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-
-    /// The slot count.
-    pub fn slots(&self) -> usize {
-        self.slots
+    copy_getters! {
+        /// The level (rows `q_0..q_level`).
+        level: usize,
+        /// The scale.
+        scale: f64,
+        /// The slot count.
+        slots: usize,
     }
 
     /// Bytes held.

@@ -13,6 +13,7 @@ use super::ConvertError;
 use crate::math::special_fft::fixed_twiddle_table;
 use crate::mpc::zq::{Modulus as ZqModulus, RnsBasis};
 use crate::params::CkksParams;
+use crate::rlwe::types::copy_getters;
 use alloc::vec::Vec;
 use core::f64::consts::SQRT_2;
 
@@ -206,17 +207,13 @@ impl C2mPlan {
         self.real_only
     }
 
-    /// The boundary level `Q_conv` the ciphertexts are trimmed to.
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// Slots per ciphertext.
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-    /// The CKKS scale `Δ` expected at the boundary.
-    pub fn scale(&self) -> f64 {
-        self.scale
+    copy_getters! {
+        /// The boundary level `Q_conv` the ciphertexts are trimmed to.
+        level: usize,
+        /// Slots per ciphertext.
+        slots: usize,
+        /// The CKKS scale `Δ` expected at the boundary.
+        scale: f64,
     }
     /// `Q_conv`.
     pub fn modulus(&self) -> ZqModulus {
@@ -511,17 +508,13 @@ impl M2cPlan {
         })
     }
 
-    /// The output level.
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// Slots per ciphertext.
-    pub fn slots(&self) -> usize {
-        self.slots
-    }
-    /// The output scale `Δ`.
-    pub fn scale(&self) -> f64 {
-        self.scale
+    copy_getters! {
+        /// The output level.
+        level: usize,
+        /// Slots per ciphertext.
+        slots: usize,
+        /// The output scale `Δ`.
+        scale: f64,
     }
     /// The twiddle precision `t` of the fast map (twiddles `round(2^t·w)`).
     pub fn twiddle_bits(&self) -> u32 {

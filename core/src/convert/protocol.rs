@@ -5,7 +5,7 @@ use super::plan::{C2mPlan, M2cPlan};
 use super::wide::{local_trunc_wide, rerandomize, CommonMasks, Wide};
 use super::ConvertError;
 use crate::backend::{Basis, PolyBackend};
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, Plaintext, PublicKey, SecretKey, C64};
+use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey, C64};
 use crate::math::sampling;
 use crate::mpc::msgs::{C2mCiphertexts, M2cCiphertexts, MsgKind};
 use crate::mpc::zq::Modulus as ZqModulus;
@@ -474,13 +474,9 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     let mut bytes = Vec::with_capacity(coeffs.len());
     for c in &coeffs {
         let mut poly = subring_poly(ckks, plan, c);
-        let pt = Plaintext {
-            params_id: ckks.params().id(),
-            poly,
-            level: plan.level,
-            scale: plan.scale,
-            slots: plan.slots,
-        };
+        let pt = ckks
+            .rlwe
+            .plaintext(poly, plan.level, plan.scale, plan.slots);
         let ct = ckks.encrypt_sk(sk, &pt, party.rng());
         poly = pt.poly;
         ckks.backend().zeroize(&mut poly);

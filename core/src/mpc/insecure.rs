@@ -12,7 +12,7 @@
 
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
-use crate::mpc::ot::{AesPrg, BoxFuture, CotReceiver, CotSender};
+use crate::mpc::ot::{AesPrg, BlocksFuture, BoxFuture, CotReceiver, CotSender};
 use crate::mpc::party::{MpcConfig, Party, PartyId};
 use crate::mpc::ring::RingCfg;
 use crate::mpc::shares::RingShares;
@@ -90,7 +90,7 @@ impl CotSender for InsecureIdealCotSender {
     fn delta(&self) -> u128 {
         self.delta
     }
-    fn extend<'a>(&'a mut self, _ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, _ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         let q = (0..m).map(|_| next_block(&mut self.prg)).collect();
         Box::pin(async move { Ok(q) })
     }
@@ -101,11 +101,7 @@ impl CotSender for InsecureIdealCotSender {
 }
 
 impl CotReceiver for InsecureIdealCotReceiver {
-    fn extend<'a>(
-        &'a mut self,
-        _ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, _ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a> {
         let d = self.delta;
         let t = choices
             .iter()

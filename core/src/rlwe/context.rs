@@ -2,7 +2,7 @@
 //! and small helpers shared by key generation, encryption and key switching.
 
 use super::keys::{SecretKey, SwitchingKey};
-use super::types::Ciphertext;
+use super::types::{Ciphertext, Plaintext};
 use crate::backend::{Basis, PolyBackend};
 use crate::error::{Error, Result};
 use crate::math::sampling::{self, GaussianCdt};
@@ -86,6 +86,23 @@ impl<B: PolyBackend> Rlwe<B> {
             });
         }
         Ok(())
+    }
+
+    /// A plaintext under these parameters: `poly` in the NTT domain over `Q_level`.
+    pub(crate) fn plaintext(
+        &self,
+        poly: B::Buffer,
+        level: usize,
+        scale: f64,
+        slots: usize,
+    ) -> Plaintext<B> {
+        Plaintext {
+            params_id: self.params.id(),
+            poly,
+            level,
+            scale,
+            slots,
+        }
     }
 
     /// An operand made under these parameters, at a level they have.

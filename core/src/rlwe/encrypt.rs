@@ -128,12 +128,6 @@ impl<B: PolyBackend> Rlwe<B> {
             self.backend.add_assign(&mut m, &ct.polys[i], basis);
         }
         self.backend.zeroize(&mut s);
-        Ok(Plaintext {
-            params_id: self.params.id(),
-            poly: m,
-            level,
-            scale: ct.scale,
-            slots: ct.slots,
-        })
+        Ok(self.plaintext(m, level, ct.scale, ct.slots))
     }
 }

@@ -7,6 +7,22 @@
 use crate::backend::PolyBackend;
 use alloc::vec::Vec;
 
+/// Getters that return a copy of the field of the same name, each with its own docs:
+/// `copy_getters! { /// The level. level: usize, … }` inside an `impl` block. The crate's
+/// ciphertexts, plaintexts and conversion plans share their `level`/`scale`/`slots` getters
+/// through it.
+macro_rules! copy_getters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty),* $(,)?) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self) -> $ty {
+                self.$name
+            }
+        )*
+    };
+}
+pub(crate) use copy_getters;
+
 /// A plaintext: one polynomial in the NTT domain over `Q_level`.
 pub struct Plaintext<B: PolyBackend> {
     pub(crate) poly: B::Buffer,
@@ -18,17 +34,13 @@ pub struct Plaintext<B: PolyBackend> {
 }
 
 impl<B: PolyBackend> Plaintext<B> {
-    /// The level (the plaintext spans `q_0..q_level`).
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// The scale `Δ`.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-    /// The number of slots.
-    pub fn slots(&self) -> usize {
-        self.slots
+    copy_getters! {
+        /// The level (the plaintext spans `q_0..q_level`).
+        level: usize,
+        /// The scale `Δ`.
+        scale: f64,
+        /// The number of slots.
+        slots: usize,
     }
     /// The polynomial (NTT domain over `Q_level`), for inspection and backend conformance tests.
     pub fn poly(&self) -> &B::Buffer {
@@ -62,17 +74,13 @@ impl<B: PolyBackend> core::fmt::Debug for Ciphertext<B> {
 }
 
 impl<B: PolyBackend> Ciphertext<B> {
-    /// The level.
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// The scale `Δ`.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-    /// The number of slots.
-    pub fn slots(&self) -> usize {
-        self.slots
+    copy_getters! {
+        /// The level.
+        level: usize,
+        /// The scale `Δ`.
+        scale: f64,
+        /// The number of slots.
+        slots: usize,
     }
     /// The degree (1 for `(c_0, c_1)`, 2 after a product without relinearization).
     pub fn degree(&self) -> usize {
@@ -120,17 +128,13 @@ pub struct ExtCiphertext<B: PolyBackend> {
 }
 
 impl<B: PolyBackend> ExtCiphertext<B> {
-    /// The level (the `Q` part spans `q_0..q_level`).
-    pub fn level(&self) -> usize {
-        self.level
-    }
-    /// The scale `Δ` of the ciphertext this will be after ModDown.
-    pub fn scale(&self) -> f64 {
-        self.scale
-    }
-    /// The number of slots.
-    pub fn slots(&self) -> usize {
-        self.slots
+    copy_getters! {
+        /// The level (the `Q` part spans `q_0..q_level`).
+        level: usize,
+        /// The scale `Δ` of the ciphertext this will be after ModDown.
+        scale: f64,
+        /// The number of slots.
+        slots: usize,
     }
     /// The two polynomials over `Basis::qp(level + 1, k)` (NTT domain).
     pub fn polys(&self) -> &[B::Buffer; 2] {

@@ -393,13 +393,7 @@ impl<B: PolyBackend> Ckks<B> {
         let scale = checked_scale(r.f64()?)?;
         let poly = self.read_poly(&mut r, Basis::q(level + 1))?;
         r.finish()?;
-        Ok(Plaintext {
-            params_id: self.params().id(),
-            poly,
-            level,
-            scale,
-            slots,
-        })
+        Ok(self.rlwe.plaintext(poly, level, scale, slots))
     }
 
     // ---- public keys ------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 //! `q_j = t_j ⊕ r_j·Δ`. PRG streams continue across batches, so one setup
 //! serves any number of extensions.
 
-use super::{base::Key, AesPrg, BoxFuture, CotReceiver, CotSender};
+use super::{base::Key, AesPrg, BlocksFuture, CotReceiver, CotSender};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::msgs::IknpU;
@@ -120,7 +120,7 @@ impl CotSender for IknpSender {
     fn delta(&self) -> u128 {
         self.delta
     }
-    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         Box::pin(self.extend_impl(ch, m))
     }
 }
@@ -184,11 +184,7 @@ impl IknpReceiver {
 }
 
 impl CotReceiver for IknpReceiver {
-    fn extend<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a> {
         let r = self.extend_impl(ch, choices);
         Box::pin(async move { r })
     }

@@ -73,12 +73,16 @@ use core::pin::Pin;
 /// Boxed future (the OT traits must be object safe).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// Future of a batch of COT outputs (the `q_j` of a sender, the `t_j` of a
+/// receiver): the return type of the OT traits' `extend` methods.
+pub type BlocksFuture<'a> = BoxFuture<'a, Result<Vec<u128>>>;
+
 /// Sender side of a correlated-OT generator with global offset `Δ`.
 pub trait CotSender {
     /// The global correlation `Δ` (secret; bit 0 may be anything).
     fn delta(&self) -> u128;
     /// Produces `m` blocks `q_j`; the receiver obtains `q_j ⊕ r_j·Δ`.
-    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>>;
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a>;
     /// Precomputes `m` random COTs for later [`CotSender::extend`] calls
     /// (implementations without a pool return an error).
     fn fill<'a>(&'a mut self, _ch: &'a Channel, _m: usize) -> BoxFuture<'a, Result<()>> {
@@ -87,11 +91,7 @@ pub trait CotSender {
     /// Produces `m` *random* COTs `q_j`: the paired
     /// [`CotReceiver::extend_random`] picks (or is given) uniformly random
     /// choice bits. The default is [`CotSender::extend`].
-    fn extend_random<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        m: usize,
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend_random<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         self.extend(ch, m)
     }
     /// [`CotSender::extend_random`] appending the `m` outputs to `out` (a
@@ -129,11 +129,7 @@ pub trait CotReceiver {
     /// For IKNP this only sends (it never waits for the peer), so a party can
     /// call it before its own [`CotSender::extend`] and both directions share
     /// one round.
-    fn extend<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>>;
+    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a>;
     /// Precomputes random COTs with the given (random) choice bits.
     fn fill<'a>(
         &'a mut self,
@@ -177,10 +173,35 @@ pub trait CotReceiver {
     }
 }
 
-/// Fixed key of the AES permutation π (nothing-up-my-sleeve digits of π).
-const FIXED_KEY: [u8; 16] = [
-    0x24, 0x3f, 0x6a, 0x88, 0x85, 0xa3, 0x08, 0xd3, 0x13, 0x19, 0x8a, 0x2e, 0x03, 0x70, 0x73, 0x44,
+/// The fixed-key AES permutations of the OT stack, keyed by consecutive 16-byte pieces of the
+/// hexadecimal expansion of π (`3.243f6a88…`: nothing-up-my-sleeve numbers), in this order.
+#[derive(Clone, Copy)]
+pub(crate) enum PiKey {
+    /// π of [`CrHash`].
+    CrHash,
+    /// `π_0` of the GGM tree ([`silent::ggm::Ggm`]).
+    GgmLeft,
+    /// `π_1` of the GGM tree.
+    GgmRight,
+    /// The column PRG of the LPN code ([`silent::lpn::Lpn`]).
+    Lpn,
+}
+
+/// The first 128 fractional hexadecimal digits of π, 32 for each [`PiKey`] (the key's bytes are
+/// the digits in order: `to_be_bytes`).
+const PI_DIGITS: [u128; 4] = [
+    0x243f_6a88_85a3_08d3_1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0_082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377_be54_66cf_34e9_0c6c,
+    0xc0ac_29b7_c97c_50dd_3f84_d5b5_b547_0917,
 ];
+
+impl PiKey {
+    /// AES-128 under this key: a fixed public permutation.
+    pub(crate) fn aes(self) -> Aes128 {
+        Aes128::new(&GenericArray::from(PI_DIGITS[self as usize].to_be_bytes()))
+    }
+}
 
 /// Tweakable correlation-robust hash `H(x, i) = π(π(x) ⊕ i) ⊕ π(x)` with π
 /// fixed-key AES-128.
@@ -205,7 +226,7 @@ impl CrHash {
     /// Instantiates π.
     pub fn new() -> Self {
         CrHash {
-            aes: Aes128::new(&GenericArray::from(FIXED_KEY)),
+            aes: PiKey::CrHash.aes(),
         }
     }
 

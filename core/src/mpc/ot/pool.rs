@@ -12,7 +12,7 @@
 //! shape in which a silent OT (Ferret, [`super::silent`]) plugs in: it only
 //! has to fill pools (`fill` calls the inner generator's `extend_random`).
 
-use super::{BoxFuture, CotReceiver, CotSender};
+use super::{BlocksFuture, BoxFuture, CotReceiver, CotSender};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::Result;
 use crate::mpc::msgs::Derand;
@@ -66,7 +66,7 @@ impl CotSender for PooledSender {
         self.inner.delta()
     }
 
-    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         Box::pin(async move {
             if m == 0 || self.available() < m {
                 return self.inner.extend(ch, m).await;
@@ -137,11 +137,7 @@ impl Drop for PooledReceiver {
 }
 
 impl CotReceiver for PooledReceiver {
-    fn extend<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a> {
         Box::pin(async move {
             let m = choices.len();
             if m == 0 || self.available() < m {

@@ -17,19 +17,11 @@
 //! The receiver's loops index memory by `α` (variable time in its own secret
 //! noise position, as in emp-ot and libOTe).
 
+use crate::mpc::ot::PiKey;
 use aes::cipher::generic_array::GenericArray;
-use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::cipher::BlockEncrypt;
 use aes::Aes128;
 use zeroize::Zeroize;
-
-/// Fixed key of `π_0` (digits of π after the key of `CrHash`).
-const KEY_LEFT: [u8; 16] = [
-    0xa4, 0x09, 0x38, 0x22, 0x29, 0x9f, 0x31, 0xd0, 0x08, 0x2e, 0xfa, 0x98, 0xec, 0x4e, 0x6c, 0x89,
-];
-/// Fixed key of `π_1` (the next digits of π).
-const KEY_RIGHT: [u8; 16] = [
-    0x45, 0x28, 0x21, 0xe6, 0x38, 0xd0, 0x13, 0x77, 0xbe, 0x54, 0x66, 0xcf, 0x34, 0xe9, 0x0c, 0x6c,
-];
 
 /// Parents encrypted per AES batch.
 const BATCH: usize = 64;
@@ -57,8 +49,8 @@ impl Ggm {
     /// Instantiates `π_0, π_1`.
     pub fn new() -> Self {
         Ggm {
-            left: Aes128::new(&GenericArray::from(KEY_LEFT)),
-            right: Aes128::new(&GenericArray::from(KEY_RIGHT)),
+            left: PiKey::GgmLeft.aes(),
+            right: PiKey::GgmRight.aes(),
         }
     }
 

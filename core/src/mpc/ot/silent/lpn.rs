@@ -10,17 +10,13 @@
 //! reduces `w mod k`). This is the code of Ferret (Yang et al. CCS 2020, §5),
 //! instantiated as emp-ot does with `d = 10`.
 
+use crate::mpc::ot::PiKey;
 use aes::cipher::generic_array::GenericArray;
-use aes::cipher::{BlockEncrypt, KeyInit};
+use aes::cipher::BlockEncrypt;
 use aes::Aes128;
 
 /// Ones per row.
 pub const D: usize = 10;
-
-/// Public key of the column PRG (digits of π after the GGM keys).
-const LPN_KEY: [u8; 16] = [
-    0xc0, 0xac, 0x29, 0xb7, 0xc9, 0x7c, 0x50, 0xdd, 0x3f, 0x84, 0xd5, 0xb5, 0xb5, 0x47, 0x09, 0x17,
-];
 
 /// Row pairs per AES batch.
 const PAIRS: usize = 32;
@@ -43,7 +39,7 @@ impl Lpn {
     pub fn new(k: usize) -> Self {
         debug_assert!(k >= 1 && (k as u64) < (1u64 << 32));
         Lpn {
-            aes: Aes128::new(&GenericArray::from(LPN_KEY)),
+            aes: PiKey::Lpn.aes(),
             k,
         }
     }

@@ -79,7 +79,7 @@ pub mod lpn;
 mod tests;
 
 use super::iknp::{IknpReceiver, IknpSender};
-use super::{AesPrg, BoxFuture, CotReceiver, CotSender, CrHash};
+use super::{AesPrg, BlocksFuture, BoxFuture, CotReceiver, CotSender, CrHash};
 use crate::mpc::channel::Channel;
 use crate::mpc::error::{MpcError, Result};
 use crate::mpc::msgs::{SilentSpcot, SpcotShape};
@@ -679,14 +679,10 @@ impl CotSender for SilentSender {
         self.iknp.delta()
     }
     /// On demand (chosen choice bits): the IKNP generator.
-    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         self.iknp.extend(ch, m)
     }
-    fn extend_random<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        m: usize,
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend_random<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BlocksFuture<'a> {
         let r = self.random_impl(ch, m);
         Box::pin(async move { r })
     }
@@ -871,11 +867,7 @@ impl SilentReceiver {
 
 impl CotReceiver for SilentReceiver {
     /// On demand (chosen choice bits): the IKNP generator (sends only).
-    fn extend<'a>(
-        &'a mut self,
-        ch: &'a Channel,
-        choices: &'a [u8],
-    ) -> BoxFuture<'a, Result<Vec<u128>>> {
+    fn extend<'a>(&'a mut self, ch: &'a Channel, choices: &'a [u8]) -> BlocksFuture<'a> {
         self.iknp.extend(ch, choices)
     }
     /// Random COTs with the generator's own choice bits `u` (`suggested` is
