@@ -11,7 +11,8 @@ use veil_core::mpc::Frame;
 use veil_core::params;
 use veil_host::harness::{run_pair, Link};
 use veil_host::party::{
-    Client, KeyRequest, PartyError, Payload, Server, TAG_EVAL_KEYS, TAG_PARAMS, TAG_PUBLIC_KEY,
+    CiphertextLink, Client, KeyRequest, PartyError, Payload, Server, TAG_EVAL_KEYS, TAG_PARAMS,
+    TAG_PUBLIC_KEY,
 };
 use veil_host::transport::{Transport, TransportConfig, TransportError};
 

@@ -26,7 +26,7 @@ use veil_host::cnn::serve::{
 };
 use veil_host::cnn::{argmax, output_flood, sanitize_outputs, FLOOD_TAILS, FLOOD_TOLERANCE};
 use veil_host::model::images::Images;
-use veil_host::party::{Client, KeyRequest};
+use veil_host::party::{CiphertextLink, Client, KeyRequest};
 use veil_host::transport::{TcpTransport, TransportConfig};
 use veil_tests::fixtures::{cnn_test_params, rand_vec};
 use veil_tests::*;

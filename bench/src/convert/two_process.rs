@@ -25,7 +25,7 @@ use veil_core::ckks::Ckks;
 use veil_core::convert::{c2m_p0, c2m_p1, complexify, m2c_p0, m2c_p1};
 use veil_core::mpc::{MpcConfig, PartyId};
 use veil_host::harness::{self, PartyProcesses};
-use veil_host::party::{Client, KeyRequest, Server};
+use veil_host::party::{CiphertextLink, Client, KeyRequest, Server};
 
 /// Runs the two party processes over an emulated link with `profile`. `Ok(Err(why))`: the link
 /// cannot be built here (not root, no iproute2, ...), which is reported, not a failure.

@@ -18,7 +18,7 @@ pub mod hybrid;
 pub mod serve;
 
 use crate::model::images::Images;
-use crate::party::{Client, KeyRequest, PartyError, Server};
+use crate::party::{CiphertextLink, Client, KeyRequest, PartyError, Server};
 use crate::transport::Transport;
 use rand_core::{CryptoRng, RngCore};
 use std::time::Instant;

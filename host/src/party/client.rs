@@ -1,8 +1,9 @@
 //! The client: holds the secret key, sends the public and evaluation keys, decrypts results.
 
-use super::messages::{expect, frame, recv_ciphertexts, send_ciphertexts};
+use super::messages::{expect, frame};
 use super::{
-    KeyExchangeStats, PartyError, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS, TAG_PUBLIC_KEY,
+    CiphertextLink, KeyExchangeStats, PartyError, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS,
+    TAG_PUBLIC_KEY,
 };
 use crate::transport::Transport;
 use rand_core::{CryptoRng, RngCore};
@@ -127,21 +128,10 @@ impl<'a, B: PolyBackend> Client<'a, B> {
             .decrypt_decode(&self.sk, ct)
             .map_err(ckks("decrypt"))
     }
+}
 
-    /// Sends ciphertexts to the server (see [`super::send_ciphertexts`]).
-    pub fn send_ciphertexts(
-        &self,
-        t: &mut dyn Transport,
-        cts: &[Ciphertext<B>],
-    ) -> Result<u64, PartyError> {
-        send_ciphertexts(self.ck, t, cts)
-    }
-
-    /// Receives ciphertexts from the server.
-    pub fn recv_ciphertexts(
-        &self,
-        t: &mut dyn Transport,
-    ) -> Result<Vec<Ciphertext<B>>, PartyError> {
-        recv_ciphertexts(self.ck, t)
+impl<B: PolyBackend> CiphertextLink<B> for Client<'_, B> {
+    fn ckks(&self) -> &Ckks<B> {
+        self.ck
     }
 }

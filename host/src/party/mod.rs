@@ -39,6 +39,29 @@ pub use messages::{
 };
 pub use server::Server;
 
+/// What both roles do alike: send and receive ciphertexts under their CKKS context.
+pub trait CiphertextLink<B: veil_core::PolyBackend> {
+    /// The party's CKKS context.
+    fn ckks(&self) -> &veil_core::ckks::Ckks<B>;
+
+    /// Sends ciphertexts to the peer ([`send_ciphertexts`]); the bytes sent.
+    fn send_ciphertexts(
+        &self,
+        t: &mut dyn crate::transport::Transport,
+        cts: &[veil_core::ckks::Ciphertext<B>],
+    ) -> Result<u64, PartyError> {
+        send_ciphertexts(self.ckks(), t, cts)
+    }
+
+    /// Receives ciphertexts from the peer ([`recv_ciphertexts`]).
+    fn recv_ciphertexts(
+        &self,
+        t: &mut dyn crate::transport::Transport,
+    ) -> Result<Vec<veil_core::ckks::Ciphertext<B>>, PartyError> {
+        recv_ciphertexts(self.ckks(), t)
+    }
+}
+
 use crate::transport::TransportError;
 
 /// What a message carried.

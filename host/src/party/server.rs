@@ -1,12 +1,13 @@
 //! The server: evaluates on ciphertexts with public keys only.
 
-use super::messages::{expect_within, frame, recv_ciphertexts, refuse, send_ciphertexts};
+use super::messages::{expect_within, frame, refuse};
 use super::{
-    KeyExchangeStats, PartyError, Payload, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS, TAG_PUBLIC_KEY,
+    CiphertextLink, KeyExchangeStats, PartyError, Payload, TAG_EVAL_KEYS, TAG_KEYS_ACK, TAG_PARAMS,
+    TAG_PUBLIC_KEY,
 };
 use crate::transport::Transport;
 use std::time::Instant;
-use veil_core::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey};
+use veil_core::ckks::{Ckks, EvaluationKeys, PublicKey};
 use veil_core::serial;
 use veil_core::PolyBackend;
 
@@ -126,21 +127,10 @@ impl<'a, B: PolyBackend> Server<'a, B> {
     pub fn evaluation_keys(&self) -> &EvaluationKeys<B> {
         &self.keys
     }
+}
 
-    /// Receives ciphertexts from the client.
-    pub fn recv_ciphertexts(
-        &self,
-        t: &mut dyn Transport,
-    ) -> Result<Vec<Ciphertext<B>>, PartyError> {
-        recv_ciphertexts(self.ck, t)
-    }
-
-    /// Sends ciphertexts (results) to the client.
-    pub fn send_ciphertexts(
-        &self,
-        t: &mut dyn Transport,
-        cts: &[Ciphertext<B>],
-    ) -> Result<u64, PartyError> {
-        send_ciphertexts(self.ck, t, cts)
+impl<B: PolyBackend> CiphertextLink<B> for Server<'_, B> {
+    fn ckks(&self) -> &Ckks<B> {
+        self.ck
     }
 }
