@@ -1155,7 +1155,7 @@ pub fn select_variants(
     if out.is_empty() {
         return Err(invalid(
             "--blocks/--variants",
-            &format!("{blocks:?} / {names:?}"),
+            format!("{blocks:?} / {names:?}"),
             "a selection with at least one variant",
         ));
     }
