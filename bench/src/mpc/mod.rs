@@ -937,6 +937,37 @@ mod tests {
         eprintln!("{t}");
         let r = &rep.rows[0];
         assert!(!rep.spu.live && r.spu.time_s.is_none() && r.amortized_ratio.is_none());
+        // The flattened SPU fields keep their JSON keys and places.
+        let json = serde_json::to_string(&rep).unwrap();
+        let at = |k: &str| {
+            json.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k}"))
+        };
+        for keys in [
+            &[
+                "setup_bytes",
+                "spu_source",
+                "spu_live",
+                "spu_recorded_source",
+                "spu_recorded_date",
+                "silent_setup_s",
+            ][..],
+            &[
+                "est_silent_bytes_per_elem",
+                "spu_time_s",
+                "spu_bytes_per_elem",
+                "spu_rounds",
+                "spu_recorded_time_s",
+                "spu_recorded_bytes_per_elem",
+                "spu_recorded_rounds",
+                "amortized_s",
+            ][..],
+        ] {
+            assert!(
+                keys.windows(2).all(|w| at(w[0]) < at(w[1])),
+                "{keys:?}: {json}"
+            );
+        }
         assert_eq!(r.spu.recorded_time_s, Some(0.26));
         for ratio in ["/spu", "spu s", "spu B/e"] {
             assert!(!t.contains(ratio), "{ratio} without a live peer:\n{t}");
