@@ -10,6 +10,7 @@ use cubecl::cuda::{CudaDevice, CudaRuntime};
 use cubecl::prelude::*;
 use veil_core::CkksParams;
 
+use veil_kernels_cube::panic_message;
 pub use veil_kernels_cube::{CubeBackend, CubeBackendError, CubeBuffer};
 
 /// `PolyBackend` on CUDA.
@@ -20,13 +21,6 @@ fn no_device(reason: impl Into<String>) -> CubeBackendError {
         runtime: "cuda",
         reason: reason.into(),
     }
-}
-
-fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "panic without a message".into())
 }
 
 /// Number of CUDA devices, or why there are none usable. Never panics.
@@ -89,21 +83,9 @@ pub fn client(index: usize) -> Result<ComputeClient<CudaRuntime>, CubeBackendErr
 /// The backend for `params` on CUDA device `index`.
 pub fn new(params: &CkksParams, index: usize) -> Result<CudaBackend, CubeBackendError> {
     let client = client(index)?;
-    let label = format!("cuda/{index}");
     // The self-test is the first kernel compilation (NVRTC, loaded at run time): a missing or
-    // broken NVRTC panics inside CubeCL, which is reported as an error here.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        CubeBackend::new(client, params, label.clone())
-    }))
-    .unwrap_or_else(|e| {
-        Err(CubeBackendError::SelfTest {
-            device: label,
-            detail: format!(
-                "compiling or running the kernels panicked: {}",
-                panic_message(e.as_ref())
-            ),
-        })
-    })
+    // broken NVRTC panics inside CubeCL, which is reported as an error.
+    CubeBackend::new_guarded(client, params, format!("cuda/{index}"))
 }
 
 /// The device index to use: `VEIL_CUDA_DEVICE` when set, else 0.

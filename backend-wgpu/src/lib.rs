@@ -11,6 +11,7 @@ use cubecl::wgpu::WgpuRuntime;
 use veil_core::CkksParams;
 
 pub use cubecl::wgpu::WgpuDevice;
+use veil_kernels_cube::panic_message;
 pub use veil_kernels_cube::{CubeBackend, CubeBackendError, CubeBuffer};
 
 /// `PolyBackend` on wgpu.
@@ -37,25 +38,7 @@ pub fn new(params: &CkksParams, device: &WgpuDevice) -> Result<WgpuBackend, Cube
     };
     // The self-test is the first kernel compilation; a driver that panics there is reported as
     // an error.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        CubeBackend::new(client, params, label.clone())
-    }))
-    .unwrap_or_else(|e| {
-        Err(CubeBackendError::SelfTest {
-            device: label,
-            detail: format!(
-                "compiling or running the kernels panicked: {}",
-                panic_message(e.as_ref())
-            ),
-        })
-    })
-}
-
-fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "panic without a message".into())
+    CubeBackend::new_guarded(client, params, label)
 }
 
 /// The backend on the default device ([`WgpuDevice::DefaultDevice`], which honours

@@ -13,6 +13,7 @@
 //! The sentence of each `m` is fixed ([`text_for`]) so that the peer (SPU's MiniLM script) can be
 //! given the same one; `--text` overrides it.
 
+use crate::error::invalid;
 use crate::netem::{NetemLink, Shaping};
 use crate::BenchError;
 use serde::Serialize;
@@ -88,14 +89,6 @@ pub struct LinkReport {
     pub texts: Vec<(usize, String)>,
     /// One entry per (m, profile).
     pub runs: Vec<LinkRun>,
-}
-
-fn invalid(option: &'static str, value: String, expected: &'static str) -> BenchError {
-    BenchError::InvalidOption {
-        option,
-        value,
-        expected,
-    }
 }
 
 fn field_f(v: &serde_json::Value, path: &[&str]) -> f64 {

@@ -203,6 +203,19 @@ pub(crate) fn mpc(step: &'static str) -> impl FnOnce(veil_core::mpc::MpcError) -
     move |source| BenchError::Mpc { step, source }
 }
 
+/// A command-line `option` given a `value` it does not accept (it takes `expected`).
+pub(crate) fn invalid(
+    option: &'static str,
+    value: impl Into<String>,
+    expected: &'static str,
+) -> BenchError {
+    BenchError::InvalidOption {
+        option,
+        value: value.into(),
+        expected,
+    }
+}
+
 /// `map_err` helper: a driven protocol `protocol` failed.
 pub(crate) fn protocol(protocol: impl Into<String>) -> impl FnOnce(DriverError) -> BenchError {
     let protocol = protocol.into();

@@ -18,9 +18,12 @@
 //! The report also counts the rounds of one Transformer layer on EncFormer's surrogate path,
 //! `MBMax + GELU (split) + 2·MBLN`, against the paper's 7 (3 + 4 + 0).
 
-use crate::error::{mpc, protocol};
-use crate::mpc::{amortize, thread_cpu_s, AmortizedRow, OtMode, TransportKind};
-use crate::peers::PeerFigures;
+use crate::error::{invalid, mpc};
+use crate::mpc::{
+    amortize, est_silent_bytes, measure, new_party, steady_bytes_per_cot, timed_setup,
+    AmortizedRow, Measured, OtMode, TransportKind,
+};
+use crate::peers::{live_or_note, opt_cell, opt_u_cell, PeerFigures, SpuColumns, SpuSources};
 use crate::progress::Progress;
 use crate::BenchError;
 use rand_chacha::ChaCha20Rng;
@@ -28,7 +31,7 @@ use rand_core::{OsRng, RngCore, SeedableRng};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::Barrier;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use veil_core::mpc::ot::silent::SilentParams;
 use veil_core::mpc::{MpcConfig, Party, PartyId, RingCfg, RingShares, Stats};
 use veil_core::nonlinear::fixed::{self, ErrStats};
@@ -37,7 +40,7 @@ use veil_core::nonlinear::layernorm::{LayerNorm, LnAffine, LnKind};
 use veil_core::nonlinear::pool::MaxPool;
 use veil_core::nonlinear::quad::{Quad, QuadKind};
 use veil_core::nonlinear::softmax::{Mask, Softmax, SoftmaxKind};
-use veil_host::harness::{run_pair, Link};
+use veil_host::harness::run_pair;
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{Transport, TransportConfig};
 
@@ -531,24 +534,10 @@ fn draw_inputs(v: Variant, s: &Shapes, ring: RingCfg) -> Result<Drawn, BenchErro
     })
 }
 
-/// One variant as one party measured it.
-struct Measured {
-    wall_s: f64,
-    cpu_s: f64,
-    stats: Stats,
-    cots: u64,
-    depth: u32,
-    out: RingShares,
-    /// Public factor of the output (MBLN's 0-round form: `κ`; else 1).
-    scale: f64,
-    /// OT preprocessing part of `wall_s` (pool mode), s.
-    pre_s: f64,
-    /// Silent-extension bytes this party sent during the run (frames included).
-    silent_bytes: u64,
-}
-
 /// One party's run: setup wall time and statistics, then one [`Measured`] per variant.
-type PartyOut = (f64, Stats, Vec<Measured>);
+/// Each [`Measured`] holds the party's output share and its public factor (MBLN's 0-round
+/// form: `κ`; else 1).
+type PartyOut = (f64, Stats, Vec<Measured<(RingShares, f64)>>);
 
 #[allow(clippy::too_many_arguments)]
 fn party_main(
@@ -564,76 +553,29 @@ fn party_main(
     silent: SilentParams,
 ) -> Result<PartyOut, BenchError> {
     let rng = ChaCha20Rng::from_rng(OsRng)?;
-    let pool = mode != OtMode::Iknp;
-    let mut p = match mode {
-        OtMode::Silent => Party::with_silent_ot(id, cfg, rng, silent),
-        _ => Party::new(id, cfg, rng),
-    }
-    .map_err(mpc("build a party"))?;
-    bar.wait();
-    let t0 = Instant::now();
-    drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
-    let setup_s = t0.elapsed().as_secs_f64();
-    let setup = p.channel().stats();
+    let mut p = new_party(id, cfg, rng, mode, silent)?;
+    let (setup_s, setup) = timed_setup(&mut p, t, bar)?;
     let mut out = Vec::with_capacity(variants.len());
     let mut bar_progress = progress
         .map(|(transport, quiet)| Progress::new(&format!("bench nonlinear {transport}"), quiet));
     for (k, (&v, inp)) in variants.iter().zip(inputs).enumerate() {
-        let what = || format!("{}/{}", v.block().name(), v.name());
-        // Pool mode: a warm-up run (not measured) learns this party's COT demand, which the
-        // measured run then preprocesses offline (input-independent random COTs).
-        let demand = if pool {
-            bar.wait();
-            let c0 = p.ot_counts();
-            v.run(shapes, &mut p, t, inp).map_err(protocol(what()))?;
-            let c1 = p.ot_counts();
-            Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
-        } else {
-            None
-        };
-        bar.wait();
-        let before = p.channel().stats();
-        let sil0 = p.silent_stats().unwrap_or_default();
-        let c0 = thread_cpu_s();
-        let t0 = Instant::now();
-        let (mut pre_s, mut pre_depth) = (0.0, 0);
-        if let Some((ns, nr)) = demand {
-            drive(p.channel(), p.preprocess_ot(ns, nr), t)
-                .map_err(protocol(format!("{} (OT preprocessing)", what())))?;
-            pre_s = t0.elapsed().as_secs_f64();
-            pre_depth = p.channel().depth();
-        }
-        let ot0 = p.ot_counts();
-        let (y, scale) = v.run(shapes, &mut p, t, inp).map_err(protocol(what()))?;
-        let wall_s = t0.elapsed().as_secs_f64();
-        let cpu_s = thread_cpu_s() - c0;
-        let ot1 = p.ot_counts();
+        let what = format!("{}/{}", v.block().name(), v.name());
+        let m = measure(&mut p, t, bar, mode.preprocessed(), &what, |p, t| {
+            v.run(shapes, p, t, inp)
+        })?;
         if let Some((transport, quiet)) = progress {
             if !quiet {
                 eprintln!(
-                    "bench nonlinear {transport}: {}/{} {} done in {wall_s:.2} s",
-                    v.block().name(),
-                    v.name(),
-                    v.shape(shapes)
+                    "bench nonlinear {transport}: {what} {} done in {:.2} s",
+                    v.shape(shapes),
+                    m.wall_s
                 );
             }
         }
         if let Some(pr) = bar_progress.as_mut() {
             pr.update(k + 1, variants.len());
         }
-        let sil1 = p.silent_stats().unwrap_or_default();
-        out.push(Measured {
-            silent_bytes: sil1.message_bytes - sil0.message_bytes
-                + (sil1.messages - sil0.messages) * veil_core::mpc::channel::FRAME_OVERHEAD,
-            wall_s,
-            cpu_s,
-            stats: p.channel().stats().since(&before),
-            cots: (ot1.0 - ot0.0) + (ot1.1 - ot0.1),
-            depth: pre_depth + p.channel().depth(),
-            pre_s,
-            out: y,
-            scale,
-        });
+        out.push(m);
     }
     Ok((setup_s, setup, out))
 }
@@ -732,19 +674,9 @@ pub struct NonlinearRow {
     pub mean_abs_err: f64,
     /// SPU's computation of the same block, if it has one (`bench_spu.py` name).
     pub spu_op: Option<String>,
-    /// SPU Cheetah time, s, measured in this run (`None` without `--peers`).
-    pub spu_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element, measured in this run.
-    pub spu_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds, measured in this run (a plain run does not measure them).
-    pub spu_rounds: Option<u32>,
-    /// SPU Cheetah time recorded on [`BenchNonlinearReport::spu_recorded_date`], s (not this
-    /// run: no ratio divides by it).
-    pub spu_recorded_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element, recorded.
-    pub spu_recorded_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds, recorded.
-    pub spu_recorded_rounds: Option<u32>,
+    /// SPU Cheetah's figures of `spu_op`, measured in this run and recorded.
+    #[serde(flatten)]
+    pub spu: SpuColumns,
     /// `time_s / spu_time_s` (live SPU only).
     pub time_ratio: Option<f64>,
     /// `bytes_per_elem / spu_bytes_per_elem`.
@@ -792,14 +724,9 @@ pub struct BenchNonlinearReport {
     pub setup_s: Vec<(TransportKind, f64)>,
     /// One-time setup bytes, both directions.
     pub setup_bytes: u64,
-    /// Where the live SPU columns come from ("not run" without `--peers`).
-    pub spu_source: String,
-    /// Whether SPU ran in this process tree; without it the report has no ratio columns.
-    pub spu_live: bool,
-    /// Where the recorded SPU columns come from (version, machine, date).
-    pub spu_recorded_source: String,
-    /// The day the recorded SPU figures were measured.
-    pub spu_recorded_date: String,
+    /// Where the SPU columns come from; without SPU live, no ratio columns.
+    #[serde(flatten)]
+    pub spu: SpuSources,
     /// Setup bytes of the silent mode (base OT + the IKNP bootstrap, both directions), if it ran.
     pub silent_setup_bytes: Option<u64>,
     /// Rows.
@@ -829,19 +756,10 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         .iter()
         .flat_map(|k| opts.ot_modes.iter().map(move |m| (k, m)))
     {
-        let pool = mode != OtMode::Iknp;
+        let pool = mode.preprocessed();
         let sp = opts.silent;
-        let steady = (sp.main.message_bytes() as f64
-            + veil_core::mpc::channel::FRAME_OVERHEAD as f64)
-            / sp.main.usable() as f64;
-        let link = match kind {
-            TransportKind::Memory => Link::Memory,
-            TransportKind::Tcp => Link::Tcp,
-        };
-        let tname = match kind {
-            TransportKind::Memory => "mem",
-            TransportKind::Tcp => "tcp",
-        };
+        let steady = steady_bytes_per_cot(sp);
+        let tname = kind.short_name();
         let drawn = opts
             .variants
             .iter()
@@ -852,7 +770,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         let bar = Barrier::new(2);
         let (cfg, vs, sh) = (opts.cfg, &opts.variants, &opts.shapes);
         let (r0, r1) = run_pair(
-            link,
+            kind.link(),
             tcfg,
             |t| {
                 party_main(
@@ -886,12 +804,12 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
             let cots = a.cots as f64 / n;
             // Reconstruction, outside the timing.
-            let got: Vec<f64> = a
-                .out
+            let ((ya, scale), (yb, _)) = (&a.out, &b.out);
+            let got: Vec<f64> = ya
                 .as_slice()
                 .iter()
-                .zip(b.out.as_slice())
-                .map(|(&u, &w)| fixed::decode(ring.to_signed(ring.add(u, w)), ring.frac) * a.scale)
+                .zip(yb.as_slice())
+                .map(|(&u, &w)| fixed::decode(ring.to_signed(ring.add(u, w)), ring.frac) * scale)
                 .collect();
             let want = v.f64_reference(&opts.shapes, &d.x);
             let err = if got.len() == want.len() {
@@ -904,14 +822,12 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 });
             };
             let spu_op = v.spu_op(&opts.shapes);
-            let spu = spu_op.as_deref().and_then(|o| live.and_then(|l| l.get(o)));
-            let rec = spu_op.as_deref().and_then(|o| opts.spu_recorded.get(o));
-            let rounds = a.depth.max(b.depth);
-            let (st, sb, sr) = (
-                spu.and_then(|s| s.time_s),
-                spu.and_then(|s| s.bytes_per_elem),
-                spu.and_then(|s| s.rounds),
+            let spu = SpuColumns::new(
+                spu_op.as_deref().and_then(|o| live.and_then(|l| l.get(o))),
+                spu_op.as_deref().and_then(|o| opts.spu_recorded.get(o)),
             );
+            let rounds = (a.pre_depth + a.depth).max(b.pre_depth + b.depth);
+            let (st, sb, sr) = (spu.time_s, spu.bytes_per_elem, spu.rounds);
             let time_s = a.wall_s.max(b.wall_s);
             rows.push(NonlinearRow {
                 transport: kind,
@@ -931,23 +847,20 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
                 offline_rounds: a.stats.offline.rounds.max(b.stats.offline.rounds),
                 online_rounds: a.stats.online.rounds.max(b.stats.online.rounds),
                 cots_per_elem: cots,
-                est_silent_bytes_per_elem: match mode {
-                    // The extensions this run triggered, replaced by its COTs at the
-                    // generator's steady-state cost.
-                    OtMode::Silent => {
-                        off + on - (a.silent_bytes + b.silent_bytes) as f64 / n + cots * steady
-                    }
-                    _ => off + on - 16.0 * cots + cots / 8.0,
-                },
+                // Silent rows: the extensions this run triggered, replaced by its COTs at the
+                // generator's steady-state cost.
+                est_silent_bytes_per_elem: est_silent_bytes(
+                    mode,
+                    off,
+                    on,
+                    (a.silent_bytes + b.silent_bytes) as f64 / n,
+                    cots,
+                    steady,
+                ),
                 max_abs_err: err.max_abs,
                 mean_abs_err: err.mean_abs,
                 spu_op,
-                spu_time_s: st,
-                spu_bytes_per_elem: sb,
-                spu_rounds: sr,
-                spu_recorded_time_s: rec.and_then(|s| s.time_s),
-                spu_recorded_bytes_per_elem: rec.and_then(|s| s.bytes_per_elem),
-                spu_recorded_rounds: rec.and_then(|s| s.rounds),
+                spu,
                 time_ratio: st.map(|t| time_s / t),
                 bytes_ratio: sb.map(|b| (off + on) / b),
                 rounds_ratio: sr.map(|r| rounds as f64 / r as f64),
@@ -999,17 +912,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         shapes: opts.shapes,
         setup_s,
         setup_bytes,
-        spu_source: live.map_or_else(
-            || "not run in this process tree (--peers runs it): no ratio columns".into(),
-            |l| l.source.clone(),
-        ),
-        spu_live: live.is_some(),
-        spu_recorded_source: opts.spu_recorded.source.clone(),
-        spu_recorded_date: opts
-            .spu_recorded
-            .date
-            .clone()
-            .unwrap_or_else(|| "undated".into()),
+        spu: SpuSources::new(live, &opts.spu_recorded),
         silent_setup_bytes,
         rows,
         layer_rounds,
@@ -1029,7 +932,7 @@ impl AmortizedRow for NonlinearRow {
         )
     }
     fn peer_time(&self) -> Option<f64> {
-        self.spu_time_s
+        self.spu.time_s
     }
     fn set_amortized(&mut self, t: f64, ratio: Option<f64>) {
         self.amortized_s = Some(t);
@@ -1080,36 +983,27 @@ impl BenchNonlinearReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        s += &format!("SPU, measured in this run: {}\n", self.spu_source);
-        s += &format!(
-            "SPU, recorded {} (not this run, never divided into): {}\n",
-            self.spu_recorded_date, self.spu_recorded_source
-        );
+        s += &self.spu.lines();
         if let Some(b) = self.silent_setup_bytes {
             s += &format!("silent setup (base OT + IKNP bootstrap, both directions): {b} bytes\n");
         }
-        let rec_head = format!("SPU {}", self.spu_recorded_date);
         s += &format!(
             "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>4} {:>4} {:>7} {:>8} {:>9} {:>9}",
             "link", "ot", "block", "variant", "shape", "time s", "amort s", "cpu s", "B/elem", "off B/e", "on B/e",
             "rounds", "off", "on", "COT/e", "silent*", "max err", "mean err"
         );
-        if self.spu_live {
+        if self.spu.live {
             s += &format!(
                 " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}",
                 "spu s", "spu B/e", "spu r", "t/spu", "ta/spu", "B/spu", "r/spu"
             );
         }
-        s += &format!(" | {rec_head}: {:>7} {:>7} {:>5}\n", "s", "B/e", "r");
-        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
-        let opt_u = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
+        s += &self.spu.recorded_header();
+        let (opt, o) = (opt_cell, opt_u_cell);
         for r in &self.rows {
             s += &format!(
                 "{:<5} {:<6} {:<10} {:<13} {:>10} {:>8.3} {:>8} {:>8.3} {:>8.1} {:>8.1} {:>8.1} {:>6} {:>4} {:>4} {:>7.1} {:>8.1} {:>9.2e} {:>9.2e}",
-                match r.transport {
-                    TransportKind::Memory => "mem",
-                    TransportKind::Tcp => "tcp",
-                },
+                r.transport.short_name(),
                 r.ot.name(),
                 r.block.name(),
                 r.variant,
@@ -1128,29 +1022,19 @@ impl BenchNonlinearReport {
                 r.max_abs_err,
                 r.mean_abs_err,
             );
-            if self.spu_live {
+            if self.spu.live {
+                s += &r.spu.live_cells(0);
                 s += &format!(
-                    " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>6}",
-                    opt(r.spu_time_s, 2),
-                    opt(r.spu_bytes_per_elem, 0),
-                    opt_u(r.spu_rounds),
+                    " | {:>6} {:>6} {:>6} {:>6}",
                     opt(r.time_ratio, 3),
                     opt(r.amortized_ratio, 3),
                     opt(r.bytes_ratio, 3),
                     opt(r.rounds_ratio, 2),
                 );
             }
-            s += &format!(
-                " | {:>w$} {:>7} {:>7} {:>5}\n",
-                "",
-                opt(r.spu_recorded_time_s, 2),
-                opt(r.spu_recorded_bytes_per_elem, 0),
-                opt_u(r.spu_recorded_rounds),
-                w = rec_head.len() + 1,
-            );
+            s += &r.spu.recorded_cells(&self.spu, 0);
         }
         let l = &self.layer_rounds;
-        let o = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
         s += &format!(
             "rounds per Transformer layer, surrogate path: MBMax {} + GELU split {} + 2 x MBLN {} = {} (EncFormer: 3 + 4 + 0 = {})\n",
             o(l.mbmax),
@@ -1213,14 +1097,6 @@ pub struct BenchNonlinearArgs {
     pub ot: String,
 }
 
-fn invalid(option: &'static str, value: &str, expected: &'static str) -> BenchError {
-    BenchError::InvalidOption {
-        option,
-        value: value.into(),
-        expected,
-    }
-}
-
 /// The variants `--blocks` and `--variants` select, in report order.
 pub fn select_variants(
     blocks: Option<&str>,
@@ -1279,7 +1155,7 @@ pub fn select_variants(
     if out.is_empty() {
         return Err(invalid(
             "--blocks/--variants",
-            &format!("{blocks:?} / {names:?}"),
+            format!("{blocks:?} / {names:?}"),
             "a selection with at least one variant",
         ));
     }
@@ -1318,13 +1194,7 @@ pub fn run(args: &BenchNonlinearArgs) -> Result<(), BenchError> {
             .collect();
         ops.dedup();
         let ops: Vec<&str> = ops.iter().map(String::as_str).collect();
-        match PeerFigures::spu_live_shaped(&args.peers_dir, &ops) {
-            Ok(f) => opts.spu_live = Some(f),
-            Err(e) => eprintln!(
-                "veil: SPU not measured in this run ({e}); only its recorded figures are shown, \
-                 with no ratios"
-            ),
-        }
+        opts.spu_live = live_or_note(PeerFigures::spu_live_shaped(&args.peers_dir, &ops));
     }
     let rep = bench_nonlinear(&opts)?;
     if args.json {
@@ -1371,14 +1241,14 @@ mod tests {
         let rep = bench_nonlinear(&opts).unwrap();
         let t = rep.to_table();
         eprintln!("{t}");
-        assert!(!rep.spu_live);
+        assert!(!rep.spu.live);
         let r = &rep.rows[0];
         assert_eq!(
-            (r.spu_time_s, r.time_ratio, r.amortized_ratio),
+            (r.spu.time_s, r.time_ratio, r.amortized_ratio),
             (None, None, None)
         );
         assert_eq!((r.bytes_ratio, r.rounds_ratio), (None, None));
-        assert_eq!(r.spu_recorded_time_s, Some(174.6));
+        assert_eq!(r.spu.recorded_time_s, Some(174.6));
         for ratio in ["/spu", "spu s", "spu B/e"] {
             assert!(!t.contains(ratio), "{ratio} without a live peer:\n{t}");
         }
@@ -1397,13 +1267,13 @@ mod tests {
         let t = rep.to_table();
         let r = &rep.rows[0];
         assert!(
-            rep.spu_live && t.contains("t/spu") && t.contains("B/spu"),
+            rep.spu.live && t.contains("t/spu") && t.contains("B/spu"),
             "{t}"
         );
         assert_eq!(r.time_ratio, Some(r.time_s / 2.0));
         assert_eq!(r.bytes_ratio, Some(r.bytes_per_elem / 1000.0));
         assert_eq!(
-            r.spu_recorded_time_s,
+            r.spu.recorded_time_s,
             Some(174.6),
             "recorded column kept beside"
         );

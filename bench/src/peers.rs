@@ -16,6 +16,7 @@
 
 use crate::error::io;
 use crate::BenchError;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -43,6 +44,151 @@ pub struct PeerFigures {
     /// The day recorded figures were measured (`YYYY-MM-DD`); `None` for a live run.
     pub date: Option<String>,
     figures: BTreeMap<String, PeerFigure>,
+}
+
+/// SPU's columns of one benchmark row (`veil-bench mpc`, `veil-bench nonlinear`): the figures
+/// measured in this run, the only ones a ratio divides by, and the recorded ones, printed apart
+/// under their date. Flattened into the row's JSON as `spu_time_s`, `spu_bytes_per_elem`,
+/// `spu_rounds`, `spu_recorded_time_s`, `spu_recorded_bytes_per_elem`, `spu_recorded_rounds`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SpuColumns {
+    /// SPU Cheetah time, s, measured in this run (`None` without `--peers`).
+    #[serde(rename = "spu_time_s")]
+    pub time_s: Option<f64>,
+    /// SPU Cheetah bytes per element, measured in this run.
+    #[serde(rename = "spu_bytes_per_elem")]
+    pub bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds, measured in this run (a plain run does not measure them).
+    #[serde(rename = "spu_rounds")]
+    pub rounds: Option<u32>,
+    /// SPU Cheetah time recorded on the report's `spu_recorded_date`, s (not this run: no ratio
+    /// divides by it).
+    #[serde(rename = "spu_recorded_time_s")]
+    pub recorded_time_s: Option<f64>,
+    /// SPU Cheetah bytes per element, recorded.
+    #[serde(rename = "spu_recorded_bytes_per_elem")]
+    pub recorded_bytes_per_elem: Option<f64>,
+    /// SPU Cheetah rounds, recorded.
+    #[serde(rename = "spu_recorded_rounds")]
+    pub recorded_rounds: Option<u32>,
+}
+
+impl SpuColumns {
+    /// The columns of a row from SPU's live figure (if it ran) and its recorded one.
+    pub fn new(live: Option<PeerFigure>, recorded: Option<PeerFigure>) -> Self {
+        SpuColumns {
+            time_s: live.and_then(|s| s.time_s),
+            bytes_per_elem: live.and_then(|s| s.bytes_per_elem),
+            rounds: live.and_then(|s| s.rounds),
+            recorded_time_s: recorded.and_then(|s| s.time_s),
+            recorded_bytes_per_elem: recorded.and_then(|s| s.bytes_per_elem),
+            recorded_rounds: recorded.and_then(|s| s.rounds),
+        }
+    }
+
+    /// The live cells of a table row, ` | time bytes rounds`, bytes with `bytes_prec` decimals.
+    pub(crate) fn live_cells(&self, bytes_prec: usize) -> String {
+        format!(
+            " | {:>7} {:>7} {:>5}",
+            opt_cell(self.time_s, 2),
+            opt_cell(self.bytes_per_elem, bytes_prec),
+            opt_u_cell(self.rounds),
+        )
+    }
+
+    /// The recorded cells that end a table row (newline included), aligned under
+    /// [`SpuSources::recorded_header`]; bytes with `bytes_prec` decimals.
+    pub(crate) fn recorded_cells(&self, sources: &SpuSources, bytes_prec: usize) -> String {
+        format!(
+            " | {:>w$} {:>7} {:>7} {:>5}\n",
+            "",
+            opt_cell(self.recorded_time_s, 2),
+            opt_cell(self.recorded_bytes_per_elem, bytes_prec),
+            opt_u_cell(self.recorded_rounds),
+            w = sources.recorded_head().len() + 1,
+        )
+    }
+}
+
+/// Where a report's SPU columns come from. Flattened into the report's JSON as `spu_source`,
+/// `spu_live`, `spu_recorded_source`, `spu_recorded_date`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpuSources {
+    /// Where the live SPU columns come from ("not run" without `--peers`).
+    #[serde(rename = "spu_source")]
+    pub source: String,
+    /// Whether SPU ran in this process tree; without it the report has no ratio columns.
+    #[serde(rename = "spu_live")]
+    pub live: bool,
+    /// Where the recorded SPU columns come from (version, machine, date).
+    #[serde(rename = "spu_recorded_source")]
+    pub recorded_source: String,
+    /// The day the recorded SPU figures were measured.
+    #[serde(rename = "spu_recorded_date")]
+    pub recorded_date: String,
+}
+
+impl SpuSources {
+    /// The sources of a report: `live`, SPU run in this process tree (figures that are not
+    /// live count as none), and the `recorded` figures.
+    pub fn new(live: Option<&PeerFigures>, recorded: &PeerFigures) -> Self {
+        let live = live.filter(|l| l.live);
+        SpuSources {
+            source: live.map_or_else(
+                || "not run in this process tree (--peers runs it): no ratio columns".into(),
+                |l| l.source.clone(),
+            ),
+            live: live.is_some(),
+            recorded_source: recorded.source.clone(),
+            recorded_date: recorded.date.clone().unwrap_or_else(|| "undated".into()),
+        }
+    }
+
+    /// The two lines that name the sources above a table.
+    pub(crate) fn lines(&self) -> String {
+        format!(
+            "SPU, measured in this run: {}\nSPU, recorded {} (not this run, never divided into): {}\n",
+            self.source, self.recorded_date, self.recorded_source
+        )
+    }
+
+    /// The heading of the recorded columns: `SPU <date>`.
+    pub(crate) fn recorded_head(&self) -> String {
+        format!("SPU {}", self.recorded_date)
+    }
+
+    /// The recorded columns' part of the table header (newline included).
+    pub(crate) fn recorded_header(&self) -> String {
+        format!(
+            " | {}: {:>7} {:>7} {:>5}\n",
+            self.recorded_head(),
+            "s",
+            "B/e",
+            "r"
+        )
+    }
+}
+
+/// A table cell of an optional figure with `prec` decimals (`-` for none).
+pub(crate) fn opt_cell(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.prec$}"))
+}
+
+/// A table cell of an optional count (`-` for none).
+pub(crate) fn opt_u_cell(v: Option<u32>) -> String {
+    v.map_or_else(|| "-".into(), |x| x.to_string())
+}
+
+/// SPU's live figures if they came (`--peers`); otherwise a note on stderr that only the recorded
+/// figures are shown, and `None`.
+pub(crate) fn live_or_note(r: Result<PeerFigures, BenchError>) -> Option<PeerFigures> {
+    r.map_err(|e| {
+        eprintln!(
+            "veil: SPU not measured in this run ({e}); only its recorded figures are shown, \
+             with no ratios"
+        )
+    })
+    .ok()
 }
 
 /// The primitives both `veil-bench mpc` and `bench_spu.py` run, by the same names.

@@ -109,6 +109,29 @@ fn upload_words<R: Runtime>(client: &ComputeClient<R>, words: &[u64]) -> Handle 
 }
 
 impl<R: Runtime> CubeBackend<R> {
+    /// [`CubeBackend::new`] with its panics caught: the self-test is the first kernel
+    /// compilation, and a driver or compiler (e.g. a missing NVRTC) that panics there is
+    /// reported as a [`CubeBackendError::SelfTest`] of `label`.
+    pub fn new_guarded(
+        client: ComputeClient<R>,
+        params: &CkksParams,
+        label: impl Into<String>,
+    ) -> Result<Self, CubeBackendError> {
+        let label = label.into();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Self::new(client, params, label.clone())
+        }))
+        .unwrap_or_else(|e| {
+            Err(CubeBackendError::SelfTest {
+                device: label,
+                detail: format!(
+                    "compiling or running the kernels panicked: {}",
+                    crate::panic_message(e.as_ref())
+                ),
+            })
+        })
+    }
+
     /// Builds the backend for `params` on `client`'s device. `label` names the device in
     /// [`PolyBackend::name`] (e.g. `wgpu/llvmpipe`).
     ///

@@ -108,3 +108,12 @@ impl std::fmt::Display for CubeBackendError {
 }
 
 impl std::error::Error for CubeBackendError {}
+
+/// The message of a caught panic payload (`String` or `&str`; otherwise a placeholder), for the
+/// runtimes' thin crates, which turn driver panics into [`CubeBackendError`]s.
+pub fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic without a message".into())
+}

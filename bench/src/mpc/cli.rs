@@ -2,7 +2,8 @@
 //! with other subcommands by adding one enum variant.
 
 use super::{bench_mpc, BenchMpcOptions, OtMode, TransportKind, TripleMode};
-use crate::peers::PeerFigures;
+use crate::error::invalid;
+use crate::peers::{live_or_note, PeerFigures};
 use crate::BenchError;
 use std::path::PathBuf;
 
@@ -56,14 +57,6 @@ pub struct BenchMpcArgs {
     pub peers_dir: PathBuf,
 }
 
-fn invalid(option: &'static str, value: &str, expected: &'static str) -> BenchError {
-    BenchError::InvalidOption {
-        option,
-        value: value.into(),
-        expected,
-    }
-}
-
 /// Runs the benchmark and prints the report.
 pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
     let transports = match args.transport.as_str() {
@@ -99,13 +92,7 @@ pub fn run(args: &BenchMpcArgs) -> Result<(), BenchError> {
     }
     if args.peers {
         let ops: Vec<&str> = opts.ops.iter().map(String::as_str).collect();
-        match PeerFigures::spu_live(&args.peers_dir, args.n, &ops) {
-            Ok(f) => opts.spu_live = Some(f),
-            Err(e) => eprintln!(
-                "veil: SPU not measured in this run ({e}); only its recorded figures are shown, \
-                 with no ratios"
-            ),
-        }
+        opts.spu_live = live_or_note(PeerFigures::spu_live(&args.peers_dir, args.n, &ops));
     }
     let rep = bench_mpc(&opts)?;
     if args.json {

@@ -18,22 +18,25 @@
 //! names both sources (`spu_source`, `spu_recorded_source`).
 
 pub mod cli;
+mod session;
 
 use crate::error::{mpc, protocol};
-use crate::peers::PeerFigures;
+use crate::peers::{opt_cell, PeerFigures, SpuColumns, SpuSources};
 use crate::BenchError;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, RngCore, SeedableRng};
 use serde::Serialize;
+pub(crate) use session::{
+    est_silent_bytes, measure, new_party, steady_bytes_per_cot, timed_setup, Measured,
+};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
-use veil_core::mpc::channel::FRAME_OVERHEAD;
 use veil_core::mpc::ot::silent::{SilentParams, FERRET_EMP_OT};
 use veil_core::mpc::{
     BoolShares, FieldShares, HeTripleParams, HeTriples, Modulus, MpcConfig, Party, PartyId,
     RingShares, Stats,
 };
-use veil_host::harness::{run_pair, Link};
+use veil_host::harness::run_pair;
 use veil_host::mpc::{drive, DriverError};
 use veil_host::transport::{Transport, TransportConfig};
 
@@ -240,19 +243,10 @@ pub struct BenchRow {
     /// i.e. the extensions amortized over long runs instead of charged to
     /// whichever op happened to trigger one.
     pub est_silent_bytes_per_elem: f64,
-    /// SPU Cheetah time, seconds, measured in this run (`None` without `--peers`).
-    pub spu_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element, measured in this run.
-    pub spu_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds, measured in this run (a plain run does not measure them).
-    pub spu_rounds: Option<u32>,
-    /// SPU Cheetah time recorded on [`BenchMpcReport::spu_recorded_date`], seconds (only at
-    /// the recorded `n`; not this run, so no ratio divides by it).
-    pub spu_recorded_time_s: Option<f64>,
-    /// SPU Cheetah bytes per element, recorded.
-    pub spu_recorded_bytes_per_elem: Option<f64>,
-    /// SPU Cheetah rounds, recorded.
-    pub spu_recorded_rounds: Option<u32>,
+    /// SPU Cheetah's figures, measured in this run and recorded (the recorded time only at the
+    /// recorded `n`).
+    #[serde(flatten)]
+    pub spu: SpuColumns,
     /// Pool and silent rows: `time_s` with the OT fills amortized, `time_s − pre_s` plus this
     /// op's COTs at the run's fill cost per COT (Σ `pre_s` / Σ COTs over the rows of the same
     /// transport and OT mode), as `veil-bench nonlinear` does; IKNP rows: none.
@@ -276,14 +270,9 @@ pub struct BenchMpcReport {
     pub setup_s: Vec<(TransportKind, f64)>,
     /// One-time setup bytes (both directions).
     pub setup_bytes: u64,
-    /// Where the live SPU columns come from ("not run" without `--peers`).
-    pub spu_source: String,
-    /// Whether SPU ran in this process tree; without it the report has no ratio columns.
-    pub spu_live: bool,
-    /// Where the recorded SPU columns come from (version, machine, date).
-    pub spu_recorded_source: String,
-    /// The day the recorded SPU figures were measured.
-    pub spu_recorded_date: String,
+    /// Where the SPU columns come from; without SPU live, no ratio columns.
+    #[serde(flatten)]
+    pub spu: SpuSources,
     /// Setup of the silent mode (base OT + the IKNP bootstrap of both
     /// directions): seconds per transport.
     pub silent_setup_s: Vec<(TransportKind, f64)>,
@@ -393,12 +382,7 @@ impl BenchMpcReport {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        s += &format!("SPU, measured in this run: {}\n", self.spu_source);
-        s += &format!(
-            "SPU, recorded {} (not this run, never divided into): {}\n",
-            self.spu_recorded_date, self.spu_recorded_source
-        );
-        let rec_head = format!("SPU {}", self.spu_recorded_date);
+        s += &self.spu.lines();
         s += &format!(
             "{:<8} {:<6} {:<6} {:<11} {:>8} {:>7} {:>9} {:>8} {:>8} {:>7} {:>7} {:>6} {:>8} {:>8}",
             "transp",
@@ -416,15 +400,14 @@ impl BenchMpcReport {
             "silent*",
             "amort s"
         );
-        if self.spu_live {
+        if self.spu.live {
             s += &format!(
                 " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>6}",
                 "spu s", "spu B/e", "spu r", "t/spu", "B/spu", "r/spu", "silent*/spu", "a/spu"
             );
         }
-        s += &format!(" | {rec_head}: {:>7} {:>7} {:>5}\n", "s", "B/e", "r");
-        let opt = |v: Option<f64>, p: usize| v.map_or_else(|| "-".into(), |x| format!("{x:.p$}"));
-        let opt_u = |v: Option<u32>| v.map_or_else(|| "-".into(), |x| x.to_string());
+        s += &self.spu.recorded_header();
+        let opt = opt_cell;
         for r in &self.rows {
             s += &format!(
                 "{:<8} {:<6} {:<6} {:<11} {:>8.3} {:>7.3} {:>9.1} {:>8.1} {:>8.1} {:>7} {:>7} {:>6.1} {:>8.1} {:>8}",
@@ -443,31 +426,22 @@ impl BenchMpcReport {
                 r.est_silent_bytes_per_elem,
                 opt(r.amortized_s, 3),
             );
-            if self.spu_live {
+            if self.spu.live {
+                let spu = &r.spu;
+                s += &spu.live_cells(1);
                 s += &format!(
-                    " | {:>7} {:>7} {:>5} | {:>6} {:>6} {:>6} {:>7} {:>6}",
-                    opt(r.spu_time_s, 2),
-                    opt(r.spu_bytes_per_elem, 1),
-                    opt_u(r.spu_rounds),
-                    opt(r.spu_time_s.map(|t| r.time_s / t), 2),
-                    opt(r.spu_bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
-                    opt(r.spu_rounds.map(|x| r.rounds as f64 / x as f64), 2),
+                    " | {:>6} {:>6} {:>6} {:>7} {:>6}",
+                    opt(spu.time_s.map(|t| r.time_s / t), 2),
+                    opt(spu.bytes_per_elem.map(|b| r.bytes_per_elem / b), 1),
+                    opt(spu.rounds.map(|x| r.rounds as f64 / x as f64), 2),
                     opt(
-                        r.spu_bytes_per_elem
-                            .map(|b| r.est_silent_bytes_per_elem / b),
+                        spu.bytes_per_elem.map(|b| r.est_silent_bytes_per_elem / b),
                         2
                     ),
                     opt(r.amortized_ratio, 2),
                 );
             }
-            s += &format!(
-                " | {:>w$} {:>7} {:>7} {:>5}\n",
-                "",
-                opt(r.spu_recorded_time_s, 2),
-                opt(r.spu_recorded_bytes_per_elem, 1),
-                opt_u(r.spu_recorded_rounds),
-                w = rec_head.len() + 1,
-            );
+            s += &r.spu.recorded_cells(&self.spu, 1);
         }
         s += "OT iknp = IKNP extension on demand, with the real choice bits (online where the \
               protocol step is online); OT pool = random COTs preprocessed offline \
@@ -614,26 +588,8 @@ fn run_op<R: rand_core::RngCore + rand_core::CryptoRng>(
     }
 }
 
-/// One op as one party measured it.
-struct OpOut {
-    /// Wall time, offline + online, s.
-    wall_s: f64,
-    /// Channel statistics of the op (preprocessing included).
-    stats: Stats,
-    /// Correlated OTs consumed.
-    cots: u64,
-    /// Thread CPU time, s.
-    cpu_s: f64,
-    /// Preprocessing wall time (pool mode), s.
-    pre_s: f64,
-    /// Session depths of the preprocessing and of the op.
-    depths: (u32, u32),
-    /// Silent-extension bytes this party sent during the op (frames included).
-    silent_bytes: u64,
-}
-
-/// One party's run: setup wall time, setup statistics, one [`OpOut`] per op.
-type PartyOut = (f64, Stats, Vec<OpOut>);
+/// One party's run: setup wall time, setup statistics, one [`Measured`] per op.
+type PartyOut = (f64, Stats, Vec<Measured<()>>);
 
 /// CPU time of the calling thread in seconds (Linux `schedstat`), so that
 /// numbers stay meaningful on a loaded machine; 0 where unavailable.
@@ -660,7 +616,6 @@ fn party_main(
     triples: TripleMode,
 ) -> Result<PartyOut, BenchError> {
     let mut rng = ChaCha20Rng::from_rng(OsRng)?;
-    let pool = mode.preprocessed();
     let src = match triples {
         TripleMode::Gilboa => None,
         TripleMode::Rlwe => {
@@ -669,65 +624,20 @@ fn party_main(
             Some(HeTriples::new(id, params, &mut rng).map_err(mpc("the RLWE triple source"))?)
         }
     };
-    let mut p = match mode {
-        OtMode::Silent => Party::with_silent_ot(id, cfg, rng, silent),
-        _ => Party::new(id, cfg, rng),
-    }
-    .map_err(mpc("build a party"))?;
+    let mut p = new_party(id, cfg, rng, mode, silent)?;
     if let Some(src) = src {
         p = p.with_triple_source(Box::new(src));
     }
-    bar.wait();
-    let t0 = Instant::now();
-    drive(p.channel(), p.setup(), t).map_err(protocol("setup"))?;
-    let setup_t = t0.elapsed().as_secs_f64();
-    let setup_stats = p.channel().stats();
-    let mut out = Vec::new();
-    for op in ops {
-        let demand = if pool {
-            // Warm-up run (not measured) to learn this party's OT demand.
-            bar.wait();
-            let c0 = p.ot_counts();
-            run_op(&mut p, t, op, inp).map_err(protocol(op.as_str()))?;
-            let c1 = p.ot_counts();
-            Some(((c1.0 - c0.0) as usize, (c1.1 - c0.1) as usize))
-        } else {
-            None
-        };
-        bar.wait();
-        let before = p.channel().stats();
-        let sil0 = p.silent_stats().unwrap_or_default();
-        let mut d0 = 0;
-        let c0 = thread_cpu_s();
-        let t0 = Instant::now();
-        let mut pre = 0.0;
-        if let Some((ns, nr)) = demand {
-            drive(p.channel(), p.preprocess_ot(ns, nr), t)
-                .map_err(protocol(format!("{op} (OT preprocessing)")))?;
-            pre = t0.elapsed().as_secs_f64();
-            d0 = p.channel().depth();
-        }
-        let ot0 = p.ot_counts();
-        run_op(&mut p, t, op, inp).map_err(protocol(op.as_str()))?;
-        let el = t0.elapsed().as_secs_f64();
-        let cpu = thread_cpu_s() - c0;
-        let ot1 = p.ot_counts();
-        let cots = (ot1.0 - ot0.0) + (ot1.1 - ot0.1);
-        let d1 = p.channel().depth();
-        let sil1 = p.silent_stats().unwrap_or_default();
-        let silent_bytes = sil1.message_bytes - sil0.message_bytes
-            + (sil1.messages - sil0.messages) * FRAME_OVERHEAD;
-        out.push(OpOut {
-            silent_bytes,
-            wall_s: el,
-            stats: p.channel().stats().since(&before),
-            cots,
-            cpu_s: cpu,
-            pre_s: pre,
-            depths: (d0, d1),
-        });
-    }
-    Ok((setup_t, setup_stats, out))
+    let (setup_s, setup) = timed_setup(&mut p, t, bar)?;
+    let out = ops
+        .iter()
+        .map(|op| {
+            measure(&mut p, t, bar, mode.preprocessed(), op, |p, t| {
+                run_op(p, t, op, inp)
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((setup_s, setup, out))
 }
 
 /// Runs the benchmark.
@@ -758,17 +668,12 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
     let mut generator = Vec::new();
     let sp = opts.silent;
     // Steady-state cost of one silent extension, bytes per usable COT.
-    let steady = (sp.main.message_bytes() as f64 + FRAME_OVERHEAD as f64) / sp.main.usable() as f64;
+    let steady = steady_bytes_per_cot(sp);
     for (&kind, &mode) in opts
         .transports
         .iter()
         .flat_map(|k| opts.ot_modes.iter().map(move |m| (k, m)))
     {
-        let pool = mode.preprocessed();
-        let link = match kind {
-            TransportKind::Memory => Link::Memory,
-            TransportKind::Tcp => Link::Tcp,
-        };
         let (i0, i1) = make_inputs(&opts.cfg, opts.n)?;
         let bar = Barrier::new(2);
         let (cfg, ops, tri) = (opts.cfg, &opts.ops, opts.triples);
@@ -776,7 +681,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             .flat_map(|_| ops.iter().cloned())
             .collect();
         let (r0, r1) = run_pair(
-            link,
+            kind.link(),
             tcfg,
             |t| party_main(PartyId::P0, cfg, t, &i0, &session, &bar, mode, sp, tri),
             |t| party_main(PartyId::P1, cfg, t, &i1, &session, &bar, mode, sp, tri),
@@ -805,23 +710,17 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
             let off = (a.stats.offline.bytes_sent + b.stats.offline.bytes_sent) as f64 / n;
             let on = (a.stats.online.bytes_sent + b.stats.online.bytes_sent) as f64 / n;
             // Exact rounds: session depths (preprocessing, then the op).
-            let rounds = a.depths.0.max(b.depths.0) + a.depths.1.max(b.depths.1);
-            let spu = live.and_then(|l| l.at(op, opts.n));
-            let rec = opts.spu_recorded.at(op, opts.n);
+            let rounds = a.pre_depth.max(b.pre_depth) + a.depth.max(b.depth);
             // Every COT is counted once as sender (one party) and once as
             // receiver (the other): P0's sent + received covers all of them.
             let cots = a.cots as f64 / n;
-            let est = match mode {
-                // The extensions this op happened to trigger, replaced by its COTs at the
-                // steady-state cost.
-                OtMode::Silent => {
-                    off + on - (a.silent_bytes + b.silent_bytes) as f64 / n + cots * steady
-                }
-                _ => off + on - 16.0 * cots + cots / 8.0,
-            };
+            // Silent rows: the extensions this op happened to trigger, replaced by its COTs at
+            // the steady-state cost.
+            let silent = (a.silent_bytes + b.silent_bytes) as f64 / n;
+            let est = est_silent_bytes(mode, off, on, silent, cots, steady);
             rows.push(BenchRow {
                 transport: kind,
-                ot_pool: pool,
+                ot_pool: mode.preprocessed(),
                 ot: mode,
                 triples: opts.triples,
                 primitive: op.clone(),
@@ -838,12 +737,10 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
                 est_silent_bytes_per_elem: est,
                 amortized_s: None,
                 amortized_ratio: None,
-                spu_time_s: spu.and_then(|s| s.time_s),
-                spu_bytes_per_elem: spu.and_then(|s| s.bytes_per_elem),
-                spu_rounds: spu.and_then(|s| s.rounds),
-                spu_recorded_time_s: rec.and_then(|s| s.time_s),
-                spu_recorded_bytes_per_elem: rec.and_then(|s| s.bytes_per_elem),
-                spu_recorded_rounds: rec.and_then(|s| s.rounds),
+                spu: SpuColumns::new(
+                    live.and_then(|l| l.at(op, opts.n)),
+                    opts.spu_recorded.at(op, opts.n),
+                ),
             });
         }
     }
@@ -855,17 +752,7 @@ pub fn bench_mpc(opts: &BenchMpcOptions) -> Result<BenchMpcReport, BenchError> {
         passes: opts.passes.max(1),
         setup_s,
         setup_bytes,
-        spu_source: live.map_or_else(
-            || "not run in this process tree (--peers runs it): no ratio columns".into(),
-            |l| l.source.clone(),
-        ),
-        spu_live: live.is_some(),
-        spu_recorded_source: opts.spu_recorded.source.clone(),
-        spu_recorded_date: opts
-            .spu_recorded
-            .date
-            .clone()
-            .unwrap_or_else(|| "undated".into()),
+        spu: SpuSources::new(live, &opts.spu_recorded),
         silent_setup_s,
         silent_setup_bytes,
         rows,
@@ -920,7 +807,7 @@ impl AmortizedRow for BenchRow {
         (self.time_s, self.pre_s, self.cots_per_elem * self.n as f64)
     }
     fn peer_time(&self) -> Option<f64> {
-        self.spu_time_s
+        self.spu.time_s
     }
     fn set_amortized(&mut self, t: f64, ratio: Option<f64>) {
         self.amortized_s = Some(t);
@@ -957,14 +844,10 @@ pub fn bench_generator(
     tcfg: TransportConfig,
     opts: &BenchMpcOptions,
 ) -> Result<GeneratorRow, BenchError> {
-    let link = match kind {
-        TransportKind::Memory => Link::Memory,
-        TransportKind::Tcp => Link::Tcp,
-    };
     let (sp, cots, cfg) = (opts.silent, opts.generator_cots, opts.cfg);
     let bar = Barrier::new(2);
     let (r0, r1) = run_pair(
-        link,
+        kind.link(),
         tcfg,
         |t| generator_party(PartyId::P0, cfg, sp, cots, t, &bar),
         |t| generator_party(PartyId::P1, cfg, sp, cots, t, &bar),
@@ -991,8 +874,7 @@ pub fn bench_generator(
         fill_bytes,
         bits_per_cot_with_bootstrap: 8.0 * (setup_bytes + fill_bytes) as f64 / total,
         bits_per_cot_fills: 8.0 * fill_bytes as f64 / total,
-        bits_per_cot_steady: 8.0 * (sp.main.message_bytes() as f64 + FRAME_OVERHEAD as f64)
-            / sp.main.usable() as f64,
+        bits_per_cot_steady: 8.0 * steady_bytes_per_cot(sp),
         one_thread_both_ends_s: one,
         one_thread_both_ends_cots_per_s: cots as f64 / one,
     })
@@ -1054,8 +936,39 @@ mod tests {
         let t = rep.to_table();
         eprintln!("{t}");
         let r = &rep.rows[0];
-        assert!(!rep.spu_live && r.spu_time_s.is_none() && r.amortized_ratio.is_none());
-        assert_eq!(r.spu_recorded_time_s, Some(0.26));
+        assert!(!rep.spu.live && r.spu.time_s.is_none() && r.amortized_ratio.is_none());
+        // The flattened SPU fields keep their JSON keys and places.
+        let json = serde_json::to_string(&rep).unwrap();
+        let at = |k: &str| {
+            json.find(&format!("\"{k}\":"))
+                .unwrap_or_else(|| panic!("{k}"))
+        };
+        for keys in [
+            &[
+                "setup_bytes",
+                "spu_source",
+                "spu_live",
+                "spu_recorded_source",
+                "spu_recorded_date",
+                "silent_setup_s",
+            ][..],
+            &[
+                "est_silent_bytes_per_elem",
+                "spu_time_s",
+                "spu_bytes_per_elem",
+                "spu_rounds",
+                "spu_recorded_time_s",
+                "spu_recorded_bytes_per_elem",
+                "spu_recorded_rounds",
+                "amortized_s",
+            ][..],
+        ] {
+            assert!(
+                keys.windows(2).all(|w| at(w[0]) < at(w[1])),
+                "{keys:?}: {json}"
+            );
+        }
+        assert_eq!(r.spu.recorded_time_s, Some(0.26));
         for ratio in ["/spu", "spu s", "spu B/e"] {
             assert!(!t.contains(ratio), "{ratio} without a live peer:\n{t}");
         }
@@ -1071,7 +984,7 @@ mod tests {
         })
         .unwrap();
         let r = &rep.rows[0];
-        assert!(rep.spu_live && rep.to_table().contains("t/spu"));
+        assert!(rep.spu.live && rep.to_table().contains("t/spu"));
         assert_eq!(r.amortized_ratio, r.amortized_s.map(|a| a / 0.5));
         assert!(r.amortized_ratio.is_some());
     }
