@@ -183,17 +183,34 @@ pub struct BackendArgs {
     /// choice (VEIL_CUDA_DEVICE or 0; the adapter wgpu picks).
     #[arg(long)]
     pub device: Option<usize>,
+    /// CKKS worker threads of the CPU backend (0: all cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
 }
 
 impl BackendArgs {
-    /// The choice, with `threads` CPU workers (0: all cores).
-    pub fn choice(&self, threads: usize) -> BackendChoice {
+    /// The choice.
+    pub fn choice(&self) -> BackendChoice {
         BackendChoice {
             kind: self.backend,
             device: self.device,
-            threads,
+            threads: self.threads,
         }
     }
+}
+
+/// A listener on `addr`, and the address it took (a port 0 resolved), for the server's first
+/// line.
+pub fn listen(addr: &str) -> Result<(std::net::TcpListener, String), CliError> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| CliError::Io {
+        what: format!("listen on {addr}"),
+        source,
+    })?;
+    let local = listener
+        .local_addr()
+        .map(|s| s.to_string())
+        .unwrap_or_else(|_| addr.to_string());
+    Ok((listener, local))
 }
 
 /// The BERT server's accept loop ([`serve`]) on the chosen backend, in a thread of its own.

@@ -39,9 +39,6 @@ pub struct DemoArgs {
     /// Receive timeout of every session step, seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
-    /// CKKS worker threads per party (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
     /// The backend of the server's evaluation (the client encrypts and decrypts on the CPU).
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -66,7 +63,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
         what: "read the listening address".into(),
         source,
     })?;
-    let choice = a.backend.choice(a.threads);
+    let choice = a.backend.choice();
     if !a.json {
         println!(
             "veil demo: {} ({} of {} layers, hidden {}, {} heads), server on {addr} ({}), {} sentence(s)",
@@ -95,7 +92,7 @@ pub fn run(a: &DemoArgs) -> Result<(), CliError> {
         },
     )??;
 
-    let cache = cpu_cache(a.threads);
+    let cache = cpu_cache(a.backend.threads);
     let mut runs: Vec<(String, ClientResult, Vec<f64>)> = Vec::new();
     let mut failure = None;
     for (i, text) in SENTENCES.iter().take(a.sentences).enumerate() {

@@ -1,11 +1,10 @@
 //! `veil serve` and `veil infer`: the two sides of private inference over TCP.
 
 use crate::common::{
-    bert_probe_params, cache_of, encode_text, load_client, load_model, plaintext_logits,
+    bert_probe_params, cache_of, encode_text, listen, load_client, load_model, plaintext_logits,
     print_json, render_classification, render_session, render_table, result_json, spinner, tick,
     transport, BackendArgs, BertServer, CliError,
 };
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,9 +62,6 @@ pub struct ServeArgs {
     /// them then: about a minute for all-MiniLM-L6-v2 on two cores, more under load).
     #[arg(long, default_value_t = 600)]
     pub keys_timeout: u64,
-    /// CKKS worker threads per backend (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
     /// The backend of the server's evaluation.
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -119,16 +115,9 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
                 a.gelu
             ))
         })?;
-    let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
-        what: format!("listen on {}", a.listen),
-        source,
-    })?;
-    let addr = listener
-        .local_addr()
-        .map(|s| s.to_string())
-        .unwrap_or_else(|_| a.listen.clone());
+    let (listener, addr) = listen(&a.listen)?;
     let c = weights.cfg;
-    let choice = a.backend.choice(a.threads);
+    let choice = a.backend.choice();
     eprintln!(
         "veil serve: {} ({} layers, hidden {}, {} heads, FFN {}, {} classes) on {addr}, \
          at most {} clients at once; {}; backend {}",
@@ -197,9 +186,6 @@ pub struct InferArgs {
     /// it retries; then it fails with the OS's reason, e.g. "Connection refused").
     #[arg(long, default_value_t = veil_host::transport::DEFAULT_CONNECT_TIMEOUT.as_secs())]
     pub connect_timeout: u64,
-    /// CKKS worker threads (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
     /// The backend of the client's CKKS work (encoding, encryption, conversions, decryption).
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -266,7 +252,7 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     };
     let r = a
         .backend
-        .choice(a.threads)
+        .choice()
         .dispatch(&bert_probe_params(&cfg)?, client);
     pb.finish_and_clear();
     let r = r??;
@@ -355,7 +341,7 @@ mod tests {
     #[test]
     fn connect_to_a_closed_port_fails_with_the_reason() {
         let addr = {
-            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().to_string()
         };
         let t0 = std::time::Instant::now();

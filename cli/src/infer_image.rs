@@ -4,7 +4,7 @@
 //! ReLUs in MPC (hybrid mode). With `--server ADDR` it runs the client alone against
 //! `veil serve --cnn` ([`run_serve_cnn`]), and reports what the client sees.
 
-use crate::common::{print_json, transport, BackendArgs, CliError};
+use crate::common::{listen, print_json, transport, BackendArgs, CliError};
 use crate::infer::ServeArgs;
 use serde_json::json;
 use std::net::TcpListener;
@@ -67,9 +67,6 @@ pub struct InferImageArgs {
     /// it retries; then it fails with the OS's reason, e.g. "Connection refused").
     #[arg(long, default_value_t = veil_host::transport::DEFAULT_CONNECT_TIMEOUT.as_secs())]
     pub connect_timeout: u64,
-    /// CKKS worker threads (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
     /// The backend: of the server's evaluation (loopback; the client's work runs on it too), or,
     /// with `--server`, of the client's CKKS work.
     #[command(flatten)]
@@ -189,7 +186,7 @@ pub fn run(a: &InferImageArgs) -> Result<(), CliError> {
     let p = veil_core::cnn::batch_params(batch)
         .validate()
         .map_err(CliError::Reference)?;
-    let choice = a.backend.choice(a.threads);
+    let choice = a.backend.choice();
     let base = ImageRun {
         a,
         net: &net,
@@ -661,15 +658,8 @@ impl HybridCli<'_> {
 pub fn run_serve_cnn(a: &ServeArgs, model: &str) -> Result<(), CliError> {
     let net = cnn_model::load(model).map_err(CliError::Model)?;
     net.validate().map_err(CliError::Reference)?;
-    let listener = TcpListener::bind(&a.listen).map_err(|source| CliError::Io {
-        what: format!("listen on {}", a.listen),
-        source,
-    })?;
-    let addr = listener
-        .local_addr()
-        .map(|s| s.to_string())
-        .unwrap_or_else(|_| a.listen.clone());
-    let choice = a.backend.choice(a.threads);
+    let (listener, addr) = listen(&a.listen)?;
+    let choice = a.backend.choice();
     let mode = cnn::serve::Mode::of(&net, true);
     eprintln!(
         "veil serve --cnn: {} ({} mode, {}×{}×{} inputs, {} layers, {} classes) on {addr}, \

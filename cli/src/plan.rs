@@ -149,9 +149,6 @@ pub struct PlanArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// CKKS worker threads of the calibration runs (0: all cores).
-    #[arg(long, default_value_t = 0)]
-    pub threads: usize,
     /// The backend the calibration runs on (both parties).
     #[command(flatten)]
     pub backend: BackendArgs,
@@ -296,7 +293,7 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, P
             "calibration: {} layer(s) + head at m = {}, OT {ot}, GELU {gelu}, backend {} ...",
             a.calib_layers,
             a.m,
-            a.backend.choice(a.threads).label()
+            a.backend.choice().label()
         );
         let blocks = veil_host::bert::gelu_blocks(&gelu)
             .ok_or_else(|| invalid("--gelu", gelu.clone(), "erf or bolt"))?;
@@ -326,7 +323,7 @@ pub fn calibrate(a: &PlanArgs, cfg: &EncoderConfig) -> Result<PlanCalibration, P
         })?;
         let c = a
             .backend
-            .choice(a.threads)
+            .choice()
             .dispatch(&probe, Calibrate(run))
             .map_err(PlanError::Backend)?
             .map_err(PlanError::Session)?;
@@ -688,10 +685,10 @@ mod tests {
             gelu_range: 25.0,
             gelu: "bolt".into(),
             json: false,
-            threads: 0,
             backend: BackendArgs {
                 backend: veil_host::backend::BackendKind::Cpu,
                 device: None,
+                threads: 0,
             },
         };
         let r = run(&args).unwrap();
