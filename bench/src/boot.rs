@@ -46,12 +46,12 @@ pub struct BenchBootArgs {
     #[arg(long, default_value_t = 512)]
     pub mlp_width: usize,
     /// Lean Galois keys: their `a` halves regenerated from the seeds at each use
-    /// (`Bootstrapper::gen_lean_keys`: about half the key memory, a seed expansion per rotation).
+    /// (`Lean::All`: about half the key memory, a seed expansion per rotation).
     /// Peak memory is per process: measure the two key modes in separate runs.
     #[arg(long)]
     pub lean_keys: bool,
     /// A memory budget for the bootstrapping keys, in MB: as few Galois keys as needed are lean
-    /// (`Bootstrapper::gen_keys_within`).
+    /// (`Lean::Budget`).
     #[arg(long, conflicts_with = "lean_keys")]
     pub key_budget_mb: Option<usize>,
     /// Print JSON instead of tables.
@@ -232,9 +232,30 @@ fn session(
     let mut progress = crate::progress::Progress::new("bootstrapping keys", quiet);
     let report = |d, n| progress.update(d, n);
     let keys = match keys {
-        KeyMode::Whole => boot.gen_keys(&ck, &sk, extra_rotations, &mut rng, report),
-        KeyMode::Lean => boot.gen_lean_keys(&ck, &sk, extra_rotations, &mut rng, report),
-        KeyMode::Budget(b) => boot.gen_keys_within(&ck, &sk, extra_rotations, b, &mut rng, report),
+        KeyMode::Whole => boot.gen_keys(
+            &ck,
+            &sk,
+            extra_rotations,
+            veil_core::circuits::Lean::None,
+            &mut rng,
+            report,
+        ),
+        KeyMode::Lean => boot.gen_keys(
+            &ck,
+            &sk,
+            extra_rotations,
+            veil_core::circuits::Lean::All,
+            &mut rng,
+            report,
+        ),
+        KeyMode::Budget(b) => boot.gen_keys(
+            &ck,
+            &sk,
+            extra_rotations,
+            veil_core::circuits::Lean::Budget(b),
+            &mut rng,
+            report,
+        ),
     }
     .map_err(core("key generation"))?;
     let keygen_s = t.elapsed().as_secs_f64();

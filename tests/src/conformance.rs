@@ -1633,7 +1633,7 @@ pub fn check_bootstrap<A: PolyBackend, B: PolyBackend>(
     candidate: Arc<B>,
     seed: u64,
 ) -> Conformance {
-    use veil_core::circuits::{BootParams, Bootstrapper};
+    use veil_core::circuits::{BootParams, Bootstrapper, Lean};
     let ca = Ckks::new(reference);
     let cb = Ckks::new(candidate);
     let p = ca.params().clone();
@@ -1644,8 +1644,12 @@ pub fn check_bootstrap<A: PolyBackend, B: PolyBackend>(
     let (mut ra, mut rb) = (test_rng(seed), test_rng(seed));
     let ska = ca.gen_secret_key(&mut ra);
     let skb = cb.gen_secret_key(&mut rb);
-    let ka = ba.gen_keys(&ca, &ska, &[], &mut ra, |_, _| {}).unwrap();
-    let kb = bb.gen_keys(&cb, &skb, &[], &mut rb, |_, _| {}).unwrap();
+    let ka = ba
+        .gen_keys(&ca, &ska, &[], Lean::None, &mut ra, |_, _| {})
+        .unwrap();
+    let kb = bb
+        .gen_keys(&cb, &skb, &[], Lean::None, &mut rb, |_, _| {})
+        .unwrap();
     let x = random_values(&mut test_rng(seed ^ 0xB007), 256, 1.0);
     let (pa, pb) = (
         ca.encode(&x, 256, 0, p.default_scale()).unwrap(),

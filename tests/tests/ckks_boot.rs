@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::circuits::boot::fft_groups;
-use veil_core::circuits::{BootKeys, BootParams, Bootstrapper};
+use veil_core::circuits::{BootKeys, BootParams, Bootstrapper, Lean};
 use veil_core::ckks::{Ciphertext, Ckks, PrecisionStats, SecretKey, C64};
 use veil_core::params;
 use veil_tests::*;
@@ -105,7 +105,9 @@ fn setup_with(lit: params::CkksParamsLiteral, slots: usize, seed: u64) -> Setup 
     println!("{:?}, {} plaintexts", boot.levels(), boot.plaintexts());
     let mut rng = test_rng(seed);
     let sk = ck.gen_secret_key(&mut rng);
-    let keys = boot.gen_keys(&ck, &sk, &[], &mut rng, |_, _| {}).unwrap();
+    let keys = boot
+        .gen_keys(&ck, &sk, &[], Lean::None, &mut rng, |_, _| {})
+        .unwrap();
     println!("{} rotation keys, {keys:?}", boot.rotations().len());
     Setup { ck, sk, keys, boot }
 }
@@ -174,12 +176,12 @@ fn lean_keys_bootstrap_identically() {
     let mut rng = test_rng(12);
     let lean = s
         .boot
-        .gen_lean_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .gen_keys(&s.ck, &s.sk, &[], Lean::All, &mut rng, |_, _| {})
         .unwrap();
     let mut rng = test_rng(12);
     let whole = s
         .boot
-        .gen_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .gen_keys(&s.ck, &s.sk, &[], Lean::None, &mut rng, |_, _| {})
         .unwrap();
     let be = s.ck.backend();
     let (ml, mw) = (lean.memory_bytes(be), whole.memory_bytes(be));
@@ -230,7 +232,7 @@ fn boot_keys_round_trip() {
     let mut rng = test_rng(24);
     let lean = s
         .boot
-        .gen_lean_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .gen_keys(&s.ck, &s.sk, &[], Lean::All, &mut rng, |_, _| {})
         .unwrap();
     let lean_want = words(&lean);
     for compressed in [true, false] {
@@ -445,13 +447,13 @@ fn bootstrap_refuses_bad_settings_and_inputs() {
     other.ephemeral_weight = None;
     let plain = Bootstrapper::new(&s.ck, other).unwrap();
     let unmatched = plain
-        .gen_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .gen_keys(&s.ck, &s.sk, &[], Lean::None, &mut rng, |_, _| {})
         .unwrap();
     assert!(s.boot.bootstrap(&s.ck, &unmatched, &ct).is_err());
     // Missing Galois keys.
     let mut missing = s
         .boot
-        .gen_keys(&s.ck, &s.sk, &[], &mut rng, |_, _| {})
+        .gen_keys(&s.ck, &s.sk, &[], Lean::None, &mut rng, |_, _| {})
         .unwrap();
     missing.eval =
         s.ck.gen_evaluation_keys(&s.sk, &[], false, &mut rng, |_, _| {})
@@ -472,7 +474,9 @@ fn bootstrap_logn16_128bit() {
     assert_eq!(boot.levels().output, 10);
     let mut rng = test_rng(16);
     let sk = ck.gen_secret_key(&mut rng);
-    let keys = boot.gen_keys(&ck, &sk, &[], &mut rng, |_, _| {}).unwrap();
+    let keys = boot
+        .gen_keys(&ck, &sk, &[], Lean::None, &mut rng, |_, _| {})
+        .unwrap();
     let n = p.max_slots();
     let x = random_values(&mut rng, n, 1.0);
     let pt = ck.encode(&x, n, 0, p.default_scale()).unwrap();

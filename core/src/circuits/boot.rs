@@ -540,11 +540,21 @@ impl<B: PolyBackend> BootKeys<B> {
     }
 }
 
-/// Which bootstrapping keys [`Bootstrapper::gen_keys`] and its variants make lean.
-#[derive(Clone, Copy)]
-enum Lean {
+/// Which bootstrapping keys [`Bootstrapper::gen_keys`] makes lean: a lean key's `a` half is
+/// dropped as soon as the key is made and regenerated from its seed at every use
+/// ([`crate::rlwe::SwitchingKey::shed_a`]), for half its memory and a seed expansion per use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lean {
+    /// Every key whole.
     None,
+    /// Every Galois and encapsulation key lean (about 2 GB less at `N = 2^16`); the
+    /// relinearization key, used by every EvalMod product, stays whole. Same outputs, word for
+    /// word.
     All,
+    /// As few keys lean as needed for the whole set to fit in this many bytes
+    /// ([`BootKeys::memory_bytes`]): first the two used once per bootstrap (the encapsulation's
+    /// `s' → s` and the conjugation key), then rotation keys. A typed error when even every key
+    /// lean does not fit.
     Budget(usize),
 }
 
@@ -674,53 +684,9 @@ impl<B: PolyBackend> Bootstrapper<B> {
     /// Generates the bootstrapping keys under `sk` (client side): relinearization,
     /// conjugation, a Galois key per rotation of [`Bootstrapper::rotations`] and of `extra`,
     /// and, when encapsulating, a fresh ephemeral sparse secret's two keys (the secret is wiped
-    /// when this returns). `progress(done, total)` follows the Galois keys.
+    /// when this returns); `lean` chooses which are kept lean ([`Lean::None`]: all whole).
+    /// `progress(done, total)` follows the Galois keys.
     pub fn gen_keys(
-        &self,
-        ck: &Ckks<B>,
-        sk: &crate::rlwe::SecretKey,
-        extra: &[i64],
-        rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
-        progress: impl FnMut(usize, usize),
-    ) -> Result<BootKeys<B>> {
-        self.gen_keys_with(ck, sk, extra, Lean::None, rng, progress)
-    }
-
-    /// [`Bootstrapper::gen_keys`] with lean Galois keys: each key's `a` half is dropped as soon
-    /// as the key is made and regenerated from its seed at every use
-    /// ([`crate::rlwe::SwitchingKey::shed_a`]). The Galois and encapsulation keys take half the
-    /// memory (about 2 GB less at `N = 2^16`), for a seed expansion per rotation. The
-    /// relinearization key, used by every EvalMod product, stays whole. Same outputs, word for
-    /// word.
-    pub fn gen_lean_keys(
-        &self,
-        ck: &Ckks<B>,
-        sk: &crate::rlwe::SecretKey,
-        extra: &[i64],
-        rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
-        progress: impl FnMut(usize, usize),
-    ) -> Result<BootKeys<B>> {
-        self.gen_keys_with(ck, sk, extra, Lean::All, rng, progress)
-    }
-
-    /// [`Bootstrapper::gen_keys`] within a memory budget for the keys: as few keys as needed
-    /// are made lean ([`Bootstrapper::gen_lean_keys`]; first the two used once per bootstrap, the
-    /// encapsulation's `s' → s` and the conjugation key, then rotation keys) for the whole set
-    /// to fit in `max_bytes` ([`BootKeys::memory_bytes`]). Fails with a typed error when even
-    /// every key lean does not fit.
-    pub fn gen_keys_within(
-        &self,
-        ck: &Ckks<B>,
-        sk: &crate::rlwe::SecretKey,
-        extra: &[i64],
-        max_bytes: usize,
-        rng: &mut (impl rand_core::RngCore + rand_core::CryptoRng),
-        progress: impl FnMut(usize, usize),
-    ) -> Result<BootKeys<B>> {
-        self.gen_keys_with(ck, sk, extra, Lean::Budget(max_bytes), rng, progress)
-    }
-
-    fn gen_keys_with(
         &self,
         ck: &Ckks<B>,
         sk: &crate::rlwe::SecretKey,

@@ -11,7 +11,7 @@ pub mod lintrans;
 pub mod parts;
 pub mod poly;
 
-pub use boot::{BootCost, BootKeys, BootLevels, BootParams, BootStep, Bootstrapper};
+pub use boot::{BootCost, BootKeys, BootLevels, BootParams, BootStep, Bootstrapper, Lean};
 pub use exec::{CkksExec, Exec, OpCounts, PlainTerm, PtValues, SymCt, SymExec};
 pub use lintrans::{EncodedLinearTransform, LinearTransform, TransformCost};
 pub use parts::{eval_part_polys, part_poly_depth};
