@@ -237,10 +237,11 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
         .server
         .clone()
         .ok_or_else(|| CliError::Usage("--server ADDR is required without --plaintext".into()))?;
-    let mut t = connect(&addr, a.connect_timeout, transport(a.timeout))?;
     let pb = spinner("private inference", a.json);
     let client = BertClient {
-        t: &mut t,
+        addr: &addr,
+        connect_timeout: a.connect_timeout,
+        transport: transport(a.timeout),
         cfg: &cfg,
         x: &x,
         valid,
@@ -269,10 +270,15 @@ pub fn run_infer(a: &InferArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The BERT client's side of one session ([`run_client`]) on the chosen backend.
+/// The BERT client's side of one session ([`run_client`]) on the chosen backend: it connects to
+/// the server only once the backend is built, so a backend that fails never opens a session.
 pub struct BertClient<'a> {
-    /// The connection to the server.
-    pub t: &'a mut dyn Transport,
+    /// The server's address.
+    pub addr: &'a str,
+    /// How long to keep trying to connect, seconds.
+    pub connect_timeout: u64,
+    /// The session's transport settings (the receive timeout).
+    pub transport: veil_host::transport::TransportConfig,
     /// The public architecture.
     pub cfg: &'a EncoderConfig,
     /// The embedded, padded input.
@@ -286,17 +292,18 @@ pub struct BertClient<'a> {
 }
 
 impl OnBackend for BertClient<'_> {
-    type Output = Result<ClientResult, SessionError>;
+    type Output = Result<ClientResult, CliError>;
     fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
-        run_client(
-            self.t,
+        let mut t = connect(self.addr, self.connect_timeout, self.transport)?;
+        Ok(run_client(
+            &mut t,
             &cache_of(factory),
             self.cfg,
             self.x,
             self.valid,
             &self.opts,
             self.on_block,
-        )
+        )?)
     }
 }
 
