@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_core::bert::{client_run, server_run, session_params, SessionPlan, SEQ_LENS};
 use veil_core::ckks::Ckks;
+use veil_core::hybrid::ServerKeys;
 use veil_core::mpc::PartyId;
 use veil_host::harness::{run_pair, Link};
 use veil_host::model::{self, head};
@@ -185,6 +186,11 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                     step: "evaluation keys",
                     source,
                 })?;
+            let server_keys = ServerKeys {
+                ck: &ck,
+                pk: &pk,
+                keys: &keys,
+            };
             let tcfg = TransportConfig {
                 timeout: Duration::from_secs(900),
                 max_frame: 1 << 30,
@@ -211,7 +217,7 @@ pub fn run(a: &BenchAccuracyArgs) -> Result<AccuracyReport, BenchError> {
                     let ch = p1.channel();
                     drive(
                         ch,
-                        server_run(&mut p1, &ck, &pk, &keys, plan, w, valid, &mut |_| {}),
+                        server_run(&mut p1, server_keys, plan, w, valid, &mut |_| {}),
                         t1,
                     )
                     .map_err(|source| BenchError::Protocol {

@@ -31,6 +31,7 @@ use veil_core::bert::{
     MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
+use veil_core::hybrid::ServerKeys;
 use veil_core::mpc::ot::silent::FERRET_EMP_OT;
 use veil_core::mpc::{Party, PartyId};
 use veil_host::harness::{run_pair, Link};
@@ -367,6 +368,11 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let keys = ck
         .gen_evaluation_keys(&sk, plan.rotations(), true, &mut rng, |_, _| {})
         .map_err(core("evaluation keys"))?;
+    let server_keys = ServerKeys {
+        ck: &ck,
+        pk: &pk,
+        keys: &keys,
+    };
     let keygen_s = t.elapsed().as_secs_f64();
     let key_bytes = (ck
         .serialize_public_key(&pk, true)
@@ -414,7 +420,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
             let raw = server_raw.clone();
             drive(
                 ch,
-                server_run(&mut p1, &ck, &pk, &keys, &plan, &w, valid, &mut |c| {
+                server_run(&mut p1, server_keys, &plan, &w, valid, &mut |c| {
                     let dt = last.elapsed().as_secs_f64();
                     last = Instant::now();
                     raw.lock().unwrap().push(measured(c, dt));

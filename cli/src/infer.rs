@@ -14,10 +14,9 @@ use veil_core::packing::Mat;
 use veil_core::PolyBackend;
 use veil_host::backend::{Factory, OnBackend};
 use veil_host::bert::{
-    describe_blocks, gelu_blocks, run_client, ClientResult, ServeOptions, SessionError,
-    SessionOptions,
+    describe_blocks, gelu_blocks, run_client, ClientResult, ServeOptions, SessionOptions,
 };
-use veil_host::transport::{TcpTransport, Transport};
+use veil_host::transport::TcpTransport;
 
 /// Options of `veil serve`.
 #[derive(Clone, Debug, clap::Args)]

@@ -104,6 +104,25 @@ impl Meter {
     }
 }
 
+/// What the server evaluates with: the CKKS context and the client's public key material. It
+/// holds public types only, so a server built on it cannot reach a secret key.
+pub struct ServerKeys<'a, B: PolyBackend> {
+    /// The CKKS context.
+    pub ck: &'a Ckks<B>,
+    /// The client's public key (every C2M re-randomizes with it).
+    pub pk: &'a PublicKey<B>,
+    /// The client's evaluation keys.
+    pub keys: &'a EvaluationKeys<B>,
+}
+
+impl<B: PolyBackend> Clone for ServerKeys<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: PolyBackend> Copy for ServerKeys<'_, B> {}
+
 /// The role-specific half of a run: the client's secret key, or what the server evaluates
 /// with. `M` is the model family's server-side data (the weights, or the network).
 // One value per run, never stored in bulk: the server's executor (with its caches) may make its
@@ -181,9 +200,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng, M: ?Sized> HybridRun<'a, 'p
     /// is P1 with `config`.
     pub fn server(
         party: &'p mut Party<R>,
-        ck: &'a Ckks<B>,
-        pk: &'a PublicKey<B>,
-        keys: &'a EvaluationKeys<B>,
+        keys: ServerKeys<'a, B>,
         slots: usize,
         model: &'a M,
         config: &MpcConfig,
@@ -191,6 +208,7 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng, M: ?Sized> HybridRun<'a, 'p
         check_party(party, PartyId::P1, config)?;
         let mut meter = Meter::default();
         meter.mark(party, OpCounts::default());
+        let ServerKeys { ck, pk, keys } = keys;
         Ok(HybridRun {
             party,
             ck,

@@ -54,11 +54,8 @@ mod tests {
     fn product_generators_wipe_on_drop() {
         let a: SecretRng = os_rng();
         let b: SecretRng = bert::session_rng().unwrap();
-        let party: fn(
-            &bert::SessionOptions,
-            &mut dyn transport::Transport,
-        )
-            -> Result<(veil_core::mpc::Party<SecretRng>, f64), bert::SessionError> =
+        type SetUp = Result<(veil_core::mpc::Party<SecretRng>, f64), bert::SessionError>;
+        let party: fn(&bert::SessionOptions, &mut dyn transport::Transport) -> SetUp =
             |o, t| bert::setup_party(veil_core::mpc::PartyId::P0, o, t);
         let _ = party;
         assert!(format!("{a:?}{b:?}").matches("redacted").count() == 2);

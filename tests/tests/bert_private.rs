@@ -14,6 +14,7 @@ use veil_core::bert::{
     MPC_CONFIG,
 };
 use veil_core::ckks::Ckks;
+use veil_core::hybrid::ServerKeys;
 use veil_core::mpc::{Party, PartyId};
 use veil_core::packing::Mat;
 use veil_core::params;
@@ -113,9 +114,18 @@ fn run_private_both(
             let mut server_costs = Vec::new();
             drive(
                 ch,
-                server_run(&mut p1, ck1, pk1, keys1, plan1, w, valid, &mut |c| {
-                    server_costs.push(c.clone())
-                }),
+                server_run(
+                    &mut p1,
+                    ServerKeys {
+                        ck: ck1,
+                        pk: pk1,
+                        keys: keys1,
+                    },
+                    plan1,
+                    w,
+                    valid,
+                    &mut |c| server_costs.push(c.clone()),
+                ),
                 &mut t1,
             )
             .unwrap();
@@ -285,7 +295,18 @@ fn misuse_is_refused_with_typed_errors() {
     let ch = p1.channel();
     let r = drive(
         ch,
-        server_run(&mut p1, &ck, &pk, &keys, &plan, &other, 16, &mut |_| {}),
+        server_run(
+            &mut p1,
+            ServerKeys {
+                ck: &ck,
+                pk: &pk,
+                keys: &keys,
+            },
+            &plan,
+            &other,
+            16,
+            &mut |_| {},
+        ),
         &mut t1,
     );
     assert!(matches!(

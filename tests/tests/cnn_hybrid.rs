@@ -11,6 +11,7 @@ use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
 use veil_core::cnn::hybrid::{client_run, dry_counts, server_run, HybridPlan, MPC_CONFIG};
 use veil_core::cnn::{Conv2d, Layer, Linear, Network, Quadratic, StepCost};
+use veil_core::hybrid::ServerKeys;
 use veil_core::params;
 use veil_host::mpc::drive;
 use veil_tests::fixtures::rand_vec;
@@ -123,7 +124,18 @@ fn exchange(
             let mut prog = |c: &StepCost| steps.push(c.clone());
             drive(
                 pp.channel(),
-                server_run(pp, &ck, &pk, &keys, &server_plan, net, valid, &mut prog),
+                server_run(
+                    pp,
+                    ServerKeys {
+                        ck: &ck,
+                        pk: &pk,
+                        keys: &keys,
+                    },
+                    &server_plan,
+                    net,
+                    valid,
+                    &mut prog,
+                ),
                 t,
             )
             .map(|_| steps)

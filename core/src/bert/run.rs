@@ -46,10 +46,10 @@ use super::layout::Layout;
 use super::plan::{SessionPlan, C_F1, C_F2, C_S, C_Y, MPC_CONFIG, M_G, M_H, M_P, M_X};
 use super::weights::{EncoderWeights, LayerWeights};
 use crate::circuits::eval_part_polys;
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey, C64};
+use crate::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use crate::convert::{C2mPlan, ProtocolError};
 use crate::error::Error;
-use crate::hybrid::{HybridRun, Tally};
+use crate::hybrid::{HybridRun, ServerKeys, Tally};
 use crate::mpc::{Party, PartyId, RingCfg, RingShares};
 use crate::nonlinear::fixed;
 use crate::nonlinear::layernorm::LnAffine;
@@ -457,18 +457,15 @@ pub async fn client_run<B: PolyBackend, R: RngCore + CryptoRng>(
 /// The server (P1): evaluates the linear layers on ciphertexts, takes part in every MPC block,
 /// and opens the logits to the client. Takes public key material only. Runs [`Party::setup`]
 /// first, as [`client_run`] does.
-#[allow(clippy::too_many_arguments)]
 pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
     p: &mut Party<R>,
-    ck: &Ckks<B>,
-    pk: &PublicKey<B>,
-    keys: &EvaluationKeys<B>,
+    keys: ServerKeys<'_, B>,
     plan: &SessionPlan,
     w: &EncoderWeights,
     valid: usize,
     progress: &mut dyn FnMut(&BlockCost),
 ) -> Result<(), ProtocolError> {
-    let h = HybridRun::server(p, ck, pk, keys, plan.slots, w, &MPC_CONFIG)?;
+    let h = HybridRun::server(p, keys, plan.slots, w, &MPC_CONFIG)?;
     plan.check_valid(valid)?;
     w.validate()?;
     if w.cfg != plan.cfg {

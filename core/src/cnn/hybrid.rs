@@ -46,10 +46,10 @@
 
 use super::net::{Layer, LayerCost, LayerPlan, NetPlan, Network};
 use crate::circuits::exec::{Exec, OpCounts, SymExec};
-use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey};
+use crate::ckks::{Ciphertext, Ckks, SecretKey};
 use crate::convert::{complexify, BoundaryCfg, C2mPlan, ComplexShares, M2cPlan, ProtocolError};
 use crate::error::Error;
-use crate::hybrid::{HybridRun, Role, Tally};
+use crate::hybrid::{HybridRun, Role, ServerKeys, Tally};
 use crate::mpc::{MpcConfig, Party, PartyId, RingShares};
 use crate::params::CkksParams;
 use crate::PolyBackend;
@@ -631,18 +631,15 @@ fn pick(out: &[RingShares], at: &[usize], slots: usize) -> Result<Vec<u64>, Prot
 /// The server (P1) on one batch of `valid` real images (public): evaluates `net`'s linear layers
 /// on ciphertexts and takes part in every conversion and ReLU; the logits are opened to the
 /// client only. Takes public key material only. The party must have run [`Party::setup`].
-#[allow(clippy::too_many_arguments)]
 pub async fn server_run<B: PolyBackend, R: RngCore + CryptoRng>(
     p: &mut Party<R>,
-    ck: &Ckks<B>,
-    pk: &PublicKey<B>,
-    keys: &EvaluationKeys<B>,
+    keys: ServerKeys<'_, B>,
     plan: &HybridPlan,
     net: &Network,
     valid: usize,
     progress: &mut dyn FnMut(&StepCost),
 ) -> Result<(), ProtocolError> {
-    let h = HybridRun::server(p, ck, pk, keys, plan.slots, net, &MPC_CONFIG)?;
+    let h = HybridRun::server(p, keys, plan.slots, net, &MPC_CONFIG)?;
     let input = vec![RingShares::new(vec![0u64; plan.slots]); plan.net.input.ciphertexts()];
     Run::new(h, plan, net, valid, progress)?
         .batch(input)

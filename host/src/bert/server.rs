@@ -163,16 +163,7 @@ pub fn serve_one<B: PolyBackend>(
     let mut on_block = |c: &veil_core::bert::BlockCost| blocks.push(clock.row(c));
     crate::mpc::drive(
         p.channel(),
-        server_run(
-            &mut p,
-            &ck,
-            server.public_key(),
-            server.evaluation_keys(),
-            &plan,
-            weights,
-            valid,
-            &mut on_block,
-        ),
+        server_run(&mut p, server.keys(), &plan, weights, valid, &mut on_block),
         t,
     )
     .map_err(SessionError::inference)?;

@@ -310,16 +310,9 @@ pub fn run_server<B: PolyBackend>(
         s.batch(b);
         drive(
             s.p.channel(),
-            server_run(
-                &mut s.p,
-                ck,
-                server.public_key(),
-                server.evaluation_keys(),
-                &plan,
-                net,
-                valid,
-                &mut |c| s.rec.step(c),
-            ),
+            server_run(&mut s.p, server.keys(), &plan, net, valid, &mut |c| {
+                s.rec.step(c)
+            }),
             t,
         )
         .map_err(batch_failed)?;

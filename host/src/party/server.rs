@@ -8,6 +8,7 @@ use super::{
 use crate::transport::Transport;
 use std::time::Instant;
 use veil_core::ckks::{Ckks, EvaluationKeys, PublicKey};
+use veil_core::hybrid::ServerKeys;
 use veil_core::serial;
 use veil_core::PolyBackend;
 
@@ -126,6 +127,16 @@ impl<'a, B: PolyBackend> Server<'a, B> {
     /// The client's evaluation keys.
     pub fn evaluation_keys(&self) -> &EvaluationKeys<B> {
         &self.keys
+    }
+
+    /// What a private run's server side evaluates with: the context and the client's public
+    /// key material.
+    pub fn keys(&self) -> ServerKeys<'_, B> {
+        ServerKeys {
+            ck: self.ck,
+            pk: &self.pk,
+            keys: &self.keys,
+        }
     }
 }
 
