@@ -839,8 +839,53 @@ pub fn fuzz_cnn_serve_decode(data: &[u8]) {
     }
 }
 
+/// Target `gguf`: the GGUF reader on hostile bytes, then every tensor's decoder and the Llama
+/// architecture's checks on whatever parses. A decoded tensor must have as many elements as its
+/// dimensions say.
+pub fn fuzz_gguf(data: &[u8]) {
+    use veil_host::model::gguf::Gguf;
+    use veil_host::model::llama::LlamaConfig;
+    let Ok(g) = Gguf::parse(data.to_vec()) else {
+        return;
+    };
+    for name in g.tensor_names() {
+        if let Ok(v) = g.tensor_f32(name) {
+            let t = g
+                .tensor_info(name)
+                .expect("a listed tensor has a description");
+            assert_eq!(v.len() as u64, t.elements, "{name}: decoded length");
+        }
+    }
+    if let Ok(cfg) = LlamaConfig::from_gguf(&g) {
+        let _ = cfg.check_tensors(&g);
+    }
+}
+
+/// A small Llama-architecture GGUF file with a tensor of every decoded type (the `gguf` seed).
+pub fn gguf_seed() -> Vec<u8> {
+    use veil_host::model::gguf::Writer;
+    let mut w = Writer::new();
+    w.kv_str("general.architecture", "llama")
+        .kv_u32("llama.block_count", 1)
+        .kv_u32("llama.embedding_length", 32)
+        .kv_u32("llama.attention.head_count", 2)
+        .kv_u32("llama.attention.head_count_kv", 1)
+        .kv_u32("llama.feed_forward_length", 32)
+        .kv_u32("llama.context_length", 16)
+        .kv_f32("llama.rope.freq_base", 10000.0)
+        .kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5)
+        .kv_strs("tokenizer.ggml.tokens", &["a", "b"])
+        .tensor("token_embd.weight", &[32, 2], 8, vec![0x3c; 68])
+        .tensor_f32("output_norm.weight", &[32], &[1.0; 32])
+        .tensor("blk.0.attn_q.weight", &[32, 32], 3, vec![0x11; 640])
+        .tensor("blk.0.attn_k.weight", &[32, 16], 2, vec![0x22; 288])
+        .tensor("blk.0.attn_norm.weight", &[32], 1, vec![0x3c; 64])
+        .tensor("blk.0.ffn_norm.weight", &[32], 30, vec![0x3f; 64]);
+    w.finish()
+}
+
 /// Every fuzz target by its cargo-fuzz name, with the function its `fuzz_targets/` file calls.
-pub const TARGETS: [(&str, fn(&[u8])); 8] = [
+pub const TARGETS: [(&str, fn(&[u8])); 9] = [
     ("ciphertext", fuzz_ciphertext),
     ("keys", fuzz_keys),
     ("mpc_msgs", |d| {
@@ -853,6 +898,7 @@ pub const TARGETS: [(&str, fn(&[u8])); 8] = [
     ("cnn_inputs", fuzz_cnn_inputs),
     ("session_decode", fuzz_session_decode),
     ("cnn_serve_decode", fuzz_cnn_serve_decode),
+    ("gguf", fuzz_gguf),
 ];
 
 /// Valid (or nearly valid) inputs for each target of [`TARGETS`], the starting points of the
@@ -873,6 +919,7 @@ pub fn target_seeds(target: &str) -> Vec<Vec<u8>> {
             .map(|(_, b)| b)
             .collect(),
         "mpc_msgs" => mpc_seed_inputs().into_iter().flatten().collect(),
+        "gguf" => vec![gguf_seed()],
         "frames" => frame_seed_inputs(),
         "model_config" => vec![
             with(0, TINY_CONFIG),

