@@ -24,6 +24,7 @@ pub mod circuits;
 pub mod ckks;
 pub mod cnn;
 pub mod convert;
+pub mod decoder;
 pub mod error;
 pub mod hybrid;
 pub mod math;

@@ -844,7 +844,7 @@ pub fn fuzz_cnn_serve_decode(data: &[u8]) {
 /// dimensions say.
 pub fn fuzz_gguf(data: &[u8]) {
     use veil_host::model::gguf::Gguf;
-    use veil_host::model::llama::LlamaConfig;
+    use veil_host::model::llama;
     let Ok(g) = Gguf::parse(data.to_vec()) else {
         return;
     };
@@ -856,8 +856,8 @@ pub fn fuzz_gguf(data: &[u8]) {
             assert_eq!(v.len() as u64, t.elements, "{name}: decoded length");
         }
     }
-    if let Ok(cfg) = LlamaConfig::from_gguf(&g) {
-        let _ = cfg.check_tensors(&g);
+    if let Ok(cfg) = llama::read_config(&g) {
+        let _ = llama::check_tensors(&cfg, &g);
     }
 }
 

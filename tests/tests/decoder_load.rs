@@ -7,9 +7,10 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use veil_core::decoder::{reference, DecoderConfig};
 use veil_host::model::fetch::{self, SMOLLM2};
 use veil_host::model::gguf::{Array, TensorType};
-use veil_host::model::llama::{LlamaConfig, LlamaFile};
+use veil_host::model::llama::{self, LlamaFile};
 use veil_host::model::ModelError;
 use veil_tests::fetched_or_skip;
 
@@ -26,7 +27,7 @@ fn smollm2_architecture_from_its_metadata() {
     // 576, 9 query heads over 3 KV heads, SwiGLU 1536, RoPE θ = 1e5, tied embeddings.
     assert_eq!(
         m.config,
-        LlamaConfig {
+        DecoderConfig {
             layers: 30,
             hidden: 576,
             heads: 9,
@@ -62,7 +63,7 @@ fn every_smollm2_tensor_decodes() {
     let Some(m) = smollm2() else { return };
     let g = &m.gguf;
     let mut by_type = std::collections::BTreeMap::new();
-    for (name, [a, b]) in m.config.tensors() {
+    for (name, [a, b]) in llama::tensor_names(&m.config) {
         let t = g.tensor_info(&name).unwrap();
         *by_type.entry(format!("{:?}", t.ty)).or_insert(0) += 1;
         let v = g.tensor_f32(&name).unwrap();
@@ -133,4 +134,37 @@ fn smollm2_cache_matches_its_pin_and_a_damaged_copy_is_refused() {
         Err(ModelError::Gguf { .. })
     ));
     let _ = std::fs::remove_dir_all(&cache);
+}
+
+/// The token ids of `words` (each one token of the vocabulary, `Ġ` marking a leading space).
+fn ids(m: &LlamaFile, words: &[&str]) -> Vec<u32> {
+    let Ok(Array::Str(vocab)) = m.gguf.get_array("tokenizer.ggml.tokens") else {
+        panic!("no vocabulary")
+    };
+    words
+        .iter()
+        .map(|w| {
+            vocab
+                .iter()
+                .position(|t| t == w)
+                .unwrap_or_else(|| panic!("`{w}` is not one token")) as u32
+        })
+        .collect()
+}
+
+#[test]
+fn smollm2_reference_knows_a_capital() {
+    let Some(m) = smollm2() else { return };
+    let w = m.weights().expect("the weights load");
+    assert!(w.head.is_none(), "tied");
+    // The plaintext reference on the real weights: a fact the model learned, and its greedy
+    // continuation (the token ids come from the file's own vocabulary).
+    let prompt = ids(m, &["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]);
+    let out = reference::greedy(&w, &prompt, 1).unwrap();
+    assert_eq!(out, ids(m, &["ĠParis"]));
+    let prompt = ids(m, &["The", "Ġcapital", "Ġof", "ĠGermany", "Ġis"]);
+    assert_eq!(
+        reference::greedy(&w, &prompt, 1).unwrap(),
+        ids(m, &["ĠBerlin"])
+    );
 }
