@@ -168,3 +168,82 @@ fn smollm2_reference_knows_a_capital() {
         ids(m, &["ĠBerlin"])
     );
 }
+
+/// Whether `python3` can import numpy (the independent reference's one dependency).
+fn numpy() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import numpy"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn smollm2_reference_matches_an_independent_numpy_decoder() {
+    let Some(m) = smollm2() else { return };
+    if !numpy() {
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: the numpy cross-check of the decoder reference: python3 cannot import numpy"
+        );
+        return;
+    }
+    let w = m.weights().expect("the weights load");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/llama_reference.py");
+    let prompts: [&[&str]; 3] = [
+        &["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
+        &["Once", "Ġupon", "Ġa", "Ġtime", ",", "Ġthere", "Ġwas", "Ġa"],
+        &[
+            "<|im_start|>",
+            "user",
+            "Ċ",
+            "What",
+            "Ġis",
+            "Ġ",
+            "2",
+            "+",
+            "2",
+            "?",
+            "<|im_end|>",
+            "Ċ",
+        ],
+    ];
+    for words in prompts {
+        let tokens = ids(m, words);
+        let out = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&m.path)
+            .args(tokens.iter().map(u32::to_string))
+            .arg("--json")
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let theirs: Vec<f64> = v["logits_last"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let ours = reference::forward_all(&w, &tokens).unwrap();
+        let ours = ours.last().unwrap();
+        assert_eq!(ours.len(), theirs.len());
+        let worst = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        // Both in f64 on the same dequantized weights: only the summation order differs.
+        assert!(worst < 1e-8, "{words:?}: worst |Δlogit| {worst}");
+        assert_eq!(reference::argmax(ours), reference::argmax(&theirs));
+        eprintln!(
+            "{words:?}: next {} ({:?}), worst |Δlogit| {worst:.2e}",
+            reference::argmax(ours),
+            v["top"][0]["token"]
+        );
+    }
+}
