@@ -165,6 +165,10 @@ pub enum LnKind {
         /// The model's constant `R_d`.
         rd: f64,
     },
+    /// RMSNorm (Llama-architecture decoders): `γ ⊙ x/√(mean(x²) + ε) + β` (the checkpoints'
+    /// `β` is zero). The accurate protocol with `D = cols·x` in place of `cols·(x − μ)`: every
+    /// statement of the accurate form holds with the variance replaced by the mean square.
+    Rms,
 }
 
 /// The LayerNorm block over a `rows × cols` row-major matrix.
@@ -367,7 +371,7 @@ impl LayerNorm {
     fn mbln_fold(&self, sc: &Scales) -> f64 {
         match self.kind {
             LnKind::Mbln { l, rd } => libm::exp2(sc.k as f64) / (sc.rho * l * rd),
-            LnKind::Accurate => 1.0,
+            LnKind::Accurate | LnKind::Rms => 1.0,
         }
     }
 
@@ -380,7 +384,7 @@ impl LayerNorm {
     ) -> Result<(Vec<i64>, Vec<i64>)> {
         let cols = self.cols;
         let (fm, fold) = match self.kind {
-            LnKind::Accurate => (FGAM, 1.0),
+            LnKind::Accurate | LnKind::Rms => (FGAM, 1.0),
             LnKind::Mbln { .. } => (FMB, self.mbln_fold(sc)),
         };
         if !self.affine && affine.is_some() {
@@ -402,7 +406,7 @@ impl LayerNorm {
             if !w.is_finite() {
                 return Err(MpcError::InvalidInput("LayerNorm gamma must be finite"));
             }
-            if self.kind == LnKind::Accurate && libm::fabs(v) > GAMMA_MAX {
+            if !matches!(self.kind, LnKind::Mbln { .. }) && libm::fabs(v) > GAMMA_MAX {
                 return Err(MpcError::InvalidInput("LayerNorm |gamma| must be <= 64"));
             }
             if libm::fabs(w) * libm::exp2(fm as f64) >= libm::exp2(40.0) {
@@ -441,6 +445,9 @@ impl LayerNorm {
             self.rows * self.cols,
             x.len(),
         )?;
+        if self.kind == LnKind::Rms {
+            return Ok(mul_int(r, x, self.cols as i64));
+        }
         let s = rowsum(x, self.rows, self.cols, r.ell)?;
         sub(r, &mul_int(r, x, self.cols as i64), &bcast(&s, self.cols))
     }
@@ -519,7 +526,7 @@ impl LayerNorm {
                     p.trunc_round(mul_int(r, &d1, c), FMB).await?
                 }
             }
-            LnKind::Accurate => {
+            LnKind::Accurate | LnKind::Rms => {
                 let (dz, dh) = if sc.k == 0 {
                     // one batched truncation of [32·D, D] (|32·D| < 2^{41})
                     let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
@@ -607,7 +614,11 @@ impl LayerNorm {
         let mut out = Vec::with_capacity(x.len());
         for row in x.chunks(self.cols) {
             // i128 and wrapping: any input, no overflow (the ring's values are far smaller).
-            let sum: i128 = row.iter().map(|&v| v as i128).sum();
+            let sum: i128 = if self.kind == LnKind::Rms {
+                0
+            } else {
+                row.iter().map(|&v| v as i128).sum()
+            };
             let d: Vec<i128> = row
                 .iter()
                 .map(|&v| (cols as i128).wrapping_mul(v as i128).wrapping_sub(sum))
@@ -621,7 +632,7 @@ impl LayerNorm {
                         );
                     }
                 }
-                LnKind::Accurate => {
+                LnKind::Accurate | LnKind::Rms => {
                     let sh = sc.t + sc.k + 13 - FH;
                     let (za, zs) = sc.dz_shift();
                     let s: i64 = d
@@ -664,10 +675,14 @@ impl LayerNorm {
         let cols = self.cols;
         let mut out = Vec::with_capacity(x.len());
         for row in x.chunks(cols) {
-            let mu = row.iter().sum::<f64>() / cols as f64;
+            let mu = if self.kind == LnKind::Rms {
+                0.0
+            } else {
+                row.iter().sum::<f64>() / cols as f64
+            };
             let var = row.iter().map(|&v| (v - mu) * (v - mu)).sum::<f64>() / cols as f64;
             let scale = match self.kind {
-                LnKind::Accurate => 1.0 / libm::sqrt(var + self.eps),
+                LnKind::Accurate | LnKind::Rms => 1.0 / libm::sqrt(var + self.eps),
                 LnKind::Mbln { l, rd } => 1.0 / (l * rd),
             };
             for (c, &v) in row.iter().enumerate() {
@@ -871,7 +886,12 @@ mod tests {
         let cols = ln.cols;
         let (mut worst_ulp, mut worst_rel, mut worst_ulp_rel) = (0i64, 0.0f64, 0.0f64);
         for (row, xr) in o.xq.chunks(cols).enumerate() {
-            let var = variance(xr);
+            // RMSNorm: every bound with the variance replaced by the mean square.
+            let var = if ln.kind == LnKind::Rms {
+                xr.iter().map(|v| v * v).sum::<f64>() / cols as f64
+            } else {
+                variance(xr)
+            };
             let sigma = libm::sqrt(var);
             for c in 0..cols {
                 let i = row * cols + c;
@@ -1336,6 +1356,57 @@ mod tests {
                 o.summary(varied * cols)
             );
         }
+    }
+
+    #[test]
+    fn rmsnorm_is_within_bounds_and_keeps_the_mean() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(41);
+        // 576 = SmolLM2's width (ρ = 0.5625); rows with a mean of 40 and of −3 among them.
+        for (rows_n, cols) in [(10, 64), (5, 576)] {
+            let ln = LayerNorm {
+                kind: LnKind::Rms,
+                ..accurate(rows_n, cols, 1e-5)
+            };
+            let xs = enc(&rows(&mut g, rows_n, cols));
+            let (gamma, _) = affine_params(&mut g, cols);
+            let zero = alloc::vec![0.0; cols];
+            let aff = ln_affine(&gamma, &zero);
+            let o = run_ln(&mut p0, &mut p1, &ln, &xs, Some(&aff), &mut g, 0);
+            assert_eq!(o.want, ln.reference(r, &xs, Some(&aff)));
+            let (worst_ulp, worst_rel, _) = assert_accurate(&ln, &o, Some(&aff), 0, rows_n);
+            eprintln!(
+                "RMSNorm {rows_n}x{cols}: {} (worst err/bound {worst_rel:.2}); max |protocol − reference| = {worst_ulp} ulp",
+                o.summary(o.got.len())
+            );
+            // The mean is kept: on the row of mean 40, LayerNorm's output is far from it.
+            let row = 2 * cols..3 * cols;
+            let centred = accurate(rows_n, cols, 1e-5).f64_reference(&o.xq, Some(&aff));
+            let apart = row
+                .clone()
+                .map(|i| (centred[i] - o.gf[i]).abs())
+                .fold(0.0, f64::max);
+            assert!(apart > 1.0, "RMSNorm ran as LayerNorm ({apart})");
+        }
+        // Residual streams up to ±3000 with the input shift (the constant rows included:
+        // their mean square is that of the row).
+        let k = LayerNorm::shift_for(3000.0);
+        let cols = 576;
+        let (mut xf, _) = big_rows(&mut g, cols);
+        xf.truncate(6 * cols); // the zero row has no scale to normalize
+        let ln = LayerNorm {
+            kind: LnKind::Rms,
+            ..accurate(6, cols, 1e-5)
+        };
+        let (gamma, _) = affine_params(&mut g, cols);
+        let zero = alloc::vec![0.0; cols];
+        let aff = ln_affine(&gamma, &zero);
+        let o = run_ln(&mut p0, &mut p1, &ln, &enc(&xf), Some(&aff), &mut g, k);
+        let (worst_ulp, worst_rel, _) = assert_accurate(&ln, &o, Some(&aff), k, 6);
+        eprintln!(
+            "RMSNorm, shift {k}, |x| <= 3000, 6x{cols}: {} (worst err/bound {worst_rel:.2}); {worst_ulp} ulp",
+            o.summary(o.got.len())
+        );
     }
 
     #[test]

@@ -225,6 +225,8 @@ pub fn encode_blocks(b: &Blocks) -> [u8; BLOCKS_LEN] {
     let (lk, l0, l1) = match b.layernorm {
         LnKind::Accurate => (0u8, 0.0, 0.0),
         LnKind::Mbln { l, rd } => (1, l, rd),
+        // Not a BERT block: a session never chooses it, and the decoder refuses code 2.
+        LnKind::Rms => (2, 0.0, 0.0),
     };
     out[0] = sk;
     out[1..9].copy_from_slice(&f64::to_le_bytes(s0));
@@ -303,6 +305,7 @@ pub fn describe_blocks(b: &Blocks) -> String {
     let ln = match b.layernorm {
         LnKind::Accurate => "accurate".to_string(),
         LnKind::Mbln { l, rd } => format!("MBLN (l = {l}, R_d = {rd})"),
+        LnKind::Rms => "RMSNorm".to_string(),
     };
     let gelu = match b.gelu {
         GeluKind::Erf => "erf",
