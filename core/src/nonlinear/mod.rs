@@ -22,6 +22,7 @@
 //! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
 //!   with EncFormer's CKKS-evaluated candidates.
 //! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
+//! * [`silu`]: SiLU `x·σ(x)` (Llama-architecture MLPs) from [`exp`] and [`recip`].
 //!
 //! # Fixed point
 //!
@@ -41,6 +42,7 @@ pub mod pool;
 pub mod quad;
 pub mod recip;
 pub mod rsqrt;
+pub mod silu;
 pub mod softmax;
 #[cfg(test)]
 pub(crate) mod testkit;
