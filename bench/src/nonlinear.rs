@@ -39,6 +39,7 @@ use veil_core::nonlinear::gelu::{Gelu, GeluKind};
 use veil_core::nonlinear::layernorm::{LayerNorm, LnAffine, LnKind};
 use veil_core::nonlinear::pool::MaxPool;
 use veil_core::nonlinear::quad::{Quad, QuadKind};
+use veil_core::nonlinear::silu::Silu;
 use veil_core::nonlinear::softmax::{Mask, Softmax, SoftmaxKind};
 use veil_host::harness::run_pair;
 use veil_host::mpc::{drive, DriverError};
@@ -94,6 +95,8 @@ pub enum Block {
     MaxPool,
     /// FEnc2's `a·x² + b·x + c`.
     Quad,
+    /// SiLU `x·σ(x)` (Llama-architecture MLPs).
+    Silu,
 }
 
 impl Block {
@@ -105,6 +108,7 @@ impl Block {
             Block::LayerNorm => "layernorm",
             Block::MaxPool => "maxpool",
             Block::Quad => "quad",
+            Block::Silu => "silu",
         }
     }
 }
@@ -145,10 +149,14 @@ pub enum Variant {
     QuadSquare,
     /// The quadratic with the square by a Beaver product.
     QuadBeaver,
+    /// RMSNorm `x/√(mean(x²) + ε)` (Llama-architecture decoders), no affine.
+    LnRms,
+    /// SiLU from the exponential and the reciprocal.
+    Silu,
 }
 
 /// Every variant, in report order.
-pub const ALL_VARIANTS: [Variant; 14] = [
+pub const ALL_VARIANTS: [Variant; 16] = [
     Variant::SoftmaxAccurate,
     Variant::SoftmaxMbMax,
     Variant::GeluBolt,
@@ -163,10 +171,12 @@ pub const ALL_VARIANTS: [Variant; 14] = [
     Variant::MaxPoolRelu,
     Variant::QuadSquare,
     Variant::QuadBeaver,
+    Variant::LnRms,
+    Variant::Silu,
 ];
 
 /// The blocks `--blocks` accepts.
-pub const ALL_BLOCKS: [&str; 5] = ["softmax", "gelu", "layernorm", "maxpool", "quad"];
+pub const ALL_BLOCKS: [&str; 6] = ["softmax", "gelu", "layernorm", "maxpool", "quad", "silu"];
 
 /// MBMax's `(c, R_d)` in the benchmark: scores are `2·N(0, 1)` with large ones up to 40, so
 /// `c = 8` keeps `X + c ≥ 0` for all but the far left tail, and `R_d = 9200` puts the
@@ -195,9 +205,11 @@ impl Variant {
             Variant::LnAccurate
             | Variant::LnAccurateAffine
             | Variant::LnMbln
-            | Variant::LnMblnLocal => Block::LayerNorm,
+            | Variant::LnMblnLocal
+            | Variant::LnRms => Block::LayerNorm,
             Variant::MaxPool | Variant::MaxPoolRelu => Block::MaxPool,
             Variant::QuadSquare | Variant::QuadBeaver => Block::Quad,
+            Variant::Silu => Block::Silu,
         }
     }
 
@@ -218,6 +230,8 @@ impl Variant {
             Variant::MaxPoolRelu => "maxpool-relu",
             Variant::QuadSquare => "square",
             Variant::QuadBeaver => "beaver",
+            Variant::LnRms => "rms",
+            Variant::Silu => "silu",
         }
     }
 
@@ -225,7 +239,7 @@ impl Variant {
     pub fn input_len(self, s: &Shapes) -> usize {
         match self.block() {
             Block::Softmax => s.softmax.0 * s.softmax.1 * s.softmax.2,
-            Block::Gelu => s.gelu.0 * s.gelu.1,
+            Block::Gelu | Block::Silu => s.gelu.0 * s.gelu.1,
             Block::LayerNorm => s.layernorm.0 * s.layernorm.1,
             Block::MaxPool => s.maxpool.0 * s.maxpool.1 * s.maxpool.2,
             Block::Quad => s.quad,
@@ -236,7 +250,7 @@ impl Variant {
     pub fn shape(self, s: &Shapes) -> String {
         match self.block() {
             Block::Softmax => format!("{}x{}x{}", s.softmax.0, s.softmax.1, s.softmax.2),
-            Block::Gelu => format!("{}x{}", s.gelu.0, s.gelu.1),
+            Block::Gelu | Block::Silu => format!("{}x{}", s.gelu.0, s.gelu.1),
             Block::LayerNorm => format!("{}x{}", s.layernorm.0, s.layernorm.1),
             Block::MaxPool => format!("{}x{}x{}", s.maxpool.0, s.maxpool.1, s.maxpool.2),
             Block::Quad => format!("{}", s.quad),
@@ -245,15 +259,15 @@ impl Variant {
 
     /// The name of the same computation in `bench_spu.py`, if it has one.
     pub fn spu_op(self, s: &Shapes) -> Option<String> {
-        if self == Variant::LnAccurateAffine {
-            // SPU's script has no affine: not the same function
+        if matches!(self, Variant::LnAccurateAffine | Variant::LnRms) {
+            // SPU's script has no affine and no RMSNorm: not the same function
             return None;
         }
         match self.block() {
             Block::Softmax | Block::Gelu | Block::LayerNorm => {
                 Some(format!("{}_{}", self.block().name(), self.shape(s)))
             }
-            Block::MaxPool | Block::Quad => None,
+            Block::MaxPool | Block::Quad | Block::Silu => None,
         }
     }
 
@@ -298,6 +312,8 @@ impl Variant {
             eps: LN_EPS,
             kind: if matches!(self, Variant::LnAccurate | Variant::LnAccurateAffine) {
                 LnKind::Accurate
+            } else if self == Variant::LnRms {
+                LnKind::Rms
             } else {
                 LnKind::Mbln {
                     l: MBLN_PARAMS.0,
@@ -330,6 +346,7 @@ impl Variant {
             Block::Softmax => self.softmax(s).validate(ring),
             Block::Gelu => self.gelu().validate(ring),
             Block::LayerNorm => self.layernorm(s).validate(ring),
+            Block::Silu => Silu.validate(ring),
         };
         r.map_err(mpc("the block's parameters"))
     }
@@ -351,7 +368,7 @@ impl Variant {
                 v
             }
             // 2·N(0, 1) like SPU's script, plus one in 1024 out to ±25.
-            Block::Gelu => (0..n)
+            Block::Gelu | Block::Silu => (0..n)
                 .map(|k| {
                     if k % 1024 == 7 {
                         (5.0 + 20.0 * unit(g)) * if g.next_u32() & 1 == 1 { 1.0 } else { -1.0 }
@@ -386,9 +403,10 @@ impl Variant {
             Variant::GeluBolt | Variant::GeluBoltSplit | Variant::GeluTanh | Variant::GeluErf => {
                 self.gelu().f64_reference(x)
             }
-            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal => {
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnMblnLocal | Variant::LnRms => {
                 self.layernorm(s).f64_reference(x, None)
             }
+            Variant::Silu => Silu.f64_reference(x),
             Variant::LnAccurateAffine => {
                 let (gamma, beta) = ln_affine(s.layernorm.1);
                 let aff = LnAffine {
@@ -429,9 +447,10 @@ impl Variant {
                     veil_core::mpc::MpcError::InvalidInput("GELU split needs F0 and F1"),
                 )),
             },
-            Variant::LnAccurate | Variant::LnMbln => {
+            Variant::LnAccurate | Variant::LnMbln | Variant::LnRms => {
                 drive(ch, self.layernorm(s).run(p, &inp.x, None), t)
             }
+            Variant::Silu => drive(ch, Silu.run(p, &inp.x), t),
             Variant::LnAccurateAffine => {
                 let (gamma, beta) = ln_affine(s.layernorm.1);
                 let aff = LnAffine {
