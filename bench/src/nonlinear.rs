@@ -912,8 +912,12 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
         ),
         format!(
             "layernorm: eps {LN_EPS:e}, no affine; mbln (l, R_d) = {MBLN_PARAMS:?}; mbln-local = \
-             EncFormer's 0-round form (D and kappa folded into the next layer)."
+             EncFormer's 0-round form (D and kappa folded into the next layer); rms = RMSNorm \
+             (Llama decoders), the accurate protocol without the mean."
         ),
+        "silu: x·sigmoid(x) (Llama MLPs) as ReLU(x) − t·e^-t/(1 + e^-t), t = min(|x|, 16), \
+         from the exponential and a per-element reciprocal; no SPU row."
+            .into(),
         "gelu: bolt-split = EncFormer's split, the candidates F0(x), F1(x) handed over as \
          shares (CKKS's cost not included)."
             .into(),
@@ -921,7 +925,7 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             "quad: FEnc2's a·x²+b·x+c with (a, b, c) = {QUAD_COEFFS:?}, x clamped to ±{:.1}.",
             Variant::QuadSquare.quad().range(ring)
         ),
-        "SPU: bench_spu.py has no max pool or quadratic; its GELU is the tanh form and its \
+        "SPU: bench_spu.py has no max pool, quadratic, RMSNorm or SiLU; its GELU is the tanh form and its \
          LayerNorm has no affine (ours run without affine too)."
             .into(),
     ];
