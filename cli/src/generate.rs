@@ -237,3 +237,99 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: GenerateArgs,
+    }
+
+    fn args(v: &[&str]) -> GenerateArgs {
+        T::try_parse_from(std::iter::once("veil").chain(v.iter().copied()))
+            .unwrap()
+            .a
+    }
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        let usage = |v: &[&str]| matches!(run(&args(v)), Err(CliError::Usage(_)));
+        assert!(
+            usage(&["hi"]),
+            "private generation is not built: --plaintext"
+        );
+        assert!(usage(&["--plaintext", "--max-new-tokens", "0", "hi"]));
+        let a = args(&["--plaintext", "--temperature=-1", "hi"]);
+        assert!(matches!(
+            Sampler::from_args(&a, 10),
+            Err(CliError::Usage(_))
+        ));
+        let a = args(&["--plaintext", "--temperature", "NaN", "hi"]);
+        assert!(matches!(
+            Sampler::from_args(&a, 10),
+            Err(CliError::Usage(_))
+        ));
+        let a = args(&["--plaintext", "--top-k", "3", "hi"]);
+        assert!(matches!(
+            Sampler::from_args(&a, 10),
+            Err(CliError::Usage(_))
+        ));
+        let a = args(&["--plaintext", "--temperature", "1", "--top-k", "0", "hi"]);
+        assert!(matches!(
+            Sampler::from_args(&a, 10),
+            Err(CliError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_model_is_a_typed_error() {
+        let dir = std::env::temp_dir().join(format!("veil-generate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("not.gguf");
+        std::fs::write(&f, b"not a model at all").unwrap();
+        let path = f.to_str().unwrap().to_string();
+        let e = run(&args(&["--plaintext", "--json", "--model", &path, "hi"])).unwrap_err();
+        assert!(
+            matches!(&e, CliError::Model(ModelError::Gguf { path: p, .. }) if *p == f),
+            "{e}"
+        );
+        let missing = dir.join("missing.gguf");
+        let e = run(&args(&[
+            "--plaintext",
+            "--json",
+            "--model",
+            missing.to_str().unwrap(),
+            "hi",
+        ]))
+        .unwrap_err();
+        assert!(matches!(e, CliError::Model(ModelError::Gguf { .. })), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sampling_follows_the_softmax() {
+        // p = (1/4, 3/4) at temperature 1; top-1 is the argmax whatever the temperature.
+        let logits = [0.0, 3f64.ln(), -50.0];
+        let s = Sampler::Sample {
+            temperature: 1.0,
+            top_k: 3,
+        };
+        let n = 4000;
+        let ones = (0..n).filter(|_| s.next(&logits) == 1).count() as f64 / n as f64;
+        // Five standard deviations of a binomial proportion at n = 4000.
+        assert!(
+            (ones - 0.75).abs() < 5.0 * (0.75f64 * 0.25 / n as f64).sqrt(),
+            "{ones}"
+        );
+        let top1 = Sampler::Sample {
+            temperature: 5.0,
+            top_k: 1,
+        };
+        assert!((0..200).all(|_| top1.next(&logits) == 1));
+        assert_eq!(Sampler::Greedy.next(&logits), 1);
+    }
+}
