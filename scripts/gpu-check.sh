@@ -10,8 +10,16 @@
 # It fails (instead of skipping) when no CUDA device is usable: VEIL_REQUIRE_DEVICE=1 turns the
 # tests' skip into an error, and the bench is refused rather than silently run on the CPU.
 # Needs the CUDA driver (libcuda) and NVRTC (libnvrtc, from the CUDA toolkit), loaded at run time.
+#
+# On a GPU machine without the Rust toolchain (the lent device machines): build the bundle first
+# where the toolchain is (scripts/gpu-bundle.sh), carry gpu-bundle/, and this script runs the
+# same checks from it, without cargo (the demo then uses the bundle's F16 copy of the model,
+# for both backends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v cargo >/dev/null 2>&1 && [ -d gpu-bundle/bin ]; then
+  exec bash scripts/gpu-check-bundle.sh "$@"
+fi
 LOGN="${LOGN:-14}"
 LEVELS="${LEVELS:-6}"
 REPS="${REPS:-10}"

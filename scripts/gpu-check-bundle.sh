@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh from a bundle (scripts/gpu-bundle.sh), for a GPU machine without the Rust
+# toolchain or network: the CUDA conformance suite, `veil-bench ckks` on CUDA beside the CPU, the
+# wgpu LeNet sessions, `veil demo --sentences 1` with the server on CUDA beside the CPU, and a
+# LeNet batch (16 MNIST test images) on CUDA beside the CPU. Each step prints its time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LOGN="${LOGN:-14}"
+LEVELS="${LEVELS:-6}"
+REPS="${REPS:-10}"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for f in gpu-bundle/bin/*.gz; do
+  b=$(basename "$f" .gz)
+  gunzip -c "$f" >"$work/$b"
+  chmod +x "$work/$b"
+done
+mkdir -p "$work/minilm-f16"
+cp gpu-bundle/minilm-f16/config.json gpu-bundle/minilm-f16/tokenizer.json "$work/minilm-f16/"
+gunzip -c gpu-bundle/minilm-f16/model.safetensors.gz >"$work/minilm-f16/model.safetensors"
+export VEIL_CACHE_DIR="$work/cache" XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$work}"
+
+timed() {
+  local label=$1; shift
+  local start=$SECONDS rc=0
+  "$@" || rc=$?
+  echo "$label: $((SECONDS - start)) s (exit $rc)"
+  return 0
+}
+
+echo "== nvidia-smi"
+nvidia-smi -L || { echo "gpu-check: nvidia-smi failed: no NVIDIA driver on this machine"; exit 1; }
+
+echo "== CUDA conformance suite (veil-backend-cuda against CpuBackend::scalar)"
+timed conformance env VEIL_REQUIRE_DEVICE=1 "$work/conformance_cuda" --test-threads 2
+
+echo "== veil-bench ckks (N = 2^$LOGN, L = $LEVELS), CUDA then the CPU"
+timed "ckks cuda" "$work/veil-bench" ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+timed "ckks cpu" "$work/veil-bench" ckks --backend cpu --threads "$(nproc)" --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+
+echo "== private inference, server on CUDA then on the CPU (veil demo, one sentence, F16 MiniLM)"
+for b in cuda cpu; do
+  timed "demo --backend $b" "$work/veil" demo --sentences 1 --model "$work/minilm-f16" --backend "$b"
+done
+
+echo "== a LeNet batch (16 MNIST test images), CUDA then the CPU"
+for b in cuda cpu; do
+  timed "infer-image --backend $b" "$work/veil" infer-image --limit 16 --backend "$b"
+done
+
+echo "== the wgpu sessions with the trained LeNet (a Vulkan adapter, if the machine has one)"
+timed "wgpu sessions" env VEIL_REQUIRE_DEVICE=wgpu "$work/session_wgpu" --ignored --nocapture
