@@ -20,11 +20,15 @@ cp gpu-bundle/minilm-f16/config.json gpu-bundle/minilm-f16/tokenizer.json "$work
 gunzip -c gpu-bundle/minilm-f16/model.safetensors.gz >"$work/minilm-f16/model.safetensors"
 export VEIL_CACHE_DIR="$work/cache" XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$work}"
 
+# Each step is timed; a failed step is recorded and the script exits 1 at the end (after the
+# other steps have run, so one failure does not hide the rest).
+failed=()
 timed() {
   local label=$1; shift
   local start=$SECONDS rc=0
   "$@" || rc=$?
   echo "$label: $((SECONDS - start)) s (exit $rc)"
+  [ "$rc" = 0 ] || failed+=("$label")
   return 0
 }
 
@@ -35,7 +39,11 @@ echo "== CUDA conformance suite (veil-backend-cuda against CpuBackend::scalar)"
 timed conformance env VEIL_REQUIRE_DEVICE=1 "$work/conformance_cuda" --test-threads 2
 
 echo "== veil-bench ckks (N = 2^$LOGN, L = $LEVELS), CUDA then the CPU"
-timed "ckks cuda" "$work/veil-bench" ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+timed "ckks cuda" bash -c 'set -o pipefail; "$@" 2>&1 | tee "'"$work"'/ckks-cuda.log"' _ \
+  "$work/veil-bench" ckks --backend cuda --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
+if grep -q "running on the CPU" "$work/ckks-cuda.log"; then
+  echo "gpu-check: the CUDA backend was not usable (see above)"; failed+=("ckks cuda: ran on the CPU")
+fi
 timed "ckks cpu" "$work/veil-bench" ckks --backend cpu --threads "$(nproc)" --logn "$LOGN" --levels "$LEVELS" --reps "$REPS"
 
 echo "== private inference, server on CUDA then on the CPU (veil demo, one sentence, F16 MiniLM)"
@@ -50,3 +58,9 @@ done
 
 echo "== the wgpu sessions with the trained LeNet (a Vulkan adapter, if the machine has one)"
 timed "wgpu sessions" env VEIL_REQUIRE_DEVICE=wgpu "$work/session_wgpu" --ignored --nocapture
+
+if [ "${#failed[@]}" -gt 0 ]; then
+  printf 'gpu-check: failed: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "gpu-check: every step passed"

@@ -162,16 +162,20 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
     if ids.is_empty() {
         return Err(CliError::Usage("the prompt has no tokens".into()));
     }
-    let need = ids.len() + a.max_new_tokens;
-    if need > w.cfg.context {
-        return Err(CliError::Usage(format!(
-            "the prompt ({} tokens) and --max-new-tokens {} pass the model's context of {} \
-             tokens",
-            ids.len(),
-            a.max_new_tokens,
-            w.cfg.context
-        )));
-    }
+    // The cache holds the prompt and every generated token but the last (never fed back).
+    let need = ids
+        .len()
+        .checked_add(a.max_new_tokens - 1)
+        .filter(|&n| n <= w.cfg.context)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "the prompt ({} tokens) and --max-new-tokens {} pass the model's context of {} \
+                 tokens",
+                ids.len(),
+                a.max_new_tokens,
+                w.cfg.context
+            ))
+        })?;
     pb.set_message(format!("prefill of {} tokens", ids.len()));
     let mut cache = KvCache::new(&w.cfg, need).map_err(CliError::Reference)?;
     let t0 = Instant::now();
@@ -193,12 +197,16 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
         }
         out.push(next);
         if !a.json {
-            // Decode the whole answer and print what is new (a character may span tokens).
+            // Decode the whole answer and print what is new. A character may span tokens: while
+            // its bytes are incomplete the decoder ends in U+FFFD, so nothing is printed until
+            // it is whole.
             let now = tok.decode(&out, true).map_err(tokenizer_err)?;
-            if let Some(delta) = now.strip_prefix(shown.as_str()) {
-                let _ = write!(stdout, "{delta}");
-                let _ = stdout.flush();
-                shown = now;
+            if !now.ends_with('\u{FFFD}') {
+                if let Some(delta) = now.strip_prefix(shown.as_str()) {
+                    let _ = write!(stdout, "{delta}");
+                    let _ = stdout.flush();
+                    shown = now;
+                }
             }
         }
         if out.len() == a.max_new_tokens {
@@ -223,10 +231,12 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
             serde_json::to_string_pretty(&r).map_err(CliError::Json)?
         );
     } else {
-        if let Some(rest) = text.strip_prefix(shown.as_str()) {
-            print!("{rest}");
+        match text.strip_prefix(shown.as_str()) {
+            Some(rest) => println!("{rest}"),
+            // The streamed prefix and the final text disagree (a decoder that rewrites
+            // earlier text): print the whole answer again rather than lose its end.
+            None => println!("\n{text}"),
         }
-        println!();
         let mean = per_token_s.iter().sum::<f64>() / per_token_s.len().max(1) as f64;
         eprintln!(
             "{} prompt tokens in {prefill_s:.2} s, {} generated ({mean:.3} s per token), f64 \

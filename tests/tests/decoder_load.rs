@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use veil_core::decoder::{reference, DecoderConfig};
+use veil_core::decoder::{reference, DecoderConfig, DecoderWeights};
 use veil_host::model::fetch::{self, SMOLLM2};
 use veil_host::model::gguf::{Array, TensorType};
 use veil_host::model::llama::{self, LlamaFile};
@@ -18,6 +18,17 @@ fn smollm2() -> Option<&'static LlamaFile> {
     static M: OnceLock<Option<LlamaFile>> = OnceLock::new();
     M.get_or_init(|| fetched_or_skip("SmolLM2", LlamaFile::smollm2()))
         .as_ref()
+}
+
+/// SmolLM2's weights in f64 (1.1 GB), loaded once for every test that runs the reference.
+fn weights() -> &'static DecoderWeights {
+    static W: OnceLock<DecoderWeights> = OnceLock::new();
+    W.get_or_init(|| {
+        smollm2()
+            .expect("called after smollm2()")
+            .weights()
+            .expect("the weights load")
+    })
 }
 
 #[test]
@@ -63,11 +74,11 @@ fn every_smollm2_tensor_decodes() {
     let Some(m) = smollm2() else { return };
     let g = &m.gguf;
     let mut by_type = std::collections::BTreeMap::new();
-    for (name, [a, b]) in llama::tensor_names(&m.config) {
+    for (name, dims) in llama::tensor_names(&m.config) {
         let t = g.tensor_info(&name).unwrap();
         *by_type.entry(format!("{:?}", t.ty)).or_insert(0) += 1;
         let v = g.tensor_f32(&name).unwrap();
-        assert_eq!(v.len() as u64, a * b, "{name}");
+        assert_eq!(v.len() as u64, dims.iter().product::<u64>(), "{name}");
         assert!(v.iter().all(|x| x.is_finite()), "{name}");
         // A Q4_1 weight is q·d + m with q < 16: every block of 32 takes at most 16 values.
         if t.ty == TensorType::Q4_1 {
@@ -155,16 +166,16 @@ fn ids(m: &LlamaFile, words: &[&str]) -> Vec<u32> {
 #[test]
 fn smollm2_reference_knows_a_capital() {
     let Some(m) = smollm2() else { return };
-    let w = m.weights().expect("the weights load");
+    let w = weights();
     assert!(w.head.is_none(), "tied");
     // The plaintext reference on the real weights: a fact the model learned, and its greedy
     // continuation (the token ids come from the file's own vocabulary).
     let prompt = ids(m, &["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]);
-    let out = reference::greedy(&w, &prompt, 1).unwrap();
+    let out = reference::greedy(w, &prompt, 1).unwrap();
     assert_eq!(out, ids(m, &["ĠParis"]));
     let prompt = ids(m, &["The", "Ġcapital", "Ġof", "ĠGermany", "Ġis"]);
     assert_eq!(
-        reference::greedy(&w, &prompt, 1).unwrap(),
+        reference::greedy(w, &prompt, 1).unwrap(),
         ids(m, &["ĠBerlin"])
     );
 }
@@ -188,7 +199,7 @@ fn smollm2_reference_matches_an_independent_numpy_decoder() {
         );
         return;
     }
-    let w = m.weights().expect("the weights load");
+    let w = weights();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/llama_reference.py");
     let prompts: [&[&str]; 3] = [
         &["The", "Ġcapital", "Ġof", "ĠFrance", "Ġis"],
@@ -229,7 +240,7 @@ fn smollm2_reference_matches_an_independent_numpy_decoder() {
             .iter()
             .map(|x| x.as_f64().unwrap())
             .collect();
-        let ours = reference::forward_all(&w, &tokens).unwrap();
+        let ours = reference::forward_all(w, &tokens).unwrap();
         let ours = ours.last().unwrap();
         assert_eq!(ours.len(), theirs.len());
         let worst = ours
@@ -276,8 +287,8 @@ fn smollm2_tokenizer_and_chat_turn() {
     );
     assert_eq!(m.eos(), Some(2));
     // The reference answers the question.
-    let w = m.weights().unwrap();
-    let out = reference::greedy(&w, &ids_chat, 8).unwrap();
+    let w = weights();
+    let out = reference::greedy(w, &ids_chat, 8).unwrap();
     let answer = tok.decode(&out, true).unwrap();
     assert!(answer.contains("Paris"), "{answer:?}");
 }

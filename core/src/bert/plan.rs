@@ -164,8 +164,13 @@ impl Blocks {
 
     /// The boundary bounds these blocks need; a typed error when the GELU candidates over
     /// `|x| ≤ 2^{F1_SPLIT}` exceed what the conversion carries ([`bounds::CAND_LIMIT`]: the
-    /// erf fit's degree-7 candidates do).
+    /// erf fit's degree-7 candidates do); RMSNorm, which no encoder uses, is refused.
     pub fn bounds(&self) -> Result<Bounds, Error> {
+        if self.layernorm == LnKind::Rms {
+            return Err(Error::InvalidParameters(
+                "RMSNorm is a decoder block, not a BERT encoder's LayerNorm",
+            ));
+        }
         let mbln = matches!(self.layernorm, LnKind::Mbln { .. });
         let x = if mbln { bounds::X_MBLN } else { bounds::X };
         let p = match self.softmax {
@@ -718,6 +723,12 @@ mod tests {
         };
         assert!(erf.bounds().is_err());
         assert!(SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, 16, erf).is_err());
+        // RMSNorm is a decoder's block: no encoder plan takes it.
+        let rms = Blocks {
+            layernorm: LnKind::Rms,
+            ..Blocks::EXACT
+        };
+        assert!(SessionPlan::with_blocks(&p, &EncoderConfig::MINILM_L6, 16, rms).is_err());
         // Surrogate constants outside their blocks' ranges are refused at planning, before
         // any key is made.
         for bad in [

@@ -165,10 +165,11 @@ fn subring_coeffs(plan: &C2mPlan, host: &[u64]) -> Result<Vec<u128>, MpcError> {
 /// `r̂` hides `c_0 + c_1·s`, yet `c_1` itself is a function of P1's computation (after a
 /// plaintext product `c_1 = c_1^{in}·w`, and P0 knows `c_1^{in}`). Adding `Enc_pk(0) =
 /// (b·u + e_0, a·u + e_1)` makes `c_1` pseudorandom under RLWE; the decrypted value stays
-/// uniform (noise needs no flooding: `r̂` already hides `m + e` completely). Stage 3 ends
-/// in a round-to-nearest, so the shares' sum is `m + e` on the ring's grid: `e` changes it only
-/// where it carries a value across (or, through stage 3a's finer truncation, near) a rounding
-/// boundary.
+/// uniform (noise needs no flooding: `r̂` already hides `m + e` completely). What the shares
+/// then carry is `m + e` on the ring's grid: rounded to nearest when [`C2mPlan::round_bits`] is
+/// positive, so that `e` matters only near a rounding boundary; with
+/// [`C2mPlan::local_rounding`] (both hybrid paths) rounded stochastically and without bias, so
+/// that `e` moves each value's rounding probability by `|e|` in grid steps.
 pub fn c2m_mask<B: PolyBackend>(
     ckks: &Ckks<B>,
     pk: &PublicKey<B>,

@@ -143,6 +143,7 @@ fn attend(
 /// its keys and values to the cache. A full cache or a token past the vocabulary is an error
 /// (the cache is unchanged).
 pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f64>, Error> {
+    w.check_shapes()?;
     let cfg = &w.cfg;
     let t = check_token(cfg, token)?;
     if cache.len >= cache.max {
@@ -186,12 +187,12 @@ pub fn greedy(w: &DecoderWeights, prompt: &[u32], n: usize) -> Result<Vec<u32>, 
     if prompt.is_empty() {
         return Err(Error::InvalidParameters("an empty prompt"));
     }
-    let mut cache = KvCache::new(&w.cfg, (prompt.len() + n).min(w.cfg.context))?;
+    let mut cache = KvCache::new(&w.cfg, prompt.len().saturating_add(n).min(w.cfg.context))?;
     let mut logits = Vec::new();
     for &t in prompt {
         logits = step(w, &mut cache, t)?;
     }
-    let mut out = Vec::with_capacity(n);
+    let mut out = Vec::with_capacity(n.min(w.cfg.context));
     for i in 0..n {
         let next = argmax(&logits);
         out.push(next);
@@ -217,6 +218,7 @@ pub fn argmax(v: &[f64]) -> u32 {
 /// stream, attention as one masked score matrix per head (no cache). Independent of [`step`]
 /// except for the shared primitives ([`linear`], [`rms_norm`], [`rope`], [`silu`]).
 pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, Error> {
+    w.check_shapes()?;
     let cfg = &w.cfg;
     let m = tokens.len();
     if m == 0 || m > cfg.context {

@@ -117,7 +117,8 @@ impl Silu {
     /// SwiGLU's product `SiLU(gate) ⊙ up` (the Llama MLP's hidden vector before its down
     /// projection), at 13 bits: [`Silu::run`] on `gate`, then one Beaver product
     /// ([`Party::mul_fx`]). Valid while `|SiLU(gate)·up| < 2^{15}` (the product's integers
-    /// stay below `2^{ℓ−2}`); the error is [`Silu::MAX_ERR`]`·|up|` plus one ulp.
+    /// stay below `2^{ℓ−2}`); the error is [`Silu::MAX_ERR`]`·|up|` plus two ulps (the SiLU
+    /// output's and the product's roundings).
     pub async fn swiglu<R: RngCore + CryptoRng>(
         &self,
         p: &mut Party<R>,

@@ -108,43 +108,45 @@ pub fn read_config(g: &Gguf) -> Result<DecoderConfig, GgufError> {
 }
 
 /// Every tensor the architecture reads, with its GGUF dimensions (innermost first: a
-/// projection from `a` to `b` features is `[a, b]`).
-/// (In file order: the embedding, the final norm, the untied head if any, then each layer's
-/// nine; made as they are read, so a check stops at the first tensor missing.)
-pub fn tensor_names(cfg: &DecoderConfig) -> impl Iterator<Item = (String, [u64; 2])> + '_ {
+/// projection from `a` to `b` features is `[a, b]`, a vector of `d` is `[d]`), in file order:
+/// the embedding, the final norm, the untied head if any, then each layer's nine. They are
+/// made as they are read, so a check stops at the first tensor missing.
+pub fn tensor_names(cfg: &DecoderConfig) -> impl Iterator<Item = (String, Vec<u64>)> + '_ {
     let (d, kv, f) = (cfg.hidden as u64, cfg.kv_dim() as u64, cfg.ffn as u64);
     let vocab = cfg.vocab as u64;
     let mut top = vec![
-        ("token_embd.weight".to_string(), [d, vocab]),
-        ("output_norm.weight".to_string(), [d, 1]),
+        ("token_embd.weight".to_string(), vec![d, vocab]),
+        ("output_norm.weight".to_string(), vec![d]),
     ];
     if !cfg.tied_head {
-        top.push(("output.weight".into(), [d, vocab]));
+        top.push(("output.weight".into(), vec![d, vocab]));
     }
-    let layer = [
-        ("attn_norm", [d, 1]),
-        ("attn_q", [d, d]),
-        ("attn_k", [d, kv]),
-        ("attn_v", [d, kv]),
-        ("attn_output", [d, d]),
-        ("ffn_norm", [d, 1]),
-        ("ffn_gate", [d, f]),
-        ("ffn_up", [d, f]),
-        ("ffn_down", [f, d]),
+    let layer: [(&str, &[u64]); 9] = [
+        ("attn_norm", &[d]),
+        ("attn_q", &[d, d]),
+        ("attn_k", &[d, kv]),
+        ("attn_v", &[d, kv]),
+        ("attn_output", &[d, d]),
+        ("ffn_norm", &[d]),
+        ("ffn_gate", &[d, f]),
+        ("ffn_up", &[d, f]),
+        ("ffn_down", &[f, d]),
     ];
+    let layer: Vec<(&'static str, Vec<u64>)> =
+        layer.iter().map(|(s, dims)| (*s, dims.to_vec())).collect();
     top.into_iter().chain((0..cfg.layers).flat_map(move |i| {
         layer
+            .clone()
             .into_iter()
             .map(move |(s, dims)| (format!("blk.{i}.{s}.weight"), dims))
     }))
 }
 
-/// Checks that `g` holds every tensor of [`tensor_names`] with its dimensions (a
-/// vector's `[d, 1]` is stored as `[d]`) and a type the reader decodes.
+/// Checks that `g` holds every tensor of [`tensor_names`] with its dimensions and a type the
+/// reader decodes.
 pub fn check_tensors(cfg: &DecoderConfig, g: &Gguf) -> Result<(), GgufError> {
-    for (name, [a, b]) in tensor_names(cfg) {
-        let dims: &[u64] = if b == 1 { &[a] } else { &[a, b] };
-        g.expect_dims(&name, dims)?;
+    for (name, dims) in tensor_names(cfg) {
+        g.expect_dims(&name, &dims)?;
     }
     Ok(())
 }
@@ -346,7 +348,9 @@ const IM_END: &str = "<|im_end|>";
 /// `user` as one user turn of the file's chat template, ready for the assistant's reply. Only
 /// ChatML templates are rendered (SmolLM2's): the system turn is the template's default one
 /// (the text it puts between `<|im_start|>system` and `<|im_end|>`), if it has one. A template
-/// in another form is [`GgufError::BadValue`] (the Jinja language is not interpreted).
+/// in another form is [`GgufError::BadValue`] (the Jinja language is not interpreted). The
+/// user's text goes in as it is: a control token typed in it (`<|im_start|>`) is matched as
+/// one by the tokenizer, which is harmless when the user runs the model itself.
 pub fn chat_prompt(g: &Gguf, user: &str) -> Result<String, GgufError> {
     let template = g.get_str("tokenizer.chat_template")?;
     if !template.contains(IM_START) || !template.contains(IM_END) {
@@ -393,12 +397,12 @@ mod tests {
             w.kv_u32("llama.vocab_size", cfg.vocab as u32);
         }
         let all = if skip == Some("*") { 0 } else { usize::MAX };
-        for (name, [a, b]) in tensor_names(cfg).take(all) {
+        for (name, dims) in tensor_names(cfg).take(all) {
             if Some(name.as_str()) == skip {
                 continue;
             }
-            let dims: &[u64] = if b == 1 { &[a] } else { &[a, b] };
-            w.tensor_f32(&name, dims, &vec![0.0; (a * b) as usize]);
+            let n = dims.iter().product::<u64>() as usize;
+            w.tensor_f32(&name, &dims, &vec![0.0; n]);
         }
         w.finish()
     }

@@ -189,7 +189,15 @@ impl fmt::Display for ModelError {
     }
 }
 
-impl std::error::Error for ModelError {}
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ModelError::Gguf { source, .. } => Some(source),
+            ModelError::Invalid(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<veil_core::Error> for ModelError {
     fn from(e: veil_core::Error) -> Self {
