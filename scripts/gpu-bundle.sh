@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # Builds, on a machine with the Rust toolchain, everything scripts/gpu-check.sh runs on a GPU
 # machine that has CUDA and NVRTC but no Rust toolchain and no network, into gpu-bundle/
-# (git-ignored), small enough to carry (about 60 MiB):
+# (git-ignored), small enough to carry (62 MiB, under the device machine's 64 MiB):
 #
-#   bin/veil, bin/veil-bench      release, --features cuda,wgpu, stripped, gzip-compressed
+#   bin/veil                      release, --features cuda, stripped, gzip-compressed
 #   bin/conformance_cuda          the CUDA conformance suite's test binary (likewise)
-#   bin/session_wgpu              the wgpu session tests (the trained LeNet ones are ignored
-#                                 on lavapipe; gpu-check runs them with --ignored)
 #   minilm-f16/                   the default model (all-MiniLM-L6-v2, fetched and checked
 #                                 against its pins first) with its tensors stored as F16, so
 #                                 that it fits: config.json, tokenizer.json, model.safetensors
@@ -25,15 +23,13 @@ tdir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/minilm-f16"
 
-echo "== release binaries with the GPU backends"
-cargo build --release -p veil -p veil-bench --features cuda,wgpu
-for b in veil veil-bench; do
-  strip -o "$out/bin/$b" "$tdir/release/$b"
-done
+echo "== the release binary with the CUDA backend"
+cargo build --release -p veil --features cuda
+strip -o "$out/bin/veil" "$tdir/release/veil"
 
-echo "== test binaries: the CUDA conformance suite, the wgpu sessions"
-tests_json=$(cargo test --release -p veil-backend-cuda --test conformance_cuda \
-  -p veil-backend-wgpu --test session_wgpu --no-run --message-format=json)
+echo "== the CUDA conformance suite's test binary"
+tests_json=$(cargo test --release -p veil-backend-cuda --test conformance_cuda --no-run \
+  --message-format=json)
 echo "$tests_json" | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -42,12 +38,12 @@ for line in sys.stdin:
     except ValueError:
         continue
     exe = m.get("executable")
-    if exe and m.get("target", {}).get("name") in ("conformance_cuda", "session_wgpu"):
-        print(m["target"]["name"], exe)
-' | while read -r name exe; do
-  strip -o "$out/bin/$name" "$exe"
+    if exe and m.get("target", {}).get("name") == "conformance_cuda":
+        print(exe)
+' | while read -r exe; do
+  strip -o "$out/bin/conformance_cuda" "$exe"
 done
-for b in veil veil-bench conformance_cuda session_wgpu; do
+for b in veil conformance_cuda; do
   test -x "$out/bin/$b" || { echo "gpu-bundle: $b was not built"; exit 1; }
 done
 gzip -9 "$out"/bin/*
