@@ -84,18 +84,14 @@ pub fn read_config(g: &Gguf) -> Result<DecoderConfig, GgufError> {
             expected: "at most 1024 layers",
         });
     }
-    if !cfg.hidden.is_multiple_of(cfg.heads) || !cfg.head_dim().is_multiple_of(2) {
-        return Err(GgufError::BadValue {
-            key: "llama.attention.head_count".into(),
-            expected: "a divisor of the width into heads of even width",
-        });
-    }
-    if !cfg.heads.is_multiple_of(cfg.kv_heads) {
-        return Err(GgufError::BadValue {
-            key: "llama.attention.head_count_kv".into(),
-            expected: "a divisor of the query head count",
-        });
-    }
+    // The shape's rules live in one place, the core type's validation.
+    cfg.validate().map_err(|e| GgufError::BadValue {
+        key: "llama.attention.head_count / head_count_kv".into(),
+        expected: match e {
+            veil_core::Error::InvalidParameters(m) => m,
+            _ => "a valid decoder shape",
+        },
+    })?;
     if let Ok(v) = g.get_u64("llama.rope.dimension_count") {
         if v != cfg.head_dim() as u64 {
             return Err(GgufError::BadValue {
