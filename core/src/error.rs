@@ -104,6 +104,11 @@ pub enum Error {
         /// `log2` of the largest width that fits.
         room_bits: f64,
     },
+    /// A decoder's KV cache is full: it holds at most `max` positions.
+    ContextFull {
+        /// The positions the cache holds at most.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -161,6 +166,9 @@ impl fmt::Display for Error {
                 f,
                 "noise flood of 2^{width_bits:.1} does not fit (at most 2^{room_bits:.1})"
             ),
+            Error::ContextFull { max } => {
+                write!(f, "the KV cache is full: it holds at most {max} positions")
+            }
         }
     }
 }

@@ -14,6 +14,7 @@
 //! the adjacent pairs `(2i, 2i+1)` of each head by `pos·θ^{-2i/d_h}` (the layout of GGUF files,
 //! whose converter permutes Hugging Face's `q`/`k` rows into it).
 
+pub mod cache;
 pub mod reference;
 
 use crate::error::Error;

@@ -170,6 +170,24 @@ impl ChannelMap {
     pub fn head_major(d: usize, heads: usize, m: usize, h_blk: usize, complex: bool) -> Self {
         Self::segment_column(d, m, h_blk * (d / heads), complex, |p| p)
     }
+    /// A map given cell by cell: `f(ct, part, seg)` is the column at that place (`part` 0 is the
+    /// real part, 1 the imaginary part).
+    pub fn from_fn(
+        cts: usize,
+        segs: usize,
+        m: usize,
+        f: impl Fn(usize, usize, usize) -> Option<usize>,
+    ) -> Self {
+        let mut map = vec![None; cts * 2 * segs];
+        for ct in 0..cts {
+            for part in 0..2 {
+                for seg in 0..segs {
+                    map[(ct * 2 + part) * segs + seg] = f(ct, part, seg);
+                }
+            }
+        }
+        Self { cts, segs, m, map }
+    }
     /// The column at `(ct, part, seg)`.
     pub fn get(&self, ct: usize, part: usize, seg: usize) -> Option<usize> {
         if ct >= self.cts || seg >= self.segs {

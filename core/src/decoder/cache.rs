@@ -1,0 +1,641 @@
+//! Decode-time attention over a KV cache held encrypted at the server, under the client's key:
+//! the homomorphic half of one generated token's attention (the softmax between the two halves
+//! runs in MPC).
+//!
+//! # Layout
+//!
+//! Every ciphertext of a decode step is segment-column packed with segments of `t = n / d_h`
+//! slots (`n` slots, `d_h` the head width), so a ciphertext has exactly `d_h` segments and
+//! segment `j` holds dimension `j` of a head:
+//!
+//! * a **cache block** of KV head `g` holds `t` positions: slot `j·t + r` is `K_g[b·t + r][j]`
+//!   (block `b`), likewise for `V`. The cache keeps `kv_heads` heads per layer, never one per
+//!   query head: grouped-query attention reads KV head `g = h / (H / H_kv)` for query head `h`.
+//! * a **query pair** holds two query heads `h, h'` that read the same KV head, as the real and
+//!   imaginary parts, each *replicated* over the rows: slot `j·t + r` is `q_h[j] + i·q_{h'}[j]`
+//!   for every `r` (the Q projection of a row-replicated input gives this layout directly;
+//!   [`DecodeLayout::replicated`]). Since `K_g` is real, `(q_h + i·q_{h'}) ⊙ K_g` carries both
+//!   heads' products at the cost of one.
+//! * a new position's `k` and `v` arrive replicated the same way; [`EncKvCache::append`] keeps
+//!   row `pos mod t` (one plaintext mask, one level) and adds it into its block: no rotation.
+//!
+//! # Kernels
+//!
+//! * [`EncKvCache::scores`]: per query pair and cache block, one tensor product, one
+//!   relinearization and one rescale. The sum over the `d_h` dimensions is **not** done here:
+//!   the conversion to MPC shares every slot anyway, so the parties add the `d_h` segments of
+//!   their shares locally ([`DecodeLayout::fold_scores`]), which saves `log₂ d_h` rotations per
+//!   ciphertext and no conversion traffic.
+//! * [`EncKvCache::values`]: the probabilities come back from MPC replicated over the segments
+//!   (slot `j·t + r` is `p_h[b·t + r] + i·p_{h'}[b·t + r]`, [`DecodeLayout::rows`]); per query
+//!   pair, one tensor product per block summed before one relinearization and one rescale, then
+//!   the sum over the `t` rows of each segment by doubling (`⌈log₂ t⌉` rotations), which leaves
+//!   `o_h[j] + i·o_{h'}[j]` in row 0 of segment `j` ([`DecodeLayout::read_values`]): the input
+//!   layout of the output projection (the other rows hold partial sums, which the row-wise
+//!   projection carries along and the conversion after it drops).
+//!
+//! Per generated token and layer the work is `pairs · blocks` tensor products and
+//! relinearizations for the scores and `pairs · (blocks + ⌈log₂ t⌉)` operations for the
+//! values: linear in the context (in blocks of `t` positions), never quadratic, and nothing
+//! in the cache is recomputed.
+
+use super::reference::rope;
+use crate::circuits::exec::{accumulate, pt_key, Exec};
+use crate::ckks::C64;
+use crate::error::{Error, Result};
+use crate::packing::{ChannelMap, Mat};
+use crate::transformer::shift::rotate_sum;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The decode-step packing: `n` slots in `d_h` segments of `t = n / d_h` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeLayout {
+    slots: usize,
+    head_dim: usize,
+    t: usize,
+}
+
+impl DecodeLayout {
+    /// The layout for `slots` slots and heads of width `head_dim`, which must divide `slots`
+    /// into at least two rows.
+    pub fn new(slots: usize, head_dim: usize) -> Result<Self> {
+        if head_dim == 0 || slots == 0 || !slots.is_multiple_of(head_dim) || slots / head_dim < 2 {
+            return Err(Error::InvalidParameters(
+                "decode layout: the head width must divide the slots into at least two rows",
+            ));
+        }
+        Ok(Self {
+            slots,
+            head_dim,
+            t: slots / head_dim,
+        })
+    }
+
+    /// Slots per ciphertext.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The head width `d_h` (segments per ciphertext).
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
+    /// Rows per segment: the positions one cache block holds.
+    pub fn t(&self) -> usize {
+        self.t
+    }
+
+    /// Cache blocks holding `positions` positions.
+    pub fn blocks(&self, positions: usize) -> usize {
+        positions.div_ceil(self.t)
+    }
+
+    /// Slot values of a query pair (or of a new key or value): `re[j] + i·im[j]` in every row
+    /// of segment `j`. `re` and `im` have `d_h` values.
+    pub fn replicated(&self, re: &[f64], im: Option<&[f64]>) -> Vec<C64> {
+        let mut v = vec![C64::default(); self.slots];
+        for j in 0..self.head_dim {
+            let z = C64::new(re[j], im.map_or(0.0, |x| x[j]));
+            v[j * self.t..(j + 1) * self.t].fill(z);
+        }
+        v
+    }
+
+    /// Slot values of one block of probabilities: `re[r] + i·im[r]` in row `r` of every
+    /// segment (`re`, `im`: at most `t` values; missing rows are zero).
+    pub fn rows(&self, re: &[f64], im: Option<&[f64]>) -> Vec<C64> {
+        let mut v = vec![C64::default(); self.slots];
+        for r in 0..self.t.min(re.len()) {
+            let z = C64::new(re[r], im.and_then(|x| x.get(r)).copied().unwrap_or(0.0));
+            for j in 0..self.head_dim {
+                v[j * self.t + r] = z;
+            }
+        }
+        v
+    }
+
+    /// The scores of one block from the slots of [`EncKvCache::scores`]' output (or from each
+    /// party's shares of them): `Σ_j slot[j·t + r]` for each row `r`.
+    pub fn fold_scores<T: Copy + core::ops::Add<Output = T>>(&self, slots: &[T]) -> Vec<T> {
+        (0..self.t)
+            .map(|r| (1..self.head_dim).fold(slots[r], |a, j| a + slots[j * self.t + r]))
+            .collect()
+    }
+
+    /// One head pair's attention output from the slots of [`EncKvCache::values`]' output:
+    /// row 0 of each segment.
+    pub fn read_values<T: Copy>(&self, slots: &[T]) -> Vec<T> {
+        (0..self.head_dim).map(|j| slots[j * self.t]).collect()
+    }
+
+    /// The plaintext keeping row `r` of every segment.
+    fn row_mask(&self, r: usize) -> Vec<C64> {
+        let mut v = vec![C64::default(); self.slots];
+        for j in 0..self.head_dim {
+            v[j * self.t + r] = C64::real(1.0);
+        }
+        v
+    }
+}
+
+/// Two query heads that read the same KV head, carried by one ciphertext as its real and
+/// imaginary parts (a lone head when the group has an odd size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadPair {
+    /// The query head in the real part.
+    pub re: usize,
+    /// The query head in the imaginary part, if any.
+    pub im: Option<usize>,
+    /// The KV head both read.
+    pub kv: usize,
+}
+
+/// The query heads in pairs: group `g` (query heads `g·r .. (g+1)·r`, `r = heads / kv_heads`)
+/// split into `⌈r/2⌉` pairs. With `r = 1` (multi-head attention) every head is alone.
+pub fn head_pairs(heads: usize, kv_heads: usize) -> Result<Vec<HeadPair>> {
+    if heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(Error::InvalidParameters(
+            "head pairs: the key/value heads must divide the query heads",
+        ));
+    }
+    let r = heads / kv_heads;
+    let mut out = Vec::with_capacity(kv_heads * r.div_ceil(2));
+    for g in 0..kv_heads {
+        let mut h = g * r;
+        while h < (g + 1) * r {
+            let im = (h + 1 < (g + 1) * r).then_some(h + 1);
+            out.push(HeadPair { re: h, im, kv: g });
+            h += 2;
+        }
+    }
+    Ok(out)
+}
+
+/// The channel map of the query pairs (`heads · d_h` channels, head-major): pair `i`'s
+/// ciphertext holds channel `h·d_h + j` of its heads in segment `j`, with segments of `t` rows.
+pub fn pair_map(lay: &DecodeLayout, pairs: &[HeadPair]) -> ChannelMap {
+    let dh = lay.head_dim;
+    ChannelMap::from_fn(pairs.len(), dh, lay.t, |ct, part, seg| {
+        let p = pairs[ct];
+        match part {
+            0 => Some(p.re * dh + seg),
+            _ => p.im.map(|h| h * dh + seg),
+        }
+    })
+}
+
+/// The channel map of the keys (or values) of `kv_heads` heads: ciphertext `g` holds channel
+/// `g·d_h + j` in segment `j` (real).
+pub fn kv_map(lay: &DecodeLayout, kv_heads: usize) -> ChannelMap {
+    let dh = lay.head_dim;
+    ChannelMap::from_fn(kv_heads, dh, lay.t, |ct, part, seg| {
+        (part == 0).then_some(ct * dh + seg)
+    })
+}
+
+/// `R_pos·W` for a `Linear`-layout projection `W` (`out × in`, heads of `head_dim` rows): RoPE
+/// at a public position is a linear map, so a decode step folds it into the `Q` and `K`
+/// weights it projects with (no level, no rotation; the price is that these two weights are
+/// encoded for each position instead of once). `scale` multiplies the result (`1/√d_h` for
+/// `Q`).
+pub fn rope_rows(w: &Mat, pos: usize, head_dim: usize, base: f64, scale: f64) -> Result<Mat> {
+    if head_dim == 0 || !head_dim.is_multiple_of(2) || !w.rows.is_multiple_of(head_dim) {
+        return Err(Error::InvalidParameters(
+            "RoPE: the rows must split into heads of even width",
+        ));
+    }
+    if w.data.len() != w.rows * w.cols {
+        return Err(Error::Shape {
+            what: "RoPE: projection weights",
+            expected: w.rows * w.cols,
+            found: w.data.len(),
+        });
+    }
+    let mut out = Mat::zeros(w.rows, w.cols);
+    let mut col = vec![0.0; w.rows];
+    for i in 0..w.cols {
+        for (o, c) in col.iter_mut().enumerate() {
+            *c = w.get(o, i) * scale;
+        }
+        rope(&mut col, pos, head_dim, base);
+        for (o, c) in col.iter().enumerate() {
+            out.set(o, i, *c);
+        }
+    }
+    Ok(out)
+}
+
+/// One layer's cache: per KV head, its blocks of keys and of values.
+struct LayerCache<C> {
+    k: Vec<Vec<C>>,
+    v: Vec<Vec<C>>,
+    len: usize,
+}
+
+/// The KV cache of a decoder, held by the server as ciphertexts under the client's key: every
+/// layer's keys and values for every past position, at most `max` positions.
+///
+/// What it stores: `2 · layers · kv_heads · ⌈len / t⌉` ciphertexts ([`EncKvCache::ciphertexts`]),
+/// all at one level. Appending past `max` is refused with [`Error::ContextFull`].
+pub struct EncKvCache<C> {
+    lay: DecodeLayout,
+    kv_heads: usize,
+    max: usize,
+    level: Option<usize>,
+    layers: Vec<LayerCache<C>>,
+}
+
+impl<C> EncKvCache<C> {
+    /// An empty cache for `layers` layers of `kv_heads` KV heads, holding at most `max`
+    /// positions.
+    pub fn new(lay: DecodeLayout, layers: usize, kv_heads: usize, max: usize) -> Result<Self> {
+        if layers == 0 || kv_heads == 0 || max == 0 {
+            return Err(Error::InvalidParameters(
+                "KV cache: layers, heads and capacity must be positive",
+            ));
+        }
+        Ok(Self {
+            lay,
+            kv_heads,
+            max,
+            level: None,
+            layers: (0..layers)
+                .map(|_| LayerCache {
+                    k: (0..kv_heads).map(|_| Vec::new()).collect(),
+                    v: (0..kv_heads).map(|_| Vec::new()).collect(),
+                    len: 0,
+                })
+                .collect(),
+        })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &DecodeLayout {
+        &self.lay
+    }
+
+    /// The positions layer `layer` holds (0 for a layer that does not exist).
+    pub fn len(&self, layer: usize) -> usize {
+        self.layers.get(layer).map_or(0, |l| l.len)
+    }
+
+    /// Whether no layer holds a position.
+    pub fn is_empty(&self) -> bool {
+        self.layers.iter().all(|l| l.len == 0)
+    }
+
+    /// The most positions the cache holds.
+    pub fn capacity(&self) -> usize {
+        self.max
+    }
+
+    /// The level every cached ciphertext is at (`None` before the first append).
+    pub fn level(&self) -> Option<usize> {
+        self.level
+    }
+
+    /// The ciphertexts held.
+    pub fn ciphertexts(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| l.k.iter().chain(&l.v).map(Vec::len).sum::<usize>())
+            .sum()
+    }
+
+    fn layer(&self, layer: usize) -> Result<&LayerCache<C>> {
+        self.layers
+            .get(layer)
+            .ok_or(Error::InvalidParameters("KV cache: no such layer"))
+    }
+
+    /// Appends the next position of `layer`: `k[g]` and `v[g]` are KV head `g`'s new key and
+    /// value, row-replicated ([`DecodeLayout::replicated`]), all at one level. Row
+    /// `len mod t` is kept (one plaintext product and a rescale each) and added into its
+    /// block. Refused with [`Error::ContextFull`] when the layer holds `max` positions.
+    pub fn append<E: Exec<Ct = C>>(
+        &mut self,
+        ex: &E,
+        layer: usize,
+        k: Vec<C>,
+        v: Vec<C>,
+    ) -> Result<()> {
+        if ex.slots() != self.lay.slots {
+            return Err(Error::SlotMismatch {
+                expected: self.lay.slots,
+                found: ex.slots(),
+            });
+        }
+        for (what, x) in [("KV cache: new keys", &k), ("KV cache: new values", &v)] {
+            if x.len() != self.kv_heads {
+                return Err(Error::Shape {
+                    what,
+                    expected: self.kv_heads,
+                    found: x.len(),
+                });
+            }
+        }
+        let (max, lay) = (self.max, self.lay);
+        let len = self.layer(layer)?.len;
+        if len >= max {
+            return Err(Error::ContextFull { max });
+        }
+        let (b, r) = (len / lay.t, len % lay.t);
+        let key = pt_key(0xdec0, &[lay.slots as u64, lay.head_dim as u64, r as u64]);
+        let mask = move || lay.row_mask(r);
+        let mut rows = Vec::with_capacity(2 * self.kv_heads);
+        for ct in k.iter().chain(&v) {
+            let mut z = ex.mul_plain(ct, Some(key), &mask)?;
+            ex.rescale(&mut z)?;
+            rows.push(z);
+        }
+        // Every cached ciphertext sits at one level: the first append fixes it; a later input
+        // above it is dropped to it, one below it is refused.
+        let target = match self.level {
+            Some(l) => l,
+            None => rows.iter().map(|z| ex.level(z)).min().unwrap_or(0),
+        };
+        for z in rows.iter_mut() {
+            let l = ex.level(z);
+            if l < target {
+                return Err(Error::LevelMismatch {
+                    left: l,
+                    right: target,
+                });
+            }
+            ex.drop_to(z, target)?;
+        }
+        self.level = Some(target);
+        let lc = &mut self.layers[layer];
+        let mut it = rows.into_iter();
+        for blocks in lc.k.iter_mut().chain(lc.v.iter_mut()) {
+            let z = it
+                .next()
+                .ok_or(Error::InvalidParameters("KV cache: missing row"))?;
+            if r == 0 {
+                debug_assert_eq!(blocks.len(), b);
+                blocks.push(z);
+            } else {
+                ex.add_assign(&mut blocks[b], &z)?;
+            }
+        }
+        lc.len += 1;
+        Ok(())
+    }
+
+    /// The score products of `layer` for the query pairs `q` (row-replicated, one ciphertext per
+    /// entry of `pairs`): per pair and block, `q ⊙ K_g` relinearized and rescaled. Fold each
+    /// block's slots with [`DecodeLayout::fold_scores`] (after the conversion, on shares) to
+    /// get `q_h·k_p + i·q_{h'}·k_p` for the block's positions `p` (rows past
+    /// [`EncKvCache::len`] are zero).
+    pub fn scores<E: Exec<Ct = C>>(
+        &self,
+        ex: &E,
+        layer: usize,
+        q: &[C],
+        pairs: &[HeadPair],
+    ) -> Result<Vec<Vec<C>>> {
+        let lc = self.check(ex, layer, q.len(), pairs)?;
+        let level = self.level.unwrap_or(0);
+        let mut out = Vec::with_capacity(q.len());
+        for (qi, p) in q.iter().zip(pairs) {
+            let mut qd = ex.clone_ct(qi);
+            Self::lower(ex, &mut qd, level)?;
+            let mut per = Vec::with_capacity(lc.k[p.kv].len());
+            for kb in &lc.k[p.kv] {
+                let mut z = ex.mul_ct(&qd, kb)?;
+                ex.relin(&mut z)?;
+                ex.rescale(&mut z)?;
+                per.push(z);
+            }
+            out.push(per);
+        }
+        Ok(out)
+    }
+
+    /// The attention outputs of `layer`: `p[i][b]` is block `b` of pair `i`'s probabilities
+    /// ([`DecodeLayout::rows`]), one ciphertext per block the layer holds. Per pair, the
+    /// block products are summed before one relinearization and rescale, then each segment's
+    /// rows are summed (`⌈log₂ t⌉`-ish rotations by doubling); row 0 of segment `j` holds
+    /// `o_h[j] + i·o_{h'}[j]` ([`DecodeLayout::read_values`]).
+    pub fn values<E: Exec<Ct = C>>(
+        &self,
+        ex: &E,
+        layer: usize,
+        p: &[Vec<C>],
+        pairs: &[HeadPair],
+    ) -> Result<Vec<C>> {
+        let lc = self.check(ex, layer, p.len(), pairs)?;
+        let level = self.level.unwrap_or(0);
+        let blocks = self.lay.blocks(lc.len);
+        let mut out = Vec::with_capacity(p.len());
+        for (pi, pair) in p.iter().zip(pairs) {
+            if pi.len() != blocks {
+                return Err(Error::Shape {
+                    what: "decode values: probability blocks",
+                    expected: blocks,
+                    found: pi.len(),
+                });
+            }
+            let mut acc = None;
+            for (pb, vb) in pi.iter().zip(&lc.v[pair.kv]) {
+                let mut pd = ex.clone_ct(pb);
+                Self::lower(ex, &mut pd, level)?;
+                accumulate(ex, &mut acc, ex.mul_ct(&pd, vb)?)?;
+            }
+            let mut z = acc.ok_or(Error::InvalidParameters("decode values: empty cache"))?;
+            ex.relin(&mut z)?;
+            ex.rescale(&mut z)?;
+            out.push(rotate_sum(ex, z, self.lay.t, 1)?);
+        }
+        Ok(out)
+    }
+
+    /// Drops `x` to `level`; refuses an input below it.
+    fn lower<E: Exec<Ct = C>>(ex: &E, x: &mut C, level: usize) -> Result<()> {
+        let l = ex.level(x);
+        if l < level {
+            return Err(Error::LevelMismatch {
+                left: l,
+                right: level,
+            });
+        }
+        ex.drop_to(x, level)
+    }
+
+    fn check<E: Exec<Ct = C>>(
+        &self,
+        ex: &E,
+        layer: usize,
+        n: usize,
+        pairs: &[HeadPair],
+    ) -> Result<&LayerCache<C>> {
+        if ex.slots() != self.lay.slots {
+            return Err(Error::SlotMismatch {
+                expected: self.lay.slots,
+                found: ex.slots(),
+            });
+        }
+        let lc = self.layer(layer)?;
+        if lc.len == 0 {
+            return Err(Error::InvalidParameters(
+                "KV cache: the layer holds no position",
+            ));
+        }
+        if n != pairs.len() {
+            return Err(Error::Shape {
+                what: "decode attention: query pairs",
+                expected: pairs.len(),
+                found: n,
+            });
+        }
+        if pairs.iter().any(|p| p.kv >= self.kv_heads) {
+            return Err(Error::InvalidParameters(
+                "decode attention: a pair reads a KV head the cache does not hold",
+            ));
+        }
+        Ok(lc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::exec::SymExec;
+
+    #[test]
+    fn layout_checks_and_helpers() {
+        assert!(DecodeLayout::new(64, 48).is_err());
+        assert!(DecodeLayout::new(64, 64).is_err());
+        let lay = DecodeLayout::new(64, 8).unwrap();
+        assert_eq!(
+            (lay.t(), lay.blocks(0), lay.blocks(8), lay.blocks(9)),
+            (8, 0, 1, 2)
+        );
+        let q: Vec<f64> = (0..8).map(|j| j as f64).collect();
+        let v = lay.replicated(&q, Some(&q));
+        assert_eq!(v[3 * 8 + 5], C64::new(3.0, 3.0));
+        let p = lay.rows(&[1.0, 2.0], None);
+        assert_eq!(p[7 * 8 + 1], C64::real(2.0));
+        assert_eq!(p[7 * 8 + 2], C64::real(0.0));
+        let s: Vec<f64> = (0..64).map(|i| i as f64).collect();
+        // Row r: Σ_j (8j + r) = 8·28 + 8r.
+        assert_eq!(lay.fold_scores(&s)[3], 224.0 + 24.0);
+        assert_eq!(lay.read_values(&s)[2], 16.0);
+    }
+
+    #[test]
+    fn pairs_share_a_kv_head() {
+        let p = head_pairs(9, 3).unwrap();
+        assert_eq!(p.len(), 6);
+        assert_eq!(
+            p[0],
+            HeadPair {
+                re: 0,
+                im: Some(1),
+                kv: 0
+            }
+        );
+        assert_eq!(
+            p[1],
+            HeadPair {
+                re: 2,
+                im: None,
+                kv: 0
+            }
+        );
+        assert_eq!(
+            p[5],
+            HeadPair {
+                re: 8,
+                im: None,
+                kv: 2
+            }
+        );
+        assert!(p
+            .iter()
+            .all(|x| x.re / 3 == x.kv && x.im.is_none_or(|h| h / 3 == x.kv)));
+        assert_eq!(head_pairs(12, 12).unwrap().len(), 12);
+        assert_eq!(head_pairs(8, 2).unwrap().len(), 4);
+        assert!(head_pairs(9, 2).is_err());
+        let lay = DecodeLayout::new(1024, 16).unwrap();
+        let m = pair_map(&lay, &p);
+        assert_eq!((m.cts, m.segs, m.m), (6, 16, 64));
+        assert_eq!(m.get(0, 1, 5), Some(16 + 5));
+        assert_eq!(m.get(1, 1, 5), None);
+        assert_eq!(kv_map(&lay, 3).get(2, 0, 15), Some(47));
+    }
+
+    #[test]
+    fn rope_rows_is_rope_of_the_projection() {
+        let (rows, cols) = (8, 5);
+        let w = Mat::from_fn(rows, cols, |o, i| (o * cols + i) as f64 * 0.1 - 1.5);
+        let x: Vec<f64> = (0..cols).map(|i| 0.3 * i as f64 - 0.4).collect();
+        let mut want = crate::decoder::reference::linear(&w, &x);
+        rope(&mut want, 7, 4, 100.0);
+        let r = rope_rows(&w, 7, 4, 100.0, 0.5).unwrap();
+        let got = crate::decoder::reference::linear(&r, &x);
+        for (a, b) in want.iter().zip(&got) {
+            assert!((a * 0.5 - b).abs() < 1e-12);
+        }
+        assert!(rope_rows(&w, 1, 3, 100.0, 1.0).is_err());
+    }
+
+    /// The cache's counts per token grow with the blocks, the bound is enforced, and the
+    /// levels are checked (a dry run: the values are checked with real CKKS in
+    /// `tests/decoder_cache.rs`).
+    #[test]
+    fn dry_run_counts_bound_and_levels() {
+        let lay = DecodeLayout::new(256, 16).unwrap(); // t = 16
+        let pairs = head_pairs(4, 2).unwrap();
+        let ex = SymExec::new(256);
+        let mut cache = EncKvCache::new(lay, 1, 2, 40).unwrap();
+        let top = 6;
+        let mut per_token = Vec::new();
+        for pos in 0..40 {
+            let kv: Vec<_> = (0..2).map(|_| ex.fresh(top)).collect();
+            cache.append(&ex, 0, kv.clone(), kv).unwrap();
+            let before = ex.counts();
+            let q: Vec<_> = pairs.iter().map(|_| ex.fresh(top)).collect();
+            let s = cache.scores(&ex, 0, &q, &pairs).unwrap();
+            let blocks = lay.blocks(pos + 1);
+            assert!(s.iter().all(|x| x.len() == blocks));
+            assert_eq!(s[0][0].level, top - 2);
+            let p: Vec<Vec<_>> = pairs
+                .iter()
+                .map(|_| (0..blocks).map(|_| ex.fresh(top)).collect())
+                .collect();
+            let o = cache.values(&ex, 0, &p, &pairs).unwrap();
+            assert_eq!(o[0].level, top - 2);
+            per_token.push(ex.counts().since(&before));
+        }
+        // Per pair: `blocks` products for the scores and `blocks` for the values.
+        for (pos, c) in per_token.iter().enumerate() {
+            assert_eq!(c.ct_mults as usize, 2 * pairs.len() * lay.blocks(pos + 1));
+            assert_eq!(c.rotations as usize, pairs.len() * 4); // log2(16)
+        }
+        assert_eq!(cache.ciphertexts(), 2 * 2 * 3);
+        let kv: Vec<_> = (0..2).map(|_| ex.fresh(top)).collect();
+        assert_eq!(
+            cache.append(&ex, 0, kv.clone(), kv),
+            Err(Error::ContextFull { max: 40 })
+        );
+        // A key below the cache's level is refused; a wrong head count is a shape error.
+        let mut c2 = EncKvCache::new(lay, 2, 2, 8).unwrap();
+        let hi: Vec<_> = (0..2).map(|_| ex.fresh(top)).collect();
+        c2.append(&ex, 0, hi.clone(), hi).unwrap();
+        let lo: Vec<_> = (0..2).map(|_| ex.fresh(top - 3)).collect();
+        assert!(matches!(
+            c2.append(&ex, 1, lo.clone(), lo),
+            Err(Error::LevelMismatch { .. })
+        ));
+        let one = vec![ex.fresh(top)];
+        assert!(matches!(
+            c2.append(&ex, 1, one.clone(), one),
+            Err(Error::Shape { .. })
+        ));
+        assert!(c2.scores(&ex, 1, &[ex.fresh(top)], &pairs[..1]).is_err());
+        assert!(c2.scores(&ex, 5, &[ex.fresh(top)], &pairs[..1]).is_err());
+    }
+}

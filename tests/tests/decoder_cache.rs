@@ -1,0 +1,397 @@
+//! The decode-time attention over an encrypted KV cache (`veil_core::decoder::cache`) in real
+//! CKKS, against the `f64` decoder reference: grouped-query heads read a cache of KV heads only,
+//! RoPE is folded into the projection weights at each public position, the cache crosses a
+//! block boundary, and the output projection reads the kernel's output layout directly.
+//!
+//! The softmax, which runs in MPC in the product, is computed here in `f64` on the decrypted
+//! scores: these tests check the homomorphic half of a decode step.
+
+use std::sync::Arc;
+use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::{Ciphertext, Ckks, SecretKey, C64};
+use veil_core::decoder::cache::{
+    head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache, HeadPair,
+};
+use veil_core::decoder::reference::{linear, rope};
+use veil_core::packing::{ChannelMap, Mat};
+use veil_core::params;
+use veil_core::transformer::projection::{project, ProjConfig, ProjGroup};
+use veil_core::transformer::{CkksExec, Exec, SymExec};
+use veil_tests::*;
+
+type Be = CpuBackend;
+
+/// The MPC half of a step, simulated: score blocks in, probability blocks out.
+type Softmax<'a, C> = dyn FnMut(&[Vec<C>]) -> Vec<Vec<C>> + 'a;
+
+struct Env {
+    ck: Ckks<Be>,
+    sk: SecretKey,
+    top: usize,
+}
+
+fn env() -> Env {
+    let p = params::insecure_logn12().validate().unwrap();
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let sk = ck.gen_secret_key(&mut test_rng(11));
+    Env {
+        top: p.max_level(),
+        ck,
+        sk,
+    }
+}
+
+fn enc(e: &Env, v: &[C64], rng: &mut impl rand_core::RngCore) -> Ciphertext<Be> {
+    let n = e.ck.params().max_slots();
+    let pt =
+        e.ck.encode(v, n, e.top, e.ck.params().default_scale())
+            .unwrap();
+    e.ck.encrypt_sk(&e.sk, &pt, &mut test_rng(rng.next_u64()))
+        .unwrap()
+}
+
+fn dec(e: &Env, c: &Ciphertext<Be>) -> Vec<C64> {
+    e.ck.decrypt_decode(&e.sk, c).unwrap()
+}
+
+fn uniform(rng: &mut impl rand_core::RngCore, n: usize, b: f64) -> Vec<f64> {
+    random_values(rng, n, b).into_iter().map(|z| z.re).collect()
+}
+
+fn softmax(s: &[f64]) -> Vec<f64> {
+    let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+    let z: f64 = e.iter().sum();
+    e.iter().map(|x| x / z).collect()
+}
+
+/// The heads `h` (real part) and `h'` (imaginary part) of a pair, each `d_h` values.
+fn pair_parts<'a>(p: &HeadPair, q: &'a [f64], dh: usize) -> (&'a [f64], Option<&'a [f64]>) {
+    (
+        &q[p.re * dh..(p.re + 1) * dh],
+        p.im.map(|h| &q[h * dh..(h + 1) * dh]),
+    )
+}
+
+/// Keys, values and queries encrypted directly (the projection's output layout), many
+/// positions across a block boundary: scores and attention outputs of every head against the
+/// plain products.
+#[test]
+fn cache_scores_and_values_match_f64_across_blocks() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let (heads, kv_heads, dh) = (6, 2, 32);
+    let lay = DecodeLayout::new(n, dh).unwrap();
+    let t = lay.t();
+    let pairs = head_pairs(heads, kv_heads).unwrap();
+    let positions = t + 5; // two blocks
+    let mut rng = test_rng(3);
+    let keys_plain: Vec<Vec<f64>> = (0..positions)
+        .map(|_| uniform(&mut rng, kv_heads * dh, 1.0))
+        .collect();
+    let vals_plain: Vec<Vec<f64>> = (0..positions)
+        .map(|_| uniform(&mut rng, kv_heads * dh, 1.0))
+        .collect();
+
+    // Rotation keys from a dry run of the same calls.
+    let dry = SymExec::new(n);
+    {
+        let mut c = EncKvCache::new(lay, 1, kv_heads, positions).unwrap();
+        let f = |_: usize| dry.fresh(e.top);
+        c.append(
+            &dry,
+            0,
+            (0..kv_heads).map(f).collect(),
+            (0..kv_heads).map(f).collect(),
+        )
+        .unwrap();
+        let p: Vec<Vec<_>> = pairs.iter().map(|_| vec![dry.fresh(e.top)]).collect();
+        c.values(&dry, 0, &p, &pairs).unwrap();
+    }
+    let keys =
+        e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), true, &mut rng, |_, _| {})
+            .unwrap();
+    let ex = CkksExec::new(&e.ck, &keys, n);
+
+    let mut cache = EncKvCache::new(lay, 1, kv_heads, positions).unwrap();
+    for (k, v) in keys_plain.iter().zip(&vals_plain) {
+        let row = |x: &[f64], g: usize| lay.replicated(&x[g * dh..(g + 1) * dh], None);
+        let kc = (0..kv_heads)
+            .map(|g| enc(&e, &row(k, g), &mut rng))
+            .collect();
+        let vc = (0..kv_heads)
+            .map(|g| enc(&e, &row(v, g), &mut rng))
+            .collect();
+        cache.append(&ex, 0, kc, vc).unwrap();
+    }
+    assert_eq!(cache.ciphertexts(), 2 * kv_heads * 2);
+    assert_eq!(cache.level(), Some(e.top - 1));
+
+    let q = uniform(&mut rng, heads * dh, 1.0 / (dh as f64).sqrt());
+    let qc: Vec<_> = pairs
+        .iter()
+        .map(|p| {
+            let (re, im) = pair_parts(p, &q, dh);
+            enc(&e, &lay.replicated(re, im), &mut rng)
+        })
+        .collect();
+    let s = cache.scores(&ex, 0, &qc, &pairs).unwrap();
+    let mut worst_s: f64 = 0.0;
+    let mut probs = vec![vec![0.0; positions]; heads];
+    for (i, p) in pairs.iter().enumerate() {
+        let mut got: Vec<C64> = Vec::new();
+        for b in &s[i] {
+            got.extend(lay.fold_scores(&dec(&e, b)));
+        }
+        for (h, part) in [(Some(p.re), 0), (p.im, 1)] {
+            let Some(h) = h else { continue };
+            let want: Vec<f64> = (0..positions)
+                .map(|pos| {
+                    (0..dh)
+                        .map(|j| q[h * dh + j] * keys_plain[pos][p.kv * dh + j])
+                        .sum()
+                })
+                .collect();
+            for pos in 0..positions {
+                let g = if part == 0 { got[pos].re } else { got[pos].im };
+                worst_s = worst_s.max((g - want[pos]).abs());
+            }
+            // Rows past the cache's length fold to zero.
+            assert!(got[positions..]
+                .iter()
+                .all(|z| z.re.abs() < 1e-3 && z.im.abs() < 1e-3));
+            probs[h] = softmax(&want);
+        }
+    }
+    println!("scores: worst |err| {worst_s:.2e}");
+    assert!(worst_s < 1e-6, "scores off by {worst_s}");
+
+    let blocks = lay.blocks(positions);
+    let pc: Vec<Vec<_>> = pairs
+        .iter()
+        .map(|p| {
+            (0..blocks)
+                .map(|b| {
+                    let range = b * t..((b + 1) * t).min(positions);
+                    let re = &probs[p.re][range.clone()];
+                    let im = p.im.map(|h| &probs[h][range.clone()]);
+                    enc(&e, &lay.rows(re, im), &mut rng)
+                })
+                .collect()
+        })
+        .collect();
+    let o = cache.values(&ex, 0, &pc, &pairs).unwrap();
+    let mut worst_o: f64 = 0.0;
+    for (i, p) in pairs.iter().enumerate() {
+        let got = lay.read_values(&dec(&e, &o[i]));
+        for (h, part) in [(Some(p.re), 0), (p.im, 1)] {
+            let Some(h) = h else { continue };
+            for j in 0..dh {
+                let want: f64 = (0..positions)
+                    .map(|pos| probs[h][pos] * vals_plain[pos][p.kv * dh + j])
+                    .sum();
+                let g = if part == 0 { got[j].re } else { got[j].im };
+                worst_o = worst_o.max((g - want).abs());
+            }
+        }
+    }
+    println!("values: worst |err| {worst_o:.2e}");
+    assert!(worst_o < 1e-6, "attention outputs off by {worst_o}");
+}
+
+/// Three decode steps of one attention layer from an empty cache, all homomorphic but the
+/// softmax: the input row (replicated) → the `Q`, `K`, `V` projections with RoPE folded at
+/// the step's position and `1/√d_h` in `Q` → append → scores → (softmax) → values → the
+/// output projection, against the `f64` reference's attention (RoPE, grouped-query heads,
+/// causal over the cache).
+#[test]
+fn three_decode_steps_with_rope_gqa_and_output_projection_match_f64() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let (heads, kv_heads, dh) = (4, 2, 16);
+    let d = heads * dh;
+    let kv = kv_heads * dh;
+    let base = 10_000.0;
+    let lay = DecodeLayout::new(n, dh).unwrap();
+    let t = lay.t();
+    let pairs = head_pairs(heads, kv_heads).unwrap();
+    let mut rng = test_rng(5);
+    let ws = 1.0 / (d as f64).sqrt();
+    let mk = |rng: &mut _, r: usize, c: usize| Mat {
+        rows: r,
+        cols: c,
+        data: uniform(rng, r * c, 2.0 * ws),
+    };
+    // Linear layout (out × in).
+    let (wq, wk, wv, wo) = (
+        mk(&mut rng, d, d),
+        mk(&mut rng, kv, d),
+        mk(&mut rng, kv, d),
+        mk(&mut rng, d, d),
+    );
+    let xs: Vec<Vec<f64>> = (0..3).map(|_| uniform(&mut rng, d, 1.0)).collect();
+
+    // Maps: the input row (complex pairs of head-wide blocks), the query pairs, the KV heads,
+    // and the output projection's output (like the input).
+    let x_map = ChannelMap::segment_column(d, t, dh, true, |p| p);
+    let q_map = pair_map(&lay, &pairs);
+    let k_map = kv_map(&lay, kv_heads);
+    let cfg_in = ProjConfig::auto(t, dh, n, x_map.cts, q_map.cts + 2 * k_map.cts);
+    let cfg_out = ProjConfig::auto(t, dh, n, q_map.cts, x_map.cts);
+
+    // One step on any executor; returns the attention output ciphertexts (x-map layout).
+    fn step<E: Exec>(
+        ex: &E,
+        cache: &mut EncKvCache<E::Ct>,
+        x: &[E::Ct],
+        ms: (&ChannelMap, &ChannelMap, &ChannelMap),
+        cfgs: (&ProjConfig, &ProjConfig),
+        w: (&Mat, &Mat, &Mat, &Mat),
+        pairs: &[HeadPair],
+        softmax_then_encrypt: &mut Softmax<'_, E::Ct>,
+    ) -> Vec<E::Ct> {
+        let (x_map, q_map, k_map) = ms;
+        let (wq, wk, wv, wo) = w;
+        let fq = |i: usize, o: usize| C64::real(wq.get(o, i));
+        let fk = |i: usize, o: usize| C64::real(wk.get(o, i));
+        let fv = |i: usize, o: usize| C64::real(wv.get(o, i));
+        let groups = [
+            ProjGroup {
+                out: q_map,
+                weight: &fq,
+                raw: false,
+            },
+            ProjGroup {
+                out: k_map,
+                weight: &fk,
+                raw: false,
+            },
+            ProjGroup {
+                out: k_map,
+                weight: &fv,
+                raw: false,
+            },
+        ];
+        let mut out = project(ex, cfgs.0, x, x_map, &groups).unwrap().into_iter();
+        let (q, k, v) = (
+            out.next().unwrap(),
+            out.next().unwrap(),
+            out.next().unwrap(),
+        );
+        cache.append(ex, 0, k, v).unwrap();
+        let s = cache.scores(ex, 0, &q, pairs).unwrap();
+        let p = softmax_then_encrypt(&s);
+        let o = cache.values(ex, 0, &p, pairs).unwrap();
+        let fo = |i: usize, o: usize| C64::real(wo.get(o, i));
+        let g = [ProjGroup {
+            out: x_map,
+            weight: &fo,
+            raw: false,
+        }];
+        project(ex, cfgs.1, &o, q_map, &g).unwrap().pop().unwrap()
+    }
+
+    // Dry run for the rotation keys.
+    let dry = SymExec::new(n);
+    {
+        let mut c = EncKvCache::new(lay, 1, kv_heads, 3).unwrap();
+        let x: Vec<_> = (0..x_map.cts).map(|_| dry.fresh(e.top)).collect();
+        let z = Mat::zeros(d, d);
+        let zk = Mat::zeros(kv, d);
+        let mut sm = |s: &[Vec<_>]| -> Vec<Vec<_>> {
+            s.iter()
+                .map(|b| b.iter().map(|_| dry.fresh(e.top)).collect())
+                .collect()
+        };
+        step(
+            &dry,
+            &mut c,
+            &x,
+            (&x_map, &q_map, &k_map),
+            (&cfg_in, &cfg_out),
+            (&z, &zk, &zk, &z),
+            &pairs,
+            &mut sm,
+        );
+    }
+    let keys =
+        e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), true, &mut rng, |_, _| {})
+            .unwrap();
+    let ex = CkksExec::new(&e.ck, &keys, n);
+
+    // The f64 reference: keys and values of every past position, RoPE'd.
+    let mut ref_k: Vec<Vec<f64>> = Vec::new();
+    let mut ref_v: Vec<Vec<f64>> = Vec::new();
+    let mut cache = EncKvCache::new(lay, 1, kv_heads, 3).unwrap();
+    let mut worst: f64 = 0.0;
+    for (pos, x) in xs.iter().enumerate() {
+        let mut q = linear(&wq, x);
+        let mut k = linear(&wk, x);
+        rope(&mut q, pos, dh, base);
+        rope(&mut k, pos, dh, base);
+        ref_k.push(k);
+        ref_v.push(linear(&wv, x));
+        let r = heads / kv_heads;
+        let mut att = vec![0.0; d];
+        for h in 0..heads {
+            let g = h / r;
+            let sc: Vec<f64> = ref_k
+                .iter()
+                .map(|k| {
+                    (0..dh).map(|j| q[h * dh + j] * k[g * dh + j]).sum::<f64>() / (dh as f64).sqrt()
+                })
+                .collect();
+            let p = softmax(&sc);
+            for j in 0..dh {
+                att[h * dh + j] = p.iter().zip(&ref_v).map(|(p, v)| p * v[g * dh + j]).sum();
+            }
+        }
+        let want = linear(&wo, &att);
+
+        // Private: the replicated input row, RoPE folded into W_q (with 1/√d_h) and W_k.
+        let xm = Mat::from_fn(t, d, |_, c| x[c]);
+        let xc: Vec<_> = x_map
+            .pack(&xm, n)
+            .iter()
+            .map(|v| enc(&e, v, &mut rng))
+            .collect();
+        let wq_p = rope_rows(&wq, pos, dh, base, 1.0 / (dh as f64).sqrt()).unwrap();
+        let wk_p = rope_rows(&wk, pos, dh, base, 1.0).unwrap();
+        let len = pos + 1;
+        let mut sm = |s: &[Vec<Ciphertext<Be>>]| -> Vec<Vec<Ciphertext<Be>>> {
+            pairs
+                .iter()
+                .zip(s)
+                .map(|(p, blocks)| {
+                    let sc: Vec<C64> = blocks
+                        .iter()
+                        .flat_map(|b| lay.fold_scores(&dec(&e, b)))
+                        .take(len)
+                        .collect();
+                    let pr: Vec<f64> = softmax(&sc.iter().map(|z| z.re).collect::<Vec<_>>());
+                    let pi: Vec<f64> = softmax(&sc.iter().map(|z| z.im).collect::<Vec<_>>());
+                    let im = p.im.map(|_| &pi[..]);
+                    vec![enc(&e, &lay.rows(&pr, im), &mut test_rng(len as u64))]
+                })
+                .collect()
+        };
+        let y = step(
+            &ex,
+            &mut cache,
+            &xc,
+            (&x_map, &q_map, &k_map),
+            (&cfg_in, &cfg_out),
+            (&wq_p, &wk_p, &wv, &wo),
+            &pairs,
+            &mut sm,
+        );
+        let dy: Vec<Vec<C64>> = y.iter().map(|c| dec(&e, c)).collect();
+        let got = x_map.unpack(&dy, d);
+        for c in 0..d {
+            worst = worst.max((got.get(0, c) - want[c]).abs());
+        }
+        println!("step {pos}: worst |err| so far {worst:.2e}");
+    }
+    assert_eq!(cache.len(0), 3);
+    assert!(worst < 1e-6, "decode attention off by {worst}");
+}
