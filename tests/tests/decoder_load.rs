@@ -39,6 +39,7 @@ fn smollm2_architecture_from_its_metadata() {
     assert_eq!(
         m.config,
         DecoderConfig {
+            family: veil_core::decoder::Family::Llama,
             layers: 30,
             hidden: 576,
             heads: 9,
@@ -47,7 +48,7 @@ fn smollm2_architecture_from_its_metadata() {
             vocab: 49_152,
             context: 8192,
             rope_base: 100_000.0,
-            rms_eps: f64::from(1e-5f32),
+            norm_eps: f64::from(1e-5f32),
             tied_head: true,
         }
     );

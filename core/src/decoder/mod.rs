@@ -1,8 +1,9 @@
-//! Causal decoders (Llama architecture: SmolLM2 and its kind): the public architecture, the
-//! weights, and the `f64` reference that every private run is checked against.
+//! Causal decoders — the Llama architecture (SmolLM2 and its kind) and GPT-2: the public
+//! architecture, the weights, and the `f64` reference that every private run is checked
+//! against.
 //!
-//! One layer is pre-RMSNorm attention with rotary positions and grouped-query heads, then a
-//! pre-RMSNorm SwiGLU MLP, each added to the residual stream:
+//! A **Llama** layer is pre-RMSNorm attention with rotary positions and grouped-query heads,
+//! then a pre-RMSNorm SwiGLU MLP, each added to the residual stream:
 //!
 //! ```text
 //! a = RMSNorm(x)·g_attn;  q = a·W_qᵀ, k = a·W_kᵀ, v = a·W_vᵀ;  RoPE(q, k) at each position
@@ -13,6 +14,11 @@
 //! then a final RMSNorm and the LM head (the token embedding itself when tied). RoPE rotates
 //! the adjacent pairs `(2i, 2i+1)` of each head by `pos·θ^{-2i/d_h}` (the layout of GGUF files,
 //! whose converter permutes Hugging Face's `q`/`k` rows into it).
+//!
+//! A **GPT-2** layer has the same skeleton with LayerNorm (gain and bias) for the norms, a
+//! bias on every projection, learned absolute positions added to the token embedding instead
+//! of RoPE, one KV head per query head, and a `gelu_new` (tanh) MLP:
+//! `x += W_down·gelu_tanh(W_up·m + b_up) + b_down` ([`Family::Gpt2`]).
 
 pub mod cache;
 pub mod reference;
@@ -21,9 +27,20 @@ use crate::error::Error;
 use crate::packing::Mat;
 use alloc::vec::Vec;
 
-/// A Llama-architecture decoder's public shape.
+/// The architecture family of a decoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// RMSNorm, RoPE, grouped-query attention, SwiGLU, no biases (Llama, SmolLM2).
+    Llama,
+    /// LayerNorm, learned positions, multi-head attention, GELU (tanh), biases (GPT-2).
+    Gpt2,
+}
+
+/// A decoder's public shape.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecoderConfig {
+    /// The architecture family.
+    pub family: Family,
     /// Decoder layers.
     pub layers: usize,
     /// Model width `d`.
@@ -38,10 +55,10 @@ pub struct DecoderConfig {
     pub vocab: usize,
     /// The longest context the model was trained for.
     pub context: usize,
-    /// RoPE's base `θ`.
+    /// RoPE's base `θ` (Llama; unused by GPT-2).
     pub rope_base: f64,
-    /// RMSNorm's `ε`.
-    pub rms_eps: f64,
+    /// The norms' `ε` (RMSNorm or LayerNorm).
+    pub norm_eps: f64,
     /// Whether the LM head is the token embedding.
     pub tied_head: bool,
 }
@@ -57,8 +74,9 @@ impl DecoderConfig {
         self.kv_heads * self.head_dim()
     }
 
-    /// Checks the shape: every dimension positive, `heads` divides `hidden` into heads of even
-    /// width (RoPE rotates pairs), `kv_heads` divides `heads`, `θ` and `ε` positive and finite.
+    /// Checks the shape: every dimension positive, `heads` divides `hidden` into heads (of even
+    /// width for Llama: RoPE rotates pairs), `kv_heads` divides `heads` (equals it for GPT-2),
+    /// `ε` (and Llama's `θ`) positive and finite.
     pub fn validate(&self) -> Result<(), Error> {
         let dims = [
             self.layers,
@@ -72,7 +90,9 @@ impl DecoderConfig {
         if dims.contains(&0) {
             return Err(Error::InvalidParameters("a decoder dimension is zero"));
         }
-        if !self.hidden.is_multiple_of(self.heads) || !self.head_dim().is_multiple_of(2) {
+        let llama = self.family == Family::Llama;
+        if !self.hidden.is_multiple_of(self.heads) || (llama && !self.head_dim().is_multiple_of(2))
+        {
             return Err(Error::InvalidParameters(
                 "the heads must split the width into heads of even width",
             ));
@@ -82,21 +102,47 @@ impl DecoderConfig {
                 "the key/value heads must divide the query heads",
             ));
         }
-        let positive = |v: f64| v.is_finite() && v > 0.0;
-        if !positive(self.rope_base) || !positive(self.rms_eps) {
+        if !llama && self.kv_heads != self.heads {
             return Err(Error::InvalidParameters(
-                "RoPE's base and RMSNorm's epsilon must be positive",
+                "GPT-2 has one key/value head per query head",
+            ));
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if (llama && !positive(self.rope_base)) || !positive(self.norm_eps) {
+            return Err(Error::InvalidParameters(
+                "RoPE's base and the norm's epsilon must be positive",
             ));
         }
         Ok(())
     }
 }
 
+/// The biases of a GPT-2 layer (each as long as the output it is added to).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerBiases {
+    /// The attention LayerNorm's bias (`hidden`).
+    pub attn_norm: Vec<f64>,
+    /// `b_q` (`hidden`).
+    pub q: Vec<f64>,
+    /// `b_k` (`kv_dim`).
+    pub k: Vec<f64>,
+    /// `b_v` (`kv_dim`).
+    pub v: Vec<f64>,
+    /// `b_o` (`hidden`).
+    pub o: Vec<f64>,
+    /// The MLP LayerNorm's bias (`hidden`).
+    pub mlp_norm: Vec<f64>,
+    /// `b_up` (`ffn`).
+    pub up: Vec<f64>,
+    /// `b_down` (`hidden`).
+    pub down: Vec<f64>,
+}
+
 /// One decoder layer's weights. Every projection is stored as PyTorch's `Linear` stores it,
 /// `out × in` (row `o` holds the weights of output `o`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecoderLayer {
-    /// The attention RMSNorm's gain (`hidden`).
+    /// The attention norm's gain (`hidden`).
     pub attn_norm: Vec<f64>,
     /// `W_q`: `hidden × hidden`.
     pub wq: Mat,
@@ -106,14 +152,16 @@ pub struct DecoderLayer {
     pub wv: Mat,
     /// `W_o`: `hidden × hidden`.
     pub wo: Mat,
-    /// The MLP RMSNorm's gain (`hidden`).
+    /// The MLP norm's gain (`hidden`).
     pub mlp_norm: Vec<f64>,
-    /// `W_gate`: `ffn × hidden`.
-    pub w_gate: Mat,
-    /// `W_up`: `ffn × hidden`.
+    /// `W_gate`: `ffn × hidden` (Llama's SwiGLU; `None` for GPT-2).
+    pub w_gate: Option<Mat>,
+    /// `W_up`: `ffn × hidden` (GPT-2's `c_fc`).
     pub w_up: Mat,
     /// `W_down`: `hidden × ffn`.
     pub w_down: Mat,
+    /// The biases (GPT-2; `None` for Llama).
+    pub biases: Option<LayerBiases>,
 }
 
 /// A decoder's weights.
@@ -125,8 +173,12 @@ pub struct DecoderWeights {
     pub embed: Mat,
     /// The layers.
     pub layers: Vec<DecoderLayer>,
-    /// The final RMSNorm's gain (`hidden`).
+    /// The final norm's gain (`hidden`).
     pub final_norm: Vec<f64>,
+    /// The final LayerNorm's bias (GPT-2; `None` for Llama).
+    pub final_norm_bias: Option<Vec<f64>>,
+    /// The learned position embedding, `context × hidden` (GPT-2; `None` for Llama).
+    pub positions: Option<Mat>,
     /// The LM head, `vocab × hidden`; `None` when it is the embedding (tied).
     pub head: Option<Mat>,
 }
@@ -161,11 +213,11 @@ impl DecoderWeights {
             }
             Ok(())
         };
-        let vector = |v: &[f64], what: &'static str| {
-            if v.len() != d {
+        let sized = |v: &[f64], n: usize, what: &'static str| {
+            if v.len() != n {
                 return Err(Error::Shape {
                     what,
-                    expected: d,
+                    expected: n,
                     found: v.len(),
                 });
             }
@@ -174,6 +226,28 @@ impl DecoderWeights {
             }
             Ok(())
         };
+        let vector = |v: &[f64], what: &'static str| sized(v, d, what);
+        let gpt2 = c.family == Family::Gpt2;
+        let family = |present: bool, what: &'static str| {
+            if present != gpt2 {
+                return Err(Error::InvalidParameters(what));
+            }
+            Ok(())
+        };
+        family(
+            self.positions.is_some(),
+            "learned positions must be present exactly for GPT-2",
+        )?;
+        family(
+            self.final_norm_bias.is_some(),
+            "the final norm's bias must be present exactly for GPT-2",
+        )?;
+        if let Some(p) = &self.positions {
+            mat(p, "position embedding (context × hidden)", c.context, d)?;
+        }
+        if let Some(b) = &self.final_norm_bias {
+            vector(b, "final norm bias")?;
+        }
         if self.layers.len() != c.layers {
             return Err(Error::Shape {
                 what: "decoder layers",
@@ -198,9 +272,29 @@ impl DecoderWeights {
             mat(&l.wk, "W_k (kv_dim × hidden)", kv, d)?;
             mat(&l.wv, "W_v (kv_dim × hidden)", kv, d)?;
             mat(&l.wo, "W_o (hidden × hidden)", d, d)?;
-            mat(&l.w_gate, "W_gate (ffn × hidden)", f, d)?;
+            family(
+                l.biases.is_some(),
+                "a layer's biases must be present exactly for GPT-2",
+            )?;
+            family(
+                l.w_gate.is_none(),
+                "a gate projection must be present exactly for Llama",
+            )?;
+            if let Some(g) = &l.w_gate {
+                mat(g, "W_gate (ffn × hidden)", f, d)?;
+            }
             mat(&l.w_up, "W_up (ffn × hidden)", f, d)?;
             mat(&l.w_down, "W_down (hidden × ffn)", d, f)?;
+            if let Some(b) = &l.biases {
+                vector(&b.attn_norm, "attention norm bias")?;
+                vector(&b.q, "b_q")?;
+                sized(&b.k, kv, "b_k")?;
+                sized(&b.v, kv, "b_v")?;
+                vector(&b.o, "b_o")?;
+                vector(&b.mlp_norm, "MLP norm bias")?;
+                sized(&b.up, f, "b_up")?;
+                vector(&b.down, "b_down")?;
+            }
         }
         Ok(())
     }

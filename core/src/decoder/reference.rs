@@ -2,7 +2,7 @@
 //! cache ([`KvCache`], [`step`], [`greedy`]), and the whole sequence at once with a causal mask
 //! ([`forward_all`]), written separately so that each checks the other.
 
-use super::{DecoderConfig, DecoderLayer, DecoderWeights};
+use super::{DecoderConfig, DecoderLayer, DecoderWeights, Family, LayerBiases};
 use crate::error::Error;
 use crate::packing::Mat;
 use alloc::vec;
@@ -23,6 +23,43 @@ pub fn rms_norm(x: &[f64], g: &[f64], eps: f64) -> Vec<f64> {
     let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
     let r = 1.0 / libm::sqrt(ms + eps);
     x.iter().zip(g).map(|(v, g)| v * r * g).collect()
+}
+
+/// `(x − mean(x)) / sqrt(var(x) + ε) ⊙ g + b` (LayerNorm, the biased variance).
+pub fn layer_norm(x: &[f64], g: &[f64], b: &[f64], eps: f64) -> Vec<f64> {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    let r = 1.0 / libm::sqrt(var + eps);
+    x.iter()
+        .zip(g.iter().zip(b))
+        .map(|(v, (g, b))| (v - mean) * r * g + b)
+        .collect()
+}
+
+/// GPT-2's `gelu_new`: `½z(1 + tanh(√(2/π)(z + 0.044715z³)))`.
+pub fn gelu_tanh(z: f64) -> f64 {
+    let c = libm::sqrt(2.0 / core::f64::consts::PI);
+    0.5 * z * (1.0 + libm::tanh(c * (z + 0.044715 * z * z * z)))
+}
+
+/// The family's norm: RMSNorm (Llama) or LayerNorm with the bias `b` (GPT-2).
+fn norm(cfg: &DecoderConfig, x: &[f64], g: &[f64], b: Option<&[f64]>) -> Vec<f64> {
+    match (cfg.family, b) {
+        (Family::Gpt2, Some(b)) => layer_norm(x, g, b, cfg.norm_eps),
+        _ => rms_norm(x, g, cfg.norm_eps),
+    }
+}
+
+/// `W·x + b` (no bias when `b` is `None`).
+fn affine(w: &Mat, x: &[f64], b: Option<&Vec<f64>>) -> Vec<f64> {
+    let mut y = linear(w, x);
+    if let Some(b) = b {
+        for (y, b) in y.iter_mut().zip(b) {
+            *y += b;
+        }
+    }
+    y
 }
 
 /// `silu(z) = z·σ(z)`.
@@ -99,13 +136,52 @@ fn check_token(cfg: &DecoderConfig, t: u32) -> Result<usize, Error> {
 }
 
 fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64]) {
-    let m = rms_norm(x, &l.mlp_norm, cfg.rms_eps);
-    let gate = linear(&l.w_gate, &m);
-    let up = linear(&l.w_up, &m);
-    let h: Vec<f64> = gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect();
-    for (x, d) in x.iter_mut().zip(linear(&l.w_down, &h)) {
+    let b = l.biases.as_ref();
+    let m = norm(cfg, x, &l.mlp_norm, b.map(|b| &b.mlp_norm[..]));
+    let up = affine(&l.w_up, &m, b.map(|b| &b.up));
+    let h: Vec<f64> = match &l.w_gate {
+        Some(wg) => linear(wg, &m)
+            .iter()
+            .zip(&up)
+            .map(|(g, u)| silu(*g) * u)
+            .collect(),
+        None => up.iter().map(|u| gelu_tanh(*u)).collect(),
+    };
+    for (x, d) in x.iter_mut().zip(affine(&l.w_down, &h, b.map(|b| &b.down))) {
         *x += d;
     }
+}
+
+/// Token `t`'s input at position `pos`: its embedding, plus the learned position (GPT-2).
+fn embed(w: &DecoderWeights, t: usize, pos: usize) -> Vec<f64> {
+    let d = w.cfg.hidden;
+    let mut x = w.embed.data[t * d..(t + 1) * d].to_vec();
+    if let Some(p) = &w.positions {
+        for (x, p) in x.iter_mut().zip(&p.data[pos * d..(pos + 1) * d]) {
+            *x += p;
+        }
+    }
+    x
+}
+
+/// The attention input of one position, and its query, key and value (biases added; RoPE at
+/// `pos` for Llama).
+fn qkv(
+    w: &DecoderWeights,
+    l: &DecoderLayer,
+    x: &[f64],
+    pos: usize,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let cfg = &w.cfg;
+    let b = l.biases.as_ref();
+    let a = norm(cfg, x, &l.attn_norm, b.map(|b| &b.attn_norm[..]));
+    let mut q = affine(&l.wq, &a, b.map(|b| &b.q));
+    let mut k = affine(&l.wk, &a, b.map(|b| &b.k));
+    if cfg.family == Family::Llama {
+        rope(&mut q, pos, cfg.head_dim(), cfg.rope_base);
+        rope(&mut k, pos, cfg.head_dim(), cfg.rope_base);
+    }
+    (q, k, affine(&l.wv, &a, b.map(|b| &b.v)))
 }
 
 /// Query head `q` (width `hd`) against the keys and values `k`, `v` of positions `0..n` of
@@ -156,29 +232,33 @@ pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f
     }
     let (hd, kv_dim, pos) = (cfg.head_dim(), cfg.kv_dim(), cache.len);
     let group = cfg.heads / cfg.kv_heads;
-    let mut x = w.embed.data[t * cfg.hidden..(t + 1) * cfg.hidden].to_vec();
+    let mut x = embed(w, t, pos);
     for (i, l) in w.layers.iter().enumerate() {
-        let a = rms_norm(&x, &l.attn_norm, cfg.rms_eps);
-        let mut q = linear(&l.wq, &a);
-        let mut k = linear(&l.wk, &a);
-        rope(&mut q, pos, hd, cfg.rope_base);
-        rope(&mut k, pos, hd, cfg.rope_base);
+        let (q, k, v) = qkv(w, l, &x, pos);
         cache.k[i].extend_from_slice(&k);
-        cache.v[i].extend_from_slice(&linear(&l.wv, &a));
+        cache.v[i].extend_from_slice(&v);
         let ctx: Vec<f64> = (0..cfg.heads)
             .flat_map(|h| {
                 let qh = &q[h * hd..(h + 1) * hd];
                 attend(qh, &cache.k[i], &cache.v[i], pos + 1, h / group, hd, kv_dim)
             })
             .collect();
-        for (x, o) in x.iter_mut().zip(linear(&l.wo, &ctx)) {
+        for (x, o) in x
+            .iter_mut()
+            .zip(affine(&l.wo, &ctx, l.biases.as_ref().map(|b| &b.o)))
+        {
             *x += o;
         }
         mlp(l, cfg, &mut x);
     }
     cache.len += 1;
-    let h = rms_norm(&x, &w.final_norm, cfg.rms_eps);
-    Ok(linear(w.lm_head(), &h))
+    Ok(head(w, &x))
+}
+
+/// The logits of a final residual `x`: the final norm, then the LM head.
+fn head(w: &DecoderWeights, x: &[f64]) -> Vec<f64> {
+    let h = norm(&w.cfg, x, &w.final_norm, w.final_norm_bias.as_deref());
+    linear(w.lm_head(), &h)
 }
 
 /// Greedy generation: the prompt through [`step`], then `n` tokens, each the argmax of the
@@ -216,7 +296,7 @@ pub fn argmax(v: &[f64]) -> u32 {
 
 /// Every position's logits for the whole sequence at once: each layer on the `m × hidden`
 /// stream, attention as one masked score matrix per head (no cache). Independent of [`step`]
-/// except for the shared primitives ([`linear`], [`rms_norm`], [`rope`], [`silu`]).
+/// except for the per-position primitives (embedding, norms, projections, RoPE, MLP).
 pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, Error> {
     w.check_shapes()?;
     let cfg = &w.cfg;
@@ -226,30 +306,21 @@ pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, 
             "a sequence must hold from 1 to the model's context tokens",
         ));
     }
-    let (d, hd) = (cfg.hidden, cfg.head_dim());
+    let hd = cfg.head_dim();
     let group = cfg.heads / cfg.kv_heads;
     let mut xs: Vec<Vec<f64>> = tokens
         .iter()
-        .map(|&t| check_token(cfg, t).map(|t| w.embed.data[t * d..(t + 1) * d].to_vec()))
+        .enumerate()
+        .map(|(p, &t)| check_token(cfg, t).map(|t| embed(w, t, p)))
         .collect::<Result<_, _>>()?;
     for l in &w.layers {
-        let a: Vec<Vec<f64>> = xs
-            .iter()
-            .map(|x| rms_norm(x, &l.attn_norm, cfg.rms_eps))
-            .collect();
-        let proj = |wm: &Mat, rotate: bool| -> Vec<Vec<f64>> {
-            a.iter()
-                .enumerate()
-                .map(|(p, ap)| {
-                    let mut y = linear(wm, ap);
-                    if rotate {
-                        rope(&mut y, p, hd, cfg.rope_base);
-                    }
-                    y
-                })
-                .collect()
-        };
-        let (q, k, v) = (proj(&l.wq, true), proj(&l.wk, true), proj(&l.wv, false));
+        let (mut q, mut k, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for (p, x) in xs.iter().enumerate() {
+            let (a, b, c) = qkv(w, l, x, p);
+            q.push(a);
+            k.push(b);
+            v.push(c);
+        }
         for h in 0..cfg.heads {
             let g = h / group;
             // Scores of head h: m × m, positions after the query masked out.
@@ -270,11 +341,15 @@ pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, 
                 let ctx: Vec<f64> = (0..hd)
                     .map(|c| (0..m).map(|j| p.get(i, j) * v[j][g * hd + c]).sum())
                     .collect();
-                // This head's share of W_o·ctx: the columns of W_o that read head h.
+                // This head's share of W_o·ctx: the columns of W_o that read head h (the
+                // bias once, with head 0).
                 for (o, xo) in x.iter_mut().enumerate() {
                     *xo += (0..hd)
                         .map(|c| l.wo.get(o, h * hd + c) * ctx[c])
                         .sum::<f64>();
+                    if let (0, Some(b)) = (h, &l.biases) {
+                        *xo += b.o[o];
+                    }
                 }
             }
         }
@@ -282,10 +357,7 @@ pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, 
             mlp(l, cfg, x);
         }
     }
-    Ok(xs
-        .iter()
-        .map(|x| linear(w.lm_head(), &rms_norm(x, &w.final_norm, cfg.rms_eps)))
-        .collect())
+    Ok(xs.iter().map(|x| head(w, x)).collect())
 }
 
 /// Seeded random weights of `cfg` (a test model: normal-ish entries of scale `1/√fan_in`,
@@ -308,6 +380,8 @@ pub fn random_weights(cfg: &DecoderConfig, seed: u64) -> Result<DecoderWeights, 
     let (d, kv, f) = (cfg.hidden, cfg.kv_dim(), cfg.ffn);
     let embed = mat(cfg.vocab, d);
     let head = (!cfg.tied_head).then(|| mat(cfg.vocab, d));
+    let gpt2 = cfg.family == Family::Gpt2;
+    let positions = gpt2.then(|| mat(cfg.context, d));
     let mut layers = Vec::with_capacity(cfg.layers);
     for _ in 0..cfg.layers {
         layers.push(DecoderLayer {
@@ -317,24 +391,48 @@ pub fn random_weights(cfg: &DecoderConfig, seed: u64) -> Result<DecoderWeights, 
             wv: mat(kv, d),
             wo: mat(d, d),
             mlp_norm: Vec::new(),
-            w_gate: mat(f, d),
+            w_gate: (!gpt2).then(|| mat(f, d)),
             w_up: mat(f, d),
             w_down: mat(d, f),
+            biases: None,
         });
     }
     let gains = |m: &mut dyn FnMut(usize, usize) -> Mat| -> Vec<f64> {
         m(1, d).data.iter().map(|x| 1.0 + 0.5 * x).collect()
     };
+    // Biases of scale 0.1 (so that a dropped one shows in the outputs).
+    let bias = |m: &mut dyn FnMut(usize, usize) -> Mat, n: usize| -> Vec<f64> {
+        m(1, n)
+            .data
+            .iter()
+            .map(|x| 0.1 * x * libm::sqrt(n as f64 / 3.0))
+            .collect()
+    };
     for l in layers.iter_mut() {
         l.attn_norm = gains(&mut mat);
         l.mlp_norm = gains(&mut mat);
+        if gpt2 {
+            l.biases = Some(LayerBiases {
+                attn_norm: bias(&mut mat, d),
+                q: bias(&mut mat, d),
+                k: bias(&mut mat, kv),
+                v: bias(&mut mat, kv),
+                o: bias(&mut mat, d),
+                mlp_norm: bias(&mut mat, d),
+                up: bias(&mut mat, f),
+                down: bias(&mut mat, d),
+            });
+        }
     }
     let final_norm = gains(&mut mat);
+    let final_norm_bias = gpt2.then(|| bias(&mut mat, d));
     let w = DecoderWeights {
         cfg: cfg.clone(),
         embed,
         layers,
         final_norm,
+        final_norm_bias,
+        positions,
         head,
     };
     w.validate()?;
@@ -347,6 +445,7 @@ mod tests {
 
     fn cfg(kv_heads: usize, tied: bool) -> DecoderConfig {
         DecoderConfig {
+            family: Family::Llama,
             layers: 2,
             hidden: 16,
             heads: 4,
@@ -355,7 +454,7 @@ mod tests {
             vocab: 40,
             context: 32,
             rope_base: 10000.0,
-            rms_eps: 1e-5,
+            norm_eps: 1e-5,
             tied_head: tied,
         }
     }
@@ -387,6 +486,111 @@ mod tests {
             // otherwise).
             assert!(max_diff(&all[4], &all[5]) > 1e-3);
         }
+    }
+
+    fn gpt2_cfg() -> DecoderConfig {
+        DecoderConfig {
+            family: Family::Gpt2,
+            kv_heads: 4,
+            rope_base: 0.0,
+            tied_head: true,
+            ..cfg(4, true)
+        }
+    }
+
+    #[test]
+    fn gpt2_cached_steps_equal_the_whole_sequence_and_every_part_counts() {
+        let w = random_weights(&gpt2_cfg(), 21).unwrap();
+        let all = forward_all(&w, &TOKENS).unwrap();
+        let mut cache = KvCache::new(&w.cfg, 16).unwrap();
+        for (i, &t) in TOKENS.iter().enumerate() {
+            let l = step(&w, &mut cache, t).unwrap();
+            assert!(max_diff(&l, &all[i]) < 1e-10, "position {i}");
+        }
+        // The learned positions, the biases and the LayerNorm's centring each change the
+        // logits (so none is silently dropped by either path).
+        let last = |w: &DecoderWeights| forward_all(w, &TOKENS).unwrap().pop().unwrap();
+        let base = last(&w);
+        let mut v = w.clone();
+        v.positions
+            .as_mut()
+            .unwrap()
+            .data
+            .iter_mut()
+            .for_each(|x| *x = 0.0);
+        assert!(max_diff(&last(&v), &base) > 1e-3, "positions");
+        let mut v = w.clone();
+        v.layers[0]
+            .biases
+            .as_mut()
+            .unwrap()
+            .v
+            .iter_mut()
+            .for_each(|x| *x = 0.0);
+        assert!(max_diff(&last(&v), &base) > 1e-3, "b_v");
+        let mut v = w.clone();
+        v.layers[1]
+            .biases
+            .as_mut()
+            .unwrap()
+            .up
+            .iter_mut()
+            .for_each(|x| *x = 0.0);
+        assert!(max_diff(&last(&v), &base) > 1e-3, "b_up");
+        // Causal, as for Llama.
+        let prefix = forward_all(&w, &TOKENS[..4]).unwrap();
+        assert!(max_diff(&prefix[3], &all[3]) < 1e-12);
+    }
+
+    #[test]
+    fn layer_norm_and_gelu_tanh_values() {
+        let y = layer_norm(
+            &[1.0, 2.0, 3.0, 6.0],
+            &[1.0, 2.0, 1.0, 1.0],
+            &[0.0, 0.0, 0.5, 0.0],
+            0.0,
+        );
+        // mean 3, var 3.5.
+        let r = 1.0 / 3.5f64.sqrt();
+        for (a, b) in y.iter().zip([-2.0 * r, -2.0 * r, 0.5, 3.0 * r]) {
+            assert!((a - b).abs() < 1e-15);
+        }
+        // gelu_new at 1, −2 and 0.5 (the formula evaluated in Python).
+        for (x, want) in [
+            (1.0, 0.841_191_990_607_477_6),
+            (-2.0, -0.045_402_305_912_224_94),
+            (0.5, 0.345_714_009_825_143_94),
+        ] {
+            assert!((gelu_tanh(x) - want).abs() < 1e-12, "gelu_tanh({x})");
+        }
+    }
+
+    #[test]
+    fn family_rules_are_checked() {
+        let mut c = gpt2_cfg();
+        c.kv_heads = 2;
+        assert!(c.validate().is_err(), "GPT-2 has no grouped heads");
+        let mut c = gpt2_cfg();
+        c.heads = 8; // head width 2, odd widths would be allowed too
+        c.kv_heads = 8;
+        c.validate().unwrap();
+        let g = random_weights(&gpt2_cfg(), 2).unwrap();
+        let l = random_weights(&cfg(4, true), 2).unwrap();
+        let mut bad = g.clone();
+        bad.positions = None;
+        assert!(bad.validate().is_err());
+        let mut bad = g.clone();
+        bad.layers[0].w_gate = l.layers[0].w_gate.clone();
+        assert!(bad.validate().is_err());
+        let mut bad = g.clone();
+        bad.layers[1].biases.as_mut().unwrap().k.pop();
+        assert!(bad.validate().is_err());
+        let mut bad = l.clone();
+        bad.final_norm_bias = g.final_norm_bias.clone();
+        assert!(bad.validate().is_err());
+        let mut bad = l;
+        bad.layers[0].biases = g.layers[0].biases.clone();
+        assert!(bad.validate().is_err());
     }
 
     #[test]

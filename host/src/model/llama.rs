@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::fetch::SMOLLM2;
 use super::gguf::{Array, Gguf, GgufError};
 use super::ModelError;
-use veil_core::decoder::{DecoderConfig, DecoderLayer, DecoderWeights};
+use veil_core::decoder::{DecoderConfig, DecoderLayer, DecoderWeights, Family};
 use veil_core::packing::Mat;
 
 /// The largest dimension accepted from a file's metadata (far above any checkpoint Veil runs;
@@ -67,6 +67,7 @@ pub fn read_config(g: &Gguf) -> Result<DecoderConfig, GgufError> {
         }
     };
     let cfg = DecoderConfig {
+        family: Family::Llama,
         layers: dim("llama.block_count")?,
         hidden: dim("llama.embedding_length")?,
         heads: dim("llama.attention.head_count")?,
@@ -75,7 +76,7 @@ pub fn read_config(g: &Gguf) -> Result<DecoderConfig, GgufError> {
         vocab,
         context: dim("llama.context_length")?,
         rope_base: positive("llama.rope.freq_base")?,
-        rms_eps: positive("llama.attention.layer_norm_rms_epsilon")?,
+        norm_eps: positive("llama.attention.layer_norm_rms_epsilon")?,
         tied_head: g.tensor_info("output.weight").is_err(),
     };
     if cfg.layers > MAX_LAYERS {
@@ -212,9 +213,10 @@ impl LlamaFile {
                 wv: mat(&n("attn_v"), kv, d)?,
                 wo: mat(&n("attn_output"), d, d)?,
                 mlp_norm: vector(&n("ffn_norm"))?,
-                w_gate: mat(&n("ffn_gate"), f, d)?,
+                w_gate: Some(mat(&n("ffn_gate"), f, d)?),
                 w_up: mat(&n("ffn_up"), f, d)?,
                 w_down: mat(&n("ffn_down"), d, f)?,
+                biases: None,
             });
         }
         let w = DecoderWeights {
@@ -222,6 +224,8 @@ impl LlamaFile {
             embed: mat("token_embd.weight", c.vocab, d)?,
             layers,
             final_norm: vector("output_norm.weight")?,
+            final_norm_bias: None,
+            positions: None,
             head: if c.tied_head {
                 None
             } else {
@@ -384,7 +388,10 @@ mod tests {
             .kv_u32("llama.context_length", cfg.context as u32)
             .kv_u32("llama.rope.dimension_count", cfg.head_dim() as u32)
             .kv_f32("llama.rope.freq_base", cfg.rope_base as f32)
-            .kv_f32("llama.attention.layer_norm_rms_epsilon", cfg.rms_eps as f32);
+            .kv_f32(
+                "llama.attention.layer_norm_rms_epsilon",
+                cfg.norm_eps as f32,
+            );
         if tokens {
             let names: Vec<String> = (0..cfg.vocab).map(|i| format!("t{i}")).collect();
             let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -405,6 +412,7 @@ mod tests {
 
     fn small() -> DecoderConfig {
         DecoderConfig {
+            family: Family::Llama,
             layers: 2,
             hidden: 8,
             heads: 4,
@@ -413,7 +421,7 @@ mod tests {
             vocab: 10,
             context: 64,
             rope_base: 10000.0,
-            rms_eps: 1e-5,
+            norm_eps: 1e-5,
             tied_head: true,
         }
     }
@@ -424,10 +432,10 @@ mod tests {
         for tokens in [true, false] {
             let g = Gguf::parse(file(&cfg, None, tokens)).unwrap();
             let got = read_config(&g).unwrap();
-            assert_eq!(got.rms_eps as f32, 1e-5);
+            assert_eq!(got.norm_eps as f32, 1e-5);
             assert_eq!(
                 DecoderConfig {
-                    rms_eps: cfg.rms_eps,
+                    norm_eps: cfg.norm_eps,
                     ..got.clone()
                 },
                 cfg

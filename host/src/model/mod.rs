@@ -14,6 +14,7 @@
 pub mod cnn;
 pub mod fetch;
 pub mod gguf;
+pub mod gpt2;
 pub mod head;
 pub mod images;
 pub mod llama;
@@ -308,7 +309,8 @@ pub fn parse_config(bytes: &[u8]) -> Result<CheckpointConfig, ModelError> {
     })
 }
 
-/// The tensors of one safetensors file, looked up with or without the `bert.` prefix.
+/// The tensors of one safetensors file, looked up with or without a `bert.` (BERT) or
+/// `transformer.` (GPT-2) prefix.
 pub(crate) struct Tensors<'a>(pub(crate) SafeTensors<'a>);
 
 fn half_to_f32(h: u16) -> f32 {
@@ -338,6 +340,7 @@ impl<'a> Tensors<'a> {
         self.0
             .tensor(name)
             .or_else(|_| self.0.tensor(&format!("bert.{name}")))
+            .or_else(|_| self.0.tensor(&format!("transformer.{name}")))
             .map_err(|_| ModelError::MissingTensor { name: name.into() })
     }
 
