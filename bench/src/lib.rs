@@ -26,6 +26,7 @@ pub mod cnn_aac;
 pub mod cnn_table_v;
 pub mod cnn_vgg;
 pub mod convert;
+pub mod decoder;
 pub mod e2e;
 pub mod e2e_link;
 mod error;

@@ -5,7 +5,8 @@
 use clap::Parser;
 use std::process::ExitCode;
 use veil_bench::{
-    accuracy, boot, ckks, cnn, convert, e2e, e2e_link, mpc, nonlinear, scp, to_json, BenchError,
+    accuracy, boot, ckks, cnn, convert, decoder, e2e, e2e_link, mpc, nonlinear, scp, to_json,
+    BenchError,
 };
 
 // Large polynomial buffers are allocated and freed at a high rate: see
@@ -44,6 +45,9 @@ enum Bench {
     Accuracy(accuracy::BenchAccuracyArgs),
     /// FEnc2's CNN packing: the Table IX block-size sweep (`--table-ix`).
     Cnn(cnn::BenchCnnArgs),
+    /// The homomorphic half of one generated token (KV cache encrypted at the server, the LM
+    /// head), per layer, at SmolLM2's or GPT2-base's shape and the contexts asked for.
+    Decoder(decoder::BenchDecoderArgs),
     /// CKKS bootstrapping: latency per step, precision, levels left, key and plaintext bytes,
     /// peak memory; beside OpenFHE and DESILO FHE (--peers), and an FHE-only MLP (--mlp).
     Boot(boot::BenchBootArgs),
@@ -76,6 +80,15 @@ fn bench(b: Bench) -> Result<(), BenchError> {
             Ok(())
         }
         Bench::Nonlinear(a) => nonlinear::run(&a),
+        Bench::Decoder(a) => {
+            let r = decoder::run(&a)?;
+            if a.json {
+                println!("{}", to_json("the decoder report", &r)?);
+            } else {
+                print!("{}", decoder::render(&r));
+            }
+            Ok(())
+        }
         Bench::Boot(a) => {
             let r = boot::run(&a)?;
             if a.json {

@@ -21,6 +21,7 @@
 //! `x += W_down·gelu_tanh(W_up·m + b_up) + b_down` ([`Family::Gpt2`]).
 
 pub mod cache;
+pub mod head;
 pub mod reference;
 
 use crate::error::Error;

@@ -1,5 +1,6 @@
-//! The decode-time attention over an encrypted KV cache (`veil_core::decoder::cache`) in real
-//! CKKS, against the `f64` decoder reference: grouped-query heads read a cache of KV heads only,
+//! The decoder's homomorphic kernels in real CKKS against `f64`: the LM head
+//! (`veil_core::decoder::head`) and the decode-time attention over an encrypted KV cache
+//! (`veil_core::decoder::cache`), the latter against the decoder reference: grouped-query heads read a cache of KV heads only,
 //! RoPE is folded into the projection weights at each public position, the cache crosses a
 //! block boundary, and the output projection reads the kernel's output layout directly.
 //!
@@ -12,6 +13,7 @@ use veil_core::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache, HeadPair,
 };
+use veil_core::decoder::head::{lm_head, HeadLayout};
 use veil_core::decoder::reference::{linear, rope};
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
@@ -394,4 +396,40 @@ fn three_decode_steps_with_rope_gqa_and_output_projection_match_f64() {
     }
     assert_eq!(cache.len(0), 3);
     assert!(worst < 1e-6, "decode attention off by {worst}");
+}
+
+/// The LM head on a replicated hidden state: a vocabulary of three output blocks (two
+/// ciphertexts, the second half empty) against `W·h`.
+#[test]
+fn lm_head_matches_f64() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let (d, vocab) = (40, 2 * n + 900);
+    let lay = HeadLayout::new(n, d, vocab).unwrap();
+    assert_eq!(lay.cts(), 2);
+    let mut rng = test_rng(8);
+    let w = Mat {
+        rows: vocab,
+        cols: d,
+        data: uniform(&mut rng, vocab * d, 0.2),
+    };
+    let h = uniform(&mut rng, d, 1.0);
+    let wf = |r: usize, c: usize| w.get(r, c);
+    let dry = SymExec::new(n);
+    lm_head(&dry, &lay, &dry.fresh(e.top), &wf).unwrap();
+    let keys =
+        e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
+            .unwrap();
+    let ex = CkksExec::new(&e.ck, &keys, n);
+    let hc = enc(&e, &lay.input(&h), &mut rng);
+    let out = lm_head(&ex, &lay, &hc, &wf).unwrap();
+    let got = lay.logits(&out.iter().map(|c| dec(&e, c)).collect::<Vec<_>>());
+    let want = linear(&w, &h);
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    println!("LM head ({vocab} × {d}): worst |err| {worst:.2e}");
+    assert!(worst < 1e-6, "logits off by {worst}");
 }

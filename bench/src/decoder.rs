@@ -1,0 +1,403 @@
+//! `veil-bench decoder`: the homomorphic half of one generated token, per layer, on this
+//! machine: the `Q`/`K`/`V` projection with RoPE folded at the position, the append to the KV
+//! cache held encrypted at the server, the score products, the attention over the cached
+//! values, the output projection, the MLP's projections, and the LM head once per token; at
+//! the contexts asked for, with random weights at SmolLM2's or GPT2-base's shape (CKKS on the
+//! CPU backend, N = 2^15). The MPC half (norms, softmax, SiLU/GELU) and the conversions are
+//! not in it: it counts the ciphertexts each conversion carries instead.
+
+use crate::BenchError;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::{Ciphertext, Ckks, C64};
+use veil_core::decoder::cache::{
+    head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache,
+};
+use veil_core::decoder::head::{lm_head, HeadLayout};
+use veil_core::packing::{ChannelMap, Mat};
+use veil_core::params;
+use veil_core::transformer::projection::{project, ProjConfig, ProjGroup};
+use veil_core::transformer::{CkksExec, Exec, SymExec};
+
+/// The shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+pub enum DecoderShape {
+    /// SmolLM2-135M: d = 576, 9 heads over 3 KV heads, FFN 1536 (SwiGLU), vocabulary 49,152.
+    Smollm2,
+    /// GPT2-base: d = 768, 12 heads, FFN 3072 (GELU), vocabulary 50,257.
+    Gpt2Base,
+}
+
+impl DecoderShape {
+    /// `(d, heads, kv_heads, ffn, vocab, gated)`.
+    fn dims(self) -> (usize, usize, usize, usize, usize, bool) {
+        match self {
+            DecoderShape::Smollm2 => (576, 9, 3, 1536, 49_152, true),
+            DecoderShape::Gpt2Base => (768, 12, 12, 3072, 50_257, false),
+        }
+    }
+}
+
+/// Options of `veil-bench decoder`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchDecoderArgs {
+    /// The shape.
+    #[arg(long, value_enum, default_value_t = DecoderShape::Smollm2)]
+    pub shape: DecoderShape,
+    /// Contexts (positions in the cache, the new token's included) to time a step at.
+    #[arg(long, value_delimiter = ',', default_value = "64,128,256")]
+    pub ctx: Vec<usize>,
+    /// Worker threads of the CPU backend.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One timed step at one context.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepTiming {
+    /// Positions attended (the new one included).
+    pub ctx: usize,
+    /// `(block, seconds)` per layer block, and `head` once per token.
+    pub blocks: Vec<(String, f64)>,
+    /// Sum over one layer's blocks, seconds.
+    pub layer_s: f64,
+    /// `layers · layer_s + head`, seconds: the homomorphic work of one token.
+    pub token_s: f64,
+    /// Ciphertexts the conversions of one layer carry (C2M + M2C) at this context.
+    pub conversion_cts: usize,
+}
+
+/// `veil-bench decoder` output.
+#[derive(Clone, Debug, Serialize)]
+pub struct DecoderReport {
+    /// The shape.
+    pub shape: DecoderShape,
+    /// The model's layers (the token estimate multiplies one layer by them).
+    pub layers: usize,
+    /// The parameter set.
+    pub params: String,
+    /// Positions per cache block (`t = n / d_h`).
+    pub block_positions: usize,
+    /// Galois keys and their generation, seconds.
+    pub galois_keys: usize,
+    /// Key generation, seconds.
+    pub keygen_s: f64,
+    /// One row per context.
+    pub steps: Vec<StepTiming>,
+}
+
+type Ct = Ciphertext<CpuBackend>;
+
+/// The maps and projection configurations of a decode step.
+struct Maps {
+    x: ChannelMap,
+    q: ChannelMap,
+    k: ChannelMap,
+    f: ChannelMap,
+    qkv: ProjConfig,
+    out: ProjConfig,
+    up: ProjConfig,
+    down: ProjConfig,
+}
+
+/// Wall time per block.
+struct Lap(Instant, Vec<(String, f64)>);
+
+impl Lap {
+    /// Records the time since the last mark under `name`.
+    fn tick(&mut self, name: &str) {
+        self.1.push((name.into(), self.0.elapsed().as_secs_f64()));
+        self.0 = Instant::now();
+    }
+    /// Restarts the clock (after work that is not timed).
+    fn reset(&mut self) {
+        self.0 = Instant::now();
+    }
+}
+
+/// The `Q`/`K`/`V` projection of one step on any executor (the dry run and the timing).
+fn projections<E: Exec>(
+    ex: &E,
+    mp: &Maps,
+    x: &[E::Ct],
+    w: [&Mat; 3],
+) -> Result<[Vec<E::Ct>; 3], veil_core::Error> {
+    let [wq, wk, wv] = w;
+    let fq = |i: usize, o: usize| C64::real(wq.get(o, i));
+    let fk = |i: usize, o: usize| C64::real(wk.get(o, i));
+    let fv = |i: usize, o: usize| C64::real(wv.get(o, i));
+    let g = [
+        ProjGroup {
+            out: &mp.q,
+            weight: &fq,
+            raw: false,
+        },
+        ProjGroup {
+            out: &mp.k,
+            weight: &fk,
+            raw: false,
+        },
+        ProjGroup {
+            out: &mp.k,
+            weight: &fv,
+            raw: false,
+        },
+    ];
+    let mut it = project(ex, &mp.qkv, x, &mp.x, &g)?.into_iter();
+    let (q, k, v) = (
+        it.next().unwrap_or_default(),
+        it.next().unwrap_or_default(),
+        it.next().unwrap_or_default(),
+    );
+    Ok([q, k, v])
+}
+
+/// Runs the benchmark.
+pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
+    let e = |source: veil_core::Error| BenchError::Core {
+        step: "bench decoder",
+        source,
+    };
+    let (d, heads, kv_heads, ffn, vocab, gated) = a.shape.dims();
+    let layers = match a.shape {
+        DecoderShape::Smollm2 => 30,
+        DecoderShape::Gpt2Base => 12,
+    };
+    let dh = d / heads;
+    let kv = kv_heads * dh;
+    let lit = params::ckks_128_custom(15, 6, 1);
+    let p = lit.validate().map_err(e)?;
+    let n = p.max_slots();
+    let lay = DecodeLayout::new(n, dh).map_err(e)?;
+    let t = lay.t();
+    let max_ctx = a.ctx.iter().copied().max().unwrap_or(1);
+    if a.ctx.is_empty() || a.ctx.contains(&0) {
+        return Err(BenchError::InvalidOption {
+            option: "--ctx",
+            value: format!("{:?}", a.ctx),
+            expected: "positive contexts",
+        });
+    }
+    let pairs = head_pairs(heads, kv_heads).map_err(e)?;
+    let x_map = ChannelMap::segment_column(d, t, dh, true, |c| c);
+    // The MLP's output: gate and up as the real and imaginary parts (SwiGLU), or FC1 alone.
+    let f_out = if gated { 2 * ffn } else { ffn };
+    let f_map = ChannelMap::segment_column(f_out, t, dh, true, |c| c);
+    let fd_map = ChannelMap::segment_column(ffn, t, dh, true, |c| c);
+    let q_map = pair_map(&lay, &pairs);
+    let k_map = kv_map(&lay, kv_heads);
+    let mp = Maps {
+        qkv: ProjConfig::auto(t, dh, n, x_map.cts, q_map.cts + 2 * k_map.cts),
+        out: ProjConfig::auto(t, dh, n, q_map.cts, x_map.cts),
+        up: ProjConfig::auto(t, dh, n, x_map.cts, 2 * f_map.cts),
+        down: ProjConfig::auto(t, dh, n, fd_map.cts, 2 * x_map.cts),
+        x: x_map,
+        q: q_map,
+        k: k_map,
+        f: f_map,
+    };
+    let head_lay = HeadLayout::new(n, d, vocab).map_err(e)?;
+    // Levels: the input of the attention at 4 (projection 3, cache 2, scores 1), the
+    // probabilities and the MLP inputs at 3 and 2, the head's input at 1.
+    let (lx, lp, lm, lh) = (4usize, 3usize, 2usize, 1usize);
+
+    let mut seed = 0x5eed_u64;
+    let mut rnd = |rows: usize, cols: usize, s: f64| {
+        let data = (0..rows * cols)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                ((seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) * s
+            })
+            .collect();
+        Mat { rows, cols, data }
+    };
+    let ws = 1.0 / (d as f64).sqrt();
+    let (wq, wk, wv, wo) = (rnd(d, d, ws), rnd(kv, d, ws), rnd(kv, d, ws), rnd(d, d, ws));
+    let w_up = rnd(f_out, d, ws);
+    let w_down = rnd(d, ffn, 1.0 / (ffn as f64).sqrt());
+    let w_head = rnd(vocab, d, ws);
+
+    // Dry run of every block: the Galois keys.
+    let dry = SymExec::new(n);
+    {
+        let x: Vec<_> = (0..mp.x.cts).map(|_| dry.fresh(lx)).collect();
+        let [q, k, v] = projections(&dry, &mp, &x, [&wq, &wk, &wv]).map_err(e)?;
+        let mut c = EncKvCache::new(lay, 1, kv_heads, max_ctx).map_err(e)?;
+        c.append(&dry, 0, k, v).map_err(e)?;
+        c.scores(&dry, 0, &q, &pairs).map_err(e)?;
+        let pr: Vec<Vec<_>> = pairs.iter().map(|_| vec![dry.fresh(lp)]).collect();
+        let o = c.values(&dry, 0, &pr, &pairs).map_err(e)?;
+        let z = |_: usize, _: usize| C64::default();
+        let g = [ProjGroup {
+            out: &mp.x,
+            weight: &z,
+            raw: false,
+        }];
+        project(&dry, &mp.out, &o, &mp.q, &g).map_err(e)?;
+        let xm: Vec<_> = (0..mp.x.cts).map(|_| dry.fresh(lm)).collect();
+        let g = [ProjGroup {
+            out: &mp.f,
+            weight: &z,
+            raw: false,
+        }];
+        project(&dry, &mp.up, &xm, &mp.x, &g).map_err(e)?;
+        let fm: Vec<_> = (0..fd_map.cts).map(|_| dry.fresh(lm)).collect();
+        let g = [ProjGroup {
+            out: &mp.x,
+            weight: &z,
+            raw: false,
+        }];
+        project(&dry, &mp.down, &fm, &fd_map, &g).map_err(e)?;
+        let wz = |_: usize, _: usize| 0.0;
+        lm_head(&dry, &head_lay, &dry.fresh(lh), &wz).map_err(e)?;
+    }
+    let be = CpuBackend::fast(&p, a.threads).map_err(|x| BenchError::Backend {
+        reason: x.to_string(),
+    })?;
+    let ck = Ckks::new(Arc::new(be));
+    let mut rng = veil_host::os_rng();
+    let sk = ck.gen_secret_key(&mut rng);
+    let rots = dry.rotations_used();
+    let t0 = Instant::now();
+    let keys = ck
+        .gen_evaluation_keys(&sk, &rots, true, &mut rng, |_, _| {})
+        .map_err(e)?;
+    let keygen_s = t0.elapsed().as_secs_f64();
+    let ex = CkksExec::new(&ck, &keys, n);
+    let enc = |v: &[C64], level: usize, rng: &mut veil_host::SecretRng| -> Result<Ct, BenchError> {
+        let pt = ck.encode(v, n, level, p.default_scale()).map_err(e)?;
+        ck.encrypt_sk(&sk, &pt, rng).map_err(e)
+    };
+    let ones = vec![C64::real(0.5); n];
+    // A filler key/value for the positions before a timed step (its values do not matter).
+    let filler = enc(&ones, lx - 1, &mut rng)?;
+
+    let mut cache = EncKvCache::new(lay, 1, kv_heads, max_ctx).map_err(e)?;
+    let mut ctxs = a.ctx.clone();
+    ctxs.sort_unstable();
+    ctxs.dedup();
+    let mut steps = Vec::new();
+    for &ctx in &ctxs {
+        while cache.len(0) + 1 < ctx {
+            let copies = || (0..kv_heads).map(|_| ex.clone_ct(&filler)).collect::<Vec<Ct>>();
+            cache.append(&ex, 0, copies(), copies()).map_err(e)?;
+        }
+        let pos = ctx - 1;
+        let xc: Vec<Ct> = (0..mp.x.cts)
+            .map(|_| enc(&ones, lx, &mut rng))
+            .collect::<Result<_, _>>()?;
+        let mut lap = Lap(Instant::now(), Vec::new());
+        let wq_p = rope_rows(&wq, pos, dh, 1e5, 1.0 / (dh as f64).sqrt()).map_err(e)?;
+        let wk_p = rope_rows(&wk, pos, dh, 1e5, 1.0).map_err(e)?;
+        lap.tick("rope fold");
+        let [q, k, v] = projections(&ex, &mp, &xc, [&wq_p, &wk_p, &wv]).map_err(e)?;
+        lap.tick("qkv");
+        cache.append(&ex, 0, k, v).map_err(e)?;
+        lap.tick("append");
+        let s = cache.scores(&ex, 0, &q, &pairs).map_err(e)?;
+        lap.tick("scores");
+        let nb = lay.blocks(ctx);
+        let pr: Vec<Vec<Ct>> = pairs
+            .iter()
+            .map(|_| (0..nb).map(|_| enc(&ones, lp, &mut rng)).collect())
+            .collect::<Result<_, _>>()?;
+        lap.reset();
+        let o = cache.values(&ex, 0, &pr, &pairs).map_err(e)?;
+        lap.tick("values");
+        let fo = |i: usize, o: usize| C64::real(wo.get(o, i));
+        let g = [ProjGroup {
+            out: &mp.x,
+            weight: &fo,
+            raw: false,
+        }];
+        project(&ex, &mp.out, &o, &mp.q, &g).map_err(e)?;
+        lap.tick("out proj");
+        let xm: Vec<Ct> = (0..mp.x.cts)
+            .map(|_| enc(&ones, lm, &mut rng))
+            .collect::<Result<_, _>>()?;
+        let fm: Vec<Ct> = (0..fd_map.cts)
+            .map(|_| enc(&ones, lm, &mut rng))
+            .collect::<Result<_, _>>()?;
+        let hc = enc(&head_lay.input(&vec![0.5; d]), lh, &mut rng)?;
+        lap.reset();
+        let fu = |i: usize, o: usize| C64::real(w_up.get(o, i));
+        let g = [ProjGroup {
+            out: &mp.f,
+            weight: &fu,
+            raw: false,
+        }];
+        project(&ex, &mp.up, &xm, &mp.x, &g).map_err(e)?;
+        lap.tick(if gated { "gate+up" } else { "fc1" });
+        let fdn = |i: usize, o: usize| C64::real(w_down.get(o, i));
+        let g = [ProjGroup {
+            out: &mp.x,
+            weight: &fdn,
+            raw: false,
+        }];
+        project(&ex, &mp.down, &fm, &fd_map, &g).map_err(e)?;
+        lap.tick(if gated { "down" } else { "fc2" });
+        let wh = |r: usize, c: usize| w_head.get(r, c);
+        lm_head(&ex, &head_lay, &hc, &wh).map_err(e)?;
+        lap.tick("head");
+        let blocks = lap.1;
+        drop(s);
+        let layer_s: f64 = blocks.iter().filter(|b| b.0 != "head").map(|b| b.1).sum();
+        let head_s = blocks.iter().find(|b| b.0 == "head").map_or(0.0, |b| b.1);
+        // C2M: scores (pairs·blocks), the attention output, the MLP's first and second
+        // projections; M2C: the attention input, the probabilities, the MLP's two inputs.
+        let conversion_cts = pairs.len() * nb
+            + mp.x.cts
+            + mp.f.cts
+            + mp.x.cts
+            + mp.x.cts
+            + pairs.len() * nb
+            + mp.x.cts
+            + fd_map.cts;
+        steps.push(StepTiming {
+            ctx,
+            blocks,
+            layer_s,
+            token_s: layers as f64 * layer_s + head_s,
+            conversion_cts,
+        });
+    }
+    Ok(DecoderReport {
+        shape: a.shape,
+        layers,
+        params: p.name().to_string(),
+        block_positions: t,
+        galois_keys: rots.len(),
+        keygen_s,
+        steps,
+    })
+}
+
+/// The report as a table.
+pub fn render(r: &DecoderReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "decode step, homomorphic half ({:?}, {} layers, {}, {} positions per cache block; {} \
+         Galois keys in {:.1} s)",
+        r.shape, r.layers, r.params, r.block_positions, r.galois_keys, r.keygen_s
+    );
+    for st in &r.steps {
+        let _ = writeln!(
+            s,
+            "ctx {:>4}: one layer {:.3} s, token {:.1} s, {} ciphertexts converted per layer",
+            st.ctx, st.layer_s, st.token_s, st.conversion_cts
+        );
+        for (b, t) in &st.blocks {
+            let _ = writeln!(s, "    {b:<10} {:>8.1} ms", t * 1e3);
+        }
+    }
+    s
+}

@@ -1,0 +1,211 @@
+//! The LM head in CKKS: `logits = W·h` for the final hidden state `h` (width `d`) and the
+//! server's `V × d` head (SmolLM2: 49,152 × 576), densely packed so that a token's logits
+//! cost `⌈V / 2n⌉` ciphertexts, not one per block of the attention's layout.
+//!
+//! # Packing
+//!
+//! `h` is zero-padded to `D`, the least power of two `≥ d` (at most `n`), and *replicated*
+//! `n / D` times over the `n` slots: slot `s` holds `h[s mod D]`. Output block `b` (rows
+//! `b·n .. (b+1)·n` of `W`) is the generalized diagonal product
+//!
+//! `y_b = Σ_{k<D} diag_{b,k} ⊙ ρ(h, k)`,  `diag_{b,k}[s] = W[b·n + s][(s + k) mod D]`
+//!
+//! (zero past `V` rows or `d` columns), evaluated by baby-step giant-step with `k = i·g + j`:
+//! `y = Σ_i ρ(Σ_j ρ(diag_{ig+j}, −ig) ⊙ ρ(h, j), ig)`. Two blocks share a ciphertext as its
+//! real and imaginary parts (`h` is real, so `(d_re + i·d_im) ⊙ h` carries both products),
+//! which halves the products and the ciphertexts the client receives.
+//!
+//! Per token: `g − 1` baby rotations (hoisted, shared by every output), `D/g − 1` giant
+//! rotations (lazy) and `D` plaintext products per output ciphertext, one level.
+
+use crate::circuits::exec::{Exec, PlainTerm, PtValues};
+use crate::ckks::C64;
+use crate::error::{Error, Result};
+use alloc::vec::Vec;
+
+/// The head's packing for `n` slots, width `d` and vocabulary `V`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLayout {
+    slots: usize,
+    d: usize,
+    dpad: usize,
+    vocab: usize,
+    g: usize,
+}
+
+impl HeadLayout {
+    /// The layout; `d` must fit the slots (`D ≤ n`) and the vocabulary be positive.
+    pub fn new(slots: usize, d: usize, vocab: usize) -> Result<Self> {
+        if d == 0 || vocab == 0 || !slots.is_power_of_two() {
+            return Err(Error::InvalidParameters(
+                "LM head: the width and vocabulary must be positive, the slots a power of two",
+            ));
+        }
+        let dpad = d.next_power_of_two();
+        if dpad > slots {
+            return Err(Error::InvalidParameters(
+                "LM head: the model is wider than the slots",
+            ));
+        }
+        // Baby steps ≈ √D, a power of two (D is one).
+        let g = 1usize << (dpad.trailing_zeros().div_ceil(2));
+        Ok(Self {
+            slots,
+            d,
+            dpad,
+            vocab,
+            g,
+        })
+    }
+
+    /// Output ciphertexts: `⌈V / 2n⌉`.
+    pub fn cts(&self) -> usize {
+        self.vocab.div_ceil(2 * self.slots)
+    }
+
+    /// The padded width `D`.
+    pub fn dpad(&self) -> usize {
+        self.dpad
+    }
+
+    /// Slot values of the input: `h` (`d` values) zero-padded to `D` and replicated.
+    pub fn input(&self, h: &[f64]) -> Vec<C64> {
+        (0..self.slots)
+            .map(|s| {
+                C64::real(
+                    self.input_home(s)
+                        .and_then(|c| h.get(c))
+                        .copied()
+                        .unwrap_or(0.0),
+                )
+            })
+            .collect()
+    }
+
+    /// Which element of `h` slot `s` of the input holds (`None`: padding).
+    pub fn input_home(&self, s: usize) -> Option<usize> {
+        let c = s % self.dpad;
+        (s < self.slots && c < self.d).then_some(c)
+    }
+
+    /// The logits from the decrypted output ciphertexts (block `2u` in the real parts of
+    /// ciphertext `u`, block `2u + 1` in the imaginary parts).
+    pub fn logits(&self, cts: &[Vec<C64>]) -> Vec<f64> {
+        (0..self.vocab)
+            .map(|r| {
+                let (b, s) = (r / self.slots, r % self.slots);
+                let z = cts
+                    .get(b / 2)
+                    .and_then(|c| c.get(s))
+                    .copied()
+                    .unwrap_or_default();
+                if b % 2 == 0 {
+                    z.re
+                } else {
+                    z.im
+                }
+            })
+            .collect()
+    }
+}
+
+/// The head's weights, `W[row][col]` for `row < V`, `col < d`.
+pub type HeadWeights<'a> = &'a dyn Fn(usize, usize) -> f64;
+
+/// `W·h` on the replicated input `h` ([`HeadLayout::input`]): [`HeadLayout::cts`] ciphertexts,
+/// one level below the input.
+pub fn lm_head<E: Exec>(
+    ex: &E,
+    lay: &HeadLayout,
+    h: &E::Ct,
+    w: HeadWeights<'_>,
+) -> Result<Vec<E::Ct>> {
+    let n = lay.slots;
+    if ex.slots() != n {
+        return Err(Error::SlotMismatch {
+            expected: n,
+            found: ex.slots(),
+        });
+    }
+    let (g, dp) = (lay.g.min(lay.dpad), lay.dpad);
+    let giants = dp / g;
+    let ks: Vec<i64> = (0..g as i64).collect();
+    let babies = ex.rotate_many(h, &ks)?;
+    // diag_{b,k}[s] (real), zero past the vocabulary or the width.
+    let diag = move |b: usize, k: usize, s: usize| -> f64 {
+        let (row, col) = (b * n + s, (s + k) % dp);
+        if row < lay.vocab && col < lay.d {
+            w(row, col)
+        } else {
+            0.0
+        }
+    };
+    let mut out = Vec::with_capacity(lay.cts());
+    for u in 0..lay.cts() {
+        let vals = |i: usize, j: usize| {
+            move || -> Vec<C64> {
+                let k = i * g + j;
+                let shift = i * g;
+                (0..n)
+                    .map(|s| {
+                        // ρ(diag, −ig)[s] = diag[(s − ig) mod n].
+                        let src = (s + n - shift % n) % n;
+                        C64::new(diag(2 * u, k, src), diag(2 * u + 1, k, src))
+                    })
+                    .collect()
+            }
+        };
+        let closures: Vec<Vec<_>> = (0..giants)
+            .map(|i| (0..g).map(|j| vals(i, j)).collect())
+            .collect();
+        let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> = closures
+            .iter()
+            .map(|grp| {
+                grp.iter()
+                    .enumerate()
+                    .map(|(j, f)| (&babies[j], None, f as PtValues<'_>))
+                    .collect()
+            })
+            .collect();
+        let mut parts = Vec::with_capacity(giants);
+        for (i, z) in ex.mul_plain_sums(&sums)?.into_iter().enumerate() {
+            if let Some(mut z) = z {
+                ex.rescale(&mut z)?;
+                parts.push((z, (i * g) as i64));
+            }
+        }
+        if parts.is_empty() {
+            return Err(Error::InvalidParameters("LM head: empty output"));
+        }
+        out.push(ex.rotate_sum_lazy(parts)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::exec::SymExec;
+    use alloc::vec;
+
+    #[test]
+    fn layout_and_counts() {
+        assert!(HeadLayout::new(1024, 2048, 10).is_err());
+        assert!(HeadLayout::new(1000, 16, 10).is_err());
+        let lay = HeadLayout::new(1 << 14, 576, 49_152).unwrap();
+        assert_eq!((lay.dpad(), lay.cts(), lay.g), (1024, 2, 32));
+        let v = lay.input(&vec![1.0; 576]);
+        assert_eq!(v[1024 + 575], C64::real(1.0));
+        assert_eq!(v[1024 + 576], C64::default());
+        assert_eq!(lay.input_home(2048 + 3), Some(3));
+        assert_eq!(lay.input_home(600), None);
+        let ex = SymExec::new(1 << 14);
+        let w = |_: usize, _: usize| 0.0;
+        let out = lm_head(&ex, &lay, &ex.fresh(3), &w).unwrap();
+        assert_eq!(out.len(), 2);
+        assert_eq!(out[0].level, 2);
+        let c = ex.counts();
+        assert_eq!(c.pt_mults, 2 * 1024);
+        assert_eq!(c.rotations, 31 + 2 * 31);
+    }
+}
