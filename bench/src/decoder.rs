@@ -286,7 +286,11 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     let mut steps = Vec::new();
     for &ctx in &ctxs {
         while cache.len(0) + 1 < ctx {
-            let copies = || (0..kv_heads).map(|_| ex.clone_ct(&filler)).collect::<Vec<Ct>>();
+            let copies = || {
+                (0..kv_heads)
+                    .map(|_| ex.clone_ct(&filler))
+                    .collect::<Vec<Ct>>()
+            };
             cache.append(&ex, 0, copies(), copies()).map_err(e)?;
         }
         let pos = ctx - 1;

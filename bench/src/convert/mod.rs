@@ -218,11 +218,11 @@ pub struct Report {
 pub struct R2fReport {
     /// Values converted.
     pub values: usize,
-    /// `ℓ`-bit comparison + B2A ([`Party::ring_to_field`]): bytes.
+    /// `ℓ`-bit comparison + B2A (`Party::ring_to_field`): bytes.
     pub comparison_bytes: u64,
     /// Its rounds.
     pub comparison_rounds: u32,
-    /// Known-MSB ([`Party::ring_to_field_known_msb`]): bytes.
+    /// Known-MSB (`Party::ring_to_field_known_msb`): bytes.
     pub known_msb_bytes: u64,
     /// Its rounds.
     pub known_msb_rounds: u32,
