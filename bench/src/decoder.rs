@@ -15,7 +15,7 @@ use veil_core::ckks::{Ciphertext, Ckks, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache,
 };
-use veil_core::decoder::head::{lm_head, HeadLayout};
+use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
 use veil_core::transformer::projection::{project, ProjConfig, ProjGroup};
@@ -64,8 +64,11 @@ pub struct StepTiming {
     pub ctx: usize,
     /// `(block, seconds)` per layer block, and `head` once per token.
     pub blocks: Vec<(String, f64)>,
-    /// Sum over one layer's blocks, seconds.
+    /// Sum over one layer's blocks, seconds (the MLP in the attention's row-replicated
+    /// layout).
     pub layer_s: f64,
+    /// The same with the MLP densely packed (`dense` blocks: one output ciphertext each).
+    pub layer_dense_s: f64,
     /// `layers · layer_s + head`, seconds: the homomorphic work of one token.
     pub token_s: f64,
     /// Ciphertexts the conversions of one layer carry (C2M + M2C) at this context.
@@ -83,7 +86,7 @@ pub struct DecoderReport {
     pub params: String,
     /// Positions per cache block (`t = n / d_h`).
     pub block_positions: usize,
-    /// Galois keys and their generation, seconds.
+    /// Galois keys generated.
     pub galois_keys: usize,
     /// Key generation, seconds.
     pub keygen_s: f64,
@@ -185,15 +188,27 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     }
     let pairs = head_pairs(heads, kv_heads).map_err(e)?;
     let x_map = ChannelMap::segment_column(d, t, dh, true, |c| c);
-    // The MLP's output: gate and up as the real and imaginary parts (SwiGLU), or FC1 alone.
+    // The MLP's output in the row-replicated layout: gate then up (SwiGLU; 2·ffn channels)
+    // or FC1 alone, complex pairs of consecutive blocks.
     let f_out = if gated { 2 * ffn } else { ffn };
     let f_map = ChannelMap::segment_column(f_out, t, dh, true, |c| c);
     let fd_map = ChannelMap::segment_column(ffn, t, dh, true, |c| c);
     let q_map = pair_map(&lay, &pairs);
     let k_map = kv_map(&lay, kv_heads);
     let mp = Maps {
-        qkv: ProjConfig::auto(t, dh, n, x_map.cts, q_map.cts + 2 * k_map.cts),
-        out: ProjConfig::auto(t, dh, n, q_map.cts, x_map.cts),
+        // Accumulators: two per paired (complex) output ciphertext, one per real one.
+        qkv: ProjConfig::auto(
+            t,
+            dh,
+            n,
+            x_map.cts,
+            pairs
+                .iter()
+                .map(|p| 1 + p.im.is_some() as usize)
+                .sum::<usize>()
+                + 2 * k_map.cts,
+        ),
+        out: ProjConfig::auto(t, dh, n, q_map.cts, 2 * x_map.cts),
         up: ProjConfig::auto(t, dh, n, x_map.cts, 2 * f_map.cts),
         down: ProjConfig::auto(t, dh, n, fd_map.cts, 2 * x_map.cts),
         x: x_map,
@@ -202,6 +217,19 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         f: f_map,
     };
     let head_lay = HeadLayout::new(n, d, vocab).map_err(e)?;
+    // The MLP densely packed: the input replicated with period D, one output ciphertext each
+    // (gate and up as its real and imaginary parts for SwiGLU; FC1 real for GPT-2), then the
+    // down projection from the FFN's width.
+    let dense_in = DenseLayout::new(n, d).map_err(e)?;
+    let dense_f = DenseLayout::new(n, ffn).map_err(e)?;
+    let up_rows = move |_: usize, s: usize| -> (Option<usize>, Option<usize>) {
+        match (s < ffn, gated) {
+            (true, true) => (Some(s), Some(ffn + s)),
+            (true, false) => (Some(s), None),
+            _ => (None, None),
+        }
+    };
+    let down_rows = move |_: usize, s: usize| ((s < d).then_some(s), None);
     // Levels: the input of the attention at 4 (projection 3, cache 2, scores 1), the
     // probabilities and the MLP inputs at 3 and 2, the head's input at 1.
     let (lx, lp, lm, lh) = (4usize, 3usize, 2usize, 1usize);
@@ -223,6 +251,8 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     let w_up = rnd(f_out, d, ws);
     let w_down = rnd(d, ffn, 1.0 / (ffn as f64).sqrt());
     let w_head = rnd(vocab, d, ws);
+    let fu_dense = |r: usize, c: usize| w_up.get(r, c);
+    let fd_dense = |r: usize, c: usize| w_down.get(r, c);
 
     // Dry run of every block: the Galois keys.
     let dry = SymExec::new(n);
@@ -257,6 +287,8 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         project(&dry, &mp.down, &fm, &fd_map, &g).map_err(e)?;
         let wz = |_: usize, _: usize| 0.0;
         lm_head(&dry, &head_lay, &dry.fresh(lh), &wz).map_err(e)?;
+        matvec(&dry, &dense_in, &dry.fresh(lm), 1, &up_rows, &wz).map_err(e)?;
+        matvec(&dry, &dense_f, &dry.fresh(lm), 1, &down_rows, &wz).map_err(e)?;
     }
     let be = CpuBackend::fast(&p, a.threads).map_err(|x| BenchError::Backend {
         reason: x.to_string(),
@@ -298,9 +330,17 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
             .map(|_| enc(&ones, lx, &mut rng))
             .collect::<Result<_, _>>()?;
         let mut lap = Lap(Instant::now(), Vec::new());
-        let wq_p = rope_rows(&wq, pos, dh, 1e5, 1.0 / (dh as f64).sqrt()).map_err(e)?;
-        let wk_p = rope_rows(&wk, pos, dh, 1e5, 1.0).map_err(e)?;
-        lap.tick("rope fold");
+        // RoPE folded at the position (SmolLM2); GPT-2's learned positions enter with the
+        // embedding, so its weights are used as they are (1/√d_h folded into W_q either way).
+        let inv = 1.0 / (dh as f64).sqrt();
+        let (wq_p, wk_p) = if a.shape == DecoderShape::Smollm2 {
+            let q = rope_rows(&wq, pos, dh, 1e5, inv).map_err(e)?;
+            (q, rope_rows(&wk, pos, dh, 1e5, 1.0).map_err(e)?)
+        } else {
+            let q = Mat::from_fn(wq.rows, wq.cols, |r, c| wq.get(r, c) * inv);
+            (q, wk.clone())
+        };
+        lap.tick(if gated { "rope fold" } else { "scale W_q" });
         let [q, k, v] = projections(&ex, &mp, &xc, [&wq_p, &wk_p, &wv]).map_err(e)?;
         lap.tick("qkv");
         cache.append(&ex, 0, k, v).map_err(e)?;
@@ -347,12 +387,30 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         }];
         project(&ex, &mp.down, &fm, &fd_map, &g).map_err(e)?;
         lap.tick(if gated { "down" } else { "fc2" });
+        let xd = enc(&dense_in.input(&vec![0.5; d]), lm, &mut rng)?;
+        let fdense = enc(&dense_f.input(&vec![0.5; ffn]), lm, &mut rng)?;
+        lap.reset();
+        matvec(&ex, &dense_in, &xd, 1, &up_rows, &fu_dense).map_err(e)?;
+        lap.tick(if gated { "gate+up dense" } else { "fc1 dense" });
+        matvec(&ex, &dense_f, &fdense, 1, &down_rows, &fd_dense).map_err(e)?;
+        lap.tick(if gated { "down dense" } else { "fc2 dense" });
         let wh = |r: usize, c: usize| w_head.get(r, c);
         lm_head(&ex, &head_lay, &hc, &wh).map_err(e)?;
         lap.tick("head");
         let blocks = lap.1;
         drop(s);
-        let layer_s: f64 = blocks.iter().filter(|b| b.0 != "head").map(|b| b.1).sum();
+        let is_dense = |b: &str| b.ends_with(" dense");
+        let is_mlp = |b: &str| ["gate+up", "down", "fc1", "fc2"].contains(&b);
+        let layer_s: f64 = blocks
+            .iter()
+            .filter(|b| b.0 != "head" && !is_dense(&b.0))
+            .map(|b| b.1)
+            .sum();
+        let layer_dense_s: f64 = blocks
+            .iter()
+            .filter(|b| b.0 != "head" && !is_mlp(&b.0))
+            .map(|b| b.1)
+            .sum();
         let head_s = blocks.iter().find(|b| b.0 == "head").map_or(0.0, |b| b.1);
         // C2M: scores (pairs·blocks), the attention output, the MLP's first and second
         // projections; M2C: the attention input, the probabilities, the MLP's two inputs.
@@ -368,6 +426,7 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
             ctx,
             blocks,
             layer_s,
+            layer_dense_s,
             token_s: layers as f64 * layer_s + head_s,
             conversion_cts,
         });
@@ -396,8 +455,9 @@ pub fn render(r: &DecoderReport) -> String {
     for st in &r.steps {
         let _ = writeln!(
             s,
-            "ctx {:>4}: one layer {:.3} s, token {:.1} s, {} ciphertexts converted per layer",
-            st.ctx, st.layer_s, st.token_s, st.conversion_cts
+            "ctx {:>4}: one layer {:.3} s ({:.3} s with the dense MLP), token {:.1} s, {} \
+             ciphertexts converted per layer",
+            st.ctx, st.layer_s, st.layer_dense_s, st.token_s, st.conversion_cts
         );
         for (b, t) in &st.blocks {
             let _ = writeln!(s, "    {b:<10} {:>8.1} ms", t * 1e3);

@@ -40,7 +40,8 @@ pub struct GenerateArgs {
     /// With a temperature: sample among the `K` likeliest tokens only.
     #[arg(long, value_name = "K")]
     pub top_k: Option<usize>,
-    /// Send the prompt as it is, without the model's chat turn.
+    /// Send the prompt as it is, without the model's chat turn (GPT-2 has none: its prompts
+    /// always go in raw).
     #[arg(long)]
     pub raw: bool,
     /// Print one JSON object (prompt_tokens, tokens, text, prefill_s, per_token_s, bytes)
@@ -134,7 +135,9 @@ struct Loaded {
 
 fn load(a: &GenerateArgs) -> Result<Loaded, CliError> {
     let prompt = a.prompt.join(" ");
-    if Gpt2Dir::is_gpt2(Path::new(&a.model)) {
+    // A directory is a GPT-2 checkpoint (its config's errors are shown as such); a file is
+    // a GGUF.
+    if Path::new(&a.model).is_dir() {
         let g = Gpt2Dir::open(Path::new(&a.model))?;
         let tok = g.tokenizer()?;
         let eos = tok

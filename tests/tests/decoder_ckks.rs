@@ -13,7 +13,7 @@ use veil_core::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache, HeadPair,
 };
-use veil_core::decoder::head::{lm_head, HeadLayout};
+use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
 use veil_core::decoder::reference::{linear, rope};
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
@@ -432,4 +432,50 @@ fn lm_head_matches_f64() {
         .fold(0.0, f64::max);
     println!("LM head ({vocab} × {d}): worst |err| {worst:.2e}");
     assert!(worst < 1e-6, "logits off by {worst}");
+}
+
+/// One token's SwiGLU inputs densely packed: `gate = W_g·x` in the real parts and `up = W_u·x`
+/// in the imaginary parts of one ciphertext (the row map of `veil-bench decoder`), against `f64`.
+#[test]
+fn dense_gate_and_up_in_one_ciphertext_match_f64() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let (d, ffn) = (40, 300);
+    let lay = DenseLayout::new(n, d).unwrap();
+    let mut rng = test_rng(9);
+    let w = Mat {
+        rows: 2 * ffn,
+        cols: d,
+        data: uniform(&mut rng, 2 * ffn * d, 0.2),
+    };
+    let x = uniform(&mut rng, d, 1.0);
+    let wf = |r: usize, c: usize| w.get(r, c);
+    let rows = |_: usize, s: usize| -> (Option<usize>, Option<usize>) {
+        if s < ffn {
+            (Some(s), Some(ffn + s))
+        } else {
+            (None, None)
+        }
+    };
+    let dry = SymExec::new(n);
+    matvec(&dry, &lay, &dry.fresh(e.top), 1, &rows, &wf).unwrap();
+    let keys =
+        e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
+            .unwrap();
+    let ex = CkksExec::new(&e.ck, &keys, n);
+    let xc = enc(&e, &lay.input(&x), &mut rng);
+    let out = matvec(&ex, &lay, &xc, 1, &rows, &wf).unwrap();
+    let got = dec(&e, &out[0]);
+    let want = linear(&w, &x);
+    let mut worst: f64 = 0.0;
+    for s in 0..ffn {
+        worst = worst.max((got[s].re - want[s]).abs());
+        worst = worst.max((got[s].im - want[ffn + s]).abs());
+    }
+    // Slots past the rows hold nothing.
+    assert!(got[ffn..]
+        .iter()
+        .all(|z| z.re.abs() < 1e-6 && z.im.abs() < 1e-6));
+    println!("dense gate+up ({ffn} + {ffn} × {d}): worst |err| {worst:.2e}");
+    assert!(worst < 1e-6, "off by {worst}");
 }

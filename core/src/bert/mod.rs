@@ -12,7 +12,7 @@ pub mod layout;
 pub mod plan;
 pub mod reference;
 pub mod run;
-mod track;
+pub(crate) mod track;
 pub mod weights;
 
 pub use plan::{bounds, session_params, Blocks, Bounds, Levels, SessionPlan, MPC_CONFIG, SEQ_LENS};

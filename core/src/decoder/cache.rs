@@ -31,8 +31,8 @@
 //!   pair, one tensor product per block summed before one relinearization and one rescale, then
 //!   the sum over the `t` rows of each segment by doubling (`⌈log₂ t⌉` rotations), which leaves
 //!   `o_h[j] + i·o_{h'}[j]` in row 0 of segment `j` ([`DecodeLayout::read_values`]): the input
-//!   layout of the output projection (the other rows hold partial sums, which the row-wise
-//!   projection carries along and the conversion after it drops).
+//!   layout of the output projection (the other rows hold sums that run into the next
+//!   segment, which the row-wise projection carries along and the conversion after it drops).
 //!
 //! Per generated token and layer the work is `pairs · blocks` tensor products and
 //! relinearizations for the scores and `pairs · (blocks + ⌈log₂ t⌉)` operations for the
@@ -244,6 +244,8 @@ pub struct EncKvCache<C> {
     kv_heads: usize,
     max: usize,
     level: Option<usize>,
+    /// A copy of the first cached row: every later row must add to it (same level and scale).
+    probe: Option<C>,
     layers: Vec<LayerCache<C>>,
 }
 
@@ -261,6 +263,7 @@ impl<C> EncKvCache<C> {
             kv_heads,
             max,
             level: None,
+            probe: None,
             layers: (0..layers)
                 .map(|_| LayerCache {
                     k: (0..kv_heads).map(|_| Vec::new()).collect(),
@@ -311,9 +314,12 @@ impl<C> EncKvCache<C> {
     }
 
     /// Appends the next position of `layer`: `k[g]` and `v[g]` are KV head `g`'s new key and
-    /// value, row-replicated ([`DecodeLayout::replicated`]), all at one level. Row
+    /// value, row-replicated ([`DecodeLayout::replicated`]), all at one level and scale. Row
     /// `len mod t` is kept (one plaintext product and a rescale each) and added into its
-    /// block. Refused with [`Error::ContextFull`] when the layer holds `max` positions.
+    /// block. Refused with [`Error::ContextFull`] when the layer holds `max` positions, and
+    /// with the executor's level or scale error when a row does not match the cache (every
+    /// row is checked before anything is stored: a refused append leaves the cache as it
+    /// was).
     pub fn append<E: Exec<Ct = C>>(
         &mut self,
         ex: &E,
@@ -350,8 +356,9 @@ impl<C> EncKvCache<C> {
             ex.rescale(&mut z)?;
             rows.push(z);
         }
-        // Every cached ciphertext sits at one level: the first append fixes it; a later input
-        // above it is dropped to it, one below it is refused.
+        // Every cached ciphertext sits at one level and scale: the first append fixes them; a
+        // later input above the level is dropped to it, one below it is refused, and a scale
+        // that differs is refused by a trial addition to the probe (a copy of the first row).
         let target = match self.level {
             Some(l) => l,
             None => rows.iter().map(|z| ex.level(z)).min().unwrap_or(0),
@@ -366,7 +373,16 @@ impl<C> EncKvCache<C> {
             }
             ex.drop_to(z, target)?;
         }
+        let probe = match &self.probe {
+            Some(p) => ex.clone_ct(p),
+            None => ex.clone_ct(&rows[0]),
+        };
+        for z in &rows {
+            let mut t = ex.clone_ct(&probe);
+            ex.add_assign(&mut t, z)?;
+        }
         self.level = Some(target);
+        self.probe = Some(probe);
         let lc = &mut self.layers[layer];
         let mut it = rows.into_iter();
         for blocks in lc.k.iter_mut().chain(lc.v.iter_mut()) {
@@ -567,6 +583,26 @@ mod tests {
         assert_eq!(kv_map(&lay, 3).get(2, 0, 15), Some(47));
     }
 
+    /// A row at another scale is refused before anything is stored (the cache is unchanged),
+    /// as is one below the cache's level.
+    #[test]
+    fn a_mismatched_append_leaves_the_cache_unchanged() {
+        use crate::bert::track::ScaleExec;
+        let lay = DecodeLayout::new(64, 8).unwrap();
+        let primes = vec![(1u64 << 40) as f64; 6];
+        let ex = ScaleExec::new(64, primes);
+        let mut c = EncKvCache::new(lay, 1, 2, 4).unwrap();
+        let at = |scale: f64| (0..2).map(|_| ex.fresh(4, scale)).collect::<Vec<_>>();
+        c.append(&ex, 0, at(2f64.powi(40)), at(2f64.powi(40)))
+            .unwrap();
+        let r = c.append(&ex, 0, at(2f64.powi(40)), at(2f64.powi(41)));
+        assert!(matches!(r, Err(Error::ScaleMismatch { .. })), "{r:?}");
+        assert_eq!((c.len(0), c.ciphertexts()), (1, 4));
+        c.append(&ex, 0, at(2f64.powi(40)), at(2f64.powi(40)))
+            .unwrap();
+        assert_eq!(c.len(0), 2);
+    }
+
     #[test]
     fn rope_rows_is_rope_of_the_projection() {
         let (rows, cols) = (8, 5);
@@ -584,7 +620,7 @@ mod tests {
 
     /// The cache's counts per token grow with the blocks, the bound is enforced, and the
     /// levels are checked (a dry run: the values are checked with real CKKS in
-    /// `tests/decoder_cache.rs`).
+    /// `tests/tests/decoder_ckks.rs`).
     #[test]
     fn dry_run_counts_bound_and_levels() {
         let lay = DecodeLayout::new(256, 16).unwrap(); // t = 16

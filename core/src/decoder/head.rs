@@ -17,50 +17,42 @@
 //!
 //! Per token: `g − 1` baby rotations (hoisted, shared by every output), `D/g − 1` giant
 //! rotations (lazy) and `D` plaintext products per output ciphertext, one level.
+//!
+//! The kernel itself ([`matvec`]) takes any placement of the outputs ([`RowMap`]): the LM
+//! head's blocks of the vocabulary, or one token's MLP with `gate` and `up` in the real and
+//! imaginary parts of one ciphertext.
 
 use crate::circuits::exec::{Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use alloc::vec::Vec;
 
-/// The head's packing for `n` slots, width `d` and vocabulary `V`.
+/// The input packing of a dense product: `n` slots, input width `d` padded to `D`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeadLayout {
+pub struct DenseLayout {
     slots: usize,
     d: usize,
     dpad: usize,
-    vocab: usize,
     g: usize,
 }
 
-impl HeadLayout {
-    /// The layout; `d` must fit the slots (`D ≤ n`) and the vocabulary be positive.
-    pub fn new(slots: usize, d: usize, vocab: usize) -> Result<Self> {
-        if d == 0 || vocab == 0 || !slots.is_power_of_two() {
+impl DenseLayout {
+    /// The layout; `d` must fit the slots (`D ≤ n`), `n` a power of two.
+    pub fn new(slots: usize, d: usize) -> Result<Self> {
+        if d == 0 || !slots.is_power_of_two() {
             return Err(Error::InvalidParameters(
-                "LM head: the width and vocabulary must be positive, the slots a power of two",
+                "dense product: the width must be positive, the slots a power of two",
             ));
         }
         let dpad = d.next_power_of_two();
         if dpad > slots {
             return Err(Error::InvalidParameters(
-                "LM head: the model is wider than the slots",
+                "dense product: the input is wider than the slots",
             ));
         }
         // Baby steps ≈ √D, a power of two (D is one).
         let g = 1usize << (dpad.trailing_zeros().div_ceil(2));
-        Ok(Self {
-            slots,
-            d,
-            dpad,
-            vocab,
-            g,
-        })
-    }
-
-    /// Output ciphertexts: `⌈V / 2n⌉`.
-    pub fn cts(&self) -> usize {
-        self.vocab.div_ceil(2 * self.slots)
+        Ok(Self { slots, d, dpad, g })
     }
 
     /// The padded width `D`.
@@ -68,13 +60,13 @@ impl HeadLayout {
         self.dpad
     }
 
-    /// Slot values of the input: `h` (`d` values) zero-padded to `D` and replicated.
-    pub fn input(&self, h: &[f64]) -> Vec<C64> {
+    /// Slot values of the input: `x` (`d` values) zero-padded to `D` and replicated.
+    pub fn input(&self, x: &[f64]) -> Vec<C64> {
         (0..self.slots)
             .map(|s| {
                 C64::real(
                     self.input_home(s)
-                        .and_then(|c| h.get(c))
+                        .and_then(|c| x.get(c))
                         .copied()
                         .unwrap_or(0.0),
                 )
@@ -82,10 +74,47 @@ impl HeadLayout {
             .collect()
     }
 
-    /// Which element of `h` slot `s` of the input holds (`None`: padding).
+    /// Which element of `x` slot `s` of the input holds (`None`: padding).
     pub fn input_home(&self, s: usize) -> Option<usize> {
         let c = s % self.dpad;
         (s < self.slots && c < self.d).then_some(c)
+    }
+}
+
+/// The head's packing for `n` slots, width `d` and vocabulary `V`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeadLayout {
+    dense: DenseLayout,
+    vocab: usize,
+}
+
+impl HeadLayout {
+    /// The layout; `d` must fit the slots (`D ≤ n`) and the vocabulary be positive.
+    pub fn new(slots: usize, d: usize, vocab: usize) -> Result<Self> {
+        if vocab == 0 {
+            return Err(Error::InvalidParameters(
+                "LM head: the vocabulary must be positive",
+            ));
+        }
+        Ok(Self {
+            dense: DenseLayout::new(slots, d)?,
+            vocab,
+        })
+    }
+
+    /// The input packing.
+    pub fn dense(&self) -> &DenseLayout {
+        &self.dense
+    }
+
+    /// Output ciphertexts: `⌈V / 2n⌉`.
+    pub fn cts(&self) -> usize {
+        self.vocab.div_ceil(2 * self.dense.slots)
+    }
+
+    /// Slot values of the input: `h` zero-padded to `D` and replicated.
+    pub fn input(&self, h: &[f64]) -> Vec<C64> {
+        self.dense.input(h)
     }
 
     /// The logits from the decrypted output ciphertexts (block `2u` in the real parts of
@@ -93,7 +122,8 @@ impl HeadLayout {
     pub fn logits(&self, cts: &[Vec<C64>]) -> Vec<f64> {
         (0..self.vocab)
             .map(|r| {
-                let (b, s) = (r / self.slots, r % self.slots);
+                let n = self.dense.slots;
+                let (b, s) = (r / n, r % n);
                 let z = cts
                     .get(b / 2)
                     .and_then(|c| c.get(s))
@@ -109,15 +139,21 @@ impl HeadLayout {
     }
 }
 
-/// The head's weights, `W[row][col]` for `row < V`, `col < d`.
+/// A matrix's weights, `W[row][col]`.
 pub type HeadWeights<'a> = &'a dyn Fn(usize, usize) -> f64;
 
-/// `W·h` on the replicated input `h` ([`HeadLayout::input`]): [`HeadLayout::cts`] ciphertexts,
-/// one level below the input.
-pub fn lm_head<E: Exec>(
+/// Where the outputs of [`matvec`] land: `rows(u, s)` is the pair of output rows that slot `s`
+/// of output ciphertext `u` carries in its real and imaginary parts (`None`: nothing).
+pub type RowMap<'a> = &'a dyn Fn(usize, usize) -> (Option<usize>, Option<usize>);
+
+/// `y = W·x` for the replicated input `x` ([`DenseLayout::input`]) and `W` with `lay`'s input
+/// width: `cts` ciphertexts whose slots hold the rows `rows` names, one level below the input.
+pub fn matvec<E: Exec>(
     ex: &E,
-    lay: &HeadLayout,
-    h: &E::Ct,
+    lay: &DenseLayout,
+    x: &E::Ct,
+    cts: usize,
+    rows: RowMap<'_>,
     w: HeadWeights<'_>,
 ) -> Result<Vec<E::Ct>> {
     let n = lay.slots;
@@ -130,18 +166,17 @@ pub fn lm_head<E: Exec>(
     let (g, dp) = (lay.g.min(lay.dpad), lay.dpad);
     let giants = dp / g;
     let ks: Vec<i64> = (0..g as i64).collect();
-    let babies = ex.rotate_many(h, &ks)?;
-    // diag_{b,k}[s] (real), zero past the vocabulary or the width.
-    let diag = move |b: usize, k: usize, s: usize| -> f64 {
-        let (row, col) = (b * n + s, (s + k) % dp);
-        if row < lay.vocab && col < lay.d {
-            w(row, col)
-        } else {
-            0.0
+    let babies = ex.rotate_many(x, &ks)?;
+    // diag_{u,k}[s]: the weight that slot s of output u multiplies with ρ(x, k)[s].
+    let weight = move |row: Option<usize>, s: usize, k: usize| -> f64 {
+        let col = (s + k) % dp;
+        match row {
+            Some(r) if col < lay.d => w(r, col),
+            _ => 0.0,
         }
     };
-    let mut out = Vec::with_capacity(lay.cts());
-    for u in 0..lay.cts() {
+    let mut out = Vec::with_capacity(cts);
+    for u in 0..cts {
         let vals = |i: usize, j: usize| {
             move || -> Vec<C64> {
                 let k = i * g + j;
@@ -150,7 +185,8 @@ pub fn lm_head<E: Exec>(
                     .map(|s| {
                         // ρ(diag, −ig)[s] = diag[(s − ig) mod n].
                         let src = (s + n - shift % n) % n;
-                        C64::new(diag(2 * u, k, src), diag(2 * u + 1, k, src))
+                        let (re, im) = rows(u, src);
+                        C64::new(weight(re, src, k), weight(im, src, k))
                     })
                     .collect()
             }
@@ -175,11 +211,26 @@ pub fn lm_head<E: Exec>(
             }
         }
         if parts.is_empty() {
-            return Err(Error::InvalidParameters("LM head: empty output"));
+            return Err(Error::InvalidParameters("dense product: empty output"));
         }
         out.push(ex.rotate_sum_lazy(parts)?);
     }
     Ok(out)
+}
+
+/// `W·h` on the replicated input `h` ([`HeadLayout::input`]): [`HeadLayout::cts`] ciphertexts,
+/// one level below the input; block `2u` of the vocabulary in the real parts of ciphertext `u`,
+/// block `2u + 1` in the imaginary parts.
+pub fn lm_head<E: Exec>(
+    ex: &E,
+    lay: &HeadLayout,
+    h: &E::Ct,
+    w: HeadWeights<'_>,
+) -> Result<Vec<E::Ct>> {
+    let (n, vocab) = (lay.dense.slots, lay.vocab);
+    let row = move |b: usize, s: usize| Some(b * n + s).filter(|&r| r < vocab);
+    let rows = move |u: usize, s: usize| (row(2 * u, s), row(2 * u + 1, s));
+    matvec(ex, &lay.dense, h, lay.cts(), &rows, w)
 }
 
 #[cfg(test)]
@@ -193,12 +244,15 @@ mod tests {
         assert!(HeadLayout::new(1024, 2048, 10).is_err());
         assert!(HeadLayout::new(1000, 16, 10).is_err());
         let lay = HeadLayout::new(1 << 14, 576, 49_152).unwrap();
-        assert_eq!((lay.dpad(), lay.cts(), lay.g), (1024, 2, 32));
+        assert_eq!(
+            (lay.dense().dpad(), lay.cts(), lay.dense().g),
+            (1024, 2, 32)
+        );
         let v = lay.input(&vec![1.0; 576]);
         assert_eq!(v[1024 + 575], C64::real(1.0));
         assert_eq!(v[1024 + 576], C64::default());
-        assert_eq!(lay.input_home(2048 + 3), Some(3));
-        assert_eq!(lay.input_home(600), None);
+        assert_eq!(lay.dense().input_home(2048 + 3), Some(3));
+        assert_eq!(lay.dense().input_home(600), None);
         let ex = SymExec::new(1 << 14);
         let w = |_: usize, _: usize| 0.0;
         let out = lm_head(&ex, &lay, &ex.fresh(3), &w).unwrap();

@@ -95,7 +95,7 @@ impl DecoderConfig {
         if !self.hidden.is_multiple_of(self.heads) || (llama && !self.head_dim().is_multiple_of(2))
         {
             return Err(Error::InvalidParameters(
-                "the heads must split the width into heads of even width",
+                "the heads must split the width evenly (into heads of even width for RoPE)",
             ));
         }
         if !self.heads.is_multiple_of(self.kv_heads) {

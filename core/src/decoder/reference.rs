@@ -225,7 +225,7 @@ pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f
     if cache.len >= cache.max {
         return Err(Error::InvalidParameters("the KV cache is full"));
     }
-    if cache.k.len() != cfg.layers || cache.kv_dim != cfg.kv_dim() {
+    if cache.k.len() != cfg.layers || cache.kv_dim != cfg.kv_dim() || cache.max > cfg.context {
         return Err(Error::InvalidParameters(
             "the KV cache is for another model",
         ));
@@ -557,7 +557,7 @@ mod tests {
         }
         // gelu_new at 1, −2 and 0.5 (the formula evaluated in Python).
         for (x, want) in [
-            (1.0, 0.841_191_990_607_477_6),
+            (1.0, 0.841_191_990_608_276_8),
             (-2.0, -0.045_402_305_912_224_94),
             (0.5, 0.345_714_009_825_143_94),
         ] {
@@ -661,6 +661,12 @@ mod tests {
         assert!(step(&w, &mut cache, 3).is_err(), "a full cache");
         assert_eq!(cache.len(), 2);
         assert!(KvCache::new(&w.cfg, 33).is_err());
+        // A cache made for a longer context than the weights' is refused (GPT-2's learned
+        // positions end at the context).
+        let mut longer = w.cfg.clone();
+        longer.context = 64;
+        let mut c = KvCache::new(&longer, 40).unwrap();
+        assert!(step(&w, &mut c, 1).is_err());
         assert!(greedy(&w, &[], 3).is_err());
         assert!(forward_all(&w, &[0; 33]).is_err());
         let mut c = cfg(3, true);

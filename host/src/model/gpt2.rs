@@ -4,7 +4,9 @@
 //! GPT-2 stores its projections as `Conv1D` weights, `in × out` (the transpose of `Linear`),
 //! and fuses `Q`, `K`, `V` into one `c_attn` of `d × 3d`; they are split and transposed into
 //! [`DecoderLayer`]'s `Linear` layout here. Tensor names may carry a `transformer.` prefix;
-//! other tensors (the attention's mask buffers, an untied `lm_head` is refused) are ignored.
+//! other tensors (the attention's mask buffers, a tied `lm_head` copy) are ignored. Configs
+//! that change the architecture are refused: an untied head, another activation, attention
+//! not scaled by `1/√d_h` or scaled by the layer index.
 
 use super::{ModelError, Tensors};
 use safetensors::SafeTensors;
@@ -68,11 +70,26 @@ pub fn parse_config(bytes: &[u8]) -> Result<DecoderConfig, ModelError> {
             ));
         }
     }
-    if v.get("tie_word_embeddings").and_then(Value::as_bool) == Some(false) {
-        return Err(bad(
+    for (field, refused, why) in [
+        (
             "tie_word_embeddings",
+            false,
             "an untied LM head is not supported",
-        ));
+        ),
+        (
+            "scale_attn_weights",
+            false,
+            "attention without the 1/sqrt(d_h) scale is not supported",
+        ),
+        (
+            "scale_attn_by_inverse_layer_idx",
+            true,
+            "attention scaled by the layer index is not supported",
+        ),
+    ] {
+        if v.get(field).and_then(Value::as_bool) == Some(refused) {
+            return Err(bad(field, why));
+        }
     }
     let hidden = need(&v, "n_embd")?;
     let heads = need(&v, "n_head")?;
@@ -106,7 +123,7 @@ pub fn parse_config(bytes: &[u8]) -> Result<DecoderConfig, ModelError> {
         tied_head: true,
     };
     cfg.validate()
-        .map_err(|e| bad("layer_norm_epsilon", e.to_string()))?;
+        .map_err(|e| bad("n_embd/n_head/layer_norm_epsilon", e.to_string()))?;
     Ok(cfg)
 }
 
@@ -231,10 +248,10 @@ pub fn write_dir(dir: &Path, w: &DecoderWeights) -> Result<(), ModelError> {
     use safetensors::tensor::TensorView;
     use safetensors::Dtype;
     let c = &w.cfg;
-    if c.family != Family::Gpt2 {
+    if c.family != Family::Gpt2 || w.head.is_some() {
         return Err(ModelError::BadConfig {
             field: "model_type".into(),
-            reason: "not a GPT-2 model".into(),
+            reason: "not a GPT-2 model with a tied head".into(),
         });
     }
     w.validate()?;
@@ -424,7 +441,10 @@ mod tests {
             (br#"{"model_type":"gpt2","n_layer":1,"n_embd":10,"n_head":3,"vocab_size":5,"n_positions":4}"#, "n_head"),
             (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"activation_function":"relu"}"#, "activation_function"),
             (br#"{"model_type":"gpt2","n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4}"#, "n_layer"),
-            (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"layer_norm_epsilon":-1}"#, "layer_norm_epsilon"),
+            (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"layer_norm_epsilon":-1}"#, "n_embd/n_head/layer_norm_epsilon"),
+            (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"scale_attn_weights":false}"#, "scale_attn_weights"),
+            (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"scale_attn_by_inverse_layer_idx":true}"#, "scale_attn_by_inverse_layer_idx"),
+            (br#"{"model_type":"gpt2","n_layer":1,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4,"tie_word_embeddings":false}"#, "tie_word_embeddings"),
             (br#"{"model_type":"gpt2","n_layer":99999999,"n_embd":8,"n_head":2,"vocab_size":5,"n_positions":4}"#, "n_layer"),
             (b"[1, 2]", "json"),
             (b"not json", "json"),
