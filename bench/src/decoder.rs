@@ -8,10 +8,9 @@
 
 use crate::BenchError;
 use serde::Serialize;
-use std::sync::Arc;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
-use veil_core::ckks::{Ciphertext, Ckks, C64};
+use veil_core::ckks::{Ciphertext, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache,
 };
@@ -290,18 +289,14 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         matvec(&dry, &dense_in, &dry.fresh(lm), 1, &up_rows, &wz).map_err(e)?;
         matvec(&dry, &dense_f, &dry.fresh(lm), 1, &down_rows, &wz).map_err(e)?;
     }
-    let be = CpuBackend::fast(&p, a.threads).map_err(|x| BenchError::Backend {
-        reason: x.to_string(),
-    })?;
-    let ck = Ckks::new(Arc::new(be));
-    let mut rng = veil_host::os_rng();
-    let sk = ck.gen_secret_key(&mut rng);
     let rots = dry.rotations_used();
-    let t0 = Instant::now();
-    let keys = ck
-        .gen_evaluation_keys(&sk, &rots, true, &mut rng, |_, _| {})
-        .map_err(e)?;
-    let keygen_s = t0.elapsed().as_secs_f64();
+    let crate::CpuKeys {
+        ck,
+        sk,
+        keys,
+        mut rng,
+        keygen_s,
+    } = crate::cpu_keys(&p, a.threads, &rots, "bench decoder")?;
     let ex = CkksExec::new(&ck, &keys, n);
     let enc = |v: &[C64], level: usize, rng: &mut veil_host::SecretRng| -> Result<Ct, BenchError> {
         let pt = ck.encode(v, n, level, p.default_scale()).map_err(e)?;

@@ -41,6 +41,7 @@ pub mod timing;
 pub use error::{to_json, BenchError};
 
 use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::{Ckks, EvaluationKeys, SecretKey};
 use veil_core::params::CkksParams;
 
 /// `max_i |a_i − b_i|` over the pairs `a` and `b` share (0 for none).
@@ -55,5 +56,45 @@ pub(crate) fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 pub fn cpu_backend(p: &CkksParams, threads: usize) -> Result<CpuBackend, BenchError> {
     CpuBackend::fast(p, veil_host::backend::cpu_threads(threads)).map_err(|e| BenchError::Backend {
         reason: e.to_string(),
+    })
+}
+
+/// A CPU CKKS context for a timed run: the context, a fresh secret key, the evaluation keys
+/// (relinearization, conjugation and the Galois steps of a dry run), the OS-seeded generator
+/// that drew them (for the run's encryptions), and the key generation's wall time.
+pub struct CpuKeys {
+    /// The context on the optimized CPU backend.
+    pub ck: Ckks<CpuBackend>,
+    /// The secret key.
+    pub sk: SecretKey,
+    /// The evaluation keys.
+    pub keys: EvaluationKeys<CpuBackend>,
+    /// The generator, for the run's encryptions.
+    pub rng: veil_host::SecretRng,
+    /// Key generation, seconds.
+    pub keygen_s: f64,
+}
+
+/// [`CpuKeys`] for `p` with `threads` workers and the Galois steps `rots`; `step` names the
+/// benchmark in an error.
+pub fn cpu_keys(
+    p: &CkksParams,
+    threads: usize,
+    rots: &[i64],
+    step: &'static str,
+) -> Result<CpuKeys, BenchError> {
+    let ck = Ckks::new(std::sync::Arc::new(cpu_backend(p, threads)?));
+    let mut rng = veil_host::os_rng();
+    let sk = ck.gen_secret_key(&mut rng);
+    let t = std::time::Instant::now();
+    let keys = ck
+        .gen_evaluation_keys(&sk, rots, true, &mut rng, |_, _| {})
+        .map_err(|source| BenchError::Core { step, source })?;
+    Ok(CpuKeys {
+        keygen_s: t.elapsed().as_secs_f64(),
+        ck,
+        sk,
+        keys,
+        rng,
     })
 }

@@ -6,10 +6,9 @@
 
 use crate::BenchError;
 use serde::Serialize;
-use std::sync::Arc;
 use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
-use veil_core::ckks::{Ciphertext, Ckks, PrecisionStats, C64};
+use veil_core::ckks::{Ciphertext, PrecisionStats, C64};
 use veil_core::packing::{k_min, Mat};
 use veil_core::params;
 use veil_core::transformer::pipeline::{
@@ -183,18 +182,14 @@ pub fn time_chain(opts: &BenchScpOptions) -> Result<TimingReport, BenchError> {
         let o = value_kernel(&dry, &plan, &pc, &v).map_err(e)?;
         output_projection(&dry, &plan, &o, &z).map_err(e)?;
     }
-    let be = CpuBackend::fast(&p, opts.threads).map_err(|x| BenchError::Backend {
-        reason: x.to_string(),
-    })?;
-    let ck = Ckks::new(Arc::new(be));
-    let mut rng = veil_host::os_rng();
-    let sk = ck.gen_secret_key(&mut rng);
     let rots = dry.rotations_used();
-    let t = Instant::now();
-    let keys = ck
-        .gen_evaluation_keys(&sk, &rots, true, &mut rng, |_, _| {})
-        .map_err(e)?;
-    let keygen_s = t.elapsed().as_secs_f64();
+    let crate::CpuKeys {
+        ck,
+        sk,
+        keys,
+        mut rng,
+        keygen_s,
+    } = crate::cpu_keys(&p, opts.threads, &rots, "bench scp")?;
     let ex = CkksExec::new(&ck, &keys, slots);
     let mut seed = 7u64;
     let x = rand_mat(&mut seed, m, d, 1.0);
