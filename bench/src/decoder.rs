@@ -159,6 +159,23 @@ fn projections<E: Exec>(
     Ok([q, k, v])
 }
 
+/// A projection with one output group (finalized, not raw).
+fn project_one<E: Exec>(
+    ex: &E,
+    cfg: &ProjConfig,
+    x: &[E::Ct],
+    in_map: &ChannelMap,
+    out: &ChannelMap,
+    weight: &dyn Fn(usize, usize) -> C64,
+) -> Result<Vec<E::Ct>, veil_core::Error> {
+    let g = [ProjGroup {
+        out,
+        weight,
+        raw: false,
+    }];
+    Ok(project(ex, cfg, x, in_map, &g)?.pop().unwrap_or_default())
+}
+
 /// Runs the benchmark.
 pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     let e = |source: veil_core::Error| BenchError::Core {
@@ -264,26 +281,11 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         let pr: Vec<Vec<_>> = pairs.iter().map(|_| vec![dry.fresh(lp)]).collect();
         let o = c.values(&dry, 0, &pr, &pairs).map_err(e)?;
         let z = |_: usize, _: usize| C64::default();
-        let g = [ProjGroup {
-            out: &mp.x,
-            weight: &z,
-            raw: false,
-        }];
-        project(&dry, &mp.out, &o, &mp.q, &g).map_err(e)?;
+        project_one(&dry, &mp.out, &o, &mp.q, &mp.x, &z).map_err(e)?;
         let xm: Vec<_> = (0..mp.x.cts).map(|_| dry.fresh(lm)).collect();
-        let g = [ProjGroup {
-            out: &mp.f,
-            weight: &z,
-            raw: false,
-        }];
-        project(&dry, &mp.up, &xm, &mp.x, &g).map_err(e)?;
+        project_one(&dry, &mp.up, &xm, &mp.x, &mp.f, &z).map_err(e)?;
         let fm: Vec<_> = (0..fd_map.cts).map(|_| dry.fresh(lm)).collect();
-        let g = [ProjGroup {
-            out: &mp.x,
-            weight: &z,
-            raw: false,
-        }];
-        project(&dry, &mp.down, &fm, &fd_map, &g).map_err(e)?;
+        project_one(&dry, &mp.down, &fm, &fd_map, &mp.x, &z).map_err(e)?;
         let wz = |_: usize, _: usize| 0.0;
         lm_head(&dry, &head_lay, &dry.fresh(lh), &wz).map_err(e)?;
         matvec(&dry, &dense_in, &dry.fresh(lm), 1, &up_rows, &wz).map_err(e)?;
@@ -351,12 +353,7 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         let o = cache.values(&ex, 0, &pr, &pairs).map_err(e)?;
         lap.tick("values");
         let fo = |i: usize, o: usize| C64::real(wo.get(o, i));
-        let g = [ProjGroup {
-            out: &mp.x,
-            weight: &fo,
-            raw: false,
-        }];
-        project(&ex, &mp.out, &o, &mp.q, &g).map_err(e)?;
+        project_one(&ex, &mp.out, &o, &mp.q, &mp.x, &fo).map_err(e)?;
         lap.tick("out proj");
         let xm: Vec<Ct> = (0..mp.x.cts)
             .map(|_| enc(&ones, lm, &mut rng))
@@ -367,20 +364,10 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         let hc = enc(&head_lay.input(&vec![0.5; d]), lh, &mut rng)?;
         lap.reset();
         let fu = |i: usize, o: usize| C64::real(w_up.get(o, i));
-        let g = [ProjGroup {
-            out: &mp.f,
-            weight: &fu,
-            raw: false,
-        }];
-        project(&ex, &mp.up, &xm, &mp.x, &g).map_err(e)?;
+        project_one(&ex, &mp.up, &xm, &mp.x, &mp.f, &fu).map_err(e)?;
         lap.tick(if gated { "gate+up" } else { "fc1" });
         let fdn = |i: usize, o: usize| C64::real(w_down.get(o, i));
-        let g = [ProjGroup {
-            out: &mp.x,
-            weight: &fdn,
-            raw: false,
-        }];
-        project(&ex, &mp.down, &fm, &fd_map, &g).map_err(e)?;
+        project_one(&ex, &mp.down, &fm, &fd_map, &mp.x, &fdn).map_err(e)?;
         lap.tick(if gated { "down" } else { "fc2" });
         let xd = enc(&dense_in.input(&vec![0.5; d]), lm, &mut rng)?;
         let fdense = enc(&dense_f.input(&vec![0.5; ffn]), lm, &mut rng)?;
