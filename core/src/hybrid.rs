@@ -15,6 +15,9 @@
 //! - the byte, round and operation meter behind the per-block report ([`Meter`], [`Tally`]);
 //! - the opening of the result to the client alone ([`HybridRun::open_to_client`]).
 
+pub(crate) mod plan;
+pub(crate) mod track;
+
 use crate::circuits::exec::{CkksExec, Exec, OpCounts};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey};
 use crate::convert::{
@@ -44,6 +47,20 @@ pub struct Tally {
     pub mpc_bytes_sent: u64,
     /// MPC rounds of the block.
     pub mpc_rounds: u64,
+}
+
+/// One block's costs, as one party saw them (the host adds wall time between events): the
+/// engine's [`Tally`] under the block's name. The encoder's and the decoder's runs report in it
+/// (their block names are listed at [`crate::bert::run`] and [`crate::decoder::run`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockCost {
+    /// Layer index (`usize::MAX` for the head).
+    pub layer: usize,
+    /// Block name, e.g. `"m2c:x"`, `"softmax"`, `"c2m:y"`, `"head"`, `"ot-fill"` (a silent-OT
+    /// pool fill before a layer).
+    pub block: &'static str,
+    /// What the block cost.
+    pub tally: Tally,
 }
 
 /// The meter of a run: the channel's counters and the executor's operation counts at the last

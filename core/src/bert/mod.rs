@@ -12,9 +12,9 @@ pub mod layout;
 pub mod plan;
 pub mod reference;
 pub mod run;
-pub(crate) mod track;
 pub mod weights;
 
+pub use crate::hybrid::BlockCost;
 pub use plan::{bounds, session_params, Blocks, Bounds, Levels, SessionPlan, MPC_CONFIG, SEQ_LENS};
-pub use run::{client_run, server_run, BlockCost};
+pub use run::{client_run, server_run};
 pub use weights::{Embeddings, EncoderConfig, EncoderWeights, Head, LayerWeights};

@@ -14,12 +14,13 @@
 //! The architecture, `m` and the number of real tokens `valid` (the padding mask) are public.
 
 use super::layout::Layout;
-use super::track::ScaleExec;
 use super::weights::EncoderConfig;
 use crate::circuits::eval_part_polys;
 use crate::ckks::C64;
 use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
 use crate::error::Error;
+use crate::hybrid::plan::{dry, pick_level, Dry};
+use crate::hybrid::track::{ScaleExec, Tracked};
 use crate::mpc::MpcConfig;
 use crate::nonlinear::gelu::{Gelu, GeluKind, GeluSplit};
 use crate::nonlinear::layernorm::{LayerNorm, LnKind};
@@ -291,69 +292,6 @@ fn zero_fn(_: usize, _: usize) -> C64 {
     C64::default()
 }
 
-/// Dry-run outputs of one FHE block: output level and scale, and its counts.
-struct Dry {
-    level: usize,
-    scale: f64,
-    counts: OpCounts,
-    rotations: Vec<i64>,
-}
-
-fn dry<T>(
-    slots: usize,
-    primes: &[f64],
-    f: impl FnOnce(&ScaleExec) -> crate::Result<Vec<super::track::Tracked>>,
-) -> Option<(Dry, T)>
-where
-    T: Default,
-{
-    let ex = ScaleExec::new(slots, primes.to_vec());
-    let out = f(&ex).ok()?;
-    let first = *out.first()?;
-    if out
-        .iter()
-        .any(|c| c.sym.level != first.sym.level || c.scale != first.scale)
-    {
-        return None;
-    }
-    Some((
-        Dry {
-            level: first.sym.level,
-            scale: first.scale,
-            counts: ex.counts(),
-            rotations: ex.rotations_used(),
-        },
-        T::default(),
-    ))
-}
-
-/// The smallest level `l ≥ 1` from which `block(l)` ends at or above the shortest admissible
-/// C2M level of its output; returns the level, the C2M plan and the dry run.
-fn pick_level(
-    params: &CkksParams,
-    slots: usize,
-    b: u32,
-    mut block: impl FnMut(usize) -> Option<Dry>,
-) -> Result<(usize, C2mPlan, Dry), ProtocolError> {
-    let mut last: Option<ProtocolError> = None;
-    for l in 1..=params.max_level() {
-        let Some(d) = block(l) else { continue };
-        // EncFormer's local rounding at every boundary: softmax, LayerNorm and GELU take their
-        // inputs at 2^{-13} and tolerate the one ulp of a local truncation, which saves the
-        // exact MPC rounding (≈ 400 B per real value and 7 rounds per boundary).
-        match C2mPlan::shortest_admissible(params, slots, d.scale, cfg_b(b))
-            .map(C2mPlan::local_rounding)
-        {
-            Ok(c) if c.level() <= d.level => return Ok((l, c, d)),
-            Ok(_) => {}
-            Err(e) => last = Some(e.into()),
-        }
-    }
-    Err(last.unwrap_or(ProtocolError::Ckks(Error::InvalidParameters(
-        "the parameter set has too few levels for an FHE block and its conversion",
-    ))))
-}
-
 impl SessionPlan {
     /// Plans a session with the checkpoint's own functions ([`Blocks::EXACT`]); typed error
     /// when the shape or parameters do not fit.
@@ -455,9 +393,9 @@ impl SessionPlan {
             })
             .map(|r| r.0)
         };
-        let (lx, c2m_s, dry_a) = pick_level(params, slots, bnd.s, block_a)?;
+        let (lx, c2m_s, dry_a) = pick_level(params, slots, cfg_b(bnd.s), block_a)?;
         // Attention, second half: P, V → O → Y, with the lowest P level that loses nothing.
-        let v_at = |ex: &ScaleExec| -> crate::Result<Vec<super::track::Tracked>> {
+        let v_at = |ex: &ScaleExec| -> crate::Result<Vec<Tracked>> {
             let x: Vec<_> = (0..x_map.cts).map(|_| ex.fresh(lx, delta)).collect();
             Ok(qkv_projection(ex, &attn, &x, &z, &z, &z)?.2)
         };
@@ -473,7 +411,7 @@ impl SessionPlan {
             })
             .map(|r| r.0)
         };
-        let (lp, c2m_y, mut dry_b) = pick_level(params, slots, bnd.y, block_b)?;
+        let (lp, c2m_y, mut dry_b) = pick_level(params, slots, cfg_b(bnd.y), block_b)?;
         // The value block's own counts (without V's projection, counted in block A).
         let v_counts = dry::<()>(slots, &primes, v_at)
             .map(|r| r.0.counts)
@@ -514,9 +452,11 @@ impl SessionPlan {
             .map(|r| r.0)
         };
         let (lh, c2m_fc1, dry_f1) = if blocks.split() {
-            pick_level(params, slots, bnd.cand, fc1_split)?
+            pick_level(params, slots, cfg_b(bnd.cand), fc1_split)?
         } else {
-            pick_level(params, slots, bnd.f1, |l| fc(&x_map, &f_map, &fc1, l))?
+            pick_level(params, slots, cfg_b(bnd.f1), |l| {
+                fc(&x_map, &f_map, &fc1, l)
+            })?
         };
         let (c2m_f1, c2m_cand) = if blocks.split() {
             // The candidates keep FC1's output scale.
@@ -526,8 +466,9 @@ impl SessionPlan {
         } else {
             (c2m_fc1, None)
         };
-        let (lg, c2m_f2, dry_f2) =
-            pick_level(params, slots, bnd.f2, |l| fc(&f_map, &x_map, &fc2, l))?;
+        let (lg, c2m_f2, dry_f2) = pick_level(params, slots, cfg_b(bnd.f2), |l| {
+            fc(&f_map, &x_map, &fc2, l)
+        })?;
         let m2c = |l: usize, b: u32| M2cPlan::new(params, l, slots, delta, cfg_b(b));
         let m2c = [
             m2c(lx, bnd.x)?,

@@ -49,7 +49,7 @@ use crate::circuits::eval_part_polys;
 use crate::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use crate::convert::{C2mPlan, ProtocolError};
 use crate::error::Error;
-use crate::hybrid::{HybridRun, ServerKeys, Tally};
+use crate::hybrid::{BlockCost, HybridRun, ServerKeys};
 use crate::mpc::{Party, PartyId, RingCfg, RingShares};
 use crate::nonlinear::fixed;
 use crate::nonlinear::layernorm::LnAffine;
@@ -62,21 +62,6 @@ use crate::PolyBackend;
 use alloc::vec;
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
-
-/// One block's costs, as one party saw them (the host adds wall time between events): the
-/// engine's [`Tally`] under the block's name.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BlockCost {
-    /// Layer index (`usize::MAX` for the head).
-    pub layer: usize,
-    /// Block name: `"m2c:x"`, `"qkv+score"`, `"c2m:s"`, `"softmax"`, `"m2c:p"`, `"value+out"`,
-    /// `"c2m:y"`, `"ln1"`, `"m2c:h"`, `"fc1"`, `"c2m:f1"`, `"c2m:cand"` (the GELU candidates,
-    /// with the split), `"gelu"`, `"m2c:g"`, `"fc2"`,
-    /// `"c2m:f2"`, `"ln2"`, `"head"`, and `"ot-fill"` (a silent-OT pool fill before a layer).
-    pub block: &'static str,
-    /// What the block cost.
-    pub tally: Tally,
-}
 
 /// A run: the engine's side, the plan and the report.
 struct Run<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng> {

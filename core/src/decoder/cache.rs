@@ -587,7 +587,7 @@ mod tests {
     /// as is one below the cache's level.
     #[test]
     fn a_mismatched_append_leaves_the_cache_unchanged() {
-        use crate::bert::track::ScaleExec;
+        use crate::hybrid::track::ScaleExec;
         let lay = DecodeLayout::new(64, 8).unwrap();
         let primes = vec![(1u64 << 40) as f64; 6];
         let ex = ScaleExec::new(64, primes);

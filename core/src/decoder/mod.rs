@@ -22,7 +22,9 @@
 
 pub mod cache;
 pub mod head;
+pub mod plan;
 pub mod reference;
+pub mod run;
 
 use crate::error::Error;
 use crate::packing::Mat;

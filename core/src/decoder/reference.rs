@@ -152,7 +152,26 @@ fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64]) {
     }
 }
 
-/// Token `t`'s input at position `pos`: its embedding, plus the learned position (GPT-2).
+/// Token `t`'s input at position `pos`: its embedding, plus the learned position (GPT-2). What
+/// a private session's client computes itself from the published table. A token past the
+/// vocabulary or a position past the context is refused.
+pub fn embed_token(w: &DecoderWeights, t: u32, pos: usize) -> Result<Vec<f64>, Error> {
+    let t = check_token(&w.cfg, t)?;
+    if pos >= w.cfg.context {
+        return Err(Error::ContextFull { max: w.cfg.context });
+    }
+    if w.embed.data.len() < (t + 1) * w.cfg.hidden {
+        return Err(Error::InvalidParameters("the embedding table is short"));
+    }
+    if let Some(p) = &w.positions {
+        if p.data.len() < (pos + 1) * w.cfg.hidden {
+            return Err(Error::InvalidParameters("the position table is short"));
+        }
+    }
+    Ok(embed(w, t, pos))
+}
+
+/// [`embed_token`] on checked arguments.
 fn embed(w: &DecoderWeights, t: usize, pos: usize) -> Vec<f64> {
     let d = w.cfg.hidden;
     let mut x = w.embed.data[t * d..(t + 1) * d].to_vec();

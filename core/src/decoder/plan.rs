@@ -1,0 +1,464 @@
+//! The public plan of a private decode step: what both parties derive from
+//! `(params, architecture, maximum context)` before the first token — the packings, the level
+//! each CKKS block starts at, the conversion plan of every boundary, the Galois steps the
+//! client makes keys for, and the nonlinear blocks.
+//!
+//! Every CKKS block of a decode step is shallow ([`super::run`] lists them): the projections
+//! are one dense product each ([`super::head::matvec`], one level), the attention is the
+//! projection, the cache's row mask and the score product (three levels), the values one
+//! product. Each block starts at the lowest level from which its output still reaches an
+//! admissible C2M ([`crate::hybrid::plan::pick_level`]), so the conversions carry the fewest
+//! primes.
+
+use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
+use super::head::{matvec, DenseLayout, HeadLayout};
+use super::{DecoderConfig, Family};
+use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
+use crate::error::Error;
+use crate::hybrid::plan::{dry, pick_level, Dry};
+use crate::hybrid::track::Tracked;
+use crate::mpc::MpcConfig;
+use crate::nonlinear::gelu::{Gelu, GeluKind};
+use crate::nonlinear::layernorm::{LayerNorm, LnKind};
+use crate::nonlinear::silu::Silu;
+use crate::nonlinear::softmax::{Mask, Softmax, SoftmaxKind};
+use crate::params::CkksParams;
+use crate::transformer::OpCounts;
+use alloc::vec::Vec;
+
+/// The MPC parameters of a decode session (`ℓ = 43`, `F = 13`, as the encoder's).
+pub const MPC_CONFIG: MpcConfig = MpcConfig::ENCFORMER;
+
+/// `log2` of the largest magnitude each boundary of a decode step carries (real units). A value
+/// past its bound breaks the conversion's correctness argument, so these are generous: the
+/// norms' outputs are at most `√d` in magnitude (the gains are folded into the next
+/// projection), the probabilities at most 1.
+pub mod bounds {
+    /// The layer input `x` (the residual stream) as the client shares it in.
+    pub const X: u32 = 9;
+    /// A norm's output `n` (at most `√d ≤ 64` for `d ≤ 4096`).
+    pub const N: u32 = 6;
+    /// The scores `q·k/√d_h`.
+    pub const S: u32 = 6;
+    /// The probabilities.
+    pub const P: u32 = 1;
+    /// The attention output (a convex combination of values).
+    pub const O: u32 = 6;
+    /// A projection's output: `W_o`'s, the MLP's up and gate, `W_down`'s, the logits.
+    pub const Y: u32 = 8;
+    /// The MLP's activation (SwiGLU or GELU output).
+    pub const G: u32 = 8;
+}
+
+/// The boundary configuration for bound `b`.
+fn boundary(b: u32) -> BoundaryCfg {
+    BoundaryCfg {
+        ring: MPC_CONFIG.ring,
+        sigma: MPC_CONFIG.sigma,
+        log_bmax: b,
+    }
+}
+
+/// Where a dense product's output rows land: block `2u` of `rows` (`n` rows each) in the real
+/// parts of ciphertext `u`, block `2u + 1` in the imaginary parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DenseRows {
+    /// Output rows.
+    pub rows: usize,
+    /// Slots per ciphertext.
+    pub slots: usize,
+}
+
+impl DenseRows {
+    /// Output ciphertexts, `⌈rows / 2n⌉`.
+    pub fn cts(&self) -> usize {
+        self.rows.div_ceil(2 * self.slots)
+    }
+
+    /// The rows slot `s` of ciphertext `u` carries (real, imaginary).
+    pub fn at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
+        let row = |b: usize| Some(b * self.slots + s).filter(|&r| r < self.rows);
+        (row(2 * u), row(2 * u + 1))
+    }
+
+    /// The home of row `e`: ciphertext, part (0 real, 1 imaginary), slot.
+    pub fn home(&self, e: usize) -> (usize, usize, usize) {
+        let b = e / self.slots;
+        (b / 2, b % 2, e % self.slots)
+    }
+}
+
+/// Everything public both parties derive before a decode session.
+#[derive(Clone, Debug)]
+pub struct DecodePlan {
+    /// The architecture.
+    pub cfg: DecoderConfig,
+    /// The most positions a session holds (prompt and generated tokens).
+    pub max_ctx: usize,
+    /// Slots per ciphertext.
+    pub slots: usize,
+    /// The attention's packing.
+    pub lay: DecodeLayout,
+    /// The query heads in pairs.
+    pub pairs: Vec<HeadPair>,
+    /// The dense products' input packing at width `d`.
+    pub dense_d: DenseLayout,
+    /// The same at width `ffn` (`W_down`'s input).
+    pub dense_f: DenseLayout,
+    /// The LM head's packing.
+    pub head: HeadLayout,
+    /// M2C levels: the attention input, the probabilities, the attention output, the MLP
+    /// input, the activation, the head's input.
+    pub levels: [usize; 6],
+    /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
+    /// attention's projection and scores, the values, `W_o`, the MLP's up (and gate), `W_down`;
+    /// and of the LM head.
+    pub dry_counts: [OpCounts; 6],
+    pub(super) m2c: [M2cPlan; 6],
+    pub(super) c2m: [C2mPlan; 6],
+    rotations: Vec<i64>,
+}
+
+/// Indices of the plans (M2C and C2M share them): attention (`a` in, scores out), values
+/// (probabilities in, attention output out), `W_o`, the MLP's up, `W_down`, the head.
+pub(super) const B_ATTN: usize = 0;
+pub(super) const B_VAL: usize = 1;
+pub(super) const B_OUT: usize = 2;
+pub(super) const B_UP: usize = 3;
+pub(super) const B_DOWN: usize = 4;
+pub(super) const B_HEAD: usize = 5;
+
+impl DecodePlan {
+    /// Plans decode sessions of `cfg` holding at most `max_ctx` positions on `params`; a typed
+    /// error when the shape does not fit the slots, the context exceeds the model's, or the
+    /// parameters have too few levels.
+    pub fn new(
+        params: &CkksParams,
+        cfg: &DecoderConfig,
+        max_ctx: usize,
+    ) -> Result<Self, ProtocolError> {
+        cfg.validate()?;
+        if max_ctx == 0 || max_ctx > cfg.context {
+            return Err(Error::InvalidParameters(
+                "decode plan: the context must be positive and within the model's",
+            )
+            .into());
+        }
+        let slots = params.n() / 2;
+        let (d, dh, kv) = (cfg.hidden, cfg.head_dim(), cfg.kv_heads);
+        let lay = DecodeLayout::new(slots, dh)?;
+        let pairs = head_pairs(cfg.heads, kv)?;
+        let dense_d = DenseLayout::new(slots, d)?;
+        let dense_f = DenseLayout::new(slots, cfg.ffn)?;
+        let head = HeadLayout::new(slots, d, cfg.vocab)?;
+        let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
+        let delta = params.default_scale();
+        let zero = |_: usize, _: usize| 0.0;
+        let none = |_: usize, _: usize| (None, None);
+        let qkv_cts = pairs.len() + 2 * kv;
+
+        // Attention: a → q, k, v (replicated) → cache (row mask) → scores; and the values from
+        // a cache at the level the first half leaves it.
+        let attn = |l: usize| -> Option<(Dry, Dry)> {
+            let first = dry::<()>(slots, &primes, |ex| {
+                let a = ex.fresh(l, delta);
+                let mut out = matvec(ex, &dense_d, &a, qkv_cts, &none, &zero)?;
+                let v = out.split_off(pairs.len() + kv);
+                let k = out.split_off(pairs.len());
+                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv, 1)?;
+                c.append(ex, 0, k, v)?;
+                Ok(c.scores(ex, 0, &out, &pairs)?.concat())
+            })?
+            .0;
+            let second = dry::<()>(slots, &primes, |ex| {
+                let z = ex.fresh(l - 1, delta);
+                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv, 1)?;
+                c.append(ex, 0, vec_of(kv, z), vec_of(kv, z))?;
+                let p: Vec<Vec<Tracked>> = pairs
+                    .iter()
+                    .map(|_| alloc::vec![ex.fresh(l - 2, delta)])
+                    .collect();
+                c.values(ex, 0, &p, &pairs)
+            })?
+            .0;
+            Some((first, second))
+        };
+        let mut found = None;
+        let mut last = None;
+        for l in 3..=params.max_level() {
+            let Some((a, v)) = attn(l) else { continue };
+            let c2m = |dr: &Dry, b: u32| -> Result<Option<C2mPlan>, ProtocolError> {
+                let c = C2mPlan::shortest_admissible(params, slots, dr.scale, boundary(b))?
+                    .local_rounding();
+                Ok((c.level() <= dr.level).then_some(c))
+            };
+            match (c2m(&a, bounds::S), c2m(&v, bounds::O)) {
+                (Ok(Some(cs)), Ok(Some(co))) => {
+                    found = Some((l, a, v, cs, co));
+                    break;
+                }
+                (Err(e), _) | (_, Err(e)) => last = Some(e),
+                _ => {}
+            }
+        }
+        let (la, dry_a, dry_v, c2m_s, c2m_o) = found.ok_or_else(|| {
+            last.unwrap_or(ProtocolError::Ckks(Error::InvalidParameters(
+                "the parameter set has too few levels for the decode attention",
+            )))
+        })?;
+
+        // The dense products, each one level.
+        let dense = |lay: DenseLayout, rows: DenseRows, b: u32| {
+            pick_level(params, slots, boundary(b), |l| {
+                dry::<()>(slots, &primes, |ex| {
+                    let x = ex.fresh(l, delta);
+                    let at = move |u: usize, s: usize| rows.at(u, s);
+                    matvec(ex, &lay, &x, rows.cts(), &at, &zero)
+                })
+                .map(|r| r.0)
+            })
+        };
+        let (lo, c2m_y, dry_o) = dense(dense_d, DenseRows { rows: d, slots }, bounds::Y)?;
+        let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), bounds::Y)?;
+        let (lg, c2m_d, dry_d) = dense(dense_f, DenseRows { rows: d, slots }, bounds::Y)?;
+        let (lh, c2m_h, dry_h) = dense(
+            dense_d,
+            DenseRows {
+                rows: cfg.vocab,
+                slots,
+            },
+            bounds::Y,
+        )?;
+
+        let levels = [la, la - 2, lo, lm, lg, lh];
+        let m2c_bounds = [
+            bounds::N,
+            bounds::P,
+            bounds::O,
+            bounds::N,
+            bounds::G,
+            bounds::N,
+        ];
+        let mut m2c = Vec::with_capacity(6);
+        for (l, b) in levels.iter().zip(m2c_bounds) {
+            m2c.push(M2cPlan::new(params, *l, slots, delta, boundary(b))?);
+        }
+        let m2c: [M2cPlan; 6] = m2c
+            .try_into()
+            .map_err(|_| Error::InvalidParameters("decode plan: M2C plans"))?;
+        let dries = [&dry_a, &dry_v, &dry_o, &dry_u, &dry_d, &dry_h];
+        let mut rotations: Vec<i64> = dries
+            .iter()
+            .flat_map(|d| d.rotations.iter().copied())
+            .collect();
+        rotations.sort_unstable();
+        rotations.dedup();
+        let plan = Self {
+            cfg: cfg.clone(),
+            max_ctx,
+            slots,
+            lay,
+            pairs,
+            dense_d,
+            dense_f,
+            head,
+            levels,
+            dry_counts: dries.map(|d| d.counts),
+            m2c,
+            c2m: [c2m_s, c2m_o, c2m_y, c2m_u, c2m_d, c2m_h],
+            rotations,
+        };
+        plan.softmax(max_ctx).validate(MPC_CONFIG.ring)?;
+        plan.norm().validate(MPC_CONFIG.ring)?;
+        match cfg.family {
+            Family::Llama => Silu.validate(MPC_CONFIG.ring)?,
+            Family::Gpt2 => Self::gelu().validate(MPC_CONFIG.ring)?,
+        }
+        Ok(plan)
+    }
+
+    /// The MLP's first product's rows: Llama's gate in the real parts and up in the imaginary
+    /// parts of the same slots (rows `i` and `ffn + i` of `[W_gate; W_up]`), GPT-2's up densely.
+    fn up_rows_of(cfg: &DecoderConfig, slots: usize) -> DenseRows {
+        DenseRows {
+            rows: match cfg.family {
+                // Laid out by `up_at`; `rows` counts the ciphertexts' capacity.
+                Family::Llama => 2 * cfg.ffn.div_ceil(slots) * slots,
+                Family::Gpt2 => cfg.ffn,
+            },
+            slots,
+        }
+    }
+
+    /// Output ciphertexts of the MLP's first product.
+    pub fn up_cts(&self) -> usize {
+        match self.cfg.family {
+            Family::Llama => self.cfg.ffn.div_ceil(self.slots),
+            Family::Gpt2 => self.cfg.ffn.div_ceil(2 * self.slots),
+        }
+    }
+
+    /// The rows slot `s` of the MLP's first output ciphertext `u` carries, as rows of
+    /// `[W_gate; W_up]` (Llama: gate row `i` in the real part, up row `i` in the imaginary part,
+    /// `i = u·n + s`) or of `W_up` (GPT-2: [`DenseRows`]).
+    pub fn up_at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
+        let f = self.cfg.ffn;
+        match self.cfg.family {
+            Family::Llama => {
+                let i = u * self.slots + s;
+                if i < f {
+                    (Some(i), Some(f + i))
+                } else {
+                    (None, None)
+                }
+            }
+            Family::Gpt2 => DenseRows {
+                rows: f,
+                slots: self.slots,
+            }
+            .at(u, s),
+        }
+    }
+
+    /// The rows of the attention's projection: `[W_q; W_k; W_v]` laid out for the cache: query
+    /// pair `u < P` holds `q` rows `h·d_h + j` (its two heads, real and imaginary) in every row
+    /// of segment `j`; ciphertext `P + g` holds key head `g`, `P + H_kv + g` value head `g`.
+    pub fn qkv_at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
+        let (d, dh, kv) = (self.cfg.hidden, self.cfg.head_dim(), self.cfg.kv_heads);
+        let kvd = self.cfg.kv_dim();
+        let j = s / self.lay.t();
+        let p = self.pairs.len();
+        if u < p {
+            let pr = self.pairs[u];
+            (Some(pr.re * dh + j), pr.im.map(|h| h * dh + j))
+        } else if u < p + kv {
+            (Some(d + (u - p) * dh + j), None)
+        } else {
+            (Some(d + kvd + (u - p - kv) * dh + j), None)
+        }
+    }
+
+    /// The attention projection's output ciphertexts: the query pairs, then the keys and the
+    /// values of each KV head.
+    pub fn qkv_cts(&self) -> usize {
+        self.pairs.len() + 2 * self.cfg.kv_heads
+    }
+
+    /// Galois steps the client must generate keys for.
+    pub fn rotations(&self) -> &[i64] {
+        &self.rotations
+    }
+
+    /// The C2M levels: scores, attention output, `W_o`, up, `W_down`, logits.
+    pub fn c2m_levels(&self) -> [usize; 6] {
+        [0, 1, 2, 3, 4, 5].map(|i| self.c2m[i].level())
+    }
+
+    /// The norms (RMSNorm for Llama, LayerNorm for GPT-2), without their affine map: the gain
+    /// (and GPT-2's bias) are folded into the projection that follows.
+    pub fn norm(&self) -> LayerNorm {
+        LayerNorm {
+            rows: 1,
+            cols: self.cfg.hidden,
+            eps: self.cfg.norm_eps,
+            kind: match self.cfg.family {
+                Family::Llama => LnKind::Rms,
+                Family::Gpt2 => LnKind::Accurate,
+            },
+            affine: false,
+        }
+    }
+
+    /// The softmax over `len` cached positions, one row per query head (no mask: the new
+    /// token attends to every cached position, itself included).
+    pub fn softmax(&self, len: usize) -> Softmax {
+        Softmax {
+            rows: self.cfg.heads,
+            cols: len,
+            mask: Mask::None,
+            kind: SoftmaxKind::Accurate,
+        }
+    }
+
+    /// GPT-2's `gelu_new`.
+    pub fn gelu() -> Gelu {
+        Gelu {
+            kind: GeluKind::Tanh,
+        }
+    }
+}
+
+fn vec_of(n: usize, z: Tracked) -> Vec<Tracked> {
+    alloc::vec![z; n]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decoder::Family;
+
+    fn small(family: Family) -> DecoderConfig {
+        DecoderConfig {
+            family,
+            layers: 2,
+            hidden: 64,
+            heads: 4,
+            kv_heads: if family == Family::Llama { 2 } else { 4 },
+            ffn: 96,
+            vocab: 300,
+            context: 64,
+            rope_base: 10_000.0,
+            norm_eps: 1e-5,
+            tied_head: true,
+        }
+    }
+
+    /// Both families plan on the small parameters: the attention enters three levels above
+    /// the scores' conversion, each dense product one above its own, and every output row of
+    /// every product has exactly one home.
+    #[test]
+    fn plans_and_layouts() {
+        let p = crate::params::insecure_logn12().validate().unwrap();
+        for fam in [Family::Llama, Family::Gpt2] {
+            let cfg = small(fam);
+            let plan = DecodePlan::new(&p, &cfg, 40).unwrap();
+            let c = plan.c2m_levels();
+            assert!(
+                plan.levels[B_ATTN] >= c[B_ATTN] + 3,
+                "{:?} {c:?}",
+                plan.levels
+            );
+            for b in [B_OUT, B_UP, B_DOWN, B_HEAD] {
+                assert!(plan.levels[b] > c[b]);
+            }
+            // qkv rows: each q/k/v row is replicated over its segment's t rows.
+            let n = plan.slots;
+            let mut seen = alloc::vec![0usize; cfg.hidden + 2 * cfg.kv_dim()];
+            for u in 0..plan.qkv_cts() {
+                for s in 0..n {
+                    let (a, b) = plan.qkv_at(u, s);
+                    for r in a.into_iter().chain(b) {
+                        seen[r] += 1;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&k| k == plan.lay.t()), "{fam:?}");
+            let mut up = alloc::vec![0usize; 2 * cfg.ffn];
+            for u in 0..plan.up_cts() {
+                for s in 0..n {
+                    let (a, b) = plan.up_at(u, s);
+                    for r in a.into_iter().chain(b) {
+                        up[r] += 1;
+                    }
+                }
+            }
+            let want = if fam == Family::Llama {
+                2 * cfg.ffn
+            } else {
+                cfg.ffn
+            };
+            assert_eq!(up.iter().filter(|&&k| k == 1).count(), want);
+        }
+        assert!(DecodePlan::new(&p, &small(Family::Llama), 65).is_err());
+    }
+}

@@ -1,0 +1,678 @@
+//! The two sides of private generation with a causal decoder: one token at a time through every
+//! layer, the keys and values kept encrypted at the server ([`EncKvCache`]), the logits opened
+//! to the client alone.
+//!
+//! # Who holds what
+//!
+//! The client (MPC party P0) holds the CKKS secret key, its prompt and the tokens it samples,
+//! and the token (and GPT-2 position) embedding table: it embeds each token itself and shares
+//! the embedding in, as the encoder's client does. The table is the published checkpoint's
+//! (for a tied head it is also the LM head's weights), so the client learns no weight it could
+//! not download; the server's layers stay its own. The server (P1) holds the layers, the
+//! public key and the evaluation keys, and the cache: `2 · layers · kv_heads · ⌈len / t⌉`
+//! ciphertexts under the client's key, at most [`DecodePlan::max_ctx`] positions
+//! ([`Error::ContextFull`] past it). The client stores nothing between tokens but the position.
+//!
+//! # One step
+//!
+//! A step takes the shares of one position's input `x` (the client's share is the embedding,
+//! the server's 0) through every layer, each
+//!
+//! | block | where | in → out |
+//! |---|---|---|
+//! | `norm1`: RMSNorm / LayerNorm without its affine map | MPC | `x → n` |
+//! | `m2c:a` | conversion | `n` → replicated dense packing |
+//! | `qkv+scores`: `[W_q; W_k; W_v]` with the norm's gain (and GPT-2's bias) folded in, RoPE at the public position folded into the `q`, `k` rows, `1/√d_h` into `q`; append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
+//! | `c2m:s` (each party folds the `d_h` segments of its shares) | conversion | → scores |
+//! | `softmax` over the `len` cached positions | MPC | → probabilities |
+//! | `m2c:p`, `values` (`P·V` per query pair over the cache) | conversion, CKKS | → attention output |
+//! | `c2m:o`, `m2c:o`, `out` (`W_o`, `+ b_o`), `c2m:y`; `x += y` | conversions, CKKS | |
+//! | `norm2`, `m2c:m`, `up` (`[W_gate; W_up]`, gate and up in one ciphertext's two parts) | MPC, conversion, CKKS | |
+//! | `c2m:u`, `act` (SwiGLU, or GPT-2's `gelu_new`) | conversion, MPC | → `g` |
+//! | `m2c:g`, `down` (`W_down`, `+ b_down`), `c2m:d`; `x += ·` | conversion, CKKS | |
+//!
+//! and, when the step's logits are wanted (the last prompt token and every generated one), the
+//! `head`: the final norm, `m2c:h`, the LM head with the final gain folded in, `c2m:l`, and an
+//! opening to the client alone. The residual stream never leaves MPC.
+//!
+//! RoPE is folded into the projection rather than applied to shares: on shares it is a
+//! product by public reals, which costs a truncation per element and, with the query laid out
+//! for the cache, a second conversion round trip; in the projection it is free (the server
+//! encodes every weight plaintext per step anyway).
+
+use super::cache::EncKvCache;
+use super::head::matvec;
+use super::plan::{DecodePlan, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_UP, B_VAL, MPC_CONFIG};
+use super::{DecoderWeights, Family};
+use crate::circuits::exec::Exec;
+use crate::ckks::{Ciphertext, Ckks, SecretKey, C64};
+use crate::convert::{ComplexShares, ProtocolError};
+use crate::error::Error;
+use crate::hybrid::{BlockCost, HybridRun, ServerKeys};
+use crate::mpc::{Party, RingShares};
+use crate::nonlinear::ops;
+use crate::nonlinear::silu::Silu;
+use crate::packing::Mat;
+use crate::PolyBackend;
+use alloc::vec;
+use alloc::vec::Vec;
+use rand_core::{CryptoRng, RngCore};
+
+/// The biases a GPT-2 layer's products add once its norm's bias is folded in (`W·β + b`).
+struct LayerBias {
+    qkv: Vec<f64>,
+    o: Vec<f64>,
+    up: Vec<f64>,
+    down: Vec<f64>,
+}
+
+/// The server's model for decode sessions: the weights, and the biases with the norms' biases
+/// folded in (GPT-2). Holds the checkpoint: `Debug` shows only its shape.
+pub struct ServedDecoder<'w> {
+    w: &'w DecoderWeights,
+    bias: Option<Vec<LayerBias>>,
+    head_bias: Option<Vec<f64>>,
+}
+
+impl core::fmt::Debug for ServedDecoder<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "ServedDecoder {{ cfg: {:?}, weights: <redacted> }}",
+            self.w.cfg
+        )
+    }
+}
+
+fn mat_vec(w: &Mat, x: &[f64]) -> Vec<f64> {
+    super::reference::linear(w, x)
+}
+
+fn plus(mut a: Vec<f64>, b: &[f64], scale: f64) -> Vec<f64> {
+    for (a, b) in a.iter_mut().zip(b) {
+        *a = (*a + b) * scale;
+    }
+    a
+}
+
+impl<'w> ServedDecoder<'w> {
+    /// Checks the weights' shapes and values, and folds GPT-2's norm biases into the biases of
+    /// the products after them.
+    pub fn new(w: &'w DecoderWeights) -> Result<Self, Error> {
+        w.check_shapes()?;
+        let cfg = &w.cfg;
+        let inv = 1.0 / libm::sqrt(cfg.head_dim() as f64);
+        let bias = match cfg.family {
+            Family::Llama => None,
+            Family::Gpt2 => Some(
+                w.layers
+                    .iter()
+                    .map(|l| {
+                        let b = l
+                            .biases
+                            .as_ref()
+                            .ok_or(Error::InvalidParameters("a GPT-2 layer without biases"))?;
+                        let mut qkv = plus(mat_vec(&l.wq, &b.attn_norm), &b.q, inv);
+                        qkv.extend(plus(mat_vec(&l.wk, &b.attn_norm), &b.k, 1.0));
+                        qkv.extend(plus(mat_vec(&l.wv, &b.attn_norm), &b.v, 1.0));
+                        Ok(LayerBias {
+                            qkv,
+                            o: b.o.clone(),
+                            up: plus(mat_vec(&l.w_up, &b.mlp_norm), &b.up, 1.0),
+                            down: b.down.clone(),
+                        })
+                    })
+                    .collect::<Result<Vec<_>, Error>>()?,
+            ),
+        };
+        let head_bias = w.final_norm_bias.as_ref().map(|b| mat_vec(w.lm_head(), b));
+        Ok(Self { w, bias, head_bias })
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &DecoderWeights {
+        self.w
+    }
+}
+
+/// `(sin, cos)` of RoPE's angles at `pos`, one per pair of a head.
+fn rope_table(pos: usize, dh: usize, base: f64) -> Vec<(f64, f64)> {
+    (0..dh / 2)
+        .map(|i| {
+            let theta = pos as f64 * libm::pow(base, -((2 * i) as f64) / dh as f64);
+            (libm::sin(theta), libm::cos(theta))
+        })
+        .collect()
+}
+
+/// Row `r`, column `c` of `R_pos·W` (RoPE on the rows of `W`, heads of `dh` rows).
+fn roped(w: &Mat, rope: &[(f64, f64)], dh: usize, r: usize, c: usize) -> f64 {
+    let (s, co) = rope[(r % dh) / 2];
+    if r.is_multiple_of(2) {
+        co * w.get(r, c) - s * w.get(r + 1, c)
+    } else {
+        s * w.get(r - 1, c) + co * w.get(r, c)
+    }
+}
+
+/// One party's side of a decode session: the engine's run, the plan, the position, and (at the
+/// server) the encrypted KV cache.
+pub struct DecodeRun<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> {
+    h: HybridRun<'a, 'p, B, R, ServedDecoder<'w>>,
+    plan: &'a DecodePlan,
+    cache: Option<EncKvCache<Ciphertext<B>>>,
+    pos: usize,
+    layer: usize,
+    ready: bool,
+}
+
+/// Adds `b[row]` to the slots of `cts` laid out by `at` (the server's bias, in CKKS).
+fn add_rows<E: Exec>(
+    ex: &E,
+    cts: &mut [E::Ct],
+    at: &dyn Fn(usize, usize) -> (Option<usize>, Option<usize>),
+    b: &[f64],
+) -> Result<(), Error> {
+    let n = ex.slots();
+    for (u, ct) in cts.iter_mut().enumerate() {
+        let vals = || -> Vec<C64> {
+            (0..n)
+                .map(|s| {
+                    let (re, im) = at(u, s);
+                    C64::new(re.map_or(0.0, |r| b[r]), im.map_or(0.0, |r| b[r]))
+                })
+                .collect()
+        };
+        ex.add_plain(ct, &vals)?;
+    }
+    Ok(())
+}
+
+impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B, R> {
+    /// The client's side (P0 with [`MPC_CONFIG`]).
+    pub fn client(
+        party: &'p mut Party<R>,
+        ck: &'a Ckks<B>,
+        sk: &'a SecretKey,
+        plan: &'a DecodePlan,
+    ) -> Result<Self, ProtocolError> {
+        Ok(Self {
+            h: HybridRun::client(party, ck, sk, &MPC_CONFIG)?,
+            plan,
+            cache: None,
+            pos: 0,
+            layer: 0,
+            ready: false,
+        })
+    }
+
+    /// The server's side (P1 with [`MPC_CONFIG`]): public key material only, an empty cache
+    /// of [`DecodePlan::max_ctx`] positions. The model must have the plan's architecture.
+    pub fn server(
+        party: &'p mut Party<R>,
+        keys: ServerKeys<'a, B>,
+        plan: &'a DecodePlan,
+        model: &'a ServedDecoder<'w>,
+    ) -> Result<Self, ProtocolError> {
+        if model.w.cfg != plan.cfg {
+            return Err(
+                Error::InvalidParameters("the weights' architecture is not the plan's").into(),
+            );
+        }
+        let cache = EncKvCache::new(plan.lay, plan.cfg.layers, plan.cfg.kv_heads, plan.max_ctx)?;
+        Ok(Self {
+            h: HybridRun::server(party, keys, plan.slots, model, &MPC_CONFIG)?,
+            plan,
+            cache: Some(cache),
+            pos: 0,
+            layer: 0,
+            ready: false,
+        })
+    }
+
+    /// Positions processed so far (the next step's position).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The server's cache (`None` at the client).
+    pub fn cache(&self) -> Option<&EncKvCache<Ciphertext<B>>> {
+        self.cache.as_ref()
+    }
+
+    /// One position through every layer. The client gives its input `x` (the token's
+    /// embedding, `hidden` values), the server `None`; both give the same `logits` flag
+    /// (public). With it the client gets the position's logits; otherwise (and at the server)
+    /// the result is `None`. `progress` is called after every block. Refused with
+    /// [`Error::ContextFull`] when the session holds [`DecodePlan::max_ctx`] positions.
+    pub async fn step(
+        &mut self,
+        x: Option<&[f64]>,
+        logits: bool,
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<Option<Vec<f64>>, ProtocolError> {
+        let plan = self.plan;
+        let d = plan.cfg.hidden;
+        if self.pos >= plan.max_ctx {
+            return Err(Error::ContextFull { max: plan.max_ctx }.into());
+        }
+        let xs = match (self.h.is_server(), x) {
+            (true, None) => RingShares::new(vec![0u64; d]),
+            (false, Some(x)) => {
+                if x.len() != d {
+                    return Err(Error::Shape {
+                        what: "a decode step's input (hidden)",
+                        expected: d,
+                        found: x.len(),
+                    }
+                    .into());
+                }
+                self.h.share_input(x, super::plan::bounds::X)?
+            }
+            _ => {
+                return Err(
+                    Error::InvalidParameters("a decode step's input is the client's alone").into(),
+                )
+            }
+        };
+        if !self.ready {
+            // Base OTs unless the party has an OT already, and a fresh common seed.
+            self.h.party.setup().await?;
+            self.ready = true;
+        }
+        self.h.mark();
+        let mut x = xs;
+        for l in 0..plan.cfg.layers {
+            self.layer = l;
+            x = self.layer(x, progress).await?;
+        }
+        let out = if logits {
+            self.head(&x, progress).await?
+        } else {
+            None
+        };
+        self.pos += 1;
+        Ok(out)
+    }
+
+    fn done(&mut self, block: &'static str, progress: &mut dyn FnMut(&BlockCost)) {
+        let cost = BlockCost {
+            layer: self.layer,
+            block,
+            tally: self.h.tally(),
+        };
+        progress(&cost);
+    }
+
+    /// The norm without its affine map (folded into the next product).
+    async fn norm(&mut self, x: &RingShares) -> Result<RingShares, ProtocolError> {
+        Ok(self.plan.norm().run(self.h.party, x, None).await?)
+    }
+
+    /// M2C of a vector into the replicated dense packing of width `x.len()`.
+    async fn m2c_dense(
+        &mut self,
+        which: usize,
+        x: &RingShares,
+        lay: &super::head::DenseLayout,
+    ) -> Result<Option<Ciphertext<B>>, ProtocolError> {
+        let n = self.plan.slots;
+        let xs = x.as_slice();
+        let re: Vec<u64> = (0..n)
+            .map(|s| {
+                lay.input_home(s)
+                    .and_then(|c| xs.get(c))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let input = [ComplexShares {
+            re: RingShares::new(re),
+            im: RingShares::new(vec![0u64; n]),
+        }];
+        let out = self.h.m2c(&self.plan.m2c[which], &input).await?;
+        Ok(out.and_then(|mut v| v.pop()))
+    }
+
+    /// C2M of `count` ciphertexts (the server's `cts`).
+    async fn c2m(
+        &mut self,
+        which: usize,
+        cts: Option<Vec<Ciphertext<B>>>,
+        count: usize,
+    ) -> Result<Vec<ComplexShares>, ProtocolError> {
+        self.h
+            .c2m(&self.plan.c2m[which], cts.as_deref(), count)
+            .await
+    }
+
+    /// C2M of a dense product's output, gathered into its `rows` values.
+    async fn c2m_dense(
+        &mut self,
+        which: usize,
+        cts: Option<Vec<Ciphertext<B>>>,
+        rows: DenseRows,
+    ) -> Result<RingShares, ProtocolError> {
+        let sh = self.c2m(which, cts, rows.cts()).await?;
+        Ok(RingShares::new(
+            (0..rows.rows)
+                .map(|e| {
+                    let (u, part, s) = rows.home(e);
+                    let c = &sh[u];
+                    if part == 0 {
+                        c.re.as_slice()[s]
+                    } else {
+                        c.im.as_slice()[s]
+                    }
+                })
+                .collect(),
+        ))
+    }
+
+    /// A dense product `W·x (+ b)` at the server on the replicated input `x`.
+    fn dense(
+        &self,
+        x: Option<Ciphertext<B>>,
+        lay: &super::head::DenseLayout,
+        cts: usize,
+        at: &dyn Fn(usize, usize) -> (Option<usize>, Option<usize>),
+        w: &dyn Fn(usize, usize) -> f64,
+        b: Option<&[f64]>,
+    ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
+        let (Some(ex), Some(x)) = (self.h.exec(), x) else {
+            return Ok(None);
+        };
+        let mut out = matvec(ex, lay, &x, cts, at, w)?;
+        if let Some(b) = b {
+            add_rows(ex, &mut out, at, b)?;
+        }
+        Ok(Some(out))
+    }
+
+    /// One decoder layer on the shares of its input.
+    async fn layer(
+        &mut self,
+        x: RingShares,
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<RingShares, ProtocolError> {
+        let plan = self.plan;
+        let cfg = &plan.cfg;
+        let (d, dh, kv, f) = (cfg.hidden, cfg.head_dim(), cfg.kv_heads, cfg.ffn);
+        let (n, t) = (plan.slots, plan.lay.t());
+        let np = plan.pairs.len();
+        let len = self.pos + 1;
+        let blocks = plan.lay.blocks(len);
+        let r = self.h.party.ring();
+        let li = self.layer;
+        let model = self.h.model();
+        let w = model.map(|m| &m.w.layers[li]);
+        let bias = model.and_then(|m| m.bias.as_ref()).map(|b| &b[li]);
+
+        // Attention.
+        let a = self.norm(&x).await?;
+        self.done("norm1", progress);
+        let ac = self.m2c_dense(B_ATTN, &a, &plan.dense_d).await?;
+        self.done("m2c:a", progress);
+        let s_cts = match w {
+            Some(w) => {
+                let rope = match cfg.family {
+                    Family::Llama => Some(rope_table(self.pos, dh, cfg.rope_base)),
+                    Family::Gpt2 => None,
+                };
+                let inv = 1.0 / libm::sqrt(dh as f64);
+                let g = &w.attn_norm;
+                let proj = |m: &Mat, r: usize, c: usize| match &rope {
+                    Some(t) => roped(m, t, dh, r, c),
+                    None => m.get(r, c),
+                };
+                let wf = |r: usize, c: usize| -> f64 {
+                    let v = if r < d {
+                        proj(&w.wq, r, c) * inv
+                    } else if r < d + kv * dh {
+                        proj(&w.wk, r - d, c)
+                    } else {
+                        w.wv.get(r - d - kv * dh, c)
+                    };
+                    v * g[c]
+                };
+                let at = |u: usize, s: usize| plan.qkv_at(u, s);
+                let out = self.dense(
+                    ac,
+                    &plan.dense_d,
+                    plan.qkv_cts(),
+                    &at,
+                    &wf,
+                    bias.map(|b| &b.qkv[..]),
+                )?;
+                match (out, self.h.exec(), self.cache.as_mut()) {
+                    (Some(mut q), Some(ex), Some(cache)) => {
+                        let v = q.split_off(np + kv);
+                        let k = q.split_off(np);
+                        cache.append(ex, li, k, v)?;
+                        Some(
+                            cache
+                                .scores(ex, li, &q, &plan.pairs)?
+                                .into_iter()
+                                .flatten()
+                                .collect(),
+                        )
+                    }
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        self.done("qkv+scores", progress);
+        let sh = self.c2m(B_ATTN, s_cts, np * blocks).await?;
+        // Each party folds the d_h segments of its shares: head h's scores, row-major.
+        let mut s = vec![0u64; cfg.heads * len];
+        for (u, pr) in plan.pairs.iter().enumerate() {
+            for b in 0..blocks {
+                let c = &sh[u * blocks + b];
+                for (h, part) in [(Some(pr.re), &c.re), (pr.im, &c.im)] {
+                    let Some(h) = h else { continue };
+                    let v = part.as_slice();
+                    for row in 0..t.min(len - b * t) {
+                        s[h * len + b * t + row] =
+                            (0..dh).fold(0, |acc, j| r.add(acc, v[j * t + row]));
+                    }
+                }
+            }
+        }
+        self.done("c2m:s", progress);
+        let p = plan
+            .softmax(len)
+            .run(self.h.party, &RingShares::new(s))
+            .await?;
+        self.done("softmax", progress);
+        let ps = p.as_slice();
+        let mut pin = Vec::with_capacity(np * blocks);
+        for pr in &plan.pairs {
+            for b in 0..blocks {
+                let lay_row = |h: Option<usize>| -> Vec<u64> {
+                    let mut v = vec![0u64; n];
+                    if let Some(h) = h {
+                        for row in 0..t.min(len - b * t) {
+                            let val = ps[h * len + b * t + row];
+                            for j in 0..dh {
+                                v[j * t + row] = val;
+                            }
+                        }
+                    }
+                    v
+                };
+                pin.push(ComplexShares {
+                    re: RingShares::new(lay_row(Some(pr.re))),
+                    im: RingShares::new(lay_row(pr.im)),
+                });
+            }
+        }
+        let pc = self.h.m2c(&plan.m2c[B_VAL], &pin).await?;
+        self.done("m2c:p", progress);
+        let o_cts = match (pc, self.h.exec(), self.cache.as_ref()) {
+            (Some(pc), Some(ex), Some(cache)) => {
+                let mut it = pc.into_iter();
+                let per: Vec<Vec<Ciphertext<B>>> = (0..np)
+                    .map(|_| it.by_ref().take(blocks).collect())
+                    .collect();
+                Some(cache.values(ex, li, &per, &plan.pairs)?)
+            }
+            _ => None,
+        };
+        self.done("values", progress);
+        let osh = self.c2m(B_VAL, o_cts, np).await?;
+        let mut o = vec![0u64; d];
+        for (pr, c) in plan.pairs.iter().zip(&osh) {
+            for j in 0..dh {
+                o[pr.re * dh + j] = c.re.as_slice()[j * t];
+                if let Some(h) = pr.im {
+                    o[h * dh + j] = c.im.as_slice()[j * t];
+                }
+            }
+        }
+        self.done("c2m:o", progress);
+        let oc = self
+            .m2c_dense(B_OUT, &RingShares::new(o), &plan.dense_d)
+            .await?;
+        self.done("m2c:o", progress);
+        let rows_d = DenseRows { rows: d, slots: n };
+        let at_d = move |u: usize, s: usize| rows_d.at(u, s);
+        let y_cts = match w {
+            Some(w) => {
+                let wf = |r: usize, c: usize| w.wo.get(r, c);
+                self.dense(
+                    oc,
+                    &plan.dense_d,
+                    rows_d.cts(),
+                    &at_d,
+                    &wf,
+                    bias.map(|b| &b.o[..]),
+                )?
+            }
+            None => None,
+        };
+        self.done("out", progress);
+        let y = self.c2m_dense(B_OUT, y_cts, rows_d).await?;
+        let x = ops::add(r, &x, &y)?;
+        self.done("c2m:y", progress);
+
+        // MLP.
+        let m = self.norm(&x).await?;
+        self.done("norm2", progress);
+        let mc = self.m2c_dense(B_UP, &m, &plan.dense_d).await?;
+        self.done("m2c:m", progress);
+        let u_cts = match w {
+            Some(w) => {
+                let g = &w.mlp_norm;
+                let wf = |r: usize, c: usize| -> f64 {
+                    let v = match &w.w_gate {
+                        Some(wg) if r < f => wg.get(r, c),
+                        Some(_) => w.w_up.get(r - f, c),
+                        None => w.w_up.get(r, c),
+                    };
+                    v * g[c]
+                };
+                let at = |u: usize, s: usize| plan.up_at(u, s);
+                self.dense(
+                    mc,
+                    &plan.dense_d,
+                    plan.up_cts(),
+                    &at,
+                    &wf,
+                    bias.map(|b| &b.up[..]),
+                )?
+            }
+            None => None,
+        };
+        self.done("up", progress);
+        let ush = self.c2m(B_UP, u_cts, plan.up_cts()).await?;
+        let pick = |u: usize, part: usize, s: usize| {
+            let c = &ush[u];
+            if part == 0 {
+                c.re.as_slice()[s]
+            } else {
+                c.im.as_slice()[s]
+            }
+        };
+        self.done("c2m:u", progress);
+        let g = match cfg.family {
+            Family::Llama => {
+                let gate: Vec<u64> = (0..f).map(|i| pick(i / n, 0, i % n)).collect();
+                let up: Vec<u64> = (0..f).map(|i| pick(i / n, 1, i % n)).collect();
+                Silu.swiglu(self.h.party, &RingShares::new(gate), &RingShares::new(up))
+                    .await?
+            }
+            Family::Gpt2 => {
+                let rows = DenseRows { rows: f, slots: n };
+                let up: Vec<u64> = (0..f)
+                    .map(|e| {
+                        let (u, part, s) = rows.home(e);
+                        pick(u, part, s)
+                    })
+                    .collect();
+                DecodePlan::gelu()
+                    .run(self.h.party, &RingShares::new(up))
+                    .await?
+            }
+        };
+        self.done("act", progress);
+        let gc = self.m2c_dense(B_DOWN, &g, &plan.dense_f).await?;
+        self.done("m2c:g", progress);
+        let dn_cts = match w {
+            Some(w) => {
+                let wf = |r: usize, c: usize| w.w_down.get(r, c);
+                self.dense(
+                    gc,
+                    &plan.dense_f,
+                    rows_d.cts(),
+                    &at_d,
+                    &wf,
+                    bias.map(|b| &b.down[..]),
+                )?
+            }
+            None => None,
+        };
+        self.done("down", progress);
+        let y = self.c2m_dense(B_DOWN, dn_cts, rows_d).await?;
+        let x = ops::add(r, &x, &y)?;
+        self.done("c2m:d", progress);
+        Ok(x)
+    }
+
+    /// The final norm and the LM head; the client alone learns the logits.
+    async fn head(
+        &mut self,
+        x: &RingShares,
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<Option<Vec<f64>>, ProtocolError> {
+        self.layer = usize::MAX;
+        let plan = self.plan;
+        let n = plan.slots;
+        let h = self.norm(x).await?;
+        let hc = self.m2c_dense(B_HEAD, &h, &plan.dense_d).await?;
+        let rows = DenseRows {
+            rows: plan.cfg.vocab,
+            slots: n,
+        };
+        let at = move |u: usize, s: usize| rows.at(u, s);
+        let l_cts = match self.h.model() {
+            Some(m) => {
+                let (hw, g) = (m.w.lm_head(), &m.w.final_norm);
+                let wf = |r: usize, c: usize| hw.get(r, c) * g[c];
+                self.dense(
+                    hc,
+                    &plan.dense_d,
+                    rows.cts(),
+                    &at,
+                    &wf,
+                    m.head_bias.as_deref(),
+                )?
+            }
+            None => None,
+        };
+        let l = self.c2m_dense(B_HEAD, l_cts, rows).await?;
+        let out = self.h.open_to_client(l).await?;
+        self.done("head", progress);
+        Ok(out)
+    }
+}

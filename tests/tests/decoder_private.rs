@@ -1,0 +1,233 @@
+//! Private generation with small causal decoders end to end, in memory: the client (P0) and
+//! the server (P1) in two threads over the in-memory duplex, every product on real CKKS with
+//! the keys and values cached encrypted at the server, every nonlinear block in MPC, every
+//! boundary through the complex conversion. Each step's logits must match the `f64`
+//! reference's ([`veil_core::decoder::reference::step`]) within [`LOGIT_BOUND`], and greedy
+//! generation must pick the reference's tokens.
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::Ckks;
+use veil_core::decoder::plan::{DecodePlan, MPC_CONFIG};
+use veil_core::decoder::reference::{self, argmax, embed_token, random_weights, KvCache};
+use veil_core::decoder::run::{DecodeRun, ServedDecoder};
+use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
+use veil_core::hybrid::{BlockCost, ServerKeys};
+use veil_core::mpc::{Party, PartyId};
+use veil_core::params;
+use veil_core::Error;
+use veil_host::mpc::drive;
+use veil_host::transport::{mem_pair, TransportConfig};
+
+/// Worst logit error accepted against the `f64` reference: the MPC blocks work at `2^{-13}`
+/// (softmax, norms and SiLU within `5·10⁻⁴` each) and the conversions add an ulp per value;
+/// through two layers and the head this stays well under it.
+const LOGIT_BOUND: f64 = 0.05;
+
+fn seeded(s: u64) -> ChaCha20Rng {
+    ChaCha20Rng::seed_from_u64(s)
+}
+
+fn small(family: Family) -> DecoderConfig {
+    DecoderConfig {
+        family,
+        layers: 2,
+        hidden: 64,
+        heads: 4,
+        kv_heads: if family == Family::Llama { 2 } else { 4 },
+        ffn: 96,
+        vocab: 300,
+        context: 64,
+        rope_base: 10_000.0,
+        norm_eps: 1e-5,
+        tied_head: true,
+    }
+}
+
+/// What the client saw: the logits of every step that asked for them, and the block costs.
+struct Seen {
+    logits: Vec<Vec<f64>>,
+    tokens: Vec<u32>,
+    costs: Vec<BlockCost>,
+}
+
+/// The prompt through the private session, then `gen` greedy tokens; `max_ctx` positions.
+fn generate(
+    w: &DecoderWeights,
+    prompt: &[u32],
+    gen: usize,
+    max_ctx: usize,
+) -> Result<Seen, String> {
+    let p = params::insecure_logn12().validate().unwrap();
+    let plan = DecodePlan::new(&p, &w.cfg, max_ctx).unwrap();
+    println!(
+        "plan: slots {} levels {:?} c2m levels {:?}, {} Galois steps",
+        plan.slots,
+        plan.levels,
+        plan.c2m_levels(),
+        plan.rotations().len()
+    );
+    let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap()));
+    let mut g = seeded(77);
+    let sk = ck.gen_secret_key(&mut g);
+    let pk = ck.gen_public_key(&sk, &mut g).unwrap();
+    let keys = ck
+        .gen_evaluation_keys(&sk, plan.rotations(), true, &mut g, |_, _| {})
+        .unwrap();
+    let served = ServedDecoder::new(w).unwrap();
+    let cfg = TransportConfig {
+        timeout: Duration::from_secs(120),
+        max_frame: 1 << 30,
+    };
+    let (mut t0, mut t1) = mem_pair(cfg);
+    // Steps: every prompt token, then a step per generated token but the last; the logits of
+    // the last prompt token and of every generated token's step are wanted.
+    let steps = prompt.len() + gen.saturating_sub(1);
+    let want = |i: usize| i + 1 >= prompt.len();
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let (ck1, plan1, pk1, keys1, served1) = (&ck, &plan, &pk, &keys, &served);
+        let h = s.spawn(move || {
+            let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, seeded(2)).unwrap();
+            let ch = p1.channel();
+            let fut = async {
+                let keys = ServerKeys {
+                    ck: ck1,
+                    pk: pk1,
+                    keys: keys1,
+                };
+                let mut run = DecodeRun::server(&mut p1, keys, plan1, served1)?;
+                for i in 0..steps {
+                    run.step(None, want(i), &mut |_| {}).await?;
+                }
+                let cts = run.cache().map(|c| c.ciphertexts()).unwrap_or(0);
+                Ok::<_, veil_core::convert::ProtocolError>(cts)
+            };
+            drive(ch, fut, &mut t1).map_err(|e| e.to_string())
+        });
+        let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, seeded(1)).unwrap();
+        let ch = p0.channel();
+        let mut costs = Vec::new();
+        let fut = async {
+            let mut run = DecodeRun::client(&mut p0, &ck, &sk, &plan)?;
+            let (mut logits, mut tokens) = (Vec::new(), Vec::new());
+            let mut next = prompt[0];
+            for i in 0..steps {
+                let tok = if i < prompt.len() { prompt[i] } else { next };
+                let x = embed_token(w, tok, i)?;
+                let out = run
+                    .step(Some(&x), want(i), &mut |c| costs.push(c.clone()))
+                    .await?;
+                if let Some(l) = out {
+                    next = argmax(&l);
+                    tokens.push(next);
+                    logits.push(l);
+                }
+            }
+            Ok::<_, veil_core::convert::ProtocolError>((logits, tokens))
+        };
+        let r0 = drive(ch, fut, &mut t0).map_err(|e| e.to_string());
+        let r1 = h.join().unwrap();
+        println!("private run {:.2?}", t.elapsed());
+        let (logits, tokens) = r0?;
+        let cts = r1?;
+        let layers = w.cfg.layers;
+        let kv = w.cfg.kv_heads;
+        // Every layer's keys and values, one block each at this context.
+        assert_eq!(cts, 2 * layers * kv * plan.lay.blocks(steps));
+        Ok(Seen {
+            logits,
+            tokens,
+            costs,
+        })
+    })
+}
+
+fn check(family: Family, seed: u64) {
+    let w = random_weights(&small(family), seed).unwrap();
+    let prompt = [5u32, 17, 230];
+    let gen = 3;
+    let seen = generate(&w, &prompt, gen, 16).unwrap();
+    // The reference over the same tokens (the prompt, then the private run's own picks).
+    let mut cache = KvCache::new(&w.cfg, 16).unwrap();
+    let mut want = Vec::new();
+    let fed: Vec<u32> = prompt
+        .iter()
+        .copied()
+        .chain(seen.tokens.iter().copied().take(gen - 1))
+        .collect();
+    for (i, &t) in fed.iter().enumerate() {
+        let l = reference::step(&w, &mut cache, t).unwrap();
+        if i + 1 >= prompt.len() {
+            want.push(l);
+        }
+    }
+    assert_eq!(seen.logits.len(), want.len());
+    let mut worst = 0.0f64;
+    for (got, want) in seen.logits.iter().zip(&want) {
+        assert_eq!(got.len(), w.cfg.vocab);
+        for (a, b) in got.iter().zip(want) {
+            worst = worst.max((a - b).abs());
+        }
+    }
+    let greedy = reference::greedy(&w, &prompt, gen).unwrap();
+    println!(
+        "{family:?}: worst |Δlogit| {worst:.2e}; private {:?}, reference {greedy:?}",
+        seen.tokens
+    );
+    assert!(worst < LOGIT_BOUND, "worst |Δlogit| {worst}");
+    assert_eq!(seen.tokens, greedy);
+    // The report names every block of a layer, and the head on the steps with logits.
+    let names: Vec<&str> = seen
+        .costs
+        .iter()
+        .filter(|c| c.layer == 0)
+        .map(|c| c.block)
+        .take(21)
+        .collect();
+    for b in [
+        "norm1",
+        "qkv+scores",
+        "c2m:s",
+        "softmax",
+        "values",
+        "act",
+        "c2m:d",
+    ] {
+        assert!(names.contains(&b), "{b} missing from {names:?}");
+    }
+    let heads = seen.costs.iter().filter(|c| c.block == "head").count();
+    assert_eq!(heads, gen);
+    // Every conversion block moved bytes.
+    assert!(seen
+        .costs
+        .iter()
+        .filter(|c| c.block.starts_with("c2m") || c.block.starts_with("m2c"))
+        .all(|c| c.tally.mpc_bytes > 0 && c.tally.converted_cts > 0));
+}
+
+#[test]
+fn small_llama_generates_the_reference_tokens() {
+    check(Family::Llama, 3);
+}
+
+#[test]
+fn small_gpt2_generates_the_reference_tokens() {
+    check(Family::Gpt2, 4);
+}
+
+/// A session refuses the position past its maximum context with a typed error, at both
+/// parties, before any traffic.
+#[test]
+fn a_full_context_is_refused() {
+    let w = random_weights(&small(Family::Llama), 3).unwrap();
+    let err = match generate(&w, &[1, 2, 3], 1, 2) {
+        Ok(_) => panic!("a third position in a two-position session ran"),
+        Err(e) => e,
+    };
+    let want = Error::ContextFull { max: 2 }.to_string();
+    assert!(err.contains(&want), "{err}");
+}
