@@ -31,7 +31,7 @@ pub enum DecoderShape {
 
 impl DecoderShape {
     /// `(d, heads, kv_heads, ffn, vocab, gated)`.
-    fn dims(self) -> (usize, usize, usize, usize, usize, bool) {
+    pub(crate) fn dims(self) -> (usize, usize, usize, usize, usize, bool) {
         match self {
             DecoderShape::Smollm2 => (576, 9, 3, 1536, 49_152, true),
             DecoderShape::Gpt2Base => (768, 12, 12, 3072, 50_257, false),

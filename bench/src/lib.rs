@@ -27,6 +27,7 @@ pub mod cnn_table_v;
 pub mod cnn_vgg;
 pub mod convert;
 pub mod decoder;
+pub mod decoder_private;
 pub mod e2e;
 pub mod e2e_link;
 mod error;

@@ -5,8 +5,8 @@
 use clap::Parser;
 use std::process::ExitCode;
 use veil_bench::{
-    accuracy, boot, ckks, cnn, convert, decoder, e2e, e2e_link, mpc, nonlinear, scp, to_json,
-    BenchError,
+    accuracy, boot, ckks, cnn, convert, decoder, decoder_private, e2e, e2e_link, mpc, nonlinear,
+    scp, to_json, BenchError,
 };
 
 // Large polynomial buffers are allocated and freed at a high rate: see
@@ -48,6 +48,9 @@ enum Bench {
     /// The homomorphic half of one generated token (KV cache encrypted at the server, the LM
     /// head), per layer, at SmolLM2's or GPT2-base's shape and the contexts asked for.
     Decoder(decoder::BenchDecoderArgs),
+    /// Private generation: real decode steps between the two parties over loopback TCP, at
+    /// SmolLM2's or GPT2-base's layer shape with random weights (time, bytes, rounds per step).
+    Generate(decoder_private::BenchGenerateArgs),
     /// CKKS bootstrapping: latency per step, precision, levels left, key and plaintext bytes,
     /// peak memory; beside OpenFHE and DESILO FHE (--peers), and an FHE-only MLP (--mlp).
     Boot(boot::BenchBootArgs),
@@ -86,6 +89,15 @@ fn bench(b: Bench) -> Result<(), BenchError> {
                 println!("{}", to_json("the decoder report", &r)?);
             } else {
                 print!("{}", decoder::render(&r));
+            }
+            Ok(())
+        }
+        Bench::Generate(a) => {
+            let r = decoder_private::run(&a)?;
+            if a.json {
+                println!("{}", to_json("the generation report", &r)?);
+            } else {
+                print!("{}", decoder_private::render(&r));
             }
             Ok(())
         }

@@ -7,7 +7,7 @@
 //! are one dense product each ([`super::head::matvec`], one level), the attention is the
 //! projection, the cache's row mask and the score product (three levels), the values one
 //! product. Each block starts at the lowest level from which its output still reaches an
-//! admissible C2M ([`crate::hybrid::plan::pick_level`]), so the conversions carry the fewest
+//! admissible C2M (the planning helpers shared with the encoder), so the conversions carry the fewest
 //! primes.
 
 use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
@@ -48,6 +48,15 @@ pub mod bounds {
     pub const Y: u32 = 8;
     /// The MLP's activation (SwiGLU or GELU output).
     pub const G: u32 = 8;
+}
+
+/// The decode sessions' CKKS parameter set: `N = 2^14`, `q_0` of 60 bits and four 40-bit
+/// levels (the attention's three above its trimmed C2M level 1), two key-switching digits,
+/// 128-bit secure by the HE standard (400 bits of `QP`; the bound at `N = 2^14` is 438). A
+/// decode step carries one position, so `2^13` slots hold a head's dimensions times 128
+/// cached positions per block, and the product widths of both shapes.
+pub fn session_params() -> crate::Result<CkksParams> {
+    crate::params::ckks_128_custom(14, 4, 2).validate()
 }
 
 /// The boundary configuration for bound `b`.
@@ -460,5 +469,47 @@ mod tests {
             assert_eq!(up.iter().filter(|&&k| k == 1).count(), want);
         }
         assert!(DecodePlan::new(&p, &small(Family::Llama), 65).is_err());
+    }
+
+    /// SmolLM2's and GPT2-base's shapes plan at the session parameters.
+    #[test]
+    fn real_shapes_plan_at_the_session_parameters() {
+        let p = session_params().unwrap();
+        let smol = DecoderConfig {
+            family: Family::Llama,
+            layers: 30,
+            hidden: 576,
+            heads: 9,
+            kv_heads: 3,
+            ffn: 1536,
+            vocab: 49_152,
+            context: 8192,
+            rope_base: 1e5,
+            norm_eps: 1e-5,
+            tied_head: true,
+        };
+        let gpt2 = DecoderConfig {
+            family: Family::Gpt2,
+            layers: 12,
+            hidden: 768,
+            heads: 12,
+            kv_heads: 12,
+            ffn: 3072,
+            vocab: 50_257,
+            context: 1024,
+            ..smol.clone()
+        };
+        for cfg in [smol, gpt2] {
+            let plan = DecodePlan::new(&p, &cfg, 256).unwrap();
+            std::println!(
+                "{:?}: levels {:?} c2m {:?} keys {} t {}",
+                cfg.family,
+                plan.levels,
+                plan.c2m_levels(),
+                plan.rotations().len(),
+                plan.lay.t()
+            );
+            assert_eq!(plan.levels[B_ATTN], 4);
+        }
     }
 }

@@ -1,0 +1,244 @@
+//! `veil-bench generate`: private generation at a real decoder's layer shape, both parties on
+//! this machine over loopback TCP: every step a real decode step ([`DecodeRun::step`]: CKKS
+//! products and the encrypted KV cache at the server, MPC norms, softmax and SiLU/GELU, the
+//! conversions between them), with seeded random weights at SmolLM2's or GPT2-base's shape and
+//! `--layers` layers (1 by default: the per-layer cost SPU's decoder layer is compared with).
+//! Each step's wall time, bytes both ways and rounds, and the per-block split of the last step.
+
+use crate::decoder::DecoderShape;
+use crate::error::{core, invalid, protocol};
+use crate::BenchError;
+use serde::Serialize;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use veil_core::convert::ProtocolError;
+use veil_core::decoder::plan::{session_params, DecodePlan};
+use veil_core::decoder::reference::{embed_token, random_weights};
+use veil_core::decoder::run::{DecodeRun, ServedDecoder};
+use veil_core::decoder::{DecoderConfig, Family};
+use veil_core::hybrid::ServerKeys;
+use veil_core::mpc::PartyId;
+use veil_host::harness::{run_pair, Link};
+use veil_host::mpc::drive;
+use veil_host::transport::TransportConfig;
+
+/// Options of `veil-bench generate`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchGenerateArgs {
+    /// The shape.
+    #[arg(long, value_enum, default_value_t = DecoderShape::Smollm2)]
+    pub shape: DecoderShape,
+    /// Decoder layers (the shape's own count gives a whole model's token).
+    #[arg(long, default_value_t = 1)]
+    pub layers: usize,
+    /// Steps (positions) to run; the last ones ask for logits.
+    #[arg(long, default_value_t = 2)]
+    pub steps: usize,
+    /// Worker threads of each party's CPU backend.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Every receive's timeout, seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout_s: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One step as the client saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepRow {
+    /// Position (0-based); the context the step attends to is `pos + 1`.
+    pub pos: usize,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Bytes sent plus received.
+    pub bytes: u64,
+    /// Rounds.
+    pub rounds: u64,
+    /// Whether the step opened logits to the client.
+    pub logits: bool,
+}
+
+/// `veil-bench generate` output.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateReport {
+    /// The shape.
+    pub shape: DecoderShape,
+    /// Layers run.
+    pub layers: usize,
+    /// The parameter set.
+    pub params: String,
+    /// Galois keys the client generates.
+    pub galois_keys: usize,
+    /// Key generation, seconds.
+    pub keygen_s: f64,
+    /// Steps.
+    pub steps: Vec<StepRow>,
+    /// The last step's blocks of layer 0 (and the head): `(block, server seconds, bytes)`.
+    pub blocks: Vec<(String, f64, u64)>,
+}
+
+fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
+    let (hidden, heads, kv_heads, ffn, vocab, gated) = shape.dims();
+    DecoderConfig {
+        family: if gated { Family::Llama } else { Family::Gpt2 },
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        ffn,
+        vocab,
+        context: ctx.max(1024),
+        rope_base: 1e5,
+        norm_eps: 1e-5,
+        tied_head: true,
+    }
+}
+
+/// Runs the benchmark.
+pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
+    if a.layers == 0 || a.steps == 0 {
+        return Err(invalid(
+            "--layers/--steps",
+            format!("{}/{}", a.layers, a.steps),
+            "positive counts",
+        ));
+    }
+    let cfg = config(a.shape, a.layers, a.steps);
+    let p = session_params().map_err(core("decode parameters"))?;
+    let plan = DecodePlan::new(&p, &cfg, a.steps).map_err(|e| BenchError::Protocol {
+        protocol: "decode plan".into(),
+        source: veil_host::mpc::DriverError::Convert(e),
+    })?;
+    let w = random_weights(&cfg, 7).map_err(core("random weights"))?;
+    let served = ServedDecoder::new(&w).map_err(core("weights"))?;
+    let mut keys = crate::cpu_keys(&p, a.threads, plan.rotations(), "evaluation keys")?;
+    let pk = keys
+        .ck
+        .gen_public_key(&keys.sk, &mut keys.rng)
+        .map_err(core("public key"))?;
+    let server_keys = ServerKeys {
+        ck: &keys.ck,
+        pk: &pk,
+        keys: &keys.keys,
+    };
+    let tcfg = TransportConfig {
+        timeout: Duration::from_secs(a.timeout_s),
+        max_frame: 1 << 31,
+    };
+    let last = a.steps - 1;
+    // Logits on the last step only (a prompt's last token, or a generated one).
+    let want = |i: usize| i == last;
+    let server_blocks = Mutex::new(Vec::<(String, f64)>::new());
+    let mut rows = Vec::new();
+    let mut client_blocks = Vec::<(String, u64)>::new();
+    let (ck, sk) = (&keys.ck, &keys.sk);
+    run_pair(
+        Link::Tcp,
+        tcfg,
+        |t0| {
+            let mut p0 = crate::e2e::party(PartyId::P0, false)?;
+            let ch = p0.channel();
+            let fut = async {
+                let mut run = DecodeRun::client(&mut p0, ck, sk, &plan)?;
+                for i in 0..a.steps {
+                    let x = embed_token(&w, (i * 7919 % cfg.vocab) as u32, i)?;
+                    let t = Instant::now();
+                    let (mut bytes, mut rounds) = (0u64, 0u64);
+                    let mut blocks = Vec::new();
+                    run.step(Some(&x), want(i), &mut |c| {
+                        bytes += c.tally.mpc_bytes;
+                        rounds += c.tally.mpc_rounds;
+                        if c.layer == 0 || c.layer == usize::MAX {
+                            blocks.push((c.block.to_string(), c.tally.mpc_bytes));
+                        }
+                    })
+                    .await?;
+                    let seconds = t.elapsed().as_secs_f64();
+                    if !a.json {
+                        eprintln!(
+                            "step {i}: {seconds:.1} s, {:.1} MiB",
+                            bytes as f64 / 1048576.0
+                        );
+                    }
+                    rows.push(StepRow {
+                        pos: i,
+                        seconds,
+                        bytes,
+                        rounds,
+                        logits: want(i),
+                    });
+                    client_blocks = blocks;
+                }
+                Ok::<_, ProtocolError>(())
+            };
+            drive(ch, fut, t0).map_err(protocol("client"))
+        },
+        |t1| {
+            let mut p1 = crate::e2e::party(PartyId::P1, false)?;
+            let ch = p1.channel();
+            let fut = async {
+                let mut run = DecodeRun::server(&mut p1, server_keys, &plan, &served)?;
+                for i in 0..a.steps {
+                    let mut mark = Instant::now();
+                    let mut blocks = Vec::new();
+                    run.step(None, want(i), &mut |c| {
+                        if c.layer == 0 || c.layer == usize::MAX {
+                            blocks.push((c.block.to_string(), mark.elapsed().as_secs_f64()));
+                        }
+                        mark = Instant::now();
+                    })
+                    .await?;
+                    if let Ok(mut b) = server_blocks.lock() {
+                        *b = blocks;
+                    }
+                }
+                Ok::<_, ProtocolError>(())
+            };
+            drive(ch, fut, t1).map_err(protocol("server"))
+        },
+    )
+    .map_err(BenchError::from)
+    .and_then(|(c, s)| c.and(s))?;
+    let sb = server_blocks.into_inner().unwrap_or_default();
+    let blocks = sb
+        .into_iter()
+        .zip(client_blocks)
+        .map(|((n, s), (_, b))| (n, s, b))
+        .collect();
+    Ok(GenerateReport {
+        shape: a.shape,
+        layers: a.layers,
+        params: p.name().to_string(),
+        galois_keys: plan.rotations().len(),
+        keygen_s: keys.keygen_s,
+        steps: rows,
+        blocks,
+    })
+}
+
+/// The report as a table.
+pub fn render(r: &GenerateReport) -> String {
+    let mut s = format!(
+        "private decode, {:?} shape, {} layer(s), {} ({} Galois keys, {:.1} s)\n\
+         step  ctx    seconds      MiB  rounds  logits\n",
+        r.shape, r.layers, r.params, r.galois_keys, r.keygen_s
+    );
+    for x in &r.steps {
+        s += &format!(
+            "{:>4} {:>4} {:>10.2} {:>8.2} {:>7} {:>7}\n",
+            x.pos,
+            x.pos + 1,
+            x.seconds,
+            x.bytes as f64 / 1048576.0,
+            x.rounds,
+            x.logits
+        );
+    }
+    s += "last step, layer 0 and the head: block  server s  MiB\n";
+    for (n, t, b) in &r.blocks {
+        s += &format!("  {n:<12} {t:>9.2} {:>8.3}\n", *b as f64 / 1048576.0);
+    }
+    s
+}
