@@ -12,7 +12,7 @@ use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ciphertext, C64};
 use veil_core::decoder::cache::{
-    head_pairs, kv_map, pair_map, rope_rows, DecodeLayout, EncKvCache,
+    head_pairs, kv_map, kv_reads, pair_map, rope_rows, DecodeLayout, EncKvCache,
 };
 use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
 use veil_core::packing::{ChannelMap, Mat};
@@ -277,9 +277,9 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         let [q, k, v] = projections(&dry, &mp, &x, [&wq, &wk, &wv]).map_err(e)?;
         let mut c = EncKvCache::new(lay, 1, kv_heads, max_ctx).map_err(e)?;
         c.append(&dry, 0, k, v).map_err(e)?;
-        c.scores(&dry, 0, &q, &pairs).map_err(e)?;
+        c.scores(&dry, 0, &q, &kv_reads(&pairs)).map_err(e)?;
         let pr: Vec<Vec<_>> = pairs.iter().map(|_| vec![dry.fresh(lp)]).collect();
-        let o = c.values(&dry, 0, &pr, &pairs).map_err(e)?;
+        let o = c.values(&dry, 0, &pr, &kv_reads(&pairs)).map_err(e)?;
         let z = |_: usize, _: usize| C64::default();
         project_one(&dry, &mp.out, &o, &mp.q, &mp.x, &z).map_err(e)?;
         let xm: Vec<_> = (0..mp.x.cts).map(|_| dry.fresh(lm)).collect();
@@ -342,7 +342,7 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         lap.tick("qkv");
         cache.append(&ex, 0, k, v).map_err(e)?;
         lap.tick("append");
-        let s = cache.scores(&ex, 0, &q, &pairs).map_err(e)?;
+        let s = cache.scores(&ex, 0, &q, &kv_reads(&pairs)).map_err(e)?;
         lap.tick("scores");
         let nb = lay.blocks(ctx);
         let pr: Vec<Vec<Ct>> = pairs
@@ -350,7 +350,7 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
             .map(|_| (0..nb).map(|_| enc(&ones, lp, &mut rng)).collect())
             .collect::<Result<_, _>>()?;
         lap.reset();
-        let o = cache.values(&ex, 0, &pr, &pairs).map_err(e)?;
+        let o = cache.values(&ex, 0, &pr, &kv_reads(&pairs)).map_err(e)?;
         lap.tick("values");
         let fo = |i: usize, o: usize| C64::real(wo.get(o, i));
         project_one(&ex, &mp.out, &o, &mp.q, &mp.x, &fo).map_err(e)?;

@@ -31,9 +31,12 @@ pub struct BenchGenerateArgs {
     /// Decoder layers (the shape's own count gives a whole model's token).
     #[arg(long, default_value_t = 1)]
     pub layers: usize,
-    /// Steps (positions) to run; the last ones ask for logits.
+    /// Steps (positions) to run; the last one asks for logits.
     #[arg(long, default_value_t = 2)]
     pub steps: usize,
+    /// The session's maximum context: the plan (the cache's head groups) is made for it.
+    #[arg(long, default_value_t = 256)]
+    pub max_ctx: usize,
     /// Worker threads of each party's CPU backend.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -69,6 +72,10 @@ pub struct GenerateReport {
     pub layers: usize,
     /// The parameter set.
     pub params: String,
+    /// The session's maximum context.
+    pub max_ctx: usize,
+    /// Heads per ciphertext in the cache's layout, and positions per cache block.
+    pub groups: (usize, usize),
     /// Galois keys the client generates.
     pub galois_keys: usize,
     /// Key generation, seconds.
@@ -98,16 +105,16 @@ fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
 
 /// Runs the benchmark.
 pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
-    if a.layers == 0 || a.steps == 0 {
+    if a.layers == 0 || a.steps == 0 || a.steps > a.max_ctx {
         return Err(invalid(
-            "--layers/--steps",
-            format!("{}/{}", a.layers, a.steps),
-            "positive counts",
+            "--layers/--steps/--max-ctx",
+            format!("{}/{}/{}", a.layers, a.steps, a.max_ctx),
+            "positive counts, at most --max-ctx steps",
         ));
     }
-    let cfg = config(a.shape, a.layers, a.steps);
+    let cfg = config(a.shape, a.layers, a.max_ctx);
     let p = session_params().map_err(core("decode parameters"))?;
-    let plan = DecodePlan::new(&p, &cfg, a.steps).map_err(|e| BenchError::Protocol {
+    let plan = DecodePlan::new(&p, &cfg, a.max_ctx).map_err(|e| BenchError::Protocol {
         protocol: "decode plan".into(),
         source: veil_host::mpc::DriverError::Convert(e),
     })?;
@@ -211,6 +218,8 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         shape: a.shape,
         layers: a.layers,
         params: p.name().to_string(),
+        max_ctx: a.max_ctx,
+        groups: (plan.lay.groups(), plan.lay.t()),
         galois_keys: plan.rotations().len(),
         keygen_s: keys.keygen_s,
         steps: rows,
@@ -221,9 +230,10 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
 /// The report as a table.
 pub fn render(r: &GenerateReport) -> String {
     let mut s = format!(
-        "private decode, {:?} shape, {} layer(s), {} ({} Galois keys, {:.1} s)\n\
+        "private decode, {:?} shape, {} layer(s), {} ({} Galois keys, {:.1} s), \
+         max context {} ({} heads per ciphertext, {} positions per cache block)\n\
          step  ctx    seconds      MiB  rounds  logits\n",
-        r.shape, r.layers, r.params, r.galois_keys, r.keygen_s
+        r.shape, r.layers, r.params, r.galois_keys, r.keygen_s, r.max_ctx, r.groups.0, r.groups.1
     );
     for x in &r.steps {
         s += &format!(

@@ -49,6 +49,7 @@ fn small(family: Family) -> DecoderConfig {
 
 /// What the client saw: the logits of every step that asked for them, and the block costs.
 struct Seen {
+    t: usize,
     logits: Vec<Vec<f64>>,
     tokens: Vec<u32>,
     costs: Vec<BlockCost>,
@@ -64,8 +65,10 @@ fn generate(
     let p = params::insecure_logn12().validate().unwrap();
     let plan = DecodePlan::new(&p, &w.cfg, max_ctx).unwrap();
     println!(
-        "plan: slots {} levels {:?} c2m levels {:?}, {} Galois steps",
+        "plan: slots {} groups {} (t = {}) levels {:?} c2m levels {:?}, {} Galois steps",
         plan.slots,
+        plan.lay.groups(),
+        plan.lay.t(),
         plan.levels,
         plan.c2m_levels(),
         plan.rotations().len()
@@ -134,11 +137,14 @@ fn generate(
         println!("private run {:.2?}", t.elapsed());
         let (logits, tokens) = r0?;
         let cts = r1?;
-        let layers = w.cfg.layers;
-        let kv = w.cfg.kv_heads;
-        // Every layer's keys and values, one block each at this context.
-        assert_eq!(cts, 2 * layers * kv * plan.lay.blocks(steps));
+        // Every layer's keys and values: a key and a value ciphertext per group of KV heads and
+        // cache block.
+        assert_eq!(
+            cts,
+            2 * w.cfg.layers * plan.kv_cts() * plan.lay.blocks(steps)
+        );
         Ok(Seen {
+            t: plan.lay.t(),
             logits,
             tokens,
             costs,
@@ -147,12 +153,15 @@ fn generate(
 }
 
 fn check(family: Family, seed: u64) {
-    let w = random_weights(&small(family), seed).unwrap();
-    let prompt = [5u32, 17, 230];
-    let gen = 3;
-    let seen = generate(&w, &prompt, gen, 16).unwrap();
+    check_with(small(family), &[5, 17, 230], 3, seed);
+}
+
+fn check_with(cfg: DecoderConfig, prompt: &[u32], gen: usize, seed: u64) {
+    let family = cfg.family;
+    let w = random_weights(&cfg, seed).unwrap();
+    let seen = generate(&w, prompt, gen, 24).unwrap();
     // The reference over the same tokens (the prompt, then the private run's own picks).
-    let mut cache = KvCache::new(&w.cfg, 16).unwrap();
+    let mut cache = KvCache::new(&w.cfg, 24).unwrap();
     let mut want = Vec::new();
     let fed: Vec<u32> = prompt
         .iter()
@@ -173,7 +182,7 @@ fn check(family: Family, seed: u64) {
             worst = worst.max((a - b).abs());
         }
     }
-    let greedy = reference::greedy(&w, &prompt, gen).unwrap();
+    let greedy = reference::greedy(&w, prompt, gen).unwrap();
     println!(
         "{family:?}: worst |Δlogit| {worst:.2e}; private {:?}, reference {greedy:?}",
         seen.tokens
@@ -200,6 +209,7 @@ fn check(family: Family, seed: u64) {
         assert!(names.contains(&b), "{b} missing from {names:?}");
     }
     let heads = seen.costs.iter().filter(|c| c.block == "head").count();
+    println!("blocks of the cache: t = {}", seen.t);
     assert_eq!(heads, gen);
     // Every conversion block moved bytes.
     assert!(seen
@@ -217,6 +227,21 @@ fn small_llama_generates_the_reference_tokens() {
 #[test]
 fn small_gpt2_generates_the_reference_tokens() {
     check(Family::Gpt2, 4);
+}
+
+/// A context that crosses a cache block (`t = 16` positions per block with heads of 128 on
+/// 2,048 slots): 18 prompt positions and two generated tokens, one layer.
+#[test]
+fn a_context_across_cache_blocks_matches_the_reference() {
+    let cfg = DecoderConfig {
+        layers: 1,
+        hidden: 256,
+        heads: 2,
+        kv_heads: 1,
+        ..small(Family::Llama)
+    };
+    let prompt: Vec<u32> = (0..18).map(|i| (i * 37 + 3) % 300).collect();
+    check_with(cfg, &prompt, 2, 9);
 }
 
 /// A session refuses the position past its maximum context with a typed error, at both

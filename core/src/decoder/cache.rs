@@ -19,6 +19,14 @@
 //! * a new position's `k` and `v` arrive replicated the same way; [`EncKvCache::append`] keeps
 //!   row `pos mod t` (one plaintext mask, one level) and adds it into its block: no rotation.
 //!
+//! With `k` **head groups** per ciphertext ([`DecodeLayout::grouped`]) the segments are
+//! `k·d_h` and `t = n / (k·d_h)`: segment `i·d_h + j` holds dimension `j` of the `i`-th head
+//! the ciphertext carries, so one key ciphertext holds `k` KV heads and one query ciphertext
+//! `k` query pairs (one reading each). Fewer positions per block, but `k` times fewer
+//! ciphertexts for the projection to produce and for a short context's conversions to carry:
+//! the decode plan picks `k` for its context. The cache's kernels see only ciphertexts and
+//! which key ciphertext each query ciphertext reads; every statement above holds per segment.
+//!
 //! # Kernels
 //!
 //! * [`EncKvCache::scores`]: per query pair and cache block, one tensor product, one
@@ -48,28 +56,48 @@ use crate::transformer::shift::rotate_sum;
 use alloc::vec;
 use alloc::vec::Vec;
 
-/// The decode-step packing: `n` slots in `d_h` segments of `t = n / d_h` rows.
+/// The decode-step packing: `n` slots in `k·d_h` segments of `t = n / (k·d_h)` rows (`k`
+/// head groups; one by default).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecodeLayout {
     slots: usize,
     head_dim: usize,
+    groups: usize,
     t: usize,
 }
 
 impl DecodeLayout {
     /// The layout for `slots` slots and heads of width `head_dim`, which must divide `slots`
-    /// into at least two rows.
+    /// into at least two rows: one head per ciphertext.
     pub fn new(slots: usize, head_dim: usize) -> Result<Self> {
-        if head_dim == 0 || slots == 0 || !slots.is_multiple_of(head_dim) || slots / head_dim < 2 {
+        Self::grouped(slots, head_dim, 1)
+    }
+
+    /// The layout with `groups` heads per ciphertext: `groups·head_dim` must divide `slots`
+    /// into at least two rows.
+    pub fn grouped(slots: usize, head_dim: usize, groups: usize) -> Result<Self> {
+        let segs = head_dim.checked_mul(groups).unwrap_or(0);
+        if segs == 0 || slots == 0 || !slots.is_multiple_of(segs) || slots / segs < 2 {
             return Err(Error::InvalidParameters(
-                "decode layout: the head width must divide the slots into at least two rows",
+                "decode layout: the heads' widths must divide the slots into at least two rows",
             ));
         }
         Ok(Self {
             slots,
             head_dim,
-            t: slots / head_dim,
+            groups,
+            t: slots / segs,
         })
+    }
+
+    /// Heads per ciphertext.
+    pub fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// Segments per ciphertext, `groups · d_h`.
+    pub fn segments(&self) -> usize {
+        self.groups * self.head_dim
     }
 
     /// Slots per ciphertext.
@@ -77,7 +105,7 @@ impl DecodeLayout {
         self.slots
     }
 
-    /// The head width `d_h` (segments per ciphertext).
+    /// The head width `d_h`.
     pub fn head_dim(&self) -> usize {
         self.head_dim
     }
@@ -92,13 +120,14 @@ impl DecodeLayout {
         positions.div_ceil(self.t)
     }
 
-    /// Slot values of a query pair (or of a new key or value): `re[j] + i·im[j]` in every row
-    /// of segment `j`. `re` and `im` have `d_h` values.
+    /// Slot values of a query ciphertext (or of a new key or value): `re[s] + i·im[s]` in every
+    /// row of segment `s` (`re`, `im`: at most [`DecodeLayout::segments`] values; missing
+    /// segments are zero). With one group, a head's `d_h` values.
     pub fn replicated(&self, re: &[f64], im: Option<&[f64]>) -> Vec<C64> {
         let mut v = vec![C64::default(); self.slots];
-        for j in 0..self.head_dim {
-            let z = C64::new(re[j], im.map_or(0.0, |x| x[j]));
-            v[j * self.t..(j + 1) * self.t].fill(z);
+        for s in 0..self.segments().min(re.len()) {
+            let z = C64::new(re[s], im.and_then(|x| x.get(s)).copied().unwrap_or(0.0));
+            v[s * self.t..(s + 1) * self.t].fill(z);
         }
         v
     }
@@ -106,35 +135,51 @@ impl DecodeLayout {
     /// Slot values of one block of probabilities: `re[r] + i·im[r]` in row `r` of every
     /// segment (`re`, `im`: at most `t` values; missing rows are zero).
     pub fn rows(&self, re: &[f64], im: Option<&[f64]>) -> Vec<C64> {
+        let parts: Vec<_> = (0..self.groups).map(|_| (re, im)).collect();
+        self.rows_grouped(&parts)
+    }
+
+    /// [`DecodeLayout::rows`] with each head group's own probabilities: `parts[i]` in the rows
+    /// of group `i`'s segments (missing groups are zero).
+    pub fn rows_grouped(&self, parts: &[(&[f64], Option<&[f64]>)]) -> Vec<C64> {
         let mut v = vec![C64::default(); self.slots];
-        for r in 0..self.t.min(re.len()) {
-            let z = C64::new(re[r], im.and_then(|x| x.get(r)).copied().unwrap_or(0.0));
-            for j in 0..self.head_dim {
-                v[j * self.t + r] = z;
+        for (i, (re, im)) in parts.iter().enumerate().take(self.groups) {
+            for r in 0..self.t.min(re.len()) {
+                let z = C64::new(re[r], im.and_then(|x| x.get(r)).copied().unwrap_or(0.0));
+                for j in 0..self.head_dim {
+                    v[(i * self.head_dim + j) * self.t + r] = z;
+                }
             }
         }
         v
     }
 
     /// The scores of one block from the slots of [`EncKvCache::scores`]' output (or from each
-    /// party's shares of them): `Σ_j slot[j·t + r]` for each row `r`.
+    /// party's shares of them): `Σ_j slot[(i·d_h + j)·t + r]` for group `i` and row `r`, at
+    /// index `i·t + r`.
     pub fn fold_scores<T: Copy + core::ops::Add<Output = T>>(&self, slots: &[T]) -> Vec<T> {
-        (0..self.t)
-            .map(|r| (1..self.head_dim).fold(slots[r], |a, j| a + slots[j * self.t + r]))
+        let (t, dh) = (self.t, self.head_dim);
+        (0..self.groups * t)
+            .map(|e| {
+                let (i, r) = (e / t, e % t);
+                (1..dh).fold(slots[i * dh * t + r], |a, j| {
+                    a + slots[(i * dh + j) * t + r]
+                })
+            })
             .collect()
     }
 
-    /// One head pair's attention output from the slots of [`EncKvCache::values`]' output:
-    /// row 0 of each segment.
+    /// The attention outputs from the slots of [`EncKvCache::values`]' output: row 0 of each
+    /// segment (group `i`'s dimension `j` at index `i·d_h + j`).
     pub fn read_values<T: Copy>(&self, slots: &[T]) -> Vec<T> {
-        (0..self.head_dim).map(|j| slots[j * self.t]).collect()
+        (0..self.segments()).map(|s| slots[s * self.t]).collect()
     }
 
     /// The plaintext keeping row `r` of every segment.
     fn row_mask(&self, r: usize) -> Vec<C64> {
         let mut v = vec![C64::default(); self.slots];
-        for j in 0..self.head_dim {
-            v[j * self.t + r] = C64::real(1.0);
+        for s in 0..self.segments() {
+            v[s * self.t + r] = C64::real(1.0);
         }
         v
     }
@@ -171,6 +216,11 @@ pub fn head_pairs(heads: usize, kv_heads: usize) -> Result<Vec<HeadPair>> {
         }
     }
     Ok(out)
+}
+
+/// The key ciphertext each query pair reads with one head group per ciphertext: its KV head.
+pub fn kv_reads(pairs: &[HeadPair]) -> Vec<usize> {
+    pairs.iter().map(|p| p.kv).collect()
 }
 
 /// The channel map of the query pairs (`heads · d_h` channels, head-major): pair `i`'s
@@ -348,7 +398,7 @@ impl<C> EncKvCache<C> {
             return Err(Error::ContextFull { max });
         }
         let (b, r) = (len / lay.t, len % lay.t);
-        let key = pt_key(0xdec0, &[lay.slots as u64, lay.head_dim as u64, r as u64]);
+        let key = pt_key(0xdec0, &[lay.slots as u64, lay.segments() as u64, r as u64]);
         let mask = move || lay.row_mask(r);
         let mut rows = Vec::with_capacity(2 * self.kv_heads);
         for ct in k.iter().chain(&v) {
@@ -400,8 +450,9 @@ impl<C> EncKvCache<C> {
         Ok(())
     }
 
-    /// The score products of `layer` for the query pairs `q` (row-replicated, one ciphertext per
-    /// entry of `pairs`): per pair and block, `q ⊙ K_g` relinearized and rescaled. Fold each
+    /// The score products of `layer` for the query ciphertexts `q` (row-replicated; `q[i]`
+    /// reads key ciphertext `reads[i]`, the KV head `g` of its pair with one group, see
+    /// [`kv_reads`]): per query ciphertext and block, `q ⊙ K_g` relinearized and rescaled. Fold each
     /// block's slots with [`DecodeLayout::fold_scores`] (after the conversion, on shares) to
     /// get `q_h·k_p + i·q_{h'}·k_p` for the block's positions `p` (rows past
     /// [`EncKvCache::len`] are zero).
@@ -410,16 +461,16 @@ impl<C> EncKvCache<C> {
         ex: &E,
         layer: usize,
         q: &[C],
-        pairs: &[HeadPair],
+        reads: &[usize],
     ) -> Result<Vec<Vec<C>>> {
-        let lc = self.check(ex, layer, q.len(), pairs)?;
+        let lc = self.check(ex, layer, q.len(), reads)?;
         let level = self.level.unwrap_or(0);
         let mut out = Vec::with_capacity(q.len());
-        for (qi, p) in q.iter().zip(pairs) {
+        for (qi, &g) in q.iter().zip(reads) {
             let mut qd = ex.clone_ct(qi);
             Self::lower(ex, &mut qd, level)?;
-            let mut per = Vec::with_capacity(lc.k[p.kv].len());
-            for kb in &lc.k[p.kv] {
+            let mut per = Vec::with_capacity(lc.k[g].len());
+            for kb in &lc.k[g] {
                 let mut z = ex.mul_ct(&qd, kb)?;
                 ex.relin(&mut z)?;
                 ex.rescale(&mut z)?;
@@ -430,8 +481,9 @@ impl<C> EncKvCache<C> {
         Ok(out)
     }
 
-    /// The attention outputs of `layer`: `p[i][b]` is block `b` of pair `i`'s probabilities
-    /// ([`DecodeLayout::rows`]), one ciphertext per block the layer holds. Per pair, the
+    /// The attention outputs of `layer`: `p[i][b]` is block `b` of query ciphertext `i`'s
+    /// probabilities ([`DecodeLayout::rows`]), one ciphertext per block the layer holds, read
+    /// against value ciphertext `reads[i]`. Per query ciphertext, the
     /// block products are summed before one relinearization and rescale, then each segment's
     /// rows are summed (`⌈log₂ t⌉`-ish rotations by doubling); row 0 of segment `j` holds
     /// `o_h[j] + i·o_{h'}[j]` ([`DecodeLayout::read_values`]).
@@ -440,13 +492,13 @@ impl<C> EncKvCache<C> {
         ex: &E,
         layer: usize,
         p: &[Vec<C>],
-        pairs: &[HeadPair],
+        reads: &[usize],
     ) -> Result<Vec<C>> {
-        let lc = self.check(ex, layer, p.len(), pairs)?;
+        let lc = self.check(ex, layer, p.len(), reads)?;
         let level = self.level.unwrap_or(0);
         let blocks = self.lay.blocks(lc.len);
         let mut out = Vec::with_capacity(p.len());
-        for (pi, pair) in p.iter().zip(pairs) {
+        for (pi, &g) in p.iter().zip(reads) {
             if pi.len() != blocks {
                 return Err(Error::Shape {
                     what: "decode values: probability blocks",
@@ -455,7 +507,7 @@ impl<C> EncKvCache<C> {
                 });
             }
             let mut acc = None;
-            for (pb, vb) in pi.iter().zip(&lc.v[pair.kv]) {
+            for (pb, vb) in pi.iter().zip(&lc.v[g]) {
                 let mut pd = ex.clone_ct(pb);
                 Self::lower(ex, &mut pd, level)?;
                 accumulate(ex, &mut acc, ex.mul_ct(&pd, vb)?)?;
@@ -485,7 +537,7 @@ impl<C> EncKvCache<C> {
         ex: &E,
         layer: usize,
         n: usize,
-        pairs: &[HeadPair],
+        reads: &[usize],
     ) -> Result<&LayerCache<C>> {
         if ex.slots() != self.lay.slots {
             return Err(Error::SlotMismatch {
@@ -499,16 +551,16 @@ impl<C> EncKvCache<C> {
                 "KV cache: the layer holds no position",
             ));
         }
-        if n != pairs.len() {
+        if n != reads.len() {
             return Err(Error::Shape {
-                what: "decode attention: query pairs",
-                expected: pairs.len(),
+                what: "decode attention: query ciphertexts",
+                expected: reads.len(),
                 found: n,
             });
         }
-        if pairs.iter().any(|p| p.kv >= self.kv_heads) {
+        if reads.iter().any(|&g| g >= self.kv_heads) {
             return Err(Error::InvalidParameters(
-                "decode attention: a pair reads a KV head the cache does not hold",
+                "decode attention: a query reads a key ciphertext the cache does not hold",
             ));
         }
         Ok(lc)
@@ -539,6 +591,28 @@ mod tests {
         // Row r: Σ_j (8j + r) = 8·28 + 8r.
         assert_eq!(lay.fold_scores(&s)[3], 224.0 + 24.0);
         assert_eq!(lay.read_values(&s)[2], 16.0);
+    }
+
+    /// Two head groups: 16 segments of 4 rows; group 1's dimension j is segment 8 + j.
+    #[test]
+    fn grouped_layout_helpers() {
+        assert!(DecodeLayout::grouped(64, 8, 8).is_err());
+        let lay = DecodeLayout::grouped(64, 8, 2).unwrap();
+        assert_eq!((lay.t(), lay.segments(), lay.blocks(9)), (4, 16, 3));
+        let q: Vec<f64> = (0..16).map(|s| s as f64).collect();
+        let v = lay.replicated(&q, None);
+        assert_eq!(v[(8 + 3) * 4 + 2], C64::real(11.0));
+        let (a, b) = ([1.0, 2.0], [5.0, 6.0, 7.0]);
+        let p = lay.rows_grouped(&[(&a, None), (&b, Some(&a))]);
+        assert_eq!(p[3 * 4 + 1], C64::real(2.0));
+        assert_eq!(p[(8 + 3) * 4 + 1], C64::new(6.0, 2.0));
+        assert_eq!(p[(8 + 3) * 4 + 2], C64::real(7.0));
+        let s: Vec<f64> = (0..64).map(|i| i as f64).collect();
+        let f = lay.fold_scores(&s);
+        // Group 1, row 2: Σ_j ((8 + j)·4 + 2) = 8·(32 + 2) + 4·28.
+        assert_eq!((f.len(), f[4 + 2]), (8, 8.0 * 34.0 + 112.0));
+        let o = lay.read_values(&s);
+        assert_eq!((o.len(), o[9]), (16, 36.0));
     }
 
     #[test]
@@ -634,7 +708,7 @@ mod tests {
             cache.append(&ex, 0, kv.clone(), kv).unwrap();
             let before = ex.counts();
             let q: Vec<_> = pairs.iter().map(|_| ex.fresh(top)).collect();
-            let s = cache.scores(&ex, 0, &q, &pairs).unwrap();
+            let s = cache.scores(&ex, 0, &q, &kv_reads(&pairs)).unwrap();
             let blocks = lay.blocks(pos + 1);
             assert!(s.iter().all(|x| x.len() == blocks));
             assert_eq!(s[0][0].level, top - 2);
@@ -642,7 +716,7 @@ mod tests {
                 .iter()
                 .map(|_| (0..blocks).map(|_| ex.fresh(top)).collect())
                 .collect();
-            let o = cache.values(&ex, 0, &p, &pairs).unwrap();
+            let o = cache.values(&ex, 0, &p, &kv_reads(&pairs)).unwrap();
             assert_eq!(o[0].level, top - 2);
             per_token.push(ex.counts().since(&before));
         }
@@ -671,7 +745,11 @@ mod tests {
             c2.append(&ex, 1, one.clone(), one),
             Err(Error::Shape { .. })
         ));
-        assert!(c2.scores(&ex, 1, &[ex.fresh(top)], &pairs[..1]).is_err());
-        assert!(c2.scores(&ex, 5, &[ex.fresh(top)], &pairs[..1]).is_err());
+        assert!(c2
+            .scores(&ex, 1, &[ex.fresh(top)], &kv_reads(&pairs[..1]))
+            .is_err());
+        assert!(c2
+            .scores(&ex, 5, &[ex.fresh(top)], &kv_reads(&pairs[..1]))
+            .is_err());
     }
 }

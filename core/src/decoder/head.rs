@@ -25,6 +25,7 @@
 use crate::circuits::exec::{Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
+use crate::transformer::shift::rotate_sum;
 use alloc::vec::Vec;
 
 /// The input packing of a dense product: `n` slots, input width `d` padded to `D`.
@@ -156,6 +157,48 @@ pub fn matvec<E: Exec>(
     rows: RowMap<'_>,
     w: HeadWeights<'_>,
 ) -> Result<Vec<E::Ct>> {
+    product(ex, lay, x, cts, rows, w, None)
+}
+
+/// `y = W·x` for an output of at most `2·period` rows (`period` a power of two dividing `D`):
+/// the hybrid of the diagonal method, `period` diagonals instead of `D` (row `rows(0, s mod
+/// period)` in slot `s`), then `log₂(D / period)` rotations by multiples of `period` that add
+/// the `D / period` partial sums. One ciphertext, one level below the input; its slots
+/// `s < period` hold the rows `rows(0, s)` names. `D / period` times fewer plaintexts to
+/// encode and multiply than [`matvec`] for a short output (`W_o`, `W_down`).
+pub fn matvec_periodic<E: Exec>(
+    ex: &E,
+    lay: &DenseLayout,
+    x: &E::Ct,
+    period: usize,
+    rows: RowMap<'_>,
+    w: HeadWeights<'_>,
+) -> Result<E::Ct> {
+    if period == 0 || !period.is_power_of_two() || period > lay.dpad {
+        return Err(Error::InvalidParameters(
+            "dense product: the period must be a power of two at most the padded width",
+        ));
+    }
+    let z = product(ex, lay, x, 1, rows, w, Some(period))?
+        .pop()
+        .ok_or(Error::InvalidParameters("dense product: empty output"))?;
+    if period == lay.dpad {
+        return Ok(z);
+    }
+    rotate_sum(ex, z, lay.dpad / period, period as i64)
+}
+
+/// The diagonal products: `D` diagonals with the rows `rows` names in every slot, or (with a
+/// period `m`) `m` diagonals with the rows repeating every `m` slots.
+fn product<E: Exec>(
+    ex: &E,
+    lay: &DenseLayout,
+    x: &E::Ct,
+    cts: usize,
+    rows: RowMap<'_>,
+    w: HeadWeights<'_>,
+    period: Option<usize>,
+) -> Result<Vec<E::Ct>> {
     let n = lay.slots;
     if ex.slots() != n {
         return Err(Error::SlotMismatch {
@@ -163,8 +206,14 @@ pub fn matvec<E: Exec>(
             found: ex.slots(),
         });
     }
-    let (g, dp) = (lay.g.min(lay.dpad), lay.dpad);
-    let giants = dp / g;
+    let dp = lay.dpad;
+    let diags = period.unwrap_or(dp);
+    // Baby steps ≈ √diags, a power of two.
+    let g = match period {
+        None => lay.g.min(dp),
+        Some(m) => (1usize << m.trailing_zeros().div_ceil(2)).min(m),
+    };
+    let giants = diags / g;
     let ks: Vec<i64> = (0..g as i64).collect();
     let babies = ex.rotate_many(x, &ks)?;
     // diag_{u,k}[s]: the weight that slot s of output u multiplies with ρ(x, k)[s].
@@ -174,6 +223,10 @@ pub fn matvec<E: Exec>(
             Some(r) if col < lay.d => w(r, col),
             _ => 0.0,
         }
+    };
+    let row_at = move |u: usize, s: usize| match period {
+        Some(m) => rows(u, s % m),
+        None => rows(u, s),
     };
     let mut out = Vec::with_capacity(cts);
     for u in 0..cts {
@@ -185,7 +238,7 @@ pub fn matvec<E: Exec>(
                     .map(|s| {
                         // ρ(diag, −ig)[s] = diag[(s − ig) mod n].
                         let src = (s + n - shift % n) % n;
-                        let (re, im) = rows(u, src);
+                        let (re, im) = row_at(u, src);
                         C64::new(weight(re, src, k), weight(im, src, k))
                     })
                     .collect()
@@ -261,5 +314,15 @@ mod tests {
         let c = ex.counts();
         assert_eq!(c.pt_mults, 2 * 1024);
         assert_eq!(c.rotations, 31 + 2 * 31);
+        // A short output (576 rows: 512 real + 64 imaginary) with period 512: 512 diagonals,
+        // then a sum over the two halves of D = 1024.
+        let ex = SymExec::new(1 << 14);
+        let rows = |_: usize, s: usize| (Some(s), Some(512 + s).filter(|&r| r < 576));
+        let y = matvec_periodic(&ex, lay.dense(), &ex.fresh(3), 512, &rows, &w).unwrap();
+        assert_eq!(y.level, 2);
+        let c = ex.counts();
+        assert_eq!(c.pt_mults, 512);
+        assert!(c.rotations < 31 + 15 + 2);
+        assert!(matvec_periodic(&ex, lay.dense(), &ex.fresh(3), 2048, &rows, &w).is_err());
     }
 }

@@ -11,7 +11,7 @@
 //! primes.
 
 use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
-use super::head::{matvec, DenseLayout, HeadLayout};
+use super::head::{matvec, matvec_periodic, DenseLayout, HeadLayout};
 use super::{DecoderConfig, Family};
 use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
 use crate::error::Error;
@@ -68,17 +68,49 @@ fn boundary(b: u32) -> BoundaryCfg {
     }
 }
 
-/// Where a dense product's output rows land: block `2u` of `rows` (`n` rows each) in the real
-/// parts of ciphertext `u`, block `2u + 1` in the imaginary parts.
+/// Where a dense product's output rows land: block `2u` of `rows` (`slots` rows each) in the
+/// real parts of ciphertext `u`, block `2u + 1` in the imaginary parts. With `periodic`, one
+/// ciphertext by the hybrid method ([`matvec_periodic`]) whose first `slots` slots hold the
+/// rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenseRows {
     /// Output rows.
     pub rows: usize,
-    /// Slots per ciphertext.
+    /// Rows per part of a ciphertext: the slots, or the period.
     pub slots: usize,
+    /// Whether the product is the hybrid one (`slots` is its period).
+    pub periodic: bool,
 }
 
 impl DenseRows {
+    /// `rows` rows on `slots` slots from an input padded to `dpad`: the hybrid product when
+    /// the rows fit two periods of at most `dpad` (`W_o`, `W_down`), the full one otherwise.
+    pub fn for_product(rows: usize, slots: usize, dpad: usize) -> Self {
+        let m = rows.div_ceil(2).next_power_of_two();
+        if m <= dpad && m < slots {
+            Self {
+                rows,
+                slots: m,
+                periodic: true,
+            }
+        } else {
+            Self {
+                rows,
+                slots,
+                periodic: false,
+            }
+        }
+    }
+
+    /// The full product's rows (no period).
+    pub fn full(rows: usize, slots: usize) -> Self {
+        Self {
+            rows,
+            slots,
+            periodic: false,
+        }
+    }
+
     /// Output ciphertexts, `⌈rows / 2n⌉`.
     pub fn cts(&self) -> usize {
         self.rows.div_ceil(2 * self.slots)
@@ -86,6 +118,9 @@ impl DenseRows {
 
     /// The rows slot `s` of ciphertext `u` carries (real, imaginary).
     pub fn at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
+        if s >= self.slots {
+            return (None, None);
+        }
         let row = |b: usize| Some(b * self.slots + s).filter(|&r| r < self.rows);
         (row(2 * u), row(2 * u + 1))
     }
@@ -96,6 +131,23 @@ impl DenseRows {
         (b / 2, b % 2, e % self.slots)
     }
 }
+
+/// One query ciphertext of the attention: the key ciphertext it reads, and in head group `i`
+/// the query pair that reads KV head `kv·groups + i` (`None` past the last KV head).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryCt {
+    /// The key (and value) ciphertext it reads.
+    pub kv: usize,
+    /// The query pair of each head group.
+    pub pairs: Vec<Option<HeadPair>>,
+}
+
+/// Seconds per plaintext diagonal of a dense product (its encoding dominates) and per cached
+/// block of one query ciphertext (the score product, its C2M, the probabilities' M2C and the
+/// value product), measured on the 2-core machine at `N = 2^14` (`veil-bench generate`, GPT2-base
+/// shape): the cost model that picks the head groups.
+const TAU_DIAG: f64 = 1.2e-3;
+const TAU_BLOCK: f64 = 0.14;
 
 /// Everything public both parties derive before a decode session.
 #[derive(Clone, Debug)]
@@ -110,12 +162,18 @@ pub struct DecodePlan {
     pub lay: DecodeLayout,
     /// The query heads in pairs.
     pub pairs: Vec<HeadPair>,
+    /// The attention's query ciphertexts (with [`DecodeLayout::groups`] heads each).
+    pub qcts: Vec<QueryCt>,
     /// The dense products' input packing at width `d`.
     pub dense_d: DenseLayout,
     /// The same at width `ffn` (`W_down`'s input).
     pub dense_f: DenseLayout,
     /// The LM head's packing.
     pub head: HeadLayout,
+    /// Where `W_o`'s and `W_down`'s rows land.
+    pub rows_o: DenseRows,
+    /// Where the LM head's rows land.
+    pub rows_head: DenseRows,
     /// M2C levels: the attention input, the probabilities, the attention output, the MLP
     /// input, the activation, the head's input.
     pub levels: [usize; 6],
@@ -154,17 +212,21 @@ impl DecodePlan {
             .into());
         }
         let slots = params.n() / 2;
-        let (d, dh, kv) = (cfg.hidden, cfg.head_dim(), cfg.kv_heads);
-        let lay = DecodeLayout::new(slots, dh)?;
+        let (d, kv) = (cfg.hidden, cfg.kv_heads);
         let pairs = head_pairs(cfg.heads, kv)?;
         let dense_d = DenseLayout::new(slots, d)?;
+        let lay = Self::pick_groups(slots, cfg, max_ctx, dense_d.dpad())?;
+        let qcts = Self::query_cts(cfg, &pairs, lay.groups());
+        let reads: Vec<usize> = qcts.iter().map(|q| q.kv).collect();
+        let kv_cts = kv.div_ceil(lay.groups());
         let dense_f = DenseLayout::new(slots, cfg.ffn)?;
         let head = HeadLayout::new(slots, d, cfg.vocab)?;
         let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
         let delta = params.default_scale();
         let zero = |_: usize, _: usize| 0.0;
         let none = |_: usize, _: usize| (None, None);
-        let qkv_cts = pairs.len() + 2 * kv;
+        let nq = qcts.len();
+        let qkv_cts = nq + 2 * kv_cts;
 
         // Attention: a → q, k, v (replicated) → cache (row mask) → scores; and the values from
         // a cache at the level the first half leaves it.
@@ -172,22 +234,21 @@ impl DecodePlan {
             let first = dry::<()>(slots, &primes, |ex| {
                 let a = ex.fresh(l, delta);
                 let mut out = matvec(ex, &dense_d, &a, qkv_cts, &none, &zero)?;
-                let v = out.split_off(pairs.len() + kv);
-                let k = out.split_off(pairs.len());
-                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv, 1)?;
+                let v = out.split_off(nq + kv_cts);
+                let k = out.split_off(nq);
+                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
                 c.append(ex, 0, k, v)?;
-                Ok(c.scores(ex, 0, &out, &pairs)?.concat())
+                Ok(c.scores(ex, 0, &out, &reads)?.concat())
             })?
             .0;
             let second = dry::<()>(slots, &primes, |ex| {
                 let z = ex.fresh(l - 1, delta);
-                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv, 1)?;
-                c.append(ex, 0, vec_of(kv, z), vec_of(kv, z))?;
-                let p: Vec<Vec<Tracked>> = pairs
-                    .iter()
+                let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
+                c.append(ex, 0, vec_of(kv_cts, z), vec_of(kv_cts, z))?;
+                let p: Vec<Vec<Tracked>> = (0..nq)
                     .map(|_| alloc::vec![ex.fresh(l - 2, delta)])
                     .collect();
-                c.values(ex, 0, &p, &pairs)
+                c.values(ex, 0, &p, &reads)
             })?
             .0;
             Some((first, second))
@@ -222,22 +283,23 @@ impl DecodePlan {
                 dry::<()>(slots, &primes, |ex| {
                     let x = ex.fresh(l, delta);
                     let at = move |u: usize, s: usize| rows.at(u, s);
-                    matvec(ex, &lay, &x, rows.cts(), &at, &zero)
+                    if rows.periodic {
+                        Ok(alloc::vec![matvec_periodic(
+                            ex, &lay, &x, rows.slots, &at, &zero
+                        )?])
+                    } else {
+                        matvec(ex, &lay, &x, rows.cts(), &at, &zero)
+                    }
                 })
                 .map(|r| r.0)
             })
         };
-        let (lo, c2m_y, dry_o) = dense(dense_d, DenseRows { rows: d, slots }, bounds::Y)?;
+        let rows_o = DenseRows::for_product(d, slots, dense_d.dpad());
+        let rows_head = DenseRows::full(cfg.vocab, slots);
+        let (lo, c2m_y, dry_o) = dense(dense_d, rows_o, bounds::Y)?;
         let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), bounds::Y)?;
-        let (lg, c2m_d, dry_d) = dense(dense_f, DenseRows { rows: d, slots }, bounds::Y)?;
-        let (lh, c2m_h, dry_h) = dense(
-            dense_d,
-            DenseRows {
-                rows: cfg.vocab,
-                slots,
-            },
-            bounds::Y,
-        )?;
+        let (lg, c2m_d, dry_d) = dense(dense_f, rows_o, bounds::Y)?;
+        let (lh, c2m_h, dry_h) = dense(dense_d, rows_head, bounds::Y)?;
 
         let levels = [la, la - 2, lo, lm, lg, lh];
         let m2c_bounds = [
@@ -268,9 +330,12 @@ impl DecodePlan {
             slots,
             lay,
             pairs,
+            qcts,
             dense_d,
             dense_f,
             head,
+            rows_o,
+            rows_head,
             levels,
             dry_counts: dries.map(|d| d.counts),
             m2c,
@@ -289,14 +354,14 @@ impl DecodePlan {
     /// The MLP's first product's rows: Llama's gate in the real parts and up in the imaginary
     /// parts of the same slots (rows `i` and `ffn + i` of `[W_gate; W_up]`), GPT-2's up densely.
     fn up_rows_of(cfg: &DecoderConfig, slots: usize) -> DenseRows {
-        DenseRows {
-            rows: match cfg.family {
+        DenseRows::full(
+            match cfg.family {
                 // Laid out by `up_at`; `rows` counts the ciphertexts' capacity.
                 Family::Llama => 2 * cfg.ffn.div_ceil(slots) * slots,
                 Family::Gpt2 => cfg.ffn,
             },
             slots,
-        }
+        )
     }
 
     /// Output ciphertexts of the MLP's first product.
@@ -321,36 +386,104 @@ impl DecodePlan {
                     (None, None)
                 }
             }
-            Family::Gpt2 => DenseRows {
-                rows: f,
-                slots: self.slots,
-            }
-            .at(u, s),
+            Family::Gpt2 => DenseRows::full(f, self.slots).at(u, s),
         }
     }
 
-    /// The rows of the attention's projection: `[W_q; W_k; W_v]` laid out for the cache: query
-    /// pair `u < P` holds `q` rows `h·d_h + j` (its two heads, real and imaginary) in every row
-    /// of segment `j`; ciphertext `P + g` holds key head `g`, `P + H_kv + g` value head `g`.
+    /// The head groups per ciphertext that minimize the cost model's estimate of the token at
+    /// the full context: `Σ` of the projection's output ciphertexts times its `D` diagonals,
+    /// and of the query ciphertexts times the cache blocks they read.
+    fn pick_groups(
+        slots: usize,
+        cfg: &DecoderConfig,
+        max_ctx: usize,
+        dpad: usize,
+    ) -> Result<DecodeLayout, Error> {
+        let (dh, kv) = (cfg.head_dim(), cfg.kv_heads);
+        let per_group = (cfg.heads / kv).div_ceil(2);
+        let mut best: Option<(f64, DecodeLayout)> = None;
+        let mut k = 1;
+        while k <= kv.next_power_of_two() {
+            if let Ok(lay) = DecodeLayout::grouped(slots, dh, k) {
+                let c = kv.div_ceil(k);
+                let q = c * per_group;
+                let est = TAU_DIAG * (dpad * (q + 2 * c)) as f64
+                    + TAU_BLOCK * (q * lay.blocks(max_ctx)) as f64;
+                if best.as_ref().is_none_or(|b| est < b.0) {
+                    best = Some((est, lay));
+                }
+            }
+            k *= 2;
+        }
+        match best {
+            Some((_, lay)) => Ok(lay),
+            None => DecodeLayout::new(slots, dh),
+        }
+    }
+
+    /// The query ciphertexts for `groups` heads per ciphertext: for each key ciphertext `c`
+    /// and each pair index `p` of a KV group, the `p`-th pair of KV heads `c·groups + i`.
+    fn query_cts(cfg: &DecoderConfig, pairs: &[HeadPair], groups: usize) -> Vec<QueryCt> {
+        let kv = cfg.kv_heads;
+        let per_group = (cfg.heads / kv).div_ceil(2);
+        let mut out = Vec::new();
+        for c in 0..kv.div_ceil(groups) {
+            for p in 0..per_group {
+                let slots = (0..groups)
+                    .map(|i| {
+                        let g = c * groups + i;
+                        (g < kv).then(|| pairs[g * per_group + p])
+                    })
+                    .collect();
+                out.push(QueryCt {
+                    kv: c,
+                    pairs: slots,
+                });
+            }
+        }
+        out
+    }
+
+    /// The key ciphertext each query ciphertext reads.
+    pub fn reads(&self) -> Vec<usize> {
+        self.qcts.iter().map(|q| q.kv).collect()
+    }
+
+    /// Key (and value) ciphertexts per cache block: `⌈kv_heads / groups⌉`.
+    pub fn kv_cts(&self) -> usize {
+        self.cfg.kv_heads.div_ceil(self.lay.groups())
+    }
+
+    /// The rows of the attention's projection, `[W_q; W_k; W_v]` laid out for the cache: in
+    /// segment `i·d_h + j` (every row of it), query ciphertext `u < Q` holds dimension `j` of
+    /// its group-`i` pair (`q` rows `h·d_h + j`, real and imaginary); ciphertext `Q + c` holds
+    /// key head `c·groups + i`, `Q + C + c` value head `c·groups + i`.
     pub fn qkv_at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
         let (d, dh, kv) = (self.cfg.hidden, self.cfg.head_dim(), self.cfg.kv_heads);
         let kvd = self.cfg.kv_dim();
-        let j = s / self.lay.t();
-        let p = self.pairs.len();
-        if u < p {
-            let pr = self.pairs[u];
-            (Some(pr.re * dh + j), pr.im.map(|h| h * dh + j))
-        } else if u < p + kv {
-            (Some(d + (u - p) * dh + j), None)
+        let seg = s / self.lay.t();
+        let (i, j) = (seg / dh, seg % dh);
+        let (nq, nc) = (self.qcts.len(), self.kv_cts());
+        if u < nq {
+            match self.qcts[u].pairs.get(i).copied().flatten() {
+                Some(pr) => (Some(pr.re * dh + j), pr.im.map(|h| h * dh + j)),
+                None => (None, None),
+            }
         } else {
-            (Some(d + kvd + (u - p - kv) * dh + j), None)
+            let (base, c) = if u < nq + nc {
+                (d, u - nq)
+            } else {
+                (d + kvd, u - nq - nc)
+            };
+            let g = c * self.lay.groups() + i;
+            ((g < kv).then_some(base + g * dh + j), None)
         }
     }
 
-    /// The attention projection's output ciphertexts: the query pairs, then the keys and the
-    /// values of each KV head.
+    /// The attention projection's output ciphertexts: the query ciphertexts, then the keys and
+    /// the values.
     pub fn qkv_cts(&self) -> usize {
-        self.pairs.len() + 2 * self.cfg.kv_heads
+        self.qcts.len() + 2 * self.kv_cts()
     }
 
     /// Galois steps the client must generate keys for.
@@ -502,12 +635,14 @@ mod tests {
         for cfg in [smol, gpt2] {
             let plan = DecodePlan::new(&p, &cfg, 256).unwrap();
             std::println!(
-                "{:?}: levels {:?} c2m {:?} keys {} t {}",
+                "{:?}: levels {:?} c2m {:?} keys {} t {} groups {} qkv cts {}",
                 cfg.family,
                 plan.levels,
                 plan.c2m_levels(),
                 plan.rotations().len(),
-                plan.lay.t()
+                plan.lay.t(),
+                plan.lay.groups(),
+                plan.qkv_cts()
             );
             assert_eq!(plan.levels[B_ATTN], 4);
         }

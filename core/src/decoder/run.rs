@@ -41,7 +41,7 @@
 //! encodes every weight plaintext per step anyway).
 
 use super::cache::EncKvCache;
-use super::head::matvec;
+use super::head::{matvec, matvec_periodic};
 use super::plan::{DecodePlan, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_UP, B_VAL, MPC_CONFIG};
 use super::{DecoderWeights, Family};
 use crate::circuits::exec::Exec;
@@ -219,7 +219,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                 Error::InvalidParameters("the weights' architecture is not the plan's").into(),
             );
         }
-        let cache = EncKvCache::new(plan.lay, plan.cfg.layers, plan.cfg.kv_heads, plan.max_ctx)?;
+        let cache = EncKvCache::new(plan.lay, plan.cfg.layers, plan.kv_cts(), plan.max_ctx)?;
         Ok(Self {
             h: HybridRun::server(party, keys, plan.slots, model, &MPC_CONFIG)?,
             plan,
@@ -369,12 +369,15 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         ))
     }
 
-    /// A dense product `W·x (+ b)` at the server on the replicated input `x`.
+    /// A dense product `W·x (+ b)` at the server on the replicated input `x`: `cts`
+    /// ciphertexts, or with a `period` the hybrid product's one.
+    #[allow(clippy::too_many_arguments)]
     fn dense(
         &self,
         x: Option<Ciphertext<B>>,
         lay: &super::head::DenseLayout,
         cts: usize,
+        period: Option<usize>,
         at: &dyn Fn(usize, usize) -> (Option<usize>, Option<usize>),
         w: &dyn Fn(usize, usize) -> f64,
         b: Option<&[f64]>,
@@ -382,7 +385,10 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let (Some(ex), Some(x)) = (self.h.exec(), x) else {
             return Ok(None);
         };
-        let mut out = matvec(ex, lay, &x, cts, at, w)?;
+        let mut out = match period {
+            Some(m) => vec![matvec_periodic(ex, lay, &x, m, at, w)?],
+            None => matvec(ex, lay, &x, cts, at, w)?,
+        };
         if let Some(b) = b {
             add_rows(ex, &mut out, at, b)?;
         }
@@ -399,7 +405,8 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let cfg = &plan.cfg;
         let (d, dh, kv, f) = (cfg.hidden, cfg.head_dim(), cfg.kv_heads, cfg.ffn);
         let (n, t) = (plan.slots, plan.lay.t());
-        let np = plan.pairs.len();
+        let (nq, nc) = (plan.qcts.len(), plan.kv_cts());
+        let reads = plan.reads();
         let len = self.pos + 1;
         let blocks = plan.lay.blocks(len);
         let r = self.h.party.ring();
@@ -440,18 +447,19 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     ac,
                     &plan.dense_d,
                     plan.qkv_cts(),
+                    None,
                     &at,
                     &wf,
                     bias.map(|b| &b.qkv[..]),
                 )?;
                 match (out, self.h.exec(), self.cache.as_mut()) {
                     (Some(mut q), Some(ex), Some(cache)) => {
-                        let v = q.split_off(np + kv);
-                        let k = q.split_off(np);
+                        let v = q.split_off(nq + nc);
+                        let k = q.split_off(nq);
                         cache.append(ex, li, k, v)?;
                         Some(
                             cache
-                                .scores(ex, li, &q, &plan.pairs)?
+                                .scores(ex, li, &q, &reads)?
                                 .into_iter()
                                 .flatten()
                                 .collect(),
@@ -463,18 +471,22 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             None => None,
         };
         self.done("qkv+scores", progress);
-        let sh = self.c2m(B_ATTN, s_cts, np * blocks).await?;
-        // Each party folds the d_h segments of its shares: head h's scores, row-major.
+        let sh = self.c2m(B_ATTN, s_cts, nq * blocks).await?;
+        // Each party folds the d_h segments of each head group of its shares: head h's scores,
+        // row-major.
         let mut s = vec![0u64; cfg.heads * len];
-        for (u, pr) in plan.pairs.iter().enumerate() {
+        for (u, qc) in plan.qcts.iter().enumerate() {
             for b in 0..blocks {
                 let c = &sh[u * blocks + b];
-                for (h, part) in [(Some(pr.re), &c.re), (pr.im, &c.im)] {
-                    let Some(h) = h else { continue };
-                    let v = part.as_slice();
-                    for row in 0..t.min(len - b * t) {
-                        s[h * len + b * t + row] =
-                            (0..dh).fold(0, |acc, j| r.add(acc, v[j * t + row]));
+                for (i, pr) in qc.pairs.iter().enumerate() {
+                    let Some(pr) = pr else { continue };
+                    for (h, part) in [(Some(pr.re), &c.re), (pr.im, &c.im)] {
+                        let Some(h) = h else { continue };
+                        let v = part.as_slice();
+                        for row in 0..t.min(len - b * t) {
+                            s[h * len + b * t + row] =
+                                (0..dh).fold(0, |acc, j| r.add(acc, v[(i * dh + j) * t + row]));
+                        }
                     }
                 }
             }
@@ -486,24 +498,30 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .await?;
         self.done("softmax", progress);
         let ps = p.as_slice();
-        let mut pin = Vec::with_capacity(np * blocks);
-        for pr in &plan.pairs {
+        let mut pin = Vec::with_capacity(nq * blocks);
+        for qc in &plan.qcts {
             for b in 0..blocks {
-                let lay_row = |h: Option<usize>| -> Vec<u64> {
+                let lay_rows = |im: bool| -> Vec<u64> {
                     let mut v = vec![0u64; n];
-                    if let Some(h) = h {
+                    for (i, pr) in qc.pairs.iter().enumerate() {
+                        let h = match pr {
+                            Some(pr) if im => pr.im,
+                            Some(pr) => Some(pr.re),
+                            None => None,
+                        };
+                        let Some(h) = h else { continue };
                         for row in 0..t.min(len - b * t) {
                             let val = ps[h * len + b * t + row];
                             for j in 0..dh {
-                                v[j * t + row] = val;
+                                v[(i * dh + j) * t + row] = val;
                             }
                         }
                     }
                     v
                 };
                 pin.push(ComplexShares {
-                    re: RingShares::new(lay_row(Some(pr.re))),
-                    im: RingShares::new(lay_row(pr.im)),
+                    re: RingShares::new(lay_rows(false)),
+                    im: RingShares::new(lay_rows(true)),
                 });
             }
         }
@@ -512,21 +530,25 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let o_cts = match (pc, self.h.exec(), self.cache.as_ref()) {
             (Some(pc), Some(ex), Some(cache)) => {
                 let mut it = pc.into_iter();
-                let per: Vec<Vec<Ciphertext<B>>> = (0..np)
+                let per: Vec<Vec<Ciphertext<B>>> = (0..nq)
                     .map(|_| it.by_ref().take(blocks).collect())
                     .collect();
-                Some(cache.values(ex, li, &per, &plan.pairs)?)
+                Some(cache.values(ex, li, &per, &reads)?)
             }
             _ => None,
         };
         self.done("values", progress);
-        let osh = self.c2m(B_VAL, o_cts, np).await?;
+        let osh = self.c2m(B_VAL, o_cts, nq).await?;
         let mut o = vec![0u64; d];
-        for (pr, c) in plan.pairs.iter().zip(&osh) {
-            for j in 0..dh {
-                o[pr.re * dh + j] = c.re.as_slice()[j * t];
-                if let Some(h) = pr.im {
-                    o[h * dh + j] = c.im.as_slice()[j * t];
+        for (qc, c) in plan.qcts.iter().zip(&osh) {
+            for (i, pr) in qc.pairs.iter().enumerate() {
+                let Some(pr) = pr else { continue };
+                for j in 0..dh {
+                    let at = (i * dh + j) * t;
+                    o[pr.re * dh + j] = c.re.as_slice()[at];
+                    if let Some(h) = pr.im {
+                        o[h * dh + j] = c.im.as_slice()[at];
+                    }
                 }
             }
         }
@@ -535,7 +557,8 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .m2c_dense(B_OUT, &RingShares::new(o), &plan.dense_d)
             .await?;
         self.done("m2c:o", progress);
-        let rows_d = DenseRows { rows: d, slots: n };
+        let rows_d = plan.rows_o;
+        let period_d = rows_d.periodic.then_some(rows_d.slots);
         let at_d = move |u: usize, s: usize| rows_d.at(u, s);
         let y_cts = match w {
             Some(w) => {
@@ -544,6 +567,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     oc,
                     &plan.dense_d,
                     rows_d.cts(),
+                    period_d,
                     &at_d,
                     &wf,
                     bias.map(|b| &b.o[..]),
@@ -577,6 +601,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     mc,
                     &plan.dense_d,
                     plan.up_cts(),
+                    None,
                     &at,
                     &wf,
                     bias.map(|b| &b.up[..]),
@@ -603,7 +628,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     .await?
             }
             Family::Gpt2 => {
-                let rows = DenseRows { rows: f, slots: n };
+                let rows = DenseRows::full(f, n);
                 let up: Vec<u64> = (0..f)
                     .map(|e| {
                         let (u, part, s) = rows.home(e);
@@ -625,6 +650,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     gc,
                     &plan.dense_f,
                     rows_d.cts(),
+                    period_d,
                     &at_d,
                     &wf,
                     bias.map(|b| &b.down[..]),
@@ -647,13 +673,9 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     ) -> Result<Option<Vec<f64>>, ProtocolError> {
         self.layer = usize::MAX;
         let plan = self.plan;
-        let n = plan.slots;
         let h = self.norm(x).await?;
         let hc = self.m2c_dense(B_HEAD, &h, &plan.dense_d).await?;
-        let rows = DenseRows {
-            rows: plan.cfg.vocab,
-            slots: n,
-        };
+        let rows = plan.rows_head;
         let at = move |u: usize, s: usize| rows.at(u, s);
         let l_cts = match self.h.model() {
             Some(m) => {
@@ -663,6 +685,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     hc,
                     &plan.dense_d,
                     rows.cts(),
+                    None,
                     &at,
                     &wf,
                     m.head_bias.as_deref(),
