@@ -235,7 +235,13 @@ pub fn render(r: &GenerateReport) -> String {
          step  ctx    seconds      MiB  rounds  logits\n",
         r.shape, r.layers, r.params, r.galois_keys, r.keygen_s, r.max_ctx, r.groups.0, r.groups.1
     );
-    for x in &r.steps {
+    // Every step is in the JSON; the table shows the first two and the powers of two.
+    let last = r.steps.len().saturating_sub(1);
+    for (i, x) in r.steps.iter().enumerate() {
+        let ctx = x.pos + 1;
+        if !(i < 2 || ctx.is_power_of_two() || i == last) {
+            continue;
+        }
         s += &format!(
             "{:>4} {:>4} {:>10.2} {:>8.2} {:>7} {:>7}\n",
             x.pos,

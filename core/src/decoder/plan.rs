@@ -4,11 +4,11 @@
 //! client makes keys for, and the nonlinear blocks.
 //!
 //! Every CKKS block of a decode step is shallow ([`super::run`] lists them): the projections
-//! are one dense product each ([`super::head::matvec`], one level), the attention is the
-//! projection, the cache's row mask and the score product (three levels), the values one
-//! product. Each block starts at the lowest level from which its output still reaches an
-//! admissible C2M (the planning helpers shared with the encoder), so the conversions carry the fewest
-//! primes.
+//! are one dense product each ([`super::head::matvec`], one level); the attention is the
+//! cache's row mask and the score product on `q`, `k`, `v` converted into the cache's layout
+//! (two levels), the values one product. Each block starts at the lowest level from which its
+//! output still reaches an admissible C2M (the planning helpers shared with the encoder), so
+//! the conversions carry the fewest primes.
 
 use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
 use super::head::{matvec, matvec_periodic, DenseLayout, HeadLayout};
@@ -50,13 +50,13 @@ pub mod bounds {
     pub const G: u32 = 8;
 }
 
-/// The decode sessions' CKKS parameter set: `N = 2^14`, `q_0` of 60 bits and four 40-bit
-/// levels (the attention's three above its trimmed C2M level 1), two key-switching digits,
-/// 128-bit secure by the HE standard (400 bits of `QP`; the bound at `N = 2^14` is 438). A
-/// decode step carries one position, so `2^13` slots hold a head's dimensions times 128
-/// cached positions per block, and the product widths of both shapes.
+/// The decode sessions' CKKS parameter set: `N = 2^14`, `q_0` of 60 bits and three 40-bit
+/// levels (the attention's two above its trimmed C2M level 1), one key-switching digit,
+/// 128-bit secure by the HE standard (420 bits of `QP`; the bound at `N = 2^14` is 438). A
+/// decode step carries one position, so `2^13` slots hold the cache's heads and blocks and the
+/// product widths of both shapes.
 pub fn session_params() -> crate::Result<CkksParams> {
-    crate::params::ckks_128_custom(14, 4, 2).validate()
+    crate::params::ckks_128_custom(14, 3, 1).validate()
 }
 
 /// The boundary configuration for bound `b`.
@@ -142,12 +142,17 @@ pub struct QueryCt {
     pub pairs: Vec<Option<HeadPair>>,
 }
 
-/// Seconds per plaintext diagonal of a dense product (its encoding dominates) and per cached
-/// block of one query ciphertext (the score product, its C2M, the probabilities' M2C and the
-/// value product), measured on the 2-core machine at `N = 2^14` (`veil-bench generate`, GPT2-base
-/// shape): the cost model that picks the head groups.
-const TAU_DIAG: f64 = 1.2e-3;
-const TAU_BLOCK: f64 = 0.14;
+/// The cost model that picks the head groups, measured on the 2-core machine at `N = 2^14`
+/// (`veil-bench generate`, GPT2-base shape): `(seconds, MiB)` per ciphertext of `q`, `k`, `v`
+/// converted in, per cached block of one query ciphertext (the score product, its C2M, the
+/// probabilities' M2C and the value product), and per query ciphertext's attention output
+/// (its C2M); a MiB weighs [`MIB_S`] seconds.
+const PER_M2C: (f64, f64) = (0.07, 0.85);
+const PER_BLOCK: (f64, f64) = (0.14, 1.17);
+const PER_QUERY: (f64, f64) = (0.06, 0.40);
+/// Seconds a MiB weighs in the cost model: SPU's decode layer spends about 4 s and 40 MiB, and
+/// the goal bounds both, so 0.1 s.
+const MIB_S: f64 = 0.1;
 
 /// Everything public both parties derive before a decode session.
 #[derive(Clone, Debug)]
@@ -174,26 +179,31 @@ pub struct DecodePlan {
     pub rows_o: DenseRows,
     /// Where the LM head's rows land.
     pub rows_head: DenseRows,
-    /// M2C levels: the attention input, the probabilities, the attention output, the MLP
-    /// input, the activation, the head's input.
-    pub levels: [usize; 6],
+    /// Where `[W_q; W_k; W_v]`'s rows land (densely, before they are converted into the
+    /// cache's layout).
+    pub rows_qkv: DenseRows,
+    /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
+    /// output, the MLP input, the activation, the head's input, the attention input.
+    pub levels: [usize; 7],
     /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
-    /// attention's projection and scores, the values, `W_o`, the MLP's up (and gate), `W_down`;
-    /// and of the LM head.
-    pub dry_counts: [OpCounts; 6],
-    pub(super) m2c: [M2cPlan; 6],
-    pub(super) c2m: [C2mPlan; 6],
+    /// append and the scores, the values, `W_o`, the MLP's up (and gate), `W_down`, the LM head,
+    /// and the `Q`/`K`/`V` projection.
+    pub dry_counts: [OpCounts; 7],
+    pub(super) m2c: [M2cPlan; 7],
+    pub(super) c2m: [C2mPlan; 7],
     rotations: Vec<i64>,
 }
 
-/// Indices of the plans (M2C and C2M share them): attention (`a` in, scores out), values
-/// (probabilities in, attention output out), `W_o`, the MLP's up, `W_down`, the head.
+/// Indices of the plans (M2C and C2M share them): attention (`q`, `k`, `v` in, scores out),
+/// values (probabilities in, attention output out), `W_o`, the MLP's up, `W_down`, the head,
+/// the projection (`a` in, dense `q`, `k`, `v` out).
 pub(super) const B_ATTN: usize = 0;
 pub(super) const B_VAL: usize = 1;
 pub(super) const B_OUT: usize = 2;
 pub(super) const B_UP: usize = 3;
 pub(super) const B_DOWN: usize = 4;
 pub(super) const B_HEAD: usize = 5;
+pub(super) const B_QKV: usize = 6;
 
 impl DecodePlan {
     /// Plans decode sessions of `cfg` holding at most `max_ctx` positions on `params`; a typed
@@ -215,7 +225,7 @@ impl DecodePlan {
         let (d, kv) = (cfg.hidden, cfg.kv_heads);
         let pairs = head_pairs(cfg.heads, kv)?;
         let dense_d = DenseLayout::new(slots, d)?;
-        let lay = Self::pick_groups(slots, cfg, max_ctx, dense_d.dpad())?;
+        let lay = Self::pick_groups(slots, cfg, max_ctx)?;
         let qcts = Self::query_cts(cfg, &pairs, lay.groups());
         let reads: Vec<usize> = qcts.iter().map(|q| q.kv).collect();
         let kv_cts = kv.div_ceil(lay.groups());
@@ -224,16 +234,14 @@ impl DecodePlan {
         let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
         let delta = params.default_scale();
         let zero = |_: usize, _: usize| 0.0;
-        let none = |_: usize, _: usize| (None, None);
         let nq = qcts.len();
         let qkv_cts = nq + 2 * kv_cts;
 
-        // Attention: a → q, k, v (replicated) → cache (row mask) → scores; and the values from
-        // a cache at the level the first half leaves it.
+        // Attention: q, k, v (converted in, replicated) → cache (row mask) → scores; and the
+        // values from a cache at the level the first half leaves it.
         let attn = |l: usize| -> Option<(Dry, Dry)> {
             let first = dry::<()>(slots, &primes, |ex| {
-                let a = ex.fresh(l, delta);
-                let mut out = matvec(ex, &dense_d, &a, qkv_cts, &none, &zero)?;
+                let mut out: Vec<Tracked> = (0..qkv_cts).map(|_| ex.fresh(l, delta)).collect();
                 let v = out.split_off(nq + kv_cts);
                 let k = out.split_off(nq);
                 let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
@@ -242,11 +250,11 @@ impl DecodePlan {
             })?
             .0;
             let second = dry::<()>(slots, &primes, |ex| {
-                let z = ex.fresh(l - 1, delta);
+                let z = ex.fresh(l, delta);
                 let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
                 c.append(ex, 0, vec_of(kv_cts, z), vec_of(kv_cts, z))?;
                 let p: Vec<Vec<Tracked>> = (0..nq)
-                    .map(|_| alloc::vec![ex.fresh(l - 2, delta)])
+                    .map(|_| alloc::vec![ex.fresh(l - 1, delta)])
                     .collect();
                 c.values(ex, 0, &p, &reads)
             })?
@@ -255,7 +263,7 @@ impl DecodePlan {
         };
         let mut found = None;
         let mut last = None;
-        for l in 3..=params.max_level() {
+        for l in 2..=params.max_level() {
             let Some((a, v)) = attn(l) else { continue };
             let c2m = |dr: &Dry, b: u32| -> Result<Option<C2mPlan>, ProtocolError> {
                 let c = C2mPlan::shortest_admissible(params, slots, dr.scale, boundary(b))?
@@ -296,28 +304,31 @@ impl DecodePlan {
         };
         let rows_o = DenseRows::for_product(d, slots, dense_d.dpad());
         let rows_head = DenseRows::full(cfg.vocab, slots);
+        let rows_qkv = DenseRows::full(d + 2 * cfg.kv_dim(), slots);
+        let (lq, c2m_q, dry_q) = dense(dense_d, rows_qkv, bounds::Y)?;
         let (lo, c2m_y, dry_o) = dense(dense_d, rows_o, bounds::Y)?;
         let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), bounds::Y)?;
         let (lg, c2m_d, dry_d) = dense(dense_f, rows_o, bounds::Y)?;
         let (lh, c2m_h, dry_h) = dense(dense_d, rows_head, bounds::Y)?;
 
-        let levels = [la, la - 2, lo, lm, lg, lh];
+        let levels = [la, la - 1, lo, lm, lg, lh, lq];
         let m2c_bounds = [
-            bounds::N,
+            bounds::Y,
             bounds::P,
             bounds::O,
             bounds::N,
             bounds::G,
             bounds::N,
+            bounds::N,
         ];
-        let mut m2c = Vec::with_capacity(6);
+        let mut m2c = Vec::with_capacity(7);
         for (l, b) in levels.iter().zip(m2c_bounds) {
             m2c.push(M2cPlan::new(params, *l, slots, delta, boundary(b))?);
         }
-        let m2c: [M2cPlan; 6] = m2c
+        let m2c: [M2cPlan; 7] = m2c
             .try_into()
             .map_err(|_| Error::InvalidParameters("decode plan: M2C plans"))?;
-        let dries = [&dry_a, &dry_v, &dry_o, &dry_u, &dry_d, &dry_h];
+        let dries = [&dry_a, &dry_v, &dry_o, &dry_u, &dry_d, &dry_h, &dry_q];
         let mut rotations: Vec<i64> = dries
             .iter()
             .flat_map(|d| d.rotations.iter().copied())
@@ -336,10 +347,11 @@ impl DecodePlan {
             head,
             rows_o,
             rows_head,
+            rows_qkv,
             levels,
             dry_counts: dries.map(|d| d.counts),
             m2c,
-            c2m: [c2m_s, c2m_o, c2m_y, c2m_u, c2m_d, c2m_h],
+            c2m: [c2m_s, c2m_o, c2m_y, c2m_u, c2m_d, c2m_h, c2m_q],
             rotations,
         };
         plan.softmax(max_ctx).validate(MPC_CONFIG.ring)?;
@@ -391,13 +403,12 @@ impl DecodePlan {
     }
 
     /// The head groups per ciphertext that minimize the cost model's estimate of the token at
-    /// the full context: `Σ` of the projection's output ciphertexts times its `D` diagonals,
-    /// and of the query ciphertexts times the cache blocks they read.
+    /// the full context (time and bytes): the `q`, `k`, `v` ciphertexts converted in, the query
+    /// ciphertexts times the cache blocks they read, and the query ciphertexts' outputs.
     fn pick_groups(
         slots: usize,
         cfg: &DecoderConfig,
         max_ctx: usize,
-        dpad: usize,
     ) -> Result<DecodeLayout, Error> {
         let (dh, kv) = (cfg.head_dim(), cfg.kv_heads);
         let per_group = (cfg.heads / kv).div_ceil(2);
@@ -407,8 +418,10 @@ impl DecodePlan {
             if let Ok(lay) = DecodeLayout::grouped(slots, dh, k) {
                 let c = kv.div_ceil(k);
                 let q = c * per_group;
-                let est = TAU_DIAG * (dpad * (q + 2 * c)) as f64
-                    + TAU_BLOCK * (q * lay.blocks(max_ctx)) as f64;
+                let w = |(t, b): (f64, f64)| t + MIB_S * b;
+                let est = w(PER_M2C) * (q + 2 * c) as f64
+                    + w(PER_BLOCK) * (q * lay.blocks(max_ctx)) as f64
+                    + w(PER_QUERY) * q as f64;
                 if best.as_ref().is_none_or(|b| est < b.0) {
                     best = Some((est, lay));
                 }
@@ -491,9 +504,9 @@ impl DecodePlan {
         &self.rotations
     }
 
-    /// The C2M levels: scores, attention output, `W_o`, up, `W_down`, logits.
-    pub fn c2m_levels(&self) -> [usize; 6] {
-        [0, 1, 2, 3, 4, 5].map(|i| self.c2m[i].level())
+    /// The C2M levels: scores, attention output, `W_o`, up, `W_down`, logits, the projection.
+    pub fn c2m_levels(&self) -> [usize; 7] {
+        [0, 1, 2, 3, 4, 5, 6].map(|i| self.c2m[i].level())
     }
 
     /// The norms (RMSNorm for Llama, LayerNorm for GPT-2), without their affine map: the gain
@@ -555,7 +568,7 @@ mod tests {
         }
     }
 
-    /// Both families plan on the small parameters: the attention enters three levels above
+    /// Both families plan on the small parameters: the attention enters two levels above
     /// the scores' conversion, each dense product one above its own, and every output row of
     /// every product has exactly one home.
     #[test]
@@ -566,11 +579,11 @@ mod tests {
             let plan = DecodePlan::new(&p, &cfg, 40).unwrap();
             let c = plan.c2m_levels();
             assert!(
-                plan.levels[B_ATTN] >= c[B_ATTN] + 3,
+                plan.levels[B_ATTN] >= c[B_ATTN] + 2,
                 "{:?} {c:?}",
                 plan.levels
             );
-            for b in [B_OUT, B_UP, B_DOWN, B_HEAD] {
+            for b in [B_OUT, B_UP, B_DOWN, B_HEAD, B_QKV] {
                 assert!(plan.levels[b] > c[b]);
             }
             // qkv rows: each q/k/v row is replicated over its segment's t rows.
@@ -644,7 +657,7 @@ mod tests {
                 plan.lay.groups(),
                 plan.qkv_cts()
             );
-            assert_eq!(plan.levels[B_ATTN], 4);
+            assert_eq!(plan.levels[B_ATTN], 3);
         }
     }
 }

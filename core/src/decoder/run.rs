@@ -22,7 +22,9 @@
 //! |---|---|---|
 //! | `norm1`: RMSNorm / LayerNorm without its affine map | MPC | `x → n` |
 //! | `m2c:a` | conversion | `n` → replicated dense packing |
-//! | `qkv+scores`: `[W_q; W_k; W_v]` with the norm's gain (and GPT-2's bias) folded in, RoPE at the public position folded into the `q`, `k` rows, `1/√d_h` into `q`; append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
+//! | `qkv`: `[W_q; W_k; W_v]` with the norm's gain (and GPT-2's bias) folded in, RoPE at the public position folded into the `q`, `k` rows, `1/√d_h` into `q` | CKKS | → one dense ciphertext |
+//! | `c2m:qkv`, `m2c:qkv`: `q`, `k`, `v` back in, replicated in the cache's layout | conversions | |
+//! | `scores`: append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
 //! | `c2m:s` (each party folds the `d_h` segments of its shares) | conversion | → scores |
 //! | `softmax` over the `len` cached positions | MPC | → probabilities |
 //! | `m2c:p`, `values` (`P·V` per query pair over the cache) | conversion, CKKS | → attention output |
@@ -36,13 +38,19 @@
 //! opening to the client alone. The residual stream never leaves MPC.
 //!
 //! RoPE is folded into the projection rather than applied to shares: on shares it is a
-//! product by public reals, which costs a truncation per element and, with the query laid out
-//! for the cache, a second conversion round trip; in the projection it is free (the server
-//! encodes every weight plaintext per step anyway).
+//! product by public reals, which costs a truncation (and its error) per element; in the
+//! projection it is free (the server encodes every weight plaintext per step anyway).
+//!
+//! The projection is dense (one output ciphertext for `q`, `k` and `v` together) and its
+//! output goes through the conversions once more to reach the cache's replicated layout: the
+//! M2C lays the shares out as the cache needs at no cost, where a projection straight into
+//! that layout would encode `D` plaintext diagonals for every one of its ciphertexts.
 
 use super::cache::EncKvCache;
 use super::head::{matvec, matvec_periodic};
-use super::plan::{DecodePlan, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_UP, B_VAL, MPC_CONFIG};
+use super::plan::{
+    DecodePlan, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_QKV, B_UP, B_VAL, MPC_CONFIG,
+};
 use super::{DecoderWeights, Family};
 use crate::circuits::exec::Exec;
 use crate::ckks::{Ciphertext, Ckks, SecretKey, C64};
@@ -418,9 +426,11 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         // Attention.
         let a = self.norm(&x).await?;
         self.done("norm1", progress);
-        let ac = self.m2c_dense(B_ATTN, &a, &plan.dense_d).await?;
+        let ac = self.m2c_dense(B_QKV, &a, &plan.dense_d).await?;
         self.done("m2c:a", progress);
-        let s_cts = match w {
+        let rows_qkv = plan.rows_qkv;
+        let at_qkv = move |u: usize, s: usize| rows_qkv.at(u, s);
+        let qkv_cts = match w {
             Some(w) => {
                 let rope = match cfg.family {
                     Family::Llama => Some(rope_table(self.pos, dh, cfg.rope_base)),
@@ -442,35 +452,59 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     };
                     v * g[c]
                 };
-                let at = |u: usize, s: usize| plan.qkv_at(u, s);
-                let out = self.dense(
+                self.dense(
                     ac,
                     &plan.dense_d,
-                    plan.qkv_cts(),
+                    rows_qkv.cts(),
                     None,
-                    &at,
+                    &at_qkv,
                     &wf,
                     bias.map(|b| &b.qkv[..]),
-                )?;
-                match (out, self.h.exec(), self.cache.as_mut()) {
-                    (Some(mut q), Some(ex), Some(cache)) => {
-                        let v = q.split_off(nq + nc);
-                        let k = q.split_off(nq);
-                        cache.append(ex, li, k, v)?;
-                        Some(
-                            cache
-                                .scores(ex, li, &q, &reads)?
-                                .into_iter()
-                                .flatten()
-                                .collect(),
-                        )
-                    }
-                    _ => None,
-                }
+                )?
             }
             None => None,
         };
-        self.done("qkv+scores", progress);
+        self.done("qkv", progress);
+        // q, k and v as shares, then converted back in the cache's replicated layout.
+        let qkv = self.c2m_dense(B_QKV, qkv_cts, rows_qkv).await?;
+        self.done("c2m:qkv", progress);
+        let qv = qkv.as_slice();
+        let lay_in: Vec<ComplexShares> = (0..plan.qkv_cts())
+            .map(|u| {
+                let (mut re, mut im) = (vec![0u64; n], vec![0u64; n]);
+                for sl in 0..n {
+                    let (a, b) = plan.qkv_at(u, sl);
+                    if let Some(a) = a {
+                        re[sl] = qv[a];
+                    }
+                    if let Some(b) = b {
+                        im[sl] = qv[b];
+                    }
+                }
+                ComplexShares {
+                    re: RingShares::new(re),
+                    im: RingShares::new(im),
+                }
+            })
+            .collect();
+        let rc = self.h.m2c(&plan.m2c[B_ATTN], &lay_in).await?;
+        self.done("m2c:qkv", progress);
+        let s_cts = match (rc, self.h.exec(), self.cache.as_mut()) {
+            (Some(mut q), Some(ex), Some(cache)) => {
+                let v = q.split_off(nq + nc);
+                let k = q.split_off(nq);
+                cache.append(ex, li, k, v)?;
+                Some(
+                    cache
+                        .scores(ex, li, &q, &reads)?
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                )
+            }
+            _ => None,
+        };
+        self.done("scores", progress);
         let sh = self.c2m(B_ATTN, s_cts, nq * blocks).await?;
         // Each party folds the d_h segments of each head group of its shares: head h's scores,
         // row-major.
