@@ -209,8 +209,8 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     let f_out = if gated { 2 * ffn } else { ffn };
     let f_map = ChannelMap::segment_column(f_out, t, dh, true, |c| c);
     let fd_map = ChannelMap::segment_column(ffn, t, dh, true, |c| c);
-    let q_map = pair_map(&lay, &pairs);
-    let k_map = kv_map(&lay, kv_heads);
+    let q_map = pair_map(&lay, &pairs).map_err(e)?;
+    let k_map = kv_map(&lay, kv_heads).map_err(e)?;
     let mp = Maps {
         // Accumulators: two per paired (complex) output ciphertext, one per real one.
         qkv: ProjConfig::auto(

@@ -13,18 +13,30 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use veil_core::convert::ProtocolError;
 use veil_core::decoder::plan::{session_params, DecodePlan};
-use veil_core::decoder::reference::{embed_token, random_weights};
+use veil_core::decoder::reference::{argmax, embed_token, greedy, random_weights, step, KvCache};
 use veil_core::decoder::run::{DecodeRun, ServedDecoder};
-use veil_core::decoder::{DecoderConfig, Family};
+use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
 use veil_core::hybrid::ServerKeys;
 use veil_core::mpc::PartyId;
 use veil_host::harness::{run_pair, Link};
+use veil_host::model::llama::LlamaFile;
 use veil_host::mpc::drive;
 use veil_host::transport::TransportConfig;
 
 /// Options of `veil-bench generate`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct BenchGenerateArgs {
+    /// A real checkpoint instead of random weights at `--shape`: `smollm2` (fetched into the
+    /// cache on first use). Runs `--prompt` and `--new-tokens` greedy tokens privately and
+    /// compares them with the plaintext model's.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The prompt of a `--model` run (raw text, no chat template).
+    #[arg(long, default_value = "The capital of France is")]
+    pub prompt: String,
+    /// Greedy tokens a `--model` run generates.
+    #[arg(long, default_value_t = 2)]
+    pub new_tokens: usize,
     /// The shape.
     #[arg(long, value_enum, default_value_t = DecoderShape::Smollm2)]
     pub shape: DecoderShape,
@@ -84,6 +96,24 @@ pub struct GenerateReport {
     pub steps: Vec<StepRow>,
     /// The last step's blocks of layer 0 (and the head): `(block, server seconds, bytes)`.
     pub blocks: Vec<(String, f64, u64)>,
+    /// With `--model`: the prompt's ids, the private greedy tokens, the plaintext model's, and
+    /// the worst |Δlogit| against the plaintext model at the steps with logits.
+    pub real: Option<RealRun>,
+}
+
+/// A `--model` run's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct RealRun {
+    /// The model.
+    pub model: String,
+    /// The prompt's ids.
+    pub prompt: Vec<u32>,
+    /// The private run's greedy tokens.
+    pub tokens: Vec<u32>,
+    /// The plaintext model's greedy tokens.
+    pub reference: Vec<u32>,
+    /// Worst |Δlogit| against the plaintext model over the steps with logits.
+    pub worst_logit_err: f64,
 }
 
 fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
@@ -103,6 +133,41 @@ fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
     }
 }
 
+/// The weights, the prompt and the tokens to generate: a real checkpoint with its tokenized
+/// prompt, or seeded random weights at the shape with `--steps` synthetic ids (logits on the
+/// last).
+fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize), BenchError> {
+    match a.model.as_deref() {
+        Some("smollm2") => {
+            let f = LlamaFile::smollm2().map_err(BenchError::Model)?;
+            let w = f.weights().map_err(BenchError::Model)?;
+            let tok = f.tokenizer().map_err(BenchError::Model)?;
+            let ids = tok
+                .encode(a.prompt.as_str(), false)
+                .map_err(|_| invalid("--prompt", a.prompt.clone(), "text the tokenizer takes"))?
+                .get_ids()
+                .to_vec();
+            if ids.is_empty() || a.new_tokens == 0 {
+                return Err(invalid(
+                    "--prompt/--new-tokens",
+                    a.prompt.clone(),
+                    "a non-empty prompt and at least one token",
+                ));
+            }
+            Ok((w, ids, a.new_tokens))
+        }
+        Some(other) => Err(invalid("--model", other, "smollm2")),
+        None => {
+            let cfg = config(a.shape, a.layers, a.max_ctx);
+            let w = random_weights(&cfg, 7).map_err(core("random weights"))?;
+            let ids = (0..a.steps)
+                .map(|i| (i * 7919 % cfg.vocab) as u32)
+                .collect();
+            Ok((w, ids, 1))
+        }
+    }
+}
+
 /// Runs the benchmark.
 pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
     if a.layers == 0 || a.steps == 0 || a.steps > a.max_ctx {
@@ -112,13 +177,17 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             "positive counts, at most --max-ctx steps",
         ));
     }
-    let cfg = config(a.shape, a.layers, a.max_ctx);
+    let (w, prompt, new) = inputs(a)?;
+    let cfg = w.cfg.clone();
+    // Every prompt position, then a step per generated token but the last; logits from the
+    // last prompt position on.
+    let steps = prompt.len() + new - 1;
+    let max_ctx = if a.model.is_some() { steps } else { a.max_ctx };
     let p = session_params().map_err(core("decode parameters"))?;
-    let plan = DecodePlan::new(&p, &cfg, a.max_ctx).map_err(|e| BenchError::Protocol {
+    let plan = DecodePlan::new(&p, &cfg, max_ctx).map_err(|e| BenchError::Protocol {
         protocol: "decode plan".into(),
         source: veil_host::mpc::DriverError::Convert(e),
     })?;
-    let w = random_weights(&cfg, 7).map_err(core("random weights"))?;
     let served = ServedDecoder::new(&w).map_err(core("weights"))?;
     let mut keys = crate::cpu_keys(&p, a.threads, plan.rotations(), "evaluation keys")?;
     let pk = keys
@@ -134,9 +203,9 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         timeout: Duration::from_secs(a.timeout_s),
         max_frame: 1 << 31,
     };
-    let last = a.steps - 1;
-    // Logits on the last step only (a prompt's last token, or a generated one).
-    let want = |i: usize| i == last;
+    let want = |i: usize| i + 1 >= prompt.len();
+    let mut tokens = Vec::new();
+    let mut got_logits = Vec::new();
     let server_blocks = Mutex::new(Vec::<(String, f64)>::new());
     let mut rows = Vec::new();
     let mut client_blocks = Vec::<(String, u64)>::new();
@@ -149,19 +218,27 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             let ch = p0.channel();
             let fut = async {
                 let mut run = DecodeRun::client(&mut p0, ck, sk, &plan)?;
-                for i in 0..a.steps {
-                    let x = embed_token(&w, (i * 7919 % cfg.vocab) as u32, i)?;
+                let mut next = prompt[0];
+                for i in 0..steps {
+                    let tok = prompt.get(i).copied().unwrap_or(next);
+                    let x = embed_token(&w, tok, i)?;
                     let t = Instant::now();
                     let (mut bytes, mut rounds) = (0u64, 0u64);
                     let mut blocks = Vec::new();
-                    run.step(Some(&x), want(i), &mut |c| {
-                        bytes += c.tally.mpc_bytes;
-                        rounds += c.tally.mpc_rounds;
-                        if c.layer == 0 || c.layer == usize::MAX {
-                            blocks.push((c.block.to_string(), c.tally.mpc_bytes));
-                        }
-                    })
-                    .await?;
+                    let out = run
+                        .step(Some(&x), want(i), &mut |c| {
+                            bytes += c.tally.mpc_bytes;
+                            rounds += c.tally.mpc_rounds;
+                            if c.layer == 0 || c.layer == usize::MAX {
+                                blocks.push((c.block.to_string(), c.tally.mpc_bytes));
+                            }
+                        })
+                        .await?;
+                    if let Some(l) = out {
+                        next = argmax(&l);
+                        tokens.push(next);
+                        got_logits.push(l);
+                    }
                     let seconds = t.elapsed().as_secs_f64();
                     if !a.json {
                         eprintln!(
@@ -187,7 +264,7 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             let ch = p1.channel();
             let fut = async {
                 let mut run = DecodeRun::server(&mut p1, server_keys, &plan, &served)?;
-                for i in 0..a.steps {
+                for i in 0..steps {
                     let mut mark = Instant::now();
                     let mut blocks = Vec::new();
                     run.step(None, want(i), &mut |c| {
@@ -214,12 +291,42 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         .zip(client_blocks)
         .map(|((n, s), (_, b))| (n, s, b))
         .collect();
+    let real = match &a.model {
+        Some(m) => {
+            let reference = greedy(&w, &prompt, new).map_err(core("the plaintext model"))?;
+            // The plaintext model's logits along the private run's own tokens.
+            let mut cache = KvCache::new(&cfg, steps).map_err(core("the plaintext cache"))?;
+            let fed = prompt.iter().chain(tokens.iter()).take(steps);
+            let mut worst = 0.0f64;
+            let mut k = 0;
+            for (i, &t) in fed.enumerate() {
+                let l = step(&w, &mut cache, t).map_err(core("the plaintext model"))?;
+                if want(i) {
+                    if let Some(g) = got_logits.get(k) {
+                        for (x, y) in g.iter().zip(&l) {
+                            worst = worst.max((x - y).abs());
+                        }
+                    }
+                    k += 1;
+                }
+            }
+            Some(RealRun {
+                model: m.clone(),
+                prompt: prompt.clone(),
+                tokens: tokens.clone(),
+                reference,
+                worst_logit_err: worst,
+            })
+        }
+        None => None,
+    };
     Ok(GenerateReport {
+        real,
         shape: a.shape,
-        layers: a.layers,
+        layers: cfg.layers,
         params: p.name().to_string(),
-        max_ctx: a.max_ctx,
-        groups: (plan.lay.groups(), plan.lay.t()),
+        max_ctx,
+        groups: (plan.layout().groups(), plan.layout().t()),
         galois_keys: plan.rotations().len(),
         keygen_s: keys.keygen_s,
         steps: rows,
@@ -250,6 +357,12 @@ pub fn render(r: &GenerateReport) -> String {
             x.bytes as f64 / 1048576.0,
             x.rounds,
             x.logits
+        );
+    }
+    if let Some(x) = &r.real {
+        s += &format!(
+            "{}: prompt {:?}\n  private tokens   {:?}\n  plaintext tokens {:?}\n  worst |Δlogit| {:.3e}\n",
+            x.model, x.prompt, x.tokens, x.reference, x.worst_logit_err
         );
     }
     s += "last step, layer 0 and the head: block  server s  MiB\n";

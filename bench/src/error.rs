@@ -38,6 +38,8 @@ pub enum BenchError {
     },
     /// The client–server exchange failed.
     Party(PartyError),
+    /// A checkpoint did not fetch or load.
+    Model(veil_host::model::ModelError),
     /// The two-party harness failed (a link, a panicked party, a party process).
     Harness(HarnessError),
     /// The optimized CPU backend could not be built.
@@ -148,6 +150,7 @@ impl std::fmt::Display for BenchError {
             BenchError::Encode { what, source } => write!(f, "encoding {what}: {source}"),
             BenchError::Peer { peer, reason } => write!(f, "peer {peer}: {reason}"),
             BenchError::Cnn { step, reason } => write!(f, "{step}: {reason}"),
+            BenchError::Model(e) => write!(f, "model: {e}"),
         }
     }
 }
@@ -158,6 +161,7 @@ impl std::error::Error for BenchError {
             BenchError::Core { source, .. } => Some(source),
             BenchError::Protocol { source, .. } => Some(source),
             BenchError::Party(e) => Some(e),
+            BenchError::Model(e) => Some(e),
             BenchError::Harness(e) => Some(e),
             BenchError::Io { source, .. } => Some(source),
             BenchError::Netem(e) => Some(e),

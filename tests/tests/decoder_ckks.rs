@@ -236,8 +236,8 @@ fn three_decode_steps_with_rope_gqa_and_output_projection_match_f64() {
     // Maps: the input row (complex pairs of head-wide blocks), the query pairs, the KV heads,
     // and the output projection's output (like the input).
     let x_map = ChannelMap::segment_column(d, t, dh, true, |p| p);
-    let q_map = pair_map(&lay, &pairs);
-    let k_map = kv_map(&lay, kv_heads);
+    let q_map = pair_map(&lay, &pairs).unwrap();
+    let k_map = kv_map(&lay, kv_heads).unwrap();
     let cfg_in = ProjConfig::auto(t, dh, n, x_map.cts, q_map.cts + 2 * k_map.cts);
     let cfg_out = ProjConfig::auto(t, dh, n, q_map.cts, x_map.cts);
 

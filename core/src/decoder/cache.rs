@@ -225,24 +225,41 @@ pub fn kv_reads(pairs: &[HeadPair]) -> Vec<usize> {
 
 /// The channel map of the query pairs (`heads · d_h` channels, head-major): pair `i`'s
 /// ciphertext holds channel `h·d_h + j` of its heads in segment `j`, with segments of `t` rows.
-pub fn pair_map(lay: &DecodeLayout, pairs: &[HeadPair]) -> ChannelMap {
+/// For a layout of one head group ([`DecodeLayout::new`]); refused for more.
+pub fn pair_map(lay: &DecodeLayout, pairs: &[HeadPair]) -> Result<ChannelMap> {
+    one_group(lay)?;
     let dh = lay.head_dim;
-    ChannelMap::from_fn(pairs.len(), dh, lay.t, |ct, part, seg| {
-        let p = pairs[ct];
-        match part {
-            0 => Some(p.re * dh + seg),
-            _ => p.im.map(|h| h * dh + seg),
-        }
-    })
+    Ok(ChannelMap::from_fn(
+        pairs.len(),
+        dh,
+        lay.t,
+        |ct, part, seg| {
+            let p = pairs[ct];
+            match part {
+                0 => Some(p.re * dh + seg),
+                _ => p.im.map(|h| h * dh + seg),
+            }
+        },
+    ))
+}
+
+fn one_group(lay: &DecodeLayout) -> Result<()> {
+    if lay.groups != 1 {
+        return Err(Error::InvalidParameters(
+            "channel maps of the decode layout are for one head group per ciphertext",
+        ));
+    }
+    Ok(())
 }
 
 /// The channel map of the keys (or values) of `kv_heads` heads: ciphertext `g` holds channel
-/// `g·d_h + j` in segment `j` (real).
-pub fn kv_map(lay: &DecodeLayout, kv_heads: usize) -> ChannelMap {
+/// `g·d_h + j` in segment `j` (real). For a layout of one head group; refused for more.
+pub fn kv_map(lay: &DecodeLayout, kv_heads: usize) -> Result<ChannelMap> {
+    one_group(lay)?;
     let dh = lay.head_dim;
-    ChannelMap::from_fn(kv_heads, dh, lay.t, |ct, part, seg| {
+    Ok(ChannelMap::from_fn(kv_heads, dh, lay.t, |ct, part, seg| {
         (part == 0).then_some(ct * dh + seg)
-    })
+    }))
 }
 
 /// `R_pos·W` for a `Linear`-layout projection `W` (`out × in`, heads of `head_dim` rows): RoPE
@@ -277,7 +294,8 @@ pub fn rope_rows(w: &Mat, pos: usize, head_dim: usize, base: f64, scale: f64) ->
     Ok(out)
 }
 
-/// One layer's cache: per KV head, its blocks of keys and of values.
+/// One layer's cache: per key ciphertext (a KV head, or a group of them), its blocks of keys
+/// and of values.
 struct LayerCache<C> {
     k: Vec<Vec<C>>,
     v: Vec<Vec<C>>,
@@ -287,8 +305,10 @@ struct LayerCache<C> {
 /// The KV cache of a decoder, held by the server as ciphertexts under the client's key: every
 /// layer's keys and values for every past position, at most `max` positions.
 ///
-/// What it stores: `2 · layers · kv_heads · ⌈len / t⌉` ciphertexts ([`EncKvCache::ciphertexts`]),
-/// all at one level. Appending past `max` is refused with [`Error::ContextFull`].
+/// What it stores: `2 · layers · kv_cts · ⌈len / t⌉` ciphertexts ([`EncKvCache::ciphertexts`]),
+/// all at one level, where `kv_cts` is the key ciphertexts per block (the KV heads with one head
+/// group per ciphertext, `⌈kv_heads / groups⌉` with more). Appending past `max` is refused with
+/// [`Error::ContextFull`].
 pub struct EncKvCache<C> {
     lay: DecodeLayout,
     kv_heads: usize,
@@ -300,8 +320,8 @@ pub struct EncKvCache<C> {
 }
 
 impl<C> EncKvCache<C> {
-    /// An empty cache for `layers` layers of `kv_heads` KV heads, holding at most `max`
-    /// positions.
+    /// An empty cache for `layers` layers of `kv_heads` key ciphertexts per block (KV heads, or
+    /// groups of them), holding at most `max` positions.
     pub fn new(lay: DecodeLayout, layers: usize, kv_heads: usize, max: usize) -> Result<Self> {
         if layers == 0 || kv_heads == 0 || max == 0 {
             return Err(Error::InvalidParameters(
@@ -650,11 +670,13 @@ mod tests {
         assert_eq!(head_pairs(8, 2).unwrap().len(), 4);
         assert!(head_pairs(9, 2).is_err());
         let lay = DecodeLayout::new(1024, 16).unwrap();
-        let m = pair_map(&lay, &p);
+        let m = pair_map(&lay, &p).unwrap();
         assert_eq!((m.cts, m.segs, m.m), (6, 16, 64));
         assert_eq!(m.get(0, 1, 5), Some(16 + 5));
         assert_eq!(m.get(1, 1, 5), None);
-        assert_eq!(kv_map(&lay, 3).get(2, 0, 15), Some(47));
+        assert_eq!(kv_map(&lay, 3).unwrap().get(2, 0, 15), Some(47));
+        let grouped = DecodeLayout::grouped(1024, 16, 2).unwrap();
+        assert!(pair_map(&grouped, &p).is_err() && kv_map(&grouped, 3).is_err());
     }
 
     /// A row at another scale is refused before anything is stored (the cache is unchanged),

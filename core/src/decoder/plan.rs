@@ -59,6 +59,9 @@ pub fn session_params() -> crate::Result<CkksParams> {
     crate::params::ckks_128_custom(14, 3, 1).validate()
 }
 
+/// The widest model the norms' conversion bound [`bounds::N`] covers (`√4096 = 2^6`).
+const MAX_HIDDEN: usize = 4096;
+
 /// The boundary configuration for bound `b`.
 fn boundary(b: u32) -> BoundaryCfg {
     BoundaryCfg {
@@ -154,41 +157,38 @@ const PER_QUERY: (f64, f64) = (0.06, 0.40);
 /// the goal bounds both, so 0.1 s.
 const MIB_S: f64 = 0.1;
 
-/// Everything public both parties derive before a decode session.
+/// Everything public both parties derive before a decode session. Built only by
+/// [`DecodePlan::new`] (the run trusts its layouts); read it through its methods.
 #[derive(Clone, Debug)]
 pub struct DecodePlan {
     /// The architecture.
-    pub cfg: DecoderConfig,
+    pub(super) cfg: DecoderConfig,
     /// The most positions a session holds (prompt and generated tokens).
-    pub max_ctx: usize,
+    pub(super) max_ctx: usize,
     /// Slots per ciphertext.
-    pub slots: usize,
+    pub(super) slots: usize,
     /// The attention's packing.
-    pub lay: DecodeLayout,
-    /// The query heads in pairs.
-    pub pairs: Vec<HeadPair>,
+    pub(super) lay: DecodeLayout,
     /// The attention's query ciphertexts (with [`DecodeLayout::groups`] heads each).
-    pub qcts: Vec<QueryCt>,
+    pub(super) qcts: Vec<QueryCt>,
     /// The dense products' input packing at width `d`.
-    pub dense_d: DenseLayout,
+    pub(super) dense_d: DenseLayout,
     /// The same at width `ffn` (`W_down`'s input).
-    pub dense_f: DenseLayout,
-    /// The LM head's packing.
-    pub head: HeadLayout,
+    pub(super) dense_f: DenseLayout,
     /// Where `W_o`'s and `W_down`'s rows land.
-    pub rows_o: DenseRows,
+    pub(super) rows_o: DenseRows,
     /// Where the LM head's rows land.
-    pub rows_head: DenseRows,
+    pub(super) rows_head: DenseRows,
     /// Where `[W_q; W_k; W_v]`'s rows land (densely, before they are converted into the
     /// cache's layout).
-    pub rows_qkv: DenseRows,
+    pub(super) rows_qkv: DenseRows,
     /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
     /// output, the MLP input, the activation, the head's input, the attention input.
-    pub levels: [usize; 7],
+    pub(super) levels: [usize; 7],
     /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
     /// append and the scores, the values, `W_o`, the MLP's up (and gate), `W_down`, the LM head,
     /// and the `Q`/`K`/`V` projection.
-    pub dry_counts: [OpCounts; 7],
+    pub(super) dry_counts: [OpCounts; 7],
     pub(super) m2c: [M2cPlan; 7],
     pub(super) c2m: [C2mPlan; 7],
     rotations: Vec<i64>,
@@ -214,7 +214,24 @@ impl DecodePlan {
         cfg: &DecoderConfig,
         max_ctx: usize,
     ) -> Result<Self, ProtocolError> {
+        Self::with_groups(params, cfg, max_ctx, None)
+    }
+
+    /// [`DecodePlan::new`] with `groups` heads per ciphertext in the cache's layout instead of
+    /// the cost model's choice (`None`: the cost model's); a typed error when they do not fit.
+    pub fn with_groups(
+        params: &CkksParams,
+        cfg: &DecoderConfig,
+        max_ctx: usize,
+        groups: Option<usize>,
+    ) -> Result<Self, ProtocolError> {
         cfg.validate()?;
+        if cfg.hidden > MAX_HIDDEN {
+            return Err(Error::InvalidParameters(
+                "decode plan: the width is past 4096 (the norms' conversion bound)",
+            )
+            .into());
+        }
         if max_ctx == 0 || max_ctx > cfg.context {
             return Err(Error::InvalidParameters(
                 "decode plan: the context must be positive and within the model's",
@@ -225,12 +242,16 @@ impl DecodePlan {
         let (d, kv) = (cfg.hidden, cfg.kv_heads);
         let pairs = head_pairs(cfg.heads, kv)?;
         let dense_d = DenseLayout::new(slots, d)?;
-        let lay = Self::pick_groups(slots, cfg, max_ctx)?;
-        let qcts = Self::query_cts(cfg, &pairs, lay.groups());
+        let lay = match groups {
+            Some(k) => DecodeLayout::grouped(slots, cfg.head_dim(), k)?,
+            None => Self::pick_groups(slots, cfg, max_ctx)?,
+        };
+        let qcts = Self::build_query_cts(cfg, &pairs, lay.groups());
         let reads: Vec<usize> = qcts.iter().map(|q| q.kv).collect();
         let kv_cts = kv.div_ceil(lay.groups());
         let dense_f = DenseLayout::new(slots, cfg.ffn)?;
-        let head = HeadLayout::new(slots, d, cfg.vocab)?;
+        // The LM head's packing must fit (its rows are `rows_head`).
+        HeadLayout::new(slots, d, cfg.vocab)?;
         let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
         let delta = params.default_scale();
         let zero = |_: usize, _: usize| 0.0;
@@ -302,7 +323,8 @@ impl DecodePlan {
                 .map(|r| r.0)
             })
         };
-        let rows_o = DenseRows::for_product(d, slots, dense_d.dpad());
+        // W_o reads width d, W_down width ffn: the period must suit both.
+        let rows_o = DenseRows::for_product(d, slots, dense_d.dpad().min(dense_f.dpad()));
         let rows_head = DenseRows::full(cfg.vocab, slots);
         let rows_qkv = DenseRows::full(d + 2 * cfg.kv_dim(), slots);
         let (lq, c2m_q, dry_q) = dense(dense_d, rows_qkv, bounds::Y)?;
@@ -340,11 +362,9 @@ impl DecodePlan {
             max_ctx,
             slots,
             lay,
-            pairs,
             qcts,
             dense_d,
             dense_f,
-            head,
             rows_o,
             rows_head,
             rows_qkv,
@@ -361,6 +381,43 @@ impl DecodePlan {
             Family::Gpt2 => Self::gelu().validate(MPC_CONFIG.ring)?,
         }
         Ok(plan)
+    }
+
+    /// The architecture.
+    pub fn cfg(&self) -> &DecoderConfig {
+        &self.cfg
+    }
+
+    /// The most positions a session holds (prompt and generated tokens).
+    pub fn max_ctx(&self) -> usize {
+        self.max_ctx
+    }
+
+    /// Slots per ciphertext.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// The attention's packing (its head groups and positions per cache block).
+    pub fn layout(&self) -> &DecodeLayout {
+        &self.lay
+    }
+
+    /// The attention's query ciphertexts.
+    pub fn query_cts(&self) -> &[QueryCt] {
+        &self.qcts
+    }
+
+    /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
+    /// output, the MLP input, the activation, the head's input, the attention input.
+    pub fn levels(&self) -> [usize; 7] {
+        self.levels
+    }
+
+    /// Per-step CKKS operations of one layer at one cached block, from the dry runs (in the
+    /// order of [`DecodePlan::levels`]).
+    pub fn dry_counts(&self) -> &[OpCounts; 7] {
+        &self.dry_counts
     }
 
     /// The MLP's first product's rows: Llama's gate in the real parts and up in the imaginary
@@ -436,7 +493,7 @@ impl DecodePlan {
 
     /// The query ciphertexts for `groups` heads per ciphertext: for each key ciphertext `c`
     /// and each pair index `p` of a KV group, the `p`-th pair of KV heads `c·groups + i`.
-    fn query_cts(cfg: &DecoderConfig, pairs: &[HeadPair], groups: usize) -> Vec<QueryCt> {
+    fn build_query_cts(cfg: &DecoderConfig, pairs: &[HeadPair], groups: usize) -> Vec<QueryCt> {
         let kv = cfg.kv_heads;
         let per_group = (cfg.heads / kv).div_ceil(2);
         let mut out = Vec::new();

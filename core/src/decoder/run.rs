@@ -9,8 +9,9 @@
 //! the embedding in, as the encoder's client does. The table is the published checkpoint's
 //! (for a tied head it is also the LM head's weights), so the client learns no weight it could
 //! not download; the server's layers stay its own. The server (P1) holds the layers, the
-//! public key and the evaluation keys, and the cache: `2 · layers · kv_heads · ⌈len / t⌉`
-//! ciphertexts under the client's key, at most [`DecodePlan::max_ctx`] positions
+//! public key and the evaluation keys, and the cache: `2 · layers · ⌈kv_heads / groups⌉ ·
+//! ⌈len / t⌉` ciphertexts under the client's key (`groups` heads per ciphertext, `t` positions
+//! per block: [`DecodePlan::layout`]), at most [`DecodePlan::max_ctx`] positions
 //! ([`Error::ContextFull`] past it). The client stores nothing between tokens but the position.
 //!
 //! # One step
@@ -27,15 +28,18 @@
 //! | `scores`: append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
 //! | `c2m:s` (each party folds the `d_h` segments of its shares) | conversion | → scores |
 //! | `softmax` over the `len` cached positions | MPC | → probabilities |
-//! | `m2c:p`, `values` (`P·V` per query pair over the cache) | conversion, CKKS | → attention output |
+//! | `m2c:p`, `values` (`P·V` per query ciphertext over the cache) | conversion, CKKS | → attention output |
 //! | `c2m:o`, `m2c:o`, `out` (`W_o`, `+ b_o`), `c2m:y`; `x += y` | conversions, CKKS | |
 //! | `norm2`, `m2c:m`, `up` (`[W_gate; W_up]`, gate and up in one ciphertext's two parts) | MPC, conversion, CKKS | |
 //! | `c2m:u`, `act` (SwiGLU, or GPT-2's `gelu_new`) | conversion, MPC | → `g` |
 //! | `m2c:g`, `down` (`W_down`, `+ b_down`), `c2m:d`; `x += ·` | conversion, CKKS | |
 //!
-//! and, when the step's logits are wanted (the last prompt token and every generated one), the
-//! `head`: the final norm, `m2c:h`, the LM head with the final gain folded in, `c2m:l`, and an
-//! opening to the client alone. The residual stream never leaves MPC.
+//! and, when the step's logits are wanted (the last prompt token and every generated one):
+//! `norm-f` (the final norm), `m2c:h`, `lm-head` (the LM head with the final gain folded in),
+//! `c2m:l`, and `head`, the opening to the client alone. The residual stream never leaves MPC.
+//!
+//! A step that fails leaves the session unusable (some layers may have appended to the cache):
+//! every later step is refused, and the session must end.
 //!
 //! RoPE is folded into the projection rather than applied to shares: on shares it is a
 //! product by public reals, which costs a truncation (and its error) per element; in the
@@ -107,7 +111,7 @@ impl<'w> ServedDecoder<'w> {
     /// Checks the weights' shapes and values, and folds GPT-2's norm biases into the biases of
     /// the products after them.
     pub fn new(w: &'w DecoderWeights) -> Result<Self, Error> {
-        w.check_shapes()?;
+        w.validate()?;
         let cfg = &w.cfg;
         let inv = 1.0 / libm::sqrt(cfg.head_dim() as f64);
         let bias = match cfg.family {
@@ -172,6 +176,7 @@ pub struct DecodeRun<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> {
     pos: usize,
     layer: usize,
     ready: bool,
+    broken: bool,
 }
 
 /// Adds `b[row]` to the slots of `cts` laid out by `at` (the server's bias, in CKKS).
@@ -211,6 +216,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             pos: 0,
             layer: 0,
             ready: false,
+            broken: false,
         })
     }
 
@@ -235,6 +241,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             pos: 0,
             layer: 0,
             ready: false,
+            broken: false,
         })
     }
 
@@ -254,6 +261,25 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     /// the result is `None`. `progress` is called after every block. Refused with
     /// [`Error::ContextFull`] when the session holds [`DecodePlan::max_ctx`] positions.
     pub async fn step(
+        &mut self,
+        x: Option<&[f64]>,
+        logits: bool,
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<Option<Vec<f64>>, ProtocolError> {
+        if self.broken {
+            return Err(Error::InvalidParameters(
+                "a decode step failed earlier: the session must end",
+            )
+            .into());
+        }
+        let r = self.step_inner(x, logits, progress).await;
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
+    }
+
+    async fn step_inner(
         &mut self,
         x: Option<&[f64]>,
         logits: bool,
@@ -491,6 +517,12 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         self.done("m2c:qkv", progress);
         let s_cts = match (rc, self.h.exec(), self.cache.as_mut()) {
             (Some(mut q), Some(ex), Some(cache)) => {
+                if cache.len(li) != self.pos {
+                    return Err(Error::InvalidParameters(
+                        "the KV cache is out of step with the session",
+                    )
+                    .into());
+                }
                 let v = q.split_off(nq + nc);
                 let k = q.split_off(nq);
                 cache.append(ex, li, k, v)?;
@@ -708,7 +740,9 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         self.layer = usize::MAX;
         let plan = self.plan;
         let h = self.norm(x).await?;
+        self.done("norm-f", progress);
         let hc = self.m2c_dense(B_HEAD, &h, &plan.dense_d).await?;
+        self.done("m2c:h", progress);
         let rows = plan.rows_head;
         let at = move |u: usize, s: usize| rows.at(u, s);
         let l_cts = match self.h.model() {
@@ -727,7 +761,9 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             }
             None => None,
         };
+        self.done("lm-head", progress);
         let l = self.c2m_dense(B_HEAD, l_cts, rows).await?;
+        self.done("c2m:l", progress);
         let out = self.h.open_to_client(l).await?;
         self.done("head", progress);
         Ok(out)
