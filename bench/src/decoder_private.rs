@@ -12,8 +12,17 @@ use serde::Serialize;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use veil_core::convert::ProtocolError;
-use veil_core::decoder::plan::{session_params, DecodePlan};
-use veil_core::decoder::reference::{argmax, embed_token, greedy, random_weights, step, KvCache};
+use veil_core::decoder::plan::{session_params, DecodePlan, Ranges};
+use veil_core::decoder::reference::{
+    argmax, embed_token, greedy, random_weights, step, step_tracked, ActRanges, KvCache,
+};
+
+/// The server's calibration text for a real checkpoint's activation bounds.
+const CALIBRATION: [&str; 3] = [
+    "Hello! How are you today?",
+    "Paris is a city in Europe, on the river Seine.",
+    "1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
+];
 use veil_core::decoder::run::{DecodeRun, ServedDecoder};
 use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
 use veil_core::hybrid::ServerKeys;
@@ -86,6 +95,8 @@ pub struct GenerateReport {
     pub params: String,
     /// The session's maximum context.
     pub max_ctx: usize,
+    /// `log2` bounds of the residual stream, the products' outputs and the activation.
+    pub ranges: (u32, u32, u32),
     /// Heads per ciphertext in the cache's layout, and positions per cache block.
     pub groups: (usize, usize),
     /// Galois keys the client generates.
@@ -136,7 +147,7 @@ fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
 /// The weights, the prompt and the tokens to generate: a real checkpoint with its tokenized
 /// prompt, or seeded random weights at the shape with `--steps` synthetic ids (logits on the
 /// last).
-fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize), BenchError> {
+fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize, Ranges), BenchError> {
     match a.model.as_deref() {
         Some("smollm2") => {
             let f = LlamaFile::smollm2().map_err(BenchError::Model)?;
@@ -154,7 +165,23 @@ fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize), Be
                     "a non-empty prompt and at least one token",
                 ));
             }
-            Ok((w, ids, a.new_tokens))
+            // The server calibrates the bounds on text of its own (never the client's prompt:
+            // the bounds are public).
+            let mut r = ActRanges::default();
+            for text in CALIBRATION {
+                let cal = tok
+                    .encode(text, false)
+                    .map_err(|_| invalid("--model", "smollm2", "a tokenizer that encodes"))?;
+                let mut cache =
+                    KvCache::new(&w.cfg, cal.get_ids().len()).map_err(core("calibration"))?;
+                for &t in cal.get_ids() {
+                    step_tracked(&w, &mut cache, t, &mut r).map_err(core("calibration"))?;
+                }
+            }
+            if !a.json {
+                eprintln!("calibrated ranges: {r:?}");
+            }
+            Ok((w, ids, a.new_tokens, Ranges::calibrated(&r)))
         }
         Some(other) => Err(invalid("--model", other, "smollm2")),
         None => {
@@ -163,7 +190,7 @@ fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize), Be
             let ids = (0..a.steps)
                 .map(|i| (i * 7919 % cfg.vocab) as u32)
                 .collect();
-            Ok((w, ids, 1))
+            Ok((w, ids, 1, Ranges::DEFAULT))
         }
     }
 }
@@ -177,16 +204,18 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             "positive counts, at most --max-ctx steps",
         ));
     }
-    let (w, prompt, new) = inputs(a)?;
+    let (w, prompt, new, ranges) = inputs(a)?;
     let cfg = w.cfg.clone();
     // Every prompt position, then a step per generated token but the last; logits from the
     // last prompt position on.
     let steps = prompt.len() + new - 1;
     let max_ctx = if a.model.is_some() { steps } else { a.max_ctx };
     let p = session_params().map_err(core("decode parameters"))?;
-    let plan = DecodePlan::new(&p, &cfg, max_ctx).map_err(|e| BenchError::Protocol {
-        protocol: "decode plan".into(),
-        source: veil_host::mpc::DriverError::Convert(e),
+    let plan = DecodePlan::with_options(&p, &cfg, max_ctx, None, ranges).map_err(|e| {
+        BenchError::Protocol {
+            protocol: "decode plan".into(),
+            source: veil_host::mpc::DriverError::Convert(e),
+        }
     })?;
     let served = ServedDecoder::new(&w).map_err(core("weights"))?;
     let mut keys = crate::cpu_keys(&p, a.threads, plan.rotations(), "evaluation keys")?;
@@ -326,6 +355,7 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         layers: cfg.layers,
         params: p.name().to_string(),
         max_ctx,
+        ranges: (plan.ranges().x, plan.ranges().y, plan.ranges().g),
         groups: (plan.layout().groups(), plan.layout().t()),
         galois_keys: plan.rotations().len(),
         keygen_s: keys.keygen_s,

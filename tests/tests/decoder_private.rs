@@ -32,19 +32,7 @@ fn seeded(s: u64) -> ChaCha20Rng {
 }
 
 fn small(family: Family) -> DecoderConfig {
-    DecoderConfig {
-        family,
-        layers: 2,
-        hidden: 64,
-        heads: 4,
-        kv_heads: if family == Family::Llama { 2 } else { 4 },
-        ffn: 96,
-        vocab: 300,
-        context: 64,
-        rope_base: 10_000.0,
-        norm_eps: 1e-5,
-        tied_head: true,
-    }
+    DecoderConfig::tiny(family)
 }
 
 /// What the client saw: the logits of every step that asked for them, and the block costs.

@@ -67,6 +67,24 @@ pub struct DecoderConfig {
 }
 
 impl DecoderConfig {
+    /// A tiny configuration of `family` for tests and examples: 2 layers of width 64, 4 query
+    /// heads (over 2 KV heads for Llama), an MLP of 96, a vocabulary of 300, a context of 64.
+    pub fn tiny(family: Family) -> Self {
+        Self {
+            family,
+            layers: 2,
+            hidden: 64,
+            heads: 4,
+            kv_heads: if family == Family::Llama { 2 } else { 4 },
+            ffn: 96,
+            vocab: 300,
+            context: 64,
+            rope_base: 10_000.0,
+            norm_eps: 1e-5,
+            tied_head: true,
+        }
+    }
+
     /// One head's width, `hidden / heads`.
     pub fn head_dim(&self) -> usize {
         self.hidden / self.heads

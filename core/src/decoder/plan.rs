@@ -59,6 +59,43 @@ pub fn session_params() -> crate::Result<CkksParams> {
     crate::params::ckks_128_custom(14, 3, 1).validate()
 }
 
+/// `log2` bounds of the magnitudes a model's activations reach, which the conversions and the
+/// norms must cover: the defaults ([`bounds`]) suit models with activations of a few hundred
+/// at most; a real checkpoint's are calibrated on the plaintext model ([`Ranges::calibrated`]):
+/// SmolLM2's residual stream reaches `2.3·10⁴` on a short prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ranges {
+    /// The residual stream and what is added to it (`W_o`'s and `W_down`'s outputs); also the
+    /// input the client shares in and the norms' inputs.
+    pub x: u32,
+    /// The other products' outputs (`q`, `k`, `v`, the MLP's gate and up, the logits).
+    pub y: u32,
+    /// The MLP's activation.
+    pub g: u32,
+}
+
+impl Ranges {
+    /// The defaults: [`bounds::X`], [`bounds::Y`], [`bounds::G`].
+    pub const DEFAULT: Ranges = Ranges {
+        x: bounds::X,
+        y: bounds::Y,
+        g: bounds::G,
+    };
+
+    /// Bounds covering twice the magnitudes `r` records (at least the defaults).
+    pub fn calibrated(r: &super::reference::ActRanges) -> Self {
+        let b = |v: f64, min: u32| {
+            let need = libm::ceil(libm::log2(2.0 * v.max(1.0)));
+            (need as u32).max(min)
+        };
+        Ranges {
+            x: b(r.residual, bounds::X),
+            y: b(r.products, bounds::Y),
+            g: b(r.activation, bounds::G),
+        }
+    }
+}
+
 /// The widest model the norms' conversion bound [`bounds::N`] covers (`√4096 = 2^6`).
 const MAX_HIDDEN: usize = 4096;
 
@@ -185,6 +222,10 @@ pub struct DecodePlan {
     /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
     /// output, the MLP input, the activation, the head's input, the attention input.
     pub(super) levels: [usize; 7],
+    /// The activation bounds.
+    pub(super) ranges: Ranges,
+    /// The norms' input shift (`LayerNorm::run_scaled`), from the residual bound.
+    pub(super) norm_shift: u32,
     /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
     /// append and the scores, the values, `W_o`, the MLP's up (and gate), `W_down`, the LM head,
     /// and the `Q`/`K`/`V` projection.
@@ -224,6 +265,18 @@ impl DecodePlan {
         cfg: &DecoderConfig,
         max_ctx: usize,
         groups: Option<usize>,
+    ) -> Result<Self, ProtocolError> {
+        Self::with_options(params, cfg, max_ctx, groups, Ranges::DEFAULT)
+    }
+
+    /// [`DecodePlan::with_groups`] with the activation bounds `ranges` (a real checkpoint's,
+    /// [`Ranges::calibrated`]); a typed error when a conversion cannot carry them.
+    pub fn with_options(
+        params: &CkksParams,
+        cfg: &DecoderConfig,
+        max_ctx: usize,
+        groups: Option<usize>,
+        ranges: Ranges,
     ) -> Result<Self, ProtocolError> {
         cfg.validate()?;
         if cfg.hidden > MAX_HIDDEN {
@@ -327,19 +380,19 @@ impl DecodePlan {
         let rows_o = DenseRows::for_product(d, slots, dense_d.dpad().min(dense_f.dpad()));
         let rows_head = DenseRows::full(cfg.vocab, slots);
         let rows_qkv = DenseRows::full(d + 2 * cfg.kv_dim(), slots);
-        let (lq, c2m_q, dry_q) = dense(dense_d, rows_qkv, bounds::Y)?;
-        let (lo, c2m_y, dry_o) = dense(dense_d, rows_o, bounds::Y)?;
-        let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), bounds::Y)?;
-        let (lg, c2m_d, dry_d) = dense(dense_f, rows_o, bounds::Y)?;
-        let (lh, c2m_h, dry_h) = dense(dense_d, rows_head, bounds::Y)?;
+        let (lq, c2m_q, dry_q) = dense(dense_d, rows_qkv, ranges.y)?;
+        let (lo, c2m_y, dry_o) = dense(dense_d, rows_o, ranges.x)?;
+        let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), ranges.y)?;
+        let (lg, c2m_d, dry_d) = dense(dense_f, rows_o, ranges.x)?;
+        let (lh, c2m_h, dry_h) = dense(dense_d, rows_head, ranges.y)?;
 
         let levels = [la, la - 1, lo, lm, lg, lh, lq];
         let m2c_bounds = [
-            bounds::Y,
+            ranges.y,
             bounds::P,
             bounds::O,
             bounds::N,
-            bounds::G,
+            ranges.g,
             bounds::N,
             bounds::N,
         ];
@@ -369,13 +422,24 @@ impl DecodePlan {
             rows_head,
             rows_qkv,
             levels,
+            ranges,
+            norm_shift: LayerNorm::shift_for(libm::exp2(ranges.x as f64)),
             dry_counts: dries.map(|d| d.counts),
             m2c,
             c2m: [c2m_s, c2m_o, c2m_y, c2m_u, c2m_d, c2m_h, c2m_q],
             rotations,
         };
         plan.softmax(max_ctx).validate(MPC_CONFIG.ring)?;
-        plan.norm().validate(MPC_CONFIG.ring)?;
+        plan.norm()
+            .validate_scaled(MPC_CONFIG.ring, plan.norm_shift)?;
+        if libm::exp2(ranges.x as f64)
+            > crate::nonlinear::layernorm::X_MAX * libm::exp2(plan.norm_shift as f64)
+        {
+            return Err(Error::InvalidParameters(
+                "decode plan: the residual bound is past the norms' largest input",
+            )
+            .into());
+        }
         match cfg.family {
             Family::Llama => Silu.validate(MPC_CONFIG.ring)?,
             Family::Gpt2 => Self::gelu().validate(MPC_CONFIG.ring)?,
@@ -386,6 +450,11 @@ impl DecodePlan {
     /// The architecture.
     pub fn cfg(&self) -> &DecoderConfig {
         &self.cfg
+    }
+
+    /// The activation bounds the plan's conversions and norms cover.
+    pub fn ranges(&self) -> Ranges {
+        self.ranges
     }
 
     /// The most positions a session holds (prompt and generated tokens).
@@ -610,19 +679,7 @@ mod tests {
     use crate::decoder::Family;
 
     fn small(family: Family) -> DecoderConfig {
-        DecoderConfig {
-            family,
-            layers: 2,
-            hidden: 64,
-            heads: 4,
-            kv_heads: if family == Family::Llama { 2 } else { 4 },
-            ffn: 96,
-            vocab: 300,
-            context: 64,
-            rope_base: 10_000.0,
-            norm_eps: 1e-5,
-            tied_head: true,
-        }
+        DecoderConfig::tiny(family)
     }
 
     /// Both families plan on the small parameters: the attention enters two levels above
@@ -716,5 +773,33 @@ mod tests {
             );
             assert_eq!(plan.levels[B_ATTN], 3);
         }
+    }
+
+    /// Calibrated bounds (SmolLM2's magnitudes on the benchmark's calibration text) plan at the
+    /// session parameters, with the norms' shift that covers the residual; a residual past
+    /// the norms' largest input is refused.
+    #[test]
+    fn calibrated_ranges_plan() {
+        use crate::decoder::reference::ActRanges;
+        let r = Ranges::calibrated(&ActRanges {
+            residual: 27_347.0,
+            products: 78.3,
+            activation: 3_346.7,
+        });
+        assert_eq!(r, Ranges { x: 16, y: 8, g: 13 });
+        assert_eq!(Ranges::calibrated(&ActRanges::default()), Ranges::DEFAULT);
+        let p = session_params().unwrap();
+        let cfg = DecoderConfig {
+            hidden: 576,
+            heads: 9,
+            kv_heads: 3,
+            ffn: 1536,
+            vocab: 49_152,
+            ..DecoderConfig::tiny(Family::Llama)
+        };
+        let plan = DecodePlan::with_options(&p, &cfg, 16, None, r).unwrap();
+        assert_eq!((plan.norm_shift, plan.ranges()), (7, r));
+        let wide = Ranges { x: 30, ..r };
+        assert!(DecodePlan::with_options(&p, &cfg, 16, None, wide).is_err());
     }
 }

@@ -135,21 +135,45 @@ fn check_token(cfg: &DecoderConfig, t: u32) -> Result<usize, Error> {
     Ok(t)
 }
 
-fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64]) {
+fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64], mut r: Option<&mut ActRanges>) {
     let b = l.biases.as_ref();
     let m = norm(cfg, x, &l.mlp_norm, b.map(|b| &b.mlp_norm[..]));
     let up = affine(&l.w_up, &m, b.map(|b| &b.up));
     let h: Vec<f64> = match &l.w_gate {
-        Some(wg) => linear(wg, &m)
-            .iter()
-            .zip(&up)
-            .map(|(g, u)| silu(*g) * u)
-            .collect(),
+        Some(wg) => {
+            let gate = linear(wg, &m);
+            if let Some(r) = r.as_deref_mut() {
+                see(&mut r.products, &gate);
+            }
+            gate.iter().zip(&up).map(|(g, u)| silu(*g) * u).collect()
+        }
         None => up.iter().map(|u| gelu_tanh(*u)).collect(),
     };
-    for (x, d) in x.iter_mut().zip(affine(&l.w_down, &h, b.map(|b| &b.down))) {
+    let down = affine(&l.w_down, &h, b.map(|b| &b.down));
+    if let Some(r) = r {
+        see(&mut r.products, &up);
+        see(&mut r.activation, &h);
+        see(&mut r.residual, &down);
+    }
+    for (x, d) in x.iter_mut().zip(down) {
         *x += d;
     }
+}
+
+/// The largest magnitudes a run reached, by kind: what a private session's conversion bounds
+/// must cover ([`step_tracked`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ActRanges {
+    /// The residual stream and what is added to it (`W_o`'s and `W_down`'s outputs).
+    pub residual: f64,
+    /// The other products' outputs: `q/√d_h`, `k`, `v`, the MLP's gate and up, the logits.
+    pub products: f64,
+    /// The MLP's activation (SwiGLU's product, or GELU's output).
+    pub activation: f64,
+}
+
+fn see(slot: &mut f64, v: &[f64]) {
+    *slot = v.iter().fold(*slot, |a, b| a.max(b.abs()));
 }
 
 /// Token `t`'s input at position `pos`: its embedding, plus the learned position (GPT-2). What
@@ -238,6 +262,26 @@ fn attend(
 /// its keys and values to the cache. A full cache or a token past the vocabulary is an error
 /// (the cache is unchanged).
 pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f64>, Error> {
+    step_with(w, cache, token, None)
+}
+
+/// [`step`], recording the magnitudes the step reaches into `r` (a calibration pass for a
+/// private session's bounds).
+pub fn step_tracked(
+    w: &DecoderWeights,
+    cache: &mut KvCache,
+    token: u32,
+    r: &mut ActRanges,
+) -> Result<Vec<f64>, Error> {
+    step_with(w, cache, token, Some(r))
+}
+
+fn step_with(
+    w: &DecoderWeights,
+    cache: &mut KvCache,
+    token: u32,
+    mut r: Option<&mut ActRanges>,
+) -> Result<Vec<f64>, Error> {
     w.check_shapes()?;
     let cfg = &w.cfg;
     let t = check_token(cfg, token)?;
@@ -252,8 +296,16 @@ pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f
     let (hd, kv_dim, pos) = (cfg.head_dim(), cfg.kv_dim(), cache.len);
     let group = cfg.heads / cfg.kv_heads;
     let mut x = embed(w, t, pos);
+    let inv = 1.0 / libm::sqrt(hd as f64);
     for (i, l) in w.layers.iter().enumerate() {
         let (q, k, v) = qkv(w, l, &x, pos);
+        if let Some(r) = r.as_deref_mut() {
+            see(&mut r.residual, &x);
+            let qs: Vec<f64> = q.iter().map(|a| a * inv).collect();
+            for part in [&qs, &k, &v] {
+                see(&mut r.products, part);
+            }
+        }
         cache.k[i].extend_from_slice(&k);
         cache.v[i].extend_from_slice(&v);
         let ctx: Vec<f64> = (0..cfg.heads)
@@ -262,16 +314,25 @@ pub fn step(w: &DecoderWeights, cache: &mut KvCache, token: u32) -> Result<Vec<f
                 attend(qh, &cache.k[i], &cache.v[i], pos + 1, h / group, hd, kv_dim)
             })
             .collect();
-        for (x, o) in x
-            .iter_mut()
-            .zip(affine(&l.wo, &ctx, l.biases.as_ref().map(|b| &b.o)))
-        {
+        let y = affine(&l.wo, &ctx, l.biases.as_ref().map(|b| &b.o));
+        if let Some(r) = r.as_deref_mut() {
+            see(&mut r.residual, &y);
+        }
+        for (x, o) in x.iter_mut().zip(y) {
             *x += o;
         }
-        mlp(l, cfg, &mut x);
+        if let Some(r) = r.as_deref_mut() {
+            see(&mut r.residual, &x);
+        }
+        mlp(l, cfg, &mut x, r.as_deref_mut());
     }
     cache.len += 1;
-    Ok(head(w, &x))
+    let logits = head(w, &x);
+    if let Some(r) = r {
+        see(&mut r.residual, &x);
+        see(&mut r.products, &logits);
+    }
+    Ok(logits)
 }
 
 /// The logits of a final residual `x`: the final norm, then the LM head.
@@ -373,7 +434,7 @@ pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, 
             }
         }
         for x in xs.iter_mut() {
-            mlp(l, cfg, x);
+            mlp(l, cfg, x, None);
         }
     }
     Ok(xs.iter().map(|x| head(w, x)).collect())
@@ -656,6 +717,30 @@ mod tests {
         let mut e = vec![1.0, 0.0, 0.0, 0.0];
         rope(&mut e, 1, 4, 100.0);
         assert!((e[0] - 1f64.cos()).abs() < 1e-15 && (e[1] - 1f64.sin()).abs() < 1e-15);
+    }
+
+    /// The tracked step is the step (same logits) and records every kind of magnitude, at
+    /// least the logits' and the embedding's.
+    #[test]
+    fn tracked_steps_record_the_ranges() {
+        for fam in [Family::Llama, Family::Gpt2] {
+            let w = random_weights(&DecoderConfig::tiny(fam), 5).unwrap();
+            let (mut a, mut b) = (
+                KvCache::new(&w.cfg, 4).unwrap(),
+                KvCache::new(&w.cfg, 4).unwrap(),
+            );
+            let mut r = ActRanges::default();
+            for t in [3, 9, 200] {
+                let l = step(&w, &mut a, t).unwrap();
+                let lt = step_tracked(&w, &mut b, t, &mut r).unwrap();
+                assert_eq!(l, lt);
+                let top = l.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                assert!(r.products >= top && top > 0.0);
+            }
+            let e = embed_token(&w, 3, 0).unwrap();
+            assert!(r.residual >= e.iter().fold(0.0f64, |m, v| m.max(v.abs())));
+            assert!(r.activation > 0.0);
+        }
     }
 
     #[test]

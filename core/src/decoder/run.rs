@@ -301,7 +301,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     }
                     .into());
                 }
-                self.h.share_input(x, super::plan::bounds::X)?
+                self.h.share_input(x, plan.ranges.x)?
             }
             _ => {
                 return Err(
@@ -340,7 +340,12 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
 
     /// The norm without its affine map (folded into the next product).
     async fn norm(&mut self, x: &RingShares) -> Result<RingShares, ProtocolError> {
-        Ok(self.plan.norm().run(self.h.party, x, None).await?)
+        let shift = self.plan.norm_shift;
+        Ok(self
+            .plan
+            .norm()
+            .run_scaled(self.h.party, x, None, shift)
+            .await?)
     }
 
     /// M2C of a vector into the replicated dense packing of width `x.len()`.
