@@ -14,15 +14,9 @@ use std::time::{Duration, Instant};
 use veil_core::convert::ProtocolError;
 use veil_core::decoder::plan::{session_params, DecodePlan, Ranges};
 use veil_core::decoder::reference::{
-    argmax, embed_token, greedy, random_weights, step, step_tracked, ActRanges, KvCache,
+    argmax, embed_token, greedy, random_weights, step, ActRanges, KvCache,
 };
 
-/// The server's calibration text for a real checkpoint's activation bounds.
-const CALIBRATION: [&str; 3] = [
-    "Hello! How are you today?",
-    "Paris is a city in Europe, on the river Seine.",
-    "1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
-];
 use veil_core::decoder::run::{DecodeRun, ServedDecoder};
 use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
 use veil_core::hybrid::ServerKeys;
@@ -147,7 +141,10 @@ fn config(shape: DecoderShape, layers: usize, ctx: usize) -> DecoderConfig {
 /// The weights, the prompt and the tokens to generate: a real checkpoint with its tokenized
 /// prompt, or seeded random weights at the shape with `--steps` synthetic ids (logits on the
 /// last).
-fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize, Ranges), BenchError> {
+#[allow(clippy::type_complexity)]
+fn inputs(
+    a: &BenchGenerateArgs,
+) -> Result<(DecoderWeights, Vec<u32>, usize, Ranges, Option<ActRanges>), BenchError> {
     match a.model.as_deref() {
         Some("smollm2") => {
             let f = LlamaFile::smollm2().map_err(BenchError::Model)?;
@@ -166,22 +163,21 @@ fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize, Ran
                 ));
             }
             // The server calibrates the bounds on text of its own (never the client's prompt:
-            // the bounds are public).
-            let mut r = ActRanges::default();
-            for text in CALIBRATION {
-                let cal = tok
-                    .encode(text, false)
-                    .map_err(|_| invalid("--model", "smollm2", "a tokenizer that encodes"))?;
-                let mut cache =
-                    KvCache::new(&w.cfg, cal.get_ids().len()).map_err(core("calibration"))?;
-                for &t in cal.get_ids() {
-                    step_tracked(&w, &mut cache, t, &mut r).map_err(core("calibration"))?;
-                }
-            }
+            // the bounds are public), the same as `veil serve`'s.
+            let texts = veil_host::decoder::calibration_ids(&tok).map_err(BenchError::Model)?;
+            let r = veil_host::decoder::calibrate(&w, &texts).map_err(core("calibration"))?;
             if !a.json {
-                eprintln!("calibrated ranges: {r:?}");
+                eprintln!(
+                    "calibrated: residual {:.1}, products {:.1}, activation {:.1} (norm inputs \
+                     at {} sites)",
+                    r.residual,
+                    r.products,
+                    r.activation,
+                    r.norms.len()
+                );
             }
-            Ok((w, ids, a.new_tokens, Ranges::calibrated(&r)))
+            let ranges = Ranges::calibrated(&r);
+            Ok((w, ids, a.new_tokens, ranges, Some(r)))
         }
         Some(other) => Err(invalid("--model", other, "smollm2")),
         None => {
@@ -190,7 +186,7 @@ fn inputs(a: &BenchGenerateArgs) -> Result<(DecoderWeights, Vec<u32>, usize, Ran
             let ids = (0..a.steps)
                 .map(|i| (i * 7919 % cfg.vocab) as u32)
                 .collect();
-            Ok((w, ids, 1, Ranges::DEFAULT))
+            Ok((w, ids, 1, Ranges::DEFAULT, None))
         }
     }
 }
@@ -204,19 +200,24 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             "positive counts, at most --max-ctx steps",
         ));
     }
-    let (w, prompt, new, ranges) = inputs(a)?;
+    let (w, prompt, new, ranges, cal) = inputs(a)?;
     let cfg = w.cfg.clone();
     // Every prompt position, then a step per generated token but the last; logits from the
     // last prompt position on.
     let steps = prompt.len() + new - 1;
     let max_ctx = if a.model.is_some() { steps } else { a.max_ctx };
     let p = session_params().map_err(core("decode parameters"))?;
-    let plan = DecodePlan::with_options(&p, &cfg, max_ctx, None, ranges).map_err(|e| {
-        BenchError::Protocol {
+    // A real checkpoint's norms are planned per site from the calibration (its massive
+    // activations: `DecodePlan::with_norms`).
+    let plan = DecodePlan::with_options(&p, &cfg, max_ctx, None, ranges)
+        .and_then(|plan| match &cal {
+            Some(r) => plan.with_norms(r),
+            None => Ok(plan),
+        })
+        .map_err(|e| BenchError::Protocol {
             protocol: "decode plan".into(),
             source: veil_host::mpc::DriverError::Convert(e),
-        }
-    })?;
+        })?;
     let served = ServedDecoder::new(&w).map_err(core("weights"))?;
     let mut keys = crate::cpu_keys(&p, a.threads, plan.rotations(), "evaluation keys")?;
     let pk = keys

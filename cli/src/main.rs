@@ -1,6 +1,7 @@
 //! The `veil` command-line tool: private inference (`veil demo`, `veil serve`, `veil infer`,
-//! `veil infer-image`), the cost model's plan (`veil plan`), the CKKS smoke demo and the
-//! decoder's plaintext generation (`veil generate --plaintext`). The
+//! `veil infer-image`, private generation with `veil generate --server`), the cost model's plan
+//! (`veil plan`), the CKKS smoke demo and the decoder's plaintext generation
+//! (`veil generate --plaintext`). The
 //! benchmarks are a binary of their own (`veil-bench`, in `bench/`), which this one does not link.
 
 mod common;
@@ -37,7 +38,8 @@ enum Cmd {
     /// sentences; each result beside the plaintext one, then the cost table.
     Demo(demo::DemoArgs),
     /// Serve private inference of a model to clients over TCP: the BERT classifier (`veil
-    /// infer`), or with `--cnn MODEL` a CNN (`veil infer-image --server`).
+    /// infer`), with `--cnn MODEL` a CNN (`veil infer-image --server`), or with `--model
+    /// smollm2|FILE.gguf|GPT2_DIR` private generation (`veil generate --server`).
     Serve(infer::ServeArgs),
     /// Classify a text privately with a `veil serve` server (or --plaintext, locally).
     Infer(infer::InferArgs),
@@ -53,8 +55,8 @@ enum Cmd {
     DemoCkks(demo_ckks::DemoOptions),
     /// Check the cached default model in full: every pinned file's size and SHA-256, then a load.
     VerifyModel(verify_model::VerifyModelArgs),
-    /// Generate text with a decoder (SmolLM2 by default): `--plaintext` runs the f64 reference
-    /// on this machine (private generation over a server is not built yet).
+    /// Generate text with a decoder (SmolLM2 by default): privately with a `veil serve --model`
+    /// server (`--server ADDR`), or through the f64 reference on this machine (`--plaintext`).
     Generate(generate::GenerateArgs),
 }
 
@@ -75,6 +77,9 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::run(&a).map_err(Into::into),
         Cmd::Serve(a) => match &a.cnn {
             Some(model) => infer_image::run_serve_cnn(&a, model).map_err(Into::into),
+            None if generate::is_decoder(a.model.as_deref()) => {
+                generate::run_serve(&a).map_err(Into::into)
+            }
             None => infer::run_serve(&a).map_err(Into::into),
         },
         Cmd::Infer(a) => infer::run_infer(&a).map_err(Into::into),

@@ -25,6 +25,7 @@ pub mod alloc;
 pub mod backend;
 pub mod bert;
 pub mod cnn;
+pub mod decoder;
 pub mod harness;
 pub mod model;
 pub mod mpc;

@@ -11,8 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::Ckks;
-use veil_core::decoder::plan::{DecodePlan, MPC_CONFIG};
-use veil_core::decoder::reference::{self, argmax, embed_token, random_weights, KvCache};
+use veil_core::decoder::plan::{DecodePlan, Ranges, MPC_CONFIG};
+use veil_core::decoder::reference::{
+    self, argmax, embed_token, random_weights, step_tracked, ActRanges, KvCache,
+};
 use veil_core::decoder::run::{DecodeRun, ServedDecoder};
 use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
 use veil_core::hybrid::{BlockCost, ServerKeys};
@@ -50,9 +52,21 @@ fn generate(
     gen: usize,
     max_ctx: usize,
     groups: Option<usize>,
+    cal: Option<(&ActRanges, bool)>,
 ) -> Result<Seen, String> {
     let p = params::insecure_logn12().validate().unwrap();
-    let plan = DecodePlan::with_groups(&p, &w.cfg, max_ctx, groups).unwrap();
+    let plan = match cal {
+        None => DecodePlan::with_groups(&p, &w.cfg, max_ctx, groups).unwrap(),
+        Some((r, per_site)) => {
+            let plan = DecodePlan::with_options(&p, &w.cfg, max_ctx, groups, Ranges::calibrated(r))
+                .unwrap();
+            if per_site {
+                plan.with_norms(r).unwrap()
+            } else {
+                plan
+            }
+        }
+    };
     println!(
         "plan: slots {} groups {} (t = {}) levels {:?} c2m levels {:?}, {} Galois steps",
         plan.slots(),
@@ -154,9 +168,40 @@ fn check(family: Family, seed: u64) {
 }
 
 fn check_with(cfg: DecoderConfig, prompt: &[u32], gen: usize, seed: u64, groups: Option<usize>) {
-    let family = cfg.family;
     let w = random_weights(&cfg, seed).unwrap();
-    let seen = generate(&w, prompt, gen, 24, groups).unwrap();
+    check_weights(&w, prompt, gen, groups, None);
+}
+
+/// The private run of `w` against the reference (with the bounds from `cal`, if any, and the
+/// norms planned per site if its flag is set): asserts the logit bound and the tokens.
+fn check_weights(
+    w: &DecoderWeights,
+    prompt: &[u32],
+    gen: usize,
+    groups: Option<usize>,
+    cal: Option<(&ActRanges, bool)>,
+) {
+    let (worst, seen) = compare(w, prompt, gen, groups, cal);
+    let greedy = reference::greedy(w, prompt, gen).unwrap();
+    println!(
+        "{:?}: worst |Δlogit| {worst:.2e}; private {:?}, reference {greedy:?}",
+        w.cfg.family, seen.tokens
+    );
+    assert!(worst < LOGIT_BOUND, "worst |Δlogit| {worst}");
+    assert_eq!(seen.tokens, greedy);
+    check_report(&seen, gen);
+}
+
+/// The private run's worst logit error against the reference over the same tokens, and what
+/// the client saw.
+fn compare(
+    w: &DecoderWeights,
+    prompt: &[u32],
+    gen: usize,
+    groups: Option<usize>,
+    cal: Option<(&ActRanges, bool)>,
+) -> (f64, Seen) {
+    let seen = generate(w, prompt, gen, 24, groups, cal).unwrap();
     // The reference over the same tokens (the prompt, then the private run's own picks).
     let mut cache = KvCache::new(&w.cfg, 24).unwrap();
     let mut want = Vec::new();
@@ -166,7 +211,7 @@ fn check_with(cfg: DecoderConfig, prompt: &[u32], gen: usize, seed: u64, groups:
         .chain(seen.tokens.iter().copied().take(gen - 1))
         .collect();
     for (i, &t) in fed.iter().enumerate() {
-        let l = reference::step(&w, &mut cache, t).unwrap();
+        let l = reference::step(w, &mut cache, t).unwrap();
         if i + 1 >= prompt.len() {
             want.push(l);
         }
@@ -179,13 +224,11 @@ fn check_with(cfg: DecoderConfig, prompt: &[u32], gen: usize, seed: u64, groups:
             worst = worst.max((a - b).abs());
         }
     }
-    let greedy = reference::greedy(&w, prompt, gen).unwrap();
-    println!(
-        "{family:?}: worst |Δlogit| {worst:.2e}; private {:?}, reference {greedy:?}",
-        seen.tokens
-    );
-    assert!(worst < LOGIT_BOUND, "worst |Δlogit| {worst}");
-    assert_eq!(seen.tokens, greedy);
+    (worst, seen)
+}
+
+/// The cost report of a run that generated `gen` tokens.
+fn check_report(seen: &Seen, gen: usize) {
     // The report names every block of a layer, and the head on the steps with logits.
     let names: Vec<&str> = seen
         .costs
@@ -208,6 +251,48 @@ fn check_with(cfg: DecoderConfig, prompt: &[u32], gen: usize, seed: u64, groups:
         .iter()
         .filter(|c| c.block.starts_with("c2m") || c.block.starts_with("m2c"))
         .all(|c| c.tally.mpc_bytes > 0 && c.tally.converted_cts > 0));
+}
+
+/// A massive activation (the first token's embedding carries 3000 in one column, which the
+/// residual stream keeps through every layer, as SmolLM2's first position does): the norms are
+/// planned per site from a calibration run (that column widened, the others at a small shift),
+/// and the private run still matches the reference.
+#[test]
+fn a_massive_activation_column_is_planned_per_site_and_matches() {
+    let cfg = small(Family::Llama);
+    let mut w = random_weights(&cfg, 19).unwrap();
+    // An untied head (the same table), so that the large entry is not a logit of its own.
+    if w.head.is_none() {
+        w.head = Some(w.embed.clone());
+        w.cfg.tied_head = false;
+    }
+    let d = cfg.hidden;
+    let first = 5usize;
+    w.embed.data[first * d + 3] = 3000.0;
+    // The server's calibration text (not the prompt; it starts with the same token).
+    let mut r = ActRanges::default();
+    let mut cache = KvCache::new(&w.cfg, 4).unwrap();
+    for t in [first as u32, 40, 41, 42] {
+        step_tracked(&w, &mut cache, t, &mut r).unwrap();
+    }
+    let p = params::insecure_logn12().validate().unwrap();
+    let plan = DecodePlan::with_options(&p, &w.cfg, 24, None, Ranges::calibrated(&r))
+        .unwrap()
+        .with_norms(&r)
+        .unwrap();
+    let ns = plan.norm_shifts();
+    println!("norm sites: {ns:?}");
+    assert!(ns.iter().all(|n| n.wide.get(3).is_some_and(|&w| w > 0)));
+    assert!(ns
+        .iter()
+        .all(|n| n.wide.iter().filter(|&&w| w > 0).count() < d / 4));
+    let prompt = [first as u32, 17, 230];
+    check_weights(&w, &prompt, 3, None, Some((&r, true)));
+    // One shift for every column (the one the large column needs) costs the rest their low
+    // bits: the same run misses the bound by far.
+    let (worst, _) = compare(&w, &prompt, 3, None, Some((&r, false)));
+    println!("one shift for every column: worst |Δlogit| {worst:.2e}");
+    assert!(worst > 10.0 * LOGIT_BOUND, "{worst}");
 }
 
 #[test]
@@ -270,7 +355,7 @@ fn gpt2_over_several_key_ciphertexts_matches_the_reference() {
 #[test]
 fn a_full_context_is_refused() {
     let w = random_weights(&small(Family::Llama), 3).unwrap();
-    let err = match generate(&w, &[1, 2, 3], 1, 2, None) {
+    let err = match generate(&w, &[1, 2, 3], 1, 2, None, None) {
         Ok(_) => panic!("a third position in a two-position session ran"),
         Err(e) => e,
     };

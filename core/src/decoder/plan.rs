@@ -96,6 +96,15 @@ impl Ranges {
     }
 }
 
+/// One norm site's public input shift and per-column widening (`LayerNorm::run_wide`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NormShift {
+    /// The input shift `k`.
+    pub shift: u32,
+    /// The widening of each column's square (empty: none).
+    pub wide: Vec<u32>,
+}
+
 /// The widest model the norms' conversion bound [`bounds::N`] covers (`√4096 = 2^6`).
 const MAX_HIDDEN: usize = 4096;
 
@@ -224,8 +233,11 @@ pub struct DecodePlan {
     pub(super) levels: [usize; 7],
     /// The activation bounds.
     pub(super) ranges: Ranges,
-    /// The norms' input shift (`LayerNorm::run_scaled`), from the residual bound.
-    pub(super) norm_shift: u32,
+    /// Each norm site's input shift and widening (`LayerNorm::run_wide`): layer `i`'s
+    /// attention norm at `2i`, its MLP norm at `2i + 1`, the final norm at `2·layers`. From
+    /// the residual bound ([`DecodePlan::with_options`]) or per site from calibration
+    /// ([`DecodePlan::with_norms`]).
+    pub(super) norms: Vec<NormShift>,
     /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
     /// append and the scores, the values, `W_o`, the MLP's up (and gate), `W_down`, the LM head,
     /// and the `Q`/`K`/`V` projection.
@@ -423,17 +435,23 @@ impl DecodePlan {
             rows_qkv,
             levels,
             ranges,
-            norm_shift: LayerNorm::shift_for(libm::exp2(ranges.x as f64)),
+            norms: alloc::vec![
+                NormShift {
+                    shift: LayerNorm::shift_for(libm::exp2(ranges.x as f64)),
+                    wide: Vec::new(),
+                };
+                2 * cfg.layers + 1
+            ],
             dry_counts: dries.map(|d| d.counts),
             m2c,
             c2m: [c2m_s, c2m_o, c2m_y, c2m_u, c2m_d, c2m_h, c2m_q],
             rotations,
         };
         plan.softmax(max_ctx).validate(MPC_CONFIG.ring)?;
-        plan.norm()
-            .validate_scaled(MPC_CONFIG.ring, plan.norm_shift)?;
+        let shift = plan.norms[0].shift;
+        plan.norm().validate_scaled(MPC_CONFIG.ring, shift)?;
         if libm::exp2(ranges.x as f64)
-            > crate::nonlinear::layernorm::X_MAX * libm::exp2(plan.norm_shift as f64)
+            > crate::nonlinear::layernorm::X_MAX * libm::exp2(shift as f64)
         {
             return Err(Error::InvalidParameters(
                 "decode plan: the residual bound is past the norms' largest input",
@@ -455,6 +473,59 @@ impl DecodePlan {
     /// The activation bounds the plan's conversions and norms cover.
     pub fn ranges(&self) -> Ranges {
         self.ranges
+    }
+
+    /// Each norm site's shift and widening (see [`DecodePlan::with_norms`]).
+    pub fn norm_shifts(&self) -> &[NormShift] {
+        &self.norms
+    }
+
+    /// The plan with each norm planned from its calibrated input (`r.norms`, one site per
+    /// norm: [`super::reference::step_tracked`] records them) instead of one shift from the
+    /// residual bound: `LayerNorm::shifts_for` of twice each column's bound and four times the
+    /// row's sum of squares. A single shift must cover the largest column, which costs every
+    /// other column its low bits: on SmolLM2 (one column of `2.4·10⁴` at the first position,
+    /// tens elsewhere) shift 7 leaves rows of RMS below `≈ 7` at the clamped floor of the
+    /// variance, and the private tokens leave the plaintext model's at the first position. Per
+    /// site with widening, the large columns are squared at their own shift and the rest keep
+    /// theirs. A typed error when `r` does not have one site per norm of the right width, or
+    /// when a site's bounds are past the norm's range.
+    pub fn with_norms(mut self, r: &super::reference::ActRanges) -> Result<Self, ProtocolError> {
+        let (d, sites) = (self.cfg.hidden, 2 * self.cfg.layers + 1);
+        if r.norms.len() != sites || r.norms.iter().any(|n| n.col_max.len() != d) {
+            return Err(Error::InvalidParameters(
+                "decode plan: the calibration does not record every norm's input",
+            )
+            .into());
+        }
+        let ln = self.norm();
+        let mut norms = Vec::with_capacity(sites);
+        for n in &r.norms {
+            if !(n.sq_max.is_finite() && n.col_max.iter().all(|m| m.is_finite())) {
+                return Err(Error::InvalidParameters(
+                    "decode plan: a norm's calibrated bound is not finite",
+                )
+                .into());
+            }
+            let cols: Vec<f64> = n.col_max.iter().map(|m| 2.0 * m).collect();
+            let (shift, wide) = ln.shifts_for(&cols, 4.0 * n.sq_max);
+            ln.validate_wide(MPC_CONFIG.ring, shift, &wide)?;
+            let top = cols
+                .iter()
+                .zip(wide.iter().chain(core::iter::repeat(&0)))
+                .any(|(m, &w)| {
+                    *m > crate::nonlinear::layernorm::X_MAX * libm::exp2((shift + w) as f64)
+                });
+            if top {
+                return Err(Error::InvalidParameters(
+                    "decode plan: a norm's calibrated input is past its largest input",
+                )
+                .into());
+            }
+            norms.push(NormShift { shift, wide });
+        }
+        self.norms = norms;
+        Ok(self)
     }
 
     /// The most positions a session holds (prompt and generated tokens).
@@ -785,6 +856,7 @@ mod tests {
             residual: 27_347.0,
             products: 78.3,
             activation: 3_346.7,
+            norms: Vec::new(),
         });
         assert_eq!(r, Ranges { x: 16, y: 8, g: 13 });
         assert_eq!(Ranges::calibrated(&ActRanges::default()), Ranges::DEFAULT);
@@ -798,8 +870,48 @@ mod tests {
             ..DecoderConfig::tiny(Family::Llama)
         };
         let plan = DecodePlan::with_options(&p, &cfg, 16, None, r).unwrap();
-        assert_eq!((plan.norm_shift, plan.ranges()), (7, r));
+        assert_eq!(plan.ranges(), r);
+        assert!(plan
+            .norm_shifts()
+            .iter()
+            .all(|n| n.shift == 7 && n.wide.is_empty()));
         let wide = Ranges { x: 30, ..r };
         assert!(DecodePlan::with_options(&p, &cfg, 16, None, wide).is_err());
+
+        // Per site: SmolLM2's massive column (2.4·10⁴ in column 507, tens elsewhere) is
+        // widened alone, and the other columns keep a small shift.
+        use crate::decoder::reference::NormSite;
+        let site = |big: f64| {
+            let mut col_max = alloc::vec![60.0; 576];
+            col_max[507] = big;
+            NormSite {
+                col_max,
+                sq_max: big * big + 575.0 * 30.0 * 30.0,
+            }
+        };
+        let cal = ActRanges {
+            norms: (0..2 * cfg.layers + 1)
+                .map(|i| site(if i == 0 { 0.5 } else { 24_000.0 }))
+                .collect(),
+            ..ActRanges::default()
+        };
+        let planned = plan.clone().with_norms(&cal).unwrap();
+        let ns = planned.norm_shifts();
+        assert_eq!((ns[0].shift, ns[0].wide.is_empty()), (0, true));
+        for n in &ns[1..] {
+            assert_eq!(n.shift, 2);
+            assert_eq!(n.wide[507], 5);
+            assert_eq!(n.wide.iter().filter(|&&w| w > 0).count(), 1);
+        }
+        // one site short, a wrong width, a bound past the norm's range: typed refusals
+        let mut short = cal.clone();
+        short.norms.pop();
+        assert!(plan.clone().with_norms(&short).is_err());
+        let mut narrow = cal.clone();
+        narrow.norms[1].col_max.pop();
+        assert!(plan.clone().with_norms(&narrow).is_err());
+        let mut huge = cal.clone();
+        huge.norms[1] = site(1e9);
+        assert!(plan.clone().with_norms(&huge).is_err());
     }
 }

@@ -135,8 +135,17 @@ fn check_token(cfg: &DecoderConfig, t: u32) -> Result<usize, Error> {
     Ok(t)
 }
 
-fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64], mut r: Option<&mut ActRanges>) {
+fn mlp(
+    l: &DecoderLayer,
+    cfg: &DecoderConfig,
+    x: &mut [f64],
+    site: usize,
+    mut r: Option<&mut ActRanges>,
+) {
     let b = l.biases.as_ref();
+    if let Some(r) = r.as_deref_mut() {
+        r.see_norm(site, x);
+    }
     let m = norm(cfg, x, &l.mlp_norm, b.map(|b| &b.mlp_norm[..]));
     let up = affine(&l.w_up, &m, b.map(|b| &b.up));
     let h: Vec<f64> = match &l.w_gate {
@@ -162,7 +171,7 @@ fn mlp(l: &DecoderLayer, cfg: &DecoderConfig, x: &mut [f64], mut r: Option<&mut 
 
 /// The largest magnitudes a run reached, by kind: what a private session's conversion bounds
 /// must cover ([`step_tracked`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ActRanges {
     /// The residual stream and what is added to it (`W_o`'s and `W_down`'s outputs).
     pub residual: f64,
@@ -170,6 +179,39 @@ pub struct ActRanges {
     pub products: f64,
     /// The MLP's activation (SwiGLU's product, or GELU's output).
     pub activation: f64,
+    /// Each norm's input, by site: layer `i`'s attention norm at `2i`, its MLP norm at
+    /// `2i + 1`, the final norm at `2·layers` (empty until a step records them).
+    pub norms: Vec<NormSite>,
+}
+
+/// What one norm's input reached ([`ActRanges::norms`]): the per-column bound and the row's sum
+/// of squares. Real checkpoints put most of it in a few columns (SmolLM2's residual stream
+/// carries `2.4·10⁴` in one column of the first position from layer 12 on, and tens elsewhere),
+/// which is what a private session's norms are planned from
+/// ([`super::plan::DecodePlan::with_norms`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NormSite {
+    /// The largest `|x_c|` of each column.
+    pub col_max: Vec<f64>,
+    /// The largest `Σ_c x_c²` of a row.
+    pub sq_max: f64,
+}
+
+impl ActRanges {
+    /// Records norm site `site`'s input `x`.
+    fn see_norm(&mut self, site: usize, x: &[f64]) {
+        if self.norms.len() <= site {
+            self.norms.resize(site + 1, NormSite::default());
+        }
+        let n = &mut self.norms[site];
+        if n.col_max.len() < x.len() {
+            n.col_max.resize(x.len(), 0.0);
+        }
+        for (m, v) in n.col_max.iter_mut().zip(x) {
+            *m = m.max(v.abs());
+        }
+        n.sq_max = n.sq_max.max(x.iter().map(|v| v * v).sum());
+    }
 }
 
 fn see(slot: &mut f64, v: &[f64]) {
@@ -300,6 +342,7 @@ fn step_with(
     for (i, l) in w.layers.iter().enumerate() {
         let (q, k, v) = qkv(w, l, &x, pos);
         if let Some(r) = r.as_deref_mut() {
+            r.see_norm(2 * i, &x);
             see(&mut r.residual, &x);
             let qs: Vec<f64> = q.iter().map(|a| a * inv).collect();
             for part in [&qs, &k, &v] {
@@ -324,11 +367,12 @@ fn step_with(
         if let Some(r) = r.as_deref_mut() {
             see(&mut r.residual, &x);
         }
-        mlp(l, cfg, &mut x, r.as_deref_mut());
+        mlp(l, cfg, &mut x, 2 * i + 1, r.as_deref_mut());
     }
     cache.len += 1;
     let logits = head(w, &x);
     if let Some(r) = r {
+        r.see_norm(2 * cfg.layers, &x);
         see(&mut r.residual, &x);
         see(&mut r.products, &logits);
     }
@@ -434,7 +478,7 @@ pub fn forward_all(w: &DecoderWeights, tokens: &[u32]) -> Result<Vec<Vec<f64>>, 
             }
         }
         for x in xs.iter_mut() {
-            mlp(l, cfg, x, None);
+            mlp(l, cfg, x, 0, None);
         }
     }
     Ok(xs.iter().map(|x| head(w, x)).collect())

@@ -338,13 +338,16 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         progress(&cost);
     }
 
-    /// The norm without its affine map (folded into the next product).
-    async fn norm(&mut self, x: &RingShares) -> Result<RingShares, ProtocolError> {
-        let shift = self.plan.norm_shift;
-        Ok(self
-            .plan
+    /// Norm site `site`'s norm without its affine map (folded into the next product), at the
+    /// site's planned shift and widening.
+    async fn norm(&mut self, site: usize, x: &RingShares) -> Result<RingShares, ProtocolError> {
+        let plan = self.plan;
+        let ns = plan.norms.get(site).ok_or(Error::InvalidParameters(
+            "decode: a norm site past the plan",
+        ))?;
+        Ok(plan
             .norm()
-            .run_scaled(self.h.party, x, None, shift)
+            .run_wide(self.h.party, x, ns.shift, &ns.wide)
             .await?)
     }
 
@@ -455,7 +458,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let bias = model.and_then(|m| m.bias.as_ref()).map(|b| &b[li]);
 
         // Attention.
-        let a = self.norm(&x).await?;
+        let a = self.norm(2 * li, &x).await?;
         self.done("norm1", progress);
         let ac = self.m2c_dense(B_QKV, &a, &plan.dense_d).await?;
         self.done("m2c:a", progress);
@@ -652,7 +655,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         self.done("c2m:y", progress);
 
         // MLP.
-        let m = self.norm(&x).await?;
+        let m = self.norm(2 * li + 1, &x).await?;
         self.done("norm2", progress);
         let mc = self.m2c_dense(B_UP, &m, &plan.dense_d).await?;
         self.done("m2c:m", progress);
@@ -744,7 +747,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     ) -> Result<Option<Vec<f64>>, ProtocolError> {
         self.layer = usize::MAX;
         let plan = self.plan;
-        let h = self.norm(x).await?;
+        let h = self.norm(2 * self.plan.cfg.layers, x).await?;
         self.done("norm-f", progress);
         let hc = self.m2c_dense(B_HEAD, &h, &plan.dense_d).await?;
         self.done("m2c:h", progress);

@@ -100,6 +100,40 @@
 //!   columns max `5.8·10^{−4}`, mean `1.3·10^{−4}`, 7 ulps; constant rows of `3000`,
 //!   `−2999.5`, `0` give `β` within `2^{−9}|γ| + 2^{−12}`.
 //!
+//! # Massive activations: per-column widening ([`LayerNorm::run_wide`])
+//!
+//! One shift serves rows whose columns are of one size. Real decoders are not: SmolLM2's
+//! residual stream carries `2.4·10⁴` in one column (507) of the first position from layer 12
+//! on, and tens elsewhere. The shift that covers that column (7) puts the floor of the
+//! variance range at `2^{14}·var_lo`, i.e. RMS `≈ 7`, so every later position (RMS 3–30) is
+//! normalized by the clamped floor instead of its own scale, and the private tokens leave
+//! the plaintext model's at once (emulated with [`LayerNorm::reference_scaled`]: worst logit
+//! error 45 on SmolLM2, the same failure the two-party run showed).
+//!
+//! The mean square is a sum of per-column squares, so each column can be squared at its own
+//! scale. With a public widening `w_c` per column (a per-model parameter from calibration,
+//! [`LayerNorm::shifts_for`]): `d_h` of column `c` is `⌊D_c/2^{t+k+w_c+3}⌉` (one truncation
+//! per distinct widening), its square `⌊d_h²/2^{s_sq}⌉` is multiplied by `4^{w_c}` (local,
+//! exact), and the rest is unchanged: `S` is in the units of shift `k`, `d_z` is at shift `k`
+//! for every column (its bound is `D`'s, not the square's). So:
+//!
+//! * **Range**: `|x_c| ≤ 2^{9+k+w_c}` with `k + w_c ≤` [`LayerNorm::max_shift`]; the
+//!   widened squares' sum must stay below `2^{41}` ([`LayerNorm::validate_wide`] checks the
+//!   worst case), and `S` below [`Rsqrt`]'s clamp `2^{38}` on the data (as before: a row past
+//!   it saturates). [`LayerNorm::shifts_for`] picks the smallest `k` whose `S` fits the
+//!   calibrated sum of squares and widens only the columns that need it: on SmolLM2,
+//!   `k = 2` and column 507 by 5 (column 247 by 1–2) in layers 12–28, `k = 0` with one or two
+//!   columns widened elsewhere.
+//! * **Precision**: rows keep the floor of shift `k`; a widened column's `d_h` is coarser
+//!   by `2^{w_c}`, which moves `S` by a relative `≤ 2·Σ_w |x_c|·δ_c / Σ x²` (`δ_c` one ulp
+//!   of its `d_h`, in real units) — negligible for the large column itself, and at most
+//!   `≈ 2^{−12}` for a small row whose widened column is small. Test
+//!   `rmsnorm_widened_columns_keep_the_small_rows`: a row with `2.4·10⁴` in one column, one of
+//!   RMS 2.9, one of RMS 23, all within `2^{−9}` of the real function (where shift 7 misses
+//!   the small row by more than 0.1).
+//! * **Cost**: the same COTs; one more truncation round per distinct widening (`d_h`'s
+//!   truncations run one after another).
+//!
 //! MBLN takes the same shift: `d = ⌊D/2^{t+k}⌉` and P0 folds `2^k/(ρ·l·R_d)` into `γ`;
 //! valid while `|x − μ| < 2^{10+k}` and `|y − β| < 2^8`, with `w = 2^k|γ|/(ρ·l·R_d)`
 //! in its bounds below. [`LayerNorm::mbln_local`] needs no shift (`D` is exact).
@@ -322,6 +356,68 @@ impl LayerNorm {
         Ok(())
     }
 
+    /// [`LayerNorm::validate_scaled`] for the per-column widening `wide` of
+    /// [`LayerNorm::run_wide`]: empty, or one per column with `shift + wide[c] ≤`
+    /// [`LayerNorm::max_shift`] (each `d_h` then keeps its bound), only for the accurate and
+    /// RMS forms, and the widened squares' sum below `2^{41}` on the valid range (no wrap
+    /// before [`Rsqrt`]'s clamp).
+    pub fn validate_wide(&self, ring: RingCfg, shift: u32, wide: &[u32]) -> Result<()> {
+        self.validate_scaled(ring, shift)?;
+        if wide.is_empty() {
+            return Ok(());
+        }
+        expect_len("LayerNorm widening", self.cols, wide.len())?;
+        if matches!(self.kind, LnKind::Mbln { .. }) {
+            return Err(MpcError::InvalidConfig("MBLN takes no widening"));
+        }
+        let max = self.max_shift();
+        if wide.iter().any(|&w| w > max || shift + w > max) {
+            return Err(MpcError::InvalidConfig(
+                "LayerNorm shift + widening must be <= 17 - ceil(log2 cols)",
+            ));
+        }
+        // each square is at most ρ²·2^{38 − s_sq} before its widening
+        let sc = Scales::of(self.cols, shift);
+        let each = sc.rho * sc.rho * libm::exp2(38.0 - sc.s_sq as f64);
+        let sum: f64 = wide
+            .iter()
+            .map(|&w| each * libm::exp2(2.0 * w as f64))
+            .sum();
+        if sum >= libm::exp2(41.0) {
+            return Err(MpcError::InvalidConfig(
+                "LayerNorm widening: the squares' sum could wrap",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `d_h` with column `c` at `k + wide[c]` (one truncation per distinct widening).
+    async fn dh_wide<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        d: RingShares,
+        sc: &Scales,
+        wide: &[u32],
+    ) -> Result<RingShares> {
+        let base = sc.t + sc.k + 13 - FH;
+        if wide.iter().all(|&w| w == 0) {
+            return p.trunc_round(d, base).await;
+        }
+        let mut ws: Vec<u32> = wide.to_vec();
+        ws.sort_unstable();
+        ws.dedup();
+        let mut out = alloc::vec![0u64; d.len()];
+        for w in ws {
+            let idx: Vec<usize> = (0..d.len()).filter(|&i| wide[i % self.cols] == w).collect();
+            let part = RingShares::new(idx.iter().map(|&i| d.as_slice()[i]).collect());
+            let part = p.trunc_round(part, base + w).await?;
+            for (&i, &v) in idx.iter().zip(part.as_slice()) {
+                out[i] = v;
+            }
+        }
+        Ok(RingShares::new(out))
+    }
+
     /// The largest input shift this row length admits: `17 − ⌈log2 cols⌉` (7 at 768
     /// columns, `|x| ≤ 2^{16}`; 5 at 4096, `|x| ≤ 2^{14}`); 0 for a bad `cols`.
     pub fn max_shift(&self) -> u32 {
@@ -341,6 +437,41 @@ impl LayerNorm {
             .unwrap_or(SHIFT_MAX)
     }
 
+    /// The input shift and per-column widening ([`LayerNorm::run_wide`]) for calibrated
+    /// bounds: `col_max[c]` bounds `|x_c|` and `sq_max` bounds the row's `Σ_c x_c²` (both
+    /// with the caller's margin). The shift is the smallest whose `S` stays below
+    /// [`Rsqrt`]'s upper clamp `2^{38}` on those bounds (rows of small variance keep the most
+    /// bits), and each column is widened just enough for its bound (`|x_c − μ|`, with
+    /// `|μ| ≤ Σ col_max / cols` for the accurate form). Saturates at
+    /// [`LayerNorm::max_shift`]; [`LayerNorm::validate_wide`] says whether the result is
+    /// valid. Returns `(shift, wide)`, `wide` empty when no column needs widening.
+    pub fn shifts_for(&self, col_max: &[f64], sq_max: f64) -> (u32, Vec<u32>) {
+        let max = self.max_shift();
+        let sc = Scales::of(self.cols, 0);
+        let s_top = libm::exp2(38.0);
+        let s_at = |k: u32| {
+            sc.rho * sc.rho * sq_max * libm::exp2(2.0 * FH as f64 - sc.s_sq as f64 - 2.0 * k as f64)
+        };
+        let k = (0..=max).find(|&k| s_at(k) < s_top).unwrap_or(max);
+        let mu = match self.kind {
+            LnKind::Rms => 0.0,
+            _ => col_max.iter().map(|m| libm::fabs(*m)).sum::<f64>() / self.cols.max(1) as f64,
+        };
+        let wide: Vec<u32> = col_max
+            .iter()
+            .map(|&m| {
+                Self::shift_for(libm::fabs(m) + mu)
+                    .min(max)
+                    .saturating_sub(k)
+            })
+            .collect();
+        if wide.iter().all(|&w| w == 0) {
+            (k, Vec::new())
+        } else {
+            (k, wide)
+        }
+    }
+
     /// The normalizer `g = √cols/√S`, with `S` clamped to `[2^{11}, 2^{38}]` (integers at
     /// `F_S`).
     fn rsqrt(&self, sc: &Scales) -> Rsqrt {
@@ -355,12 +486,17 @@ impl LayerNorm {
 
     /// `ρ²·cols·ε` at `F_S` bits, plus (protocol only) the mean bias of the squares'
     /// faithful truncations.
-    fn s_offset(&self, sc: &Scales, bias: bool) -> i64 {
+    fn s_offset(&self, sc: &Scales, bias: bool, wide: &[u32]) -> i64 {
         // ε' = ε·4^{−k}: the scaled problem's ε.
         let eps = self.eps * libm::exp2(-2.0 * sc.k as f64);
         let e = fixed::encode(sc.rho * sc.rho * self.cols as f64 * eps, sc.fs);
+        // half an ulp of each square, times its widening
         let b = if bias && sc.s_sq > 0 {
-            (self.cols / 2) as i64
+            if wide.is_empty() {
+                (self.cols / 2) as i64
+            } else {
+                wide.iter().map(|&w| 1i64 << (2 * w)).sum::<i64>() / 2
+            }
         } else {
             0
         };
@@ -488,8 +624,33 @@ impl LayerNorm {
         shift: u32,
         owner: PartyId,
     ) -> Result<RingShares> {
+        self.run_inner(p, x, affine, shift, &[], owner).await
+    }
+
+    /// [`LayerNorm::run_scaled`] without an affine map, with the public per-column widening
+    /// `wide` of the squares' shift (see "Massive activations" in the module documentation):
+    /// valid for `|x_c| ≤ 2^{9+shift+wide[c]}`. An empty `wide` is `run_scaled`.
+    pub async fn run_wide<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        x: &RingShares,
+        shift: u32,
+        wide: &[u32],
+    ) -> Result<RingShares> {
+        self.run_inner(p, x, None, shift, wide, PartyId::P0).await
+    }
+
+    async fn run_inner<R: RngCore + CryptoRng>(
+        &self,
+        p: &mut Party<R>,
+        x: &RingShares,
+        affine: Option<&LnAffine<'_>>,
+        shift: u32,
+        wide: &[u32],
+        owner: PartyId,
+    ) -> Result<RingShares> {
         let r = p.ring();
-        self.validate_scaled(r, shift)?;
+        self.validate_wide(r, shift, wide)?;
         let sc = Scales::of(self.cols, shift);
         let p0 = p.is_p0();
         let is_owner = p.id() == owner;
@@ -527,7 +688,7 @@ impl LayerNorm {
                 }
             }
             LnKind::Accurate | LnKind::Rms => {
-                let (dz, dh) = if sc.k == 0 {
+                let (dz, dh) = if sc.k == 0 && wide.is_empty() {
                     // one batched truncation of [32·D, D] (|32·D| < 2^{41})
                     let mut both = mul_int(r, &d, 1 << (FZ - FH)).into_vec();
                     both.extend_from_slice(d.as_slice());
@@ -538,13 +699,25 @@ impl LayerNorm {
                     // 32·D may exceed 2^{41}: two truncations of D itself
                     let (a, s) = sc.dz_shift();
                     let dz = p.trunc_round(mul_int(r, &d, 1 << a), s).await?;
-                    let dh = p.trunc_round(d, sc.t + sc.k + 13 - FH).await?;
+                    let dh = self.dh_wide(p, d, &sc, wide).await?;
                     (dz, dh)
                 };
                 let sq = p.square_fx(&dh, sc.s_sq).await?;
+                let sq = if wide.iter().any(|&w| w > 0) {
+                    let f: Vec<i64> = (0..n).map(|i| 1i64 << (2 * wide[i % self.cols])).collect();
+                    RingShares::new(
+                        sq.as_slice()
+                            .iter()
+                            .zip(&f)
+                            .map(|(&v, &f)| r.mul(v, r.from_signed(f)))
+                            .collect(),
+                    )
+                } else {
+                    sq
+                };
                 let mut s = rowsum(&sq, self.rows, self.cols, r.ell)?;
                 if p0 {
-                    let off = r.from_signed(self.s_offset(&sc, true));
+                    let off = r.from_signed(self.s_offset(&sc, true, wide));
                     for v in s.as_mut_slice() {
                         *v = r.add(*v, off);
                     }
@@ -576,7 +749,7 @@ impl LayerNorm {
     /// Plain-integer reference of [`LayerNorm::run`]: the same steps with exact rounding.
     /// Returns an empty vector on a bad shape or affine.
     pub fn reference(&self, ring: RingCfg, x: &[i64], affine: Option<&LnAffine<'_>>) -> Vec<i64> {
-        self.reference_with(ring, x, affine, 1.0, 0)
+        self.reference_with(ring, x, affine, 1.0, 0, &[])
     }
 
     /// Plain-integer reference of [`LayerNorm::run_scaled`] with the input shift
@@ -588,7 +761,13 @@ impl LayerNorm {
         affine: Option<&LnAffine<'_>>,
         shift: u32,
     ) -> Vec<i64> {
-        self.reference_with(ring, x, affine, 1.0, shift)
+        self.reference_with(ring, x, affine, 1.0, shift, &[])
+    }
+
+    /// Plain-integer reference of [`LayerNorm::run_wide`]; empty on a bad shape, shift or
+    /// widening.
+    pub fn reference_wide(&self, ring: RingCfg, x: &[i64], shift: u32, wide: &[u32]) -> Vec<i64> {
+        self.reference_with(ring, x, None, 1.0, shift, wide)
     }
 
     /// [`LayerNorm::reference`] with the normalizer's multiplier scaled by `fudge`
@@ -600,8 +779,9 @@ impl LayerNorm {
         affine: Option<&LnAffine<'_>>,
         fudge: f64,
         shift: u32,
+        wide: &[u32],
     ) -> Vec<i64> {
-        if self.validate_scaled(ring, shift).is_err() || x.len() != self.rows * self.cols {
+        if self.validate_wide(ring, shift, wide).is_err() || x.len() != self.rows * self.cols {
             return Vec::new();
         }
         let sc = Scales::of(self.cols, shift);
@@ -637,12 +817,14 @@ impl LayerNorm {
                     let (za, zs) = sc.dz_shift();
                     let s: i64 = d
                         .iter()
-                        .map(|&dv| {
-                            let h = fixed::round_shift(dv, sh) as i128;
-                            fixed::round_shift(h * h, sc.s_sq)
+                        .enumerate()
+                        .map(|(c, &dv)| {
+                            let w = wide.get(c).copied().unwrap_or(0);
+                            let h = fixed::round_shift(dv, sh + w) as i128;
+                            fixed::round_shift(h * h, sc.s_sq).wrapping_shl(2 * w)
                         })
                         .fold(0i64, i64::wrapping_add)
-                        .wrapping_add(self.s_offset(&sc, false));
+                        .wrapping_add(self.s_offset(&sc, false, wide));
                     let g = rs.reference(&[s])[0] as i128;
                     for (c, &dv) in d.iter().enumerate() {
                         let dz = fixed::round_shift(dv.wrapping_shl(za), zs) as i128;
@@ -1077,7 +1259,7 @@ mod tests {
         let xq = dec(&xs);
         let exact = ln.f64_reference(&xq, None);
         let check = |fudge: f64| {
-            let got = dec(&ln.reference_with(r, &xs, None, fudge, 0));
+            let got = dec(&ln.reference_with(r, &xs, None, fudge, 0, &[]));
             got.iter()
                 .zip(&exact)
                 .all(|(&a, &b)| (a - b).abs() <= bound(b, 0.0, 1.0, 1.0, 64, 0))
@@ -1407,6 +1589,101 @@ mod tests {
             "RMSNorm, shift {k}, |x| <= 3000, 6x{cols}: {} (worst err/bound {worst_rel:.2}); {worst_ulp} ulp",
             o.summary(o.got.len())
         );
+    }
+
+    /// Massive activations (SmolLM2's residual stream: `2.4·10⁴` in one column of the first
+    /// position, tens elsewhere): the widening planned from the calibrated bounds keeps both
+    /// kinds of row within `2^{−9}` of the real function (and within a few ulps of
+    /// [`LayerNorm::reference_wide`]), where the one shift that covers the large column
+    /// clamps the small rows' variance and misses them by far.
+    #[test]
+    fn rmsnorm_widened_columns_keep_the_small_rows() {
+        let (mut p0, mut p1, r) = pair();
+        let mut g = rng(47);
+        let cols = 576;
+        let ln = LayerNorm {
+            rows: 3,
+            cols,
+            eps: 1e-5,
+            kind: LnKind::Rms,
+            affine: false,
+        };
+        let mut xf = Vec::with_capacity(3 * cols);
+        for row in 0..3 {
+            for c in 0..cols {
+                xf.push(match (row, c) {
+                    (0, 507) => 24_000.0,
+                    (0, _) => unif(&mut g, -60.0, 60.0),
+                    (1, _) => unif(&mut g, -5.0, 5.0),
+                    _ => unif(&mut g, -40.0, 40.0),
+                });
+            }
+        }
+        let mut col_max = alloc::vec![2.0 * 60.0; cols];
+        col_max[507] = 2.0 * 24_000.0;
+        let sq = xf[..cols].iter().map(|v| v * v).sum::<f64>();
+        let (k, wide) = ln.shifts_for(&col_max, 4.0 * sq);
+        assert_eq!((k, wide[507], wide[0]), (2, 5, 0));
+        let xs = enc(&xf);
+        let (x0, x1) = share(r, &xs, &mut g);
+        let (o0, o1) = both!(
+            p0,
+            p1,
+            ln.run_wide(&mut p0, &x0, k, &wide).await,
+            ln.run_wide(&mut p1, &x1, k, &wide).await
+        );
+        let got = open(r, &o0, &o1);
+        let want = ln.reference_wide(r, &xs, k, &wide);
+        let exact = ln.f64_reference(&dec(&xs), None);
+        // The module's bounds elementwise, with σ the row's RMS, plus the widened columns'
+        // term ("Massive activations"): `|z|·Σ_w |x_c|·δ_c / Σ x²` with `δ_c` one ulp of the
+        // column's coarser `d_h` (once against the real function, twice against the
+        // reference).
+        let gf = dec(&got);
+        let sc = Scales::of(cols, k);
+        let (mut ulps, mut err) = (0i64, 0.0f64);
+        for (row, xr) in dec(&xs).chunks(cols).enumerate() {
+            let ss = xr.iter().map(|v| v * v).sum::<f64>();
+            let rms = libm::sqrt(ss / cols as f64);
+            let coarse: f64 = (0..cols)
+                .filter(|&c| wide[c] > 0)
+                .map(|c| xr[c].abs() * libm::exp2((k + wide[c]) as f64 - 10.0) / sc.rho)
+                .sum::<f64>()
+                / ss;
+            for c in 0..cols {
+                let i = row * cols + c;
+                let u = (got[i] - want[i]).abs();
+                let e = (gf[i] - exact[i]).abs();
+                let z = exact[i].abs();
+                let ub = ulp_bound(1.0, exact[i], rms, cols, k) + 2.0 * z * coarse * 8192.0;
+                assert!(u as f64 <= libm::ceil(ub), "row {row} col {c}: {u} ulps");
+                let eb = bound(exact[i], 0.0, 1.0, rms, cols, k) + z * coarse;
+                assert!(e <= eb, "row {row} col {c}: {e}");
+                (ulps, err) = (ulps.max(u), err.max(e));
+            }
+        }
+        eprintln!("RMSNorm widened (k {k}, column 507 by 5): {ulps} ulp, max err {err:.2e}");
+        assert!(err < libm::exp2(-9.0), "max err {err}");
+        // One shift for the large column (7) clamps the small row (RMS ≈ 2.9).
+        let one = ln.reference_scaled(r, &xs, None, 7);
+        let miss = dec(&one[cols..2 * cols])
+            .iter()
+            .zip(&exact[cols..2 * cols])
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(miss > 0.1, "shift 7 on the small row: {miss}");
+        // Refused: a widening of the wrong length, past the row length's largest shift, or
+        // on MBLN.
+        assert!(ln.validate_wide(r, k, &wide[1..]).is_err());
+        assert!(ln.validate_wide(r, 3, &alloc::vec![5; cols]).is_err());
+        let mbln = LayerNorm {
+            kind: LnKind::Mbln { l: 1.0, rd: 1.0 },
+            ..ln
+        };
+        assert!(mbln.validate_wide(r, 0, &wide).is_err());
+        assert!(ln
+            .reference_wide(r, &xs, 3, &alloc::vec![5; cols])
+            .is_empty());
     }
 
     #[test]
