@@ -39,7 +39,7 @@
 
 use crate::bert::{DecodeError, Refusal, RefuseCode, SessionError, SessionOptions, TAG_REFUSE};
 use crate::party::{Client, KeyExchangeStats, KeyRequest, Server};
-use crate::serve::{Handler, HelloMessage, HelloProblem, ServerOptions, SessionEnd};
+use crate::serve::{Handler, HelloMessage, ServerOptions, SessionEnd};
 use crate::transport::{frame, Transport};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
@@ -260,12 +260,6 @@ impl Default for DecodeOptions {
     }
 }
 
-/// Sends `r` to the client and fails with it.
-fn reject<T>(t: &mut dyn Transport, r: Refusal) -> Result<T, SessionError> {
-    let _ = t.send(vec![frame(TAG_REFUSE, r.encode())]);
-    Err(SessionError::Rejected(r))
-}
-
 /// What the server saw of one session.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecodeServerStats {
@@ -295,22 +289,11 @@ pub fn serve_one<B: PolyBackend>(
     opts: &DecodeOptions,
 ) -> Result<DecodeServerStats, SessionError> {
     let t0 = Instant::now();
-    let hello = match crate::serve::read_hello::<DecodeHello>(t) {
-        Ok(h) => h,
-        Err(HelloProblem::Transport(e)) => {
-            return Err(crate::bert::transport_failed(t, e));
-        }
-        Err(HelloProblem::Malformed(text)) => {
-            return reject(t, Refusal::new(RefuseCode::Malformed, text))
-        }
-        Err(HelloProblem::Version(text)) => {
-            return reject(t, Refusal::new(RefuseCode::UnsupportedVersion, text))
-        }
-    };
+    let hello = crate::bert::read_hello_or_refuse::<DecodeHello>(t)?;
     let max_ctx = hello.max_ctx as usize;
     let limit = opts.max_ctx.min(model.weights.cfg.context);
     if max_ctx == 0 || max_ctx > limit {
-        return reject(
+        return crate::bert::reject(
             t,
             Refusal::new(
                 RefuseCode::BadLength,
@@ -319,7 +302,7 @@ pub fn serve_one<B: PolyBackend>(
         );
     }
     if hello.params_id != ck.params().id() {
-        return reject(
+        return crate::bert::reject(
             t,
             Refusal::new(
                 RefuseCode::OtherParams,
@@ -334,11 +317,13 @@ pub fn serve_one<B: PolyBackend>(
     }
     let plan = match decode_plan(model, max_ctx) {
         Ok(p) => p,
-        Err(e) => return reject(t, Refusal::new(RefuseCode::Unavailable, e.to_string())),
+        Err(e) => {
+            return crate::bert::reject(t, Refusal::new(RefuseCode::Unavailable, e.to_string()))
+        }
     };
     if hello.fingerprint != fingerprint(&plan) {
         let c = &model.weights.cfg;
-        return reject(
+        return crate::bert::reject(
             t,
             Refusal::new(
                 RefuseCode::OtherModel,
@@ -509,15 +494,7 @@ pub fn run_generate<B: PolyBackend>(
                 },
             });
         }
-        TAG_REFUSE => {
-            return Err(match Refusal::decode(&f.payload) {
-                Ok(r) => SessionError::Refused(r),
-                Err(source) => SessionError::Decode {
-                    what: "refusal",
-                    source,
-                },
-            })
-        }
+        TAG_REFUSE => return Err(crate::bert::refused(&f.payload)),
         found => {
             t.abort("expected an accept or a refusal");
             return Err(SessionError::UnexpectedMessage {
@@ -600,8 +577,8 @@ impl<B: PolyBackend> Handler for DecoderHandler<B> {
     }
 
     fn serve(&self, t: &mut dyn Transport) -> SessionEnd {
-        match serve_one(t, &self.model, &self.ckks, &self.opts) {
-            Ok(st) => SessionEnd::Served(format!(
+        crate::bert::session_end(serve_one(t, &self.model, &self.ckks, &self.opts), |st| {
+            format!(
                 "{} steps (context {}), {:.1} MB MPC, {:.1} MB keys{}",
                 st.steps,
                 st.max_ctx,
@@ -609,17 +586,12 @@ impl<B: PolyBackend> Handler for DecoderHandler<B> {
                 (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes) as f64
                     / 1e6,
                 if st.ended { "" } else { ", no end frame" }
-            )),
-            Err(SessionError::Rejected(r)) if r.code == RefuseCode::Unavailable => {
-                SessionEnd::Failed(r.to_string())
-            }
-            Err(SessionError::Rejected(r)) => SessionEnd::Refused(r.to_string()),
-            Err(e) => SessionEnd::Failed(e.to_string()),
-        }
+            )
+        })
     }
 
     fn refuse_busy(&self, t: &mut dyn Transport, reason: &str) {
-        let _ = reject::<()>(t, Refusal::new(RefuseCode::Busy, reason));
+        let _ = crate::bert::reject::<()>(t, Refusal::new(RefuseCode::Busy, reason));
     }
 
     fn session_memory(&self) -> u64 {

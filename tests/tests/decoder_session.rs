@@ -14,6 +14,7 @@ use veil_core::decoder::{DecoderConfig, Family};
 use veil_host::bert::{RefuseCode, SessionError};
 use veil_host::decoder::{
     calibrate, run_generate, serve_one, DecodeOptions, DecoderModel, GenerateRequest,
+    GenerateResult,
 };
 use veil_host::transport::{mem_pair, Transport, TransportConfig, TransportError};
 
@@ -42,6 +43,36 @@ fn tcfg() -> TransportConfig {
     }
 }
 
+/// The client's greedy generation of `new` tokens after `prompt` in a session of context
+/// `max_ctx`; the result and the tokens streamed.
+fn greedy_client(
+    t: &mut dyn Transport,
+    ck: &Ckks<CpuBackend>,
+    m: &DecoderModel,
+    prompt: &[u32],
+    new: usize,
+    max_ctx: usize,
+    opts: &DecodeOptions,
+) -> Result<(GenerateResult, Vec<u32>), SessionError> {
+    let mut streamed = Vec::new();
+    let r = run_generate(
+        t,
+        ck,
+        m,
+        GenerateRequest {
+            prompt,
+            max_new_tokens: new,
+            max_ctx,
+            pick: &mut |l| argmax(l),
+            stop: &|_| false,
+            on_token: &mut |t, _| streamed.push(t),
+            progress: &mut |_| {},
+        },
+        opts,
+    )?;
+    Ok((r, streamed))
+}
+
 #[test]
 fn a_session_generates_the_reference_tokens_and_refuses_what_does_not_fit() {
     let m = model();
@@ -54,23 +85,7 @@ fn a_session_generates_the_reference_tokens_and_refuses_what_does_not_fit() {
     let (mut a, mut b) = mem_pair(tcfg());
     let (client, server) = std::thread::scope(|s| {
         let h = s.spawn(|| serve_one(&mut b, &m, &ck, &opts));
-        let mut streamed = Vec::new();
-        let r = run_generate(
-            &mut a,
-            &ck,
-            &m,
-            GenerateRequest {
-                prompt: &prompt,
-                max_new_tokens: 3,
-                max_ctx: 8,
-                pick: &mut |l| argmax(l),
-                stop: &|_| false,
-                on_token: &mut |t, _| streamed.push(t),
-                progress: &mut |_| {},
-            },
-            &opts,
-        );
-        let r = r.map(|r| (r, streamed));
+        let r = greedy_client(&mut a, &ck, &m, &prompt, 3, 8, &opts);
         (r, h.join().unwrap())
     });
     let (got, streamed) = client.unwrap();
@@ -93,21 +108,7 @@ fn a_session_generates_the_reference_tokens_and_refuses_what_does_not_fit() {
     let (mut a, mut b) = mem_pair(tcfg());
     let (client, server) = std::thread::scope(|s| {
         let h = s.spawn(|| serve_one(&mut b, &m, &ck, &opts));
-        let r = run_generate(
-            &mut a,
-            &ck,
-            &m,
-            GenerateRequest {
-                prompt: &prompt,
-                max_new_tokens: 3,
-                max_ctx: 16,
-                pick: &mut |l| argmax(l),
-                stop: &|_| false,
-                on_token: &mut |_, _| {},
-                progress: &mut |_| {},
-            },
-            &opts,
-        );
+        let r = greedy_client(&mut a, &ck, &m, &prompt, 3, 16, &opts);
         (r, h.join().unwrap())
     });
     match client {
@@ -120,21 +121,7 @@ fn a_session_generates_the_reference_tokens_and_refuses_what_does_not_fit() {
     // before anything is sent.
     for (p, new) in [(&prompt[..], 8usize), (&[100_000u32][..], 1)] {
         let (mut a, _b) = mem_pair(tcfg());
-        let r = run_generate(
-            &mut a,
-            &ck,
-            &m,
-            GenerateRequest {
-                prompt: p,
-                max_new_tokens: new,
-                max_ctx: 8,
-                pick: &mut |l| argmax(l),
-                stop: &|_| false,
-                on_token: &mut |_, _| {},
-                progress: &mut |_| {},
-            },
-            &opts,
-        );
+        let r = greedy_client(&mut a, &ck, &m, p, new, 8, &opts);
         assert!(matches!(r, Err(SessionError::Input(_))), "{r:?}");
     }
 }
@@ -201,21 +188,7 @@ fn a_client_that_leaves_mid_generation_ends_the_servers_session() {
         let t0 = Instant::now();
         let (client, server) = std::thread::scope(|s| {
             let h = s.spawn(|| serve_one(&mut b, &m, &ck, &opts));
-            let r = run_generate(
-                &mut a,
-                &ck,
-                &m,
-                GenerateRequest {
-                    prompt: &[3, 17],
-                    max_new_tokens: 3,
-                    max_ctx: 8,
-                    pick: &mut |l| argmax(l),
-                    stop: &|_| false,
-                    on_token: &mut |_, _| {},
-                    progress: &mut |_| {},
-                },
-                &opts,
-            );
+            let r = greedy_client(&mut a, &ck, &m, &[3, 17], 3, 8, &opts);
             (r, h.join().unwrap())
         });
         if cut.is_none() {

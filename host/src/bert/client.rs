@@ -1,7 +1,7 @@
 //! The client's side of a session.
 
 use super::messages::{
-    decode_report, fingerprint, Accept, DecodeError, Hello, Refusal, ReportBlock, SESSION_VERSION,
+    decode_report, fingerprint, Accept, DecodeError, Hello, ReportBlock, SESSION_VERSION,
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
 use super::{
@@ -118,15 +118,7 @@ pub fn run_client<B: PolyBackend>(
             })?
             .blocks
         }
-        TAG_REFUSE => {
-            return Err(match Refusal::decode(&f.payload) {
-                Ok(r) => SessionError::Refused(r),
-                Err(source) => SessionError::Decode {
-                    what: "refusal",
-                    source,
-                },
-            })
-        }
+        TAG_REFUSE => return Err(super::refused(&f.payload)),
         found => {
             t.abort("expected an accept or a refusal");
             return Err(SessionError::UnexpectedMessage {

@@ -59,6 +59,7 @@ pub use messages::{
     BLOCKS_LEN, HELLO_LEN, MAX_BLOCK_NAME, MAX_REFUSE_TEXT, MAX_REPORT_BLOCKS, SESSION_VERSION,
     TAG_ACCEPT, TAG_HELLO, TAG_REFUSE, TAG_REPORT,
 };
+pub(crate) use server::{read_hello_or_refuse, reject};
 pub use server::{serve, serve_one, BertHandler, ServeOptions, ServerStats, BERT_SESSION_MEMORY};
 
 use crate::mpc::DriverError;
@@ -327,6 +328,36 @@ pub(crate) fn session_rng() -> Result<SecretRng, SessionError> {
 }
 
 pub(crate) use crate::transport::frame;
+
+/// The client's error for a refusal frame's payload: the server's [`Refusal`], or why it did
+/// not decode.
+pub(crate) fn refused(payload: &[u8]) -> SessionError {
+    match Refusal::decode(payload) {
+        Ok(r) => SessionError::Refused(r),
+        Err(source) => SessionError::Decode {
+            what: "refusal",
+            source,
+        },
+    }
+}
+
+/// How a [`crate::serve::Handler`]'s session ended, from its result (`served` writes the log
+/// line's detail): a refusal as unavailable is the server's own fault (a backend or a plan
+/// that failed), so it counts as a failure.
+pub(crate) fn session_end<T>(
+    r: Result<T, SessionError>,
+    served: impl FnOnce(T) -> String,
+) -> crate::serve::SessionEnd {
+    use crate::serve::SessionEnd;
+    match r {
+        Ok(st) => SessionEnd::Served(served(st)),
+        Err(SessionError::Rejected(r)) if r.code == RefuseCode::Unavailable => {
+            SessionEnd::Failed(r.to_string())
+        }
+        Err(SessionError::Rejected(r)) => SessionEnd::Refused(r.to_string()),
+        Err(e) => SessionEnd::Failed(e.to_string()),
+    }
+}
 
 /// Receives the next frame; a transport error other than the peer's own abort or disconnect is
 /// reported to the peer.

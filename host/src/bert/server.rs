@@ -54,10 +54,25 @@ impl ServerStats {
 }
 
 /// Sends `r` to the client and fails with it.
-fn reject<T>(t: &mut dyn Transport, r: Refusal) -> Result<T, SessionError> {
+pub(crate) fn reject<T>(t: &mut dyn Transport, r: Refusal) -> Result<T, SessionError> {
     // A failed send still ends the session with the refusal: the client is gone.
     let _ = t.send(vec![frame(TAG_REFUSE, r.encode())]);
     Err(SessionError::Rejected(r))
+}
+
+/// The client's hello of family `H` ([`crate::serve::read_hello`]); one that is malformed or
+/// of another version is refused with the reason.
+pub(crate) fn read_hello_or_refuse<H: crate::serve::HelloMessage>(
+    t: &mut dyn Transport,
+) -> Result<H, SessionError> {
+    match crate::serve::read_hello::<H>(t) {
+        Ok(h) => Ok(h),
+        Err(HelloProblem::Transport(e)) => Err(transport_failed(t, e)),
+        Err(HelloProblem::Malformed(text)) => reject(t, Refusal::new(RefuseCode::Malformed, text)),
+        Err(HelloProblem::Version(text)) => {
+            reject(t, Refusal::new(RefuseCode::UnsupportedVersion, text))
+        }
+    }
 }
 
 /// Reads the client's Hello and checks it against the served model; the accepted `(m, valid)`.
@@ -66,16 +81,7 @@ fn read_hello<B: PolyBackend>(
     weights: &EncoderWeights,
     ckks: &CkksCache<B>,
 ) -> Result<(usize, usize, std::sync::Arc<veil_core::ckks::Ckks<B>>), SessionError> {
-    let hello = match crate::serve::read_hello::<Hello>(t) {
-        Ok(h) => h,
-        Err(HelloProblem::Transport(e)) => return Err(transport_failed(t, e)),
-        Err(HelloProblem::Malformed(text)) => {
-            return reject(t, Refusal::new(RefuseCode::Malformed, text))
-        }
-        Err(HelloProblem::Version(text)) => {
-            return reject(t, Refusal::new(RefuseCode::UnsupportedVersion, text))
-        }
-    };
+    let hello = read_hello_or_refuse::<Hello>(t)?;
     let cfg = &weights.cfg;
     if hello.fingerprint != fingerprint(cfg) {
         return reject(
@@ -265,23 +271,20 @@ impl<B: PolyBackend> Handler for BertHandler<B> {
     }
 
     fn serve(&self, t: &mut dyn Transport) -> SessionEnd {
-        match serve_one(t, &self.weights, &self.ckks, &self.session) {
-            Ok(st) => SessionEnd::Served(format!(
-                "m = {}, {} tokens, {:.1} MB MPC, {:.1} MB keys",
-                st.m,
-                st.valid,
-                st.mpc_bytes() as f64 / 1e6,
-                (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes) as f64
-                    / 1e6
-            )),
-            // A refusal as unavailable is the server's own fault (a backend or a plan that
-            // failed): counted as a failure.
-            Err(SessionError::Rejected(r)) if r.code == RefuseCode::Unavailable => {
-                SessionEnd::Failed(r.to_string())
-            }
-            Err(SessionError::Rejected(r)) => SessionEnd::Refused(r.to_string()),
-            Err(e) => SessionEnd::Failed(e.to_string()),
-        }
+        super::session_end(
+            serve_one(t, &self.weights, &self.ckks, &self.session),
+            |st| {
+                format!(
+                    "m = {}, {} tokens, {:.1} MB MPC, {:.1} MB keys",
+                    st.m,
+                    st.valid,
+                    st.mpc_bytes() as f64 / 1e6,
+                    (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes)
+                        as f64
+                        / 1e6
+                )
+            },
+        )
     }
 
     fn refuse_busy(&self, t: &mut dyn Transport, reason: &str) {
