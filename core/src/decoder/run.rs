@@ -411,6 +411,38 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         ))
     }
 
+    /// `x + W·input (+ b)` for a product into the residual stream (`W_o`, `W_down`): the
+    /// hybrid product at the server (`W` is `None` at the client), then the C2M into `x`'s
+    /// shares; the two are reported as the blocks `names`.
+    #[allow(clippy::too_many_arguments)]
+    async fn add_product(
+        &mut self,
+        which: usize,
+        input: Option<Ciphertext<B>>,
+        lay: &super::head::DenseLayout,
+        w: Option<&Mat>,
+        b: Option<&[f64]>,
+        x: &RingShares,
+        names: [&'static str; 2],
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<RingShares, ProtocolError> {
+        let rows = self.plan.rows_o;
+        let period = rows.periodic.then_some(rows.slots);
+        let at = move |u: usize, s: usize| rows.at(u, s);
+        let cts = match w {
+            Some(w) => {
+                let wf = |r: usize, c: usize| w.get(r, c);
+                self.dense(input, lay, rows.cts(), period, &at, &wf, b)?
+            }
+            None => None,
+        };
+        self.done(names[0], progress);
+        let y = self.c2m_dense(which, cts, rows).await?;
+        let x = ops::add(self.h.party.ring(), x, &y)?;
+        self.done(names[1], progress);
+        Ok(x)
+    }
+
     /// A dense product `W·x (+ b)` at the server on the replicated input `x`: `cts`
     /// ciphertexts, or with a `period` the hybrid product's one.
     #[allow(clippy::too_many_arguments)]
@@ -631,28 +663,18 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .m2c_dense(B_OUT, &RingShares::new(o), &plan.dense_d)
             .await?;
         self.done("m2c:o", progress);
-        let rows_d = plan.rows_o;
-        let period_d = rows_d.periodic.then_some(rows_d.slots);
-        let at_d = move |u: usize, s: usize| rows_d.at(u, s);
-        let y_cts = match w {
-            Some(w) => {
-                let wf = |r: usize, c: usize| w.wo.get(r, c);
-                self.dense(
-                    oc,
-                    &plan.dense_d,
-                    rows_d.cts(),
-                    period_d,
-                    &at_d,
-                    &wf,
-                    bias.map(|b| &b.o[..]),
-                )?
-            }
-            None => None,
-        };
-        self.done("out", progress);
-        let y = self.c2m_dense(B_OUT, y_cts, rows_d).await?;
-        let x = ops::add(r, &x, &y)?;
-        self.done("c2m:y", progress);
+        let x = self
+            .add_product(
+                B_OUT,
+                oc,
+                &plan.dense_d,
+                w.map(|w| &w.wo),
+                bias.map(|b| &b.o[..]),
+                &x,
+                ["out", "c2m:y"],
+                progress,
+            )
+            .await?;
 
         // MLP.
         let m = self.norm(2 * li + 1, &x).await?;
@@ -717,25 +739,18 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         self.done("act", progress);
         let gc = self.m2c_dense(B_DOWN, &g, &plan.dense_f).await?;
         self.done("m2c:g", progress);
-        let dn_cts = match w {
-            Some(w) => {
-                let wf = |r: usize, c: usize| w.w_down.get(r, c);
-                self.dense(
-                    gc,
-                    &plan.dense_f,
-                    rows_d.cts(),
-                    period_d,
-                    &at_d,
-                    &wf,
-                    bias.map(|b| &b.down[..]),
-                )?
-            }
-            None => None,
-        };
-        self.done("down", progress);
-        let y = self.c2m_dense(B_DOWN, dn_cts, rows_d).await?;
-        let x = ops::add(r, &x, &y)?;
-        self.done("c2m:d", progress);
+        let x = self
+            .add_product(
+                B_DOWN,
+                gc,
+                &plan.dense_f,
+                w.map(|w| &w.w_down),
+                bias.map(|b| &b.down[..]),
+                &x,
+                ["down", "c2m:d"],
+                progress,
+            )
+            .await?;
         Ok(x)
     }
 
