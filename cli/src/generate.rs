@@ -34,6 +34,7 @@ use veil_host::decoder::{
 use veil_host::model::gpt2::Gpt2Dir;
 use veil_host::model::llama::{self, LlamaFile};
 use veil_host::model::ModelError;
+use veil_host::mpc::Timed;
 
 /// Arguments of `veil generate`.
 #[derive(Clone, Debug, clap::Args)]
@@ -325,6 +326,8 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
                 w.cfg.context
             ))
         })?;
+    // (Private) every block of every step as the client saw it: the step (from 1), the costs.
+    let mut rows: Vec<(usize, Timed<BlockCost>)> = Vec::new();
     let mut stream = Stream {
         tok: &tok,
         shown: String::new(),
@@ -352,16 +355,16 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
             let mut t = crate::infer::connect(addr, a.connect_timeout, transport(a.timeout))?;
             let mut out = Vec::new();
             let (mut pos, n) = (0usize, ids.len());
+            let mut clock = veil_host::mpc::Clock::new();
             let mut on_block = |c: &BlockCost| {
-                if c.block == "head" || (c.layer == 0 && c.block == "norm1") {
-                    if c.block == "norm1" {
-                        pos += 1;
-                    }
+                if c.layer == 0 && c.block == "norm1" {
+                    pos += 1;
                     pb.set_message(format!(
                         "private step {pos}/{} (prompt {n})",
                         n + a.max_new_tokens - 1
                     ));
                 }
+                rows.push((pos, clock.row(c)));
             };
             let mut streamed = Vec::new();
             let r = run_generate(
@@ -418,6 +421,9 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
             (out, prefill_s, per_token_s, 0)
         }
     };
+    if !a.json && !rows.is_empty() {
+        eprint!("{}", block_report(&rows));
+    }
     let text = tok.decode(&out, true).map_err(tokenizer_err)?;
     let r = GenerateReport {
         prompt_tokens: ids.len(),
@@ -428,6 +434,39 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
         bytes,
     };
     Ok((r, stream.shown))
+}
+
+/// The private session's cost report: each step's wall time and MPC bytes at the client,
+/// then the last step's blocks summed over the layers (first appearance order).
+fn block_report(rows: &[(usize, Timed<BlockCost>)]) -> String {
+    use std::fmt::Write as _;
+    let mb = |b: u64| b as f64 / (1 << 20) as f64;
+    let mut s = String::from("step  seconds       MiB\n");
+    let last = rows.iter().map(|r| r.0).max().unwrap_or(0);
+    for step in 1..=last {
+        let (t, b) = rows
+            .iter()
+            .filter(|r| r.0 == step)
+            .fold((0.0, 0u64), |(t, b), r| {
+                (t + r.1.wall_s, b + r.1.cost.tally.mpc_bytes)
+            });
+        let _ = writeln!(s, "{step:>4}  {t:>7.2}  {:>8.2}", mb(b));
+    }
+    let mut blocks: Vec<(&str, f64, u64)> = Vec::new();
+    for (_, r) in rows.iter().filter(|r| r.0 == last) {
+        match blocks.iter_mut().find(|b| b.0 == r.cost.block) {
+            Some(b) => {
+                b.1 += r.wall_s;
+                b.2 += r.cost.tally.mpc_bytes;
+            }
+            None => blocks.push((r.cost.block, r.wall_s, r.cost.tally.mpc_bytes)),
+        }
+    }
+    let _ = writeln!(s, "step {last} by block, all layers: block  seconds  MiB");
+    for (name, t, b) in blocks {
+        let _ = writeln!(s, "  {name:<12} {t:>7.2}  {:>8.2}", mb(b));
+    }
+    s
 }
 
 /// Runs `veil serve --model MODEL` with a causal decoder: private generation for
@@ -692,6 +731,34 @@ mod tests {
             r.tokens, r.bytes
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_block_report_sums_steps_and_the_last_steps_blocks() {
+        let row = |layer: usize, block: &'static str, s: f64, b: u64| Timed {
+            cost: BlockCost {
+                layer,
+                block,
+                tally: veil_core::hybrid::Tally {
+                    mpc_bytes: b,
+                    ..Default::default()
+                },
+            },
+            wall_s: s,
+        };
+        let mib = 1u64 << 20;
+        let rows = vec![
+            (1, row(0, "norm1", 1.0, mib)),
+            (1, row(1, "norm1", 2.0, mib)),
+            (2, row(0, "norm1", 0.5, 2 * mib)),
+            (2, row(0, "act", 0.25, mib)),
+            (2, row(1, "act", 0.25, mib)),
+        ];
+        let r = block_report(&rows);
+        assert!(r.contains("   1     3.00      2.00"), "{r}");
+        assert!(r.contains("   2     1.00      4.00"), "{r}");
+        assert!(r.contains("  act             0.50      2.00"), "{r}");
+        assert!(r.contains("  norm1           0.50      2.00"), "{r}");
     }
 
     #[test]
