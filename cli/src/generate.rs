@@ -45,10 +45,15 @@ pub struct GenerateArgs {
     /// Generate privately with this `veil serve --model MODEL` server (the same model).
     #[arg(long, required_unless_present = "plaintext")]
     pub server: Option<String>,
-    /// (Private) the session's context in tokens; default: the prompt and the new tokens
-    /// exactly. The server refuses one past its `--max-ctx`.
+    /// (Private) the session's context in tokens; default: what the prompt and the new tokens
+    /// need (the prompt, then every new token but the last). The server refuses one past its
+    /// `--max-ctx`.
     #[arg(long)]
     pub max_ctx: Option<usize>,
+    /// (Private) the OT behind the MPC's correlated OTs: silent (Ferret) or iknp; the server's
+    /// `--ot` must match.
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
     /// (Private) how long to keep trying to connect, seconds.
     #[arg(long, default_value_t = 30)]
     pub connect_timeout: u64,
@@ -246,9 +251,15 @@ pub fn run(a: &GenerateArgs) -> Result<(), CliError> {
             None => println!("\n{}", r.text),
         }
         let mean = r.per_token_s.iter().sum::<f64>() / r.per_token_s.len().max(1) as f64;
+        let how = match &a.server {
+            Some(addr) => format!(
+                "private, with {addr}: {:.1} MB of MPC traffic",
+                r.bytes as f64 / 1e6
+            ),
+            None => "f64 reference on this machine".into(),
+        };
         eprintln!(
-            "{} prompt tokens in {:.2} s, {} generated ({mean:.3} s per token), f64 \
-             reference on this machine",
+            "{} prompt tokens in {:.2} s, {} generated ({mean:.3} s per token), {how}",
             r.prompt_tokens,
             r.prefill_s,
             r.tokens.len()
@@ -336,6 +347,20 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
     let (out, prefill_s, per_token_s, bytes) = match &a.server {
         Some(addr) => {
             let max_ctx = a.max_ctx.unwrap_or(need);
+            if max_ctx > w.cfg.context {
+                return Err(CliError::Usage(format!(
+                    "--max-ctx {max_ctx} passes the model's context of {} tokens",
+                    w.cfg.context
+                )));
+            }
+            let opts = DecodeOptions {
+                session: SessionOptions {
+                    mpc: veil_core::decoder::plan::MPC_CONFIG,
+                    silent: crate::infer::silent_ot(&a.ot)?,
+                    ..SessionOptions::default()
+                },
+                ..DecodeOptions::default()
+            };
             if max_ctx < need {
                 return Err(CliError::Usage(format!(
                     "the prompt ({} tokens) and --max-new-tokens {} need a context of {need}; \
@@ -385,7 +410,7 @@ fn generate(a: &GenerateArgs) -> Result<(GenerateReport, String), CliError> {
                     },
                     progress: &mut on_block,
                 },
-                &DecodeOptions::default(),
+                &opts,
             );
             pb.finish_and_clear();
             let r = r?;

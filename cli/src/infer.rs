@@ -30,7 +30,7 @@ pub struct ServeArgs {
     pub model: Option<PathBuf>,
     /// (Decoders) the largest context a client may ask for, in tokens: it bounds the encrypted
     /// cache one session holds at the server.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 128)]
     pub max_ctx: usize,
     /// The classification head to serve (a `veil-head.json`-format file); default: the model
     /// directory's `veil-head.json`, else the built-in all-MiniLM-L6-v2 sentiment head.

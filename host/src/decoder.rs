@@ -7,9 +7,10 @@
 //! 1. **Hello.** The client sends a [`DecodeHello`]: the protocol version, the [`fingerprint`]
 //!    of the session's [`DecodePlan`] (the architecture, the maximum context, the activation
 //!    bounds and each norm's shift and widening: everything public both parties derive), the id
-//!    of the CKKS parameter set, and the maximum context it asks for. The server answers an
-//!    accept, or a typed [`Refusal`] (another model or plan, other parameters, a context past
-//!    the server's limit, busy, malformed) and ends the session.
+//!    of the CKKS parameter set, the maximum context it asks for and its OT (silent or IKNP).
+//!    The server answers an accept, or a typed [`Refusal`] (another model or plan, other
+//!    parameters or OT, a context past the server's limit, busy, malformed) and ends the
+//!    session.
 //! 2. **Keys** ([`crate::party`]): the public key and the evaluation keys of the plan's
 //!    rotations, seed compressed.
 //! 3. **Base OT** ([`crate::mpc::setup_party`]).
@@ -32,7 +33,7 @@
 //!
 //! | tag | from | payload |
 //! |---|---|---|
-//! | [`TAG_DECODE_HELLO`] `0x0C01` | client | `version u16 ‖ fingerprint [u8; 32] ‖ params_id u64 ‖ max_ctx u32` (46 bytes) |
+//! | [`TAG_DECODE_HELLO`] `0x0C01` | client | `version u16 ‖ fingerprint [u8; 32] ‖ params_id u64 ‖ max_ctx u32 ‖ silent_ot u8` (47 bytes) |
 //! | [`TAG_DECODE_ACCEPT`] `0x0C02` | server | `version u16` |
 //! | [`TAG_STEP`] `0x0C03` | client | `logits u8` (0 or 1) |
 //! | [`TAG_END`] `0x0C04` | client | empty |
@@ -64,11 +65,14 @@ pub const TAG_STEP: u16 = 0x0C03;
 /// The client ends the session.
 pub const TAG_END: u16 = 0x0C04;
 /// The hello's payload length.
-pub const DECODE_HELLO_LEN: usize = 46;
-/// The memory a decode session is counted for against a server's budget by default, bytes:
-/// SmolLM2 with a context of 64 (the evaluation keys, the plan, one step's ciphertexts, the
-/// encrypted cache) stays below it.
-pub const DECODER_SESSION_MEMORY: u64 = 4_000_000_000;
+pub const DECODE_HELLO_LEN: usize = 47;
+/// The memory a decode session is counted for against a server's budget, bytes, before its
+/// cache: the evaluation keys, the plan and one step's ciphertexts and shares. Measured: a
+/// SmolLM2 server process (its weights in `f64` included) held 1.7 GB in a session.
+pub const DECODER_SESSION_MEMORY: u64 = 2_000_000_000;
+/// What each position of a session's maximum context adds (the encrypted cache): SmolLM2 holds
+/// about 1.5 MB per position (30 layers, a key and a value ciphertext per 32 positions).
+pub const DECODER_POSITION_MEMORY: u64 = 2_000_000;
 
 /// The public model both parties hold: the decoder's weights (the client reads only its
 /// embedding table and architecture) and the activation bounds calibrated on it.
@@ -101,12 +105,16 @@ pub fn calibrate(w: &DecoderWeights, texts: &[Vec<u32>]) -> Result<ActRanges, ve
 }
 
 /// The public text both parties calibrate a served decoder on ([`calibration_ids`],
-/// [`calibrate`]): a greeting, a sentence of facts and a list of numbers (never a client's
-/// prompt).
-pub const CALIBRATION_TEXT: [&str; 3] = [
+/// [`calibrate`]): a greeting, a sentence of facts, a list of numbers, and a chat turn in the
+/// ChatML form `veil generate` wraps prompts in (its control tokens and system prompt are where
+/// chat models put large activations); never a client's prompt.
+pub const CALIBRATION_TEXT: [&str; 4] = [
     "Hello! How are you today?",
     "Paris is a city in Europe, on the river Seine.",
     "1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \
+     Face<|im_end|>\n<|im_start|>user\nHello! How are you today?<|im_end|>\n\
+     <|im_start|>assistant\n",
 ];
 
 /// [`CALIBRATION_TEXT`] tokenized by the model's own tokenizer, for [`calibrate`].
@@ -192,6 +200,8 @@ pub struct DecodeHello {
     pub params_id: u64,
     /// The most positions the session holds (prompt and generated tokens).
     pub max_ctx: u32,
+    /// Whether the client runs silent OT (Ferret) behind its COT pools; both parties must.
+    pub silent_ot: bool,
 }
 
 impl DecodeHello {
@@ -202,6 +212,7 @@ impl DecodeHello {
         b.extend_from_slice(&self.fingerprint);
         b.extend_from_slice(&self.params_id.to_le_bytes());
         b.extend_from_slice(&self.max_ctx.to_le_bytes());
+        b.push(self.silent_ot as u8);
         b
     }
 
@@ -213,6 +224,9 @@ impl DecodeHello {
                 found: p.len(),
             });
         }
+        if p[46] > 1 {
+            return Err(DecodeError::BadValue("the OT byte must be 0 or 1"));
+        }
         let mut fp = [0u8; 32];
         fp.copy_from_slice(&p[2..34]);
         Ok(DecodeHello {
@@ -220,6 +234,7 @@ impl DecodeHello {
             fingerprint: fp,
             params_id: u64::from_le_bytes(p[34..42].try_into().unwrap_or_default()),
             max_ctx: u32::from_le_bytes(p[42..46].try_into().unwrap_or_default()),
+            silent_ot: p[46] == 1,
         })
     }
 }
@@ -255,7 +270,7 @@ impl Default for DecodeOptions {
                 mpc: MPC_CONFIG,
                 ..SessionOptions::default()
             },
-            max_ctx: 64,
+            max_ctx: 128,
         }
     }
 }
@@ -267,8 +282,6 @@ pub struct DecodeServerStats {
     pub max_ctx: usize,
     /// Steps run (positions).
     pub steps: usize,
-    /// Whether the client ended the session with an end frame (else it failed or left).
-    pub ended: bool,
     /// The key exchange.
     pub key_exchange: KeyExchangeStats,
     /// Base-OT setup, seconds.
@@ -311,6 +324,20 @@ pub fn serve_one<B: PolyBackend>(
                     ck.params().name(),
                     ck.params().id(),
                     hello.params_id
+                ),
+            ),
+        );
+    }
+    if hello.silent_ot != opts.session.silent.is_some() {
+        let name = |s: bool| if s { "silent OT" } else { "IKNP" };
+        return crate::bert::reject(
+            t,
+            Refusal::new(
+                RefuseCode::OtherParams,
+                format!(
+                    "this server runs {}, the client {} (veil generate --ot)",
+                    name(opts.session.silent.is_some()),
+                    name(hello.silent_ot)
                 ),
             ),
         );
@@ -359,10 +386,14 @@ pub fn serve_one<B: PolyBackend>(
     let mut run =
         DecodeRun::server(&mut p, server.keys(), &plan, &served).map_err(SessionError::Plan)?;
     let mut steps = 0usize;
-    let ended = loop {
-        let f = crate::bert::recv(t)?;
+    // Step and end frames are 0 or 1 bytes: nothing larger is buffered.
+    let small = crate::transport::TransportConfig::frame_limit(64);
+    loop {
+        let f = t
+            .recv_limited(small)
+            .map_err(|e| crate::bert::transport_failed(t, e))?;
         match f.tag {
-            TAG_END if f.payload.is_empty() => break true,
+            TAG_END if f.payload.is_empty() => break,
             TAG_STEP if f.payload.len() == 1 && f.payload[0] <= 1 => {
                 let logits = f.payload[0] == 1;
                 crate::mpc::drive(ch.clone(), run.step(None, logits, &mut |_| {}), t)
@@ -377,12 +408,11 @@ pub fn serve_one<B: PolyBackend>(
                 });
             }
         }
-    };
+    }
     let s = ch.stats();
     Ok(DecodeServerStats {
         max_ctx,
         steps,
-        ended,
         key_exchange,
         setup_s,
         total_s: t0.elapsed().as_secs_f64(),
@@ -465,7 +495,7 @@ pub fn run_generate<B: PolyBackend>(
             w.cfg.vocab
         )));
     }
-    let steps = n + req.max_new_tokens - 1;
+    let steps = n.saturating_add(req.max_new_tokens - 1);
     if req.max_ctx == 0 || steps > req.max_ctx || req.max_ctx > w.cfg.context {
         return Err(SessionError::Input(format!(
             "{n} prompt tokens and {} new ones need {steps} positions; the session holds {} \
@@ -479,6 +509,7 @@ pub fn run_generate<B: PolyBackend>(
         fingerprint: fingerprint(&plan),
         params_id: ck.params().id(),
         max_ctx: req.max_ctx as u32,
+        silent_ot: opts.session.silent.is_some(),
     };
     t.send(vec![frame(TAG_DECODE_HELLO, hello.encode())])?;
     let f = crate::bert::recv(t)?;
@@ -579,13 +610,12 @@ impl<B: PolyBackend> Handler for DecoderHandler<B> {
     fn serve(&self, t: &mut dyn Transport) -> SessionEnd {
         crate::bert::session_end(serve_one(t, &self.model, &self.ckks, &self.opts), |st| {
             format!(
-                "{} steps (context {}), {:.1} MB MPC, {:.1} MB keys{}",
+                "{} steps (context {}), {:.1} MB MPC, {:.1} MB keys",
                 st.steps,
                 st.max_ctx,
                 st.mpc_bytes as f64 / 1e6,
                 (st.key_exchange.public_key_bytes + st.key_exchange.evaluation_key_bytes) as f64
-                    / 1e6,
-                if st.ended { "" } else { ", no end frame" }
+                    / 1e6
             )
         })
     }
@@ -595,7 +625,7 @@ impl<B: PolyBackend> Handler for DecoderHandler<B> {
     }
 
     fn session_memory(&self) -> u64 {
-        DECODER_SESSION_MEMORY
+        DECODER_SESSION_MEMORY + DECODER_POSITION_MEMORY * self.opts.max_ctx as u64
     }
 }
 
@@ -626,11 +656,15 @@ mod tests {
             fingerprint: [7; 32],
             params_id: 0x0123_4567_89ab_cdef,
             max_ctx: 64,
+            silent_ot: true,
         };
         let b = h.encode();
         assert_eq!(b.len(), DECODE_HELLO_LEN);
         assert_eq!(DecodeHello::decode(&b), Ok(h));
-        for n in [0, 1, 45, 47] {
+        let mut bad = b.clone();
+        bad[46] = 2;
+        assert!(DecodeHello::decode(&bad).is_err());
+        for n in [0, 1, 46, 48] {
             let mut c = b.clone();
             c.resize(n, 0);
             assert!(DecodeHello::decode(&c).is_err());

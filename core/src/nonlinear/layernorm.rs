@@ -443,8 +443,11 @@ impl LayerNorm {
     /// [`Rsqrt`]'s upper clamp `2^{38}` on those bounds (rows of small variance keep the most
     /// bits), and each column is widened just enough for its bound (`|x_c − μ|`, with
     /// `|μ| ≤ Σ col_max / cols` for the accurate form). Saturates at
-    /// [`LayerNorm::max_shift`]; [`LayerNorm::validate_wide`] says whether the result is
-    /// valid. Returns `(shift, wide)`, `wide` empty when no column needs widening.
+    /// [`LayerNorm::max_shift`]: [`LayerNorm::validate_wide`] checks the result's own bounds,
+    /// but a column capped there, or a sum of squares past `2^{38}` at the largest shift, is
+    /// past the block's range, which only the caller's comparison with its bounds shows (as
+    /// `DecodePlan::with_norms` does). Returns `(shift, wide)`, `wide` empty when no column
+    /// needs widening.
     pub fn shifts_for(&self, col_max: &[f64], sq_max: f64) -> (u32, Vec<u32>) {
         let max = self.max_shift();
         let sc = Scales::of(self.cols, 0);

@@ -64,6 +64,8 @@ pub enum DecodeError {
     /// An accept's blocks carry an unknown kind, a constant that is not finite, or a constant
     /// where the kind has none (the encoding is canonical).
     BadBlocks(&'static str),
+    /// A field holds a value its message does not allow (e.g. a flag byte other than 0 or 1).
+    BadValue(&'static str),
     /// An accept of another protocol version than this build's [`SESSION_VERSION`] (its
     /// fields may mean something else).
     OtherVersion(u16),
@@ -86,6 +88,7 @@ impl std::fmt::Display for DecodeError {
             DecodeError::BadBlockName => write!(f, "bad block name in a report"),
             DecodeError::BadWallTime => write!(f, "bad wall time in a report"),
             DecodeError::BadBlocks(why) => write!(f, "bad nonlinear blocks: {why}"),
+            DecodeError::BadValue(why) => write!(f, "bad value: {why}"),
             DecodeError::OtherVersion(v) => {
                 write!(f, "version {v}, this build speaks {SESSION_VERSION}")
             }
