@@ -20,6 +20,11 @@ counted.
     /tmp/veil-peers/spu/bin/python scripts/bench_spu_gpt2.py --prefill 64 --ctx 64,128,256 \\
         --out /tmp/spu-gpt2.json
 
+`--blocks silu:128x3072,swiglu:16x1536,rmsnorm:16x576` also times the Llama architecture's
+nonlinear blocks alone (`jax.nn.silu`, SwiGLU's `silu(g)·u`, RMSNorm with a gain), on inputs
+secret-shared between the parties, the rows of `veil-bench nonlinear --blocks silu` and
+`--variants ln-rms` beside SPU (pass `--prefill 0 --ctx ''` for the blocks alone).
+
 Install: python3.11 -m venv /tmp/veil-peers/spu && /tmp/veil-peers/spu/bin/pip install spu==0.9.5
 """
 import argparse
@@ -138,6 +143,8 @@ def main():
     ap.add_argument('--prefill', type=int, default=64, help='prompt tokens of the prefill (0: skip)')
     ap.add_argument('--ctx', default='64,128,256',
                     help='contexts of the decode steps (cached positions + the new one)')
+    ap.add_argument('--blocks', default='',
+                    help='Llama blocks alone: comma list of silu:RxC, swiglu:RxC, rmsnorm:RxC')
     ap.add_argument('--out', default=None)
     ap.add_argument('--workdir', default='/tmp/spu-gpt2')
     args = ap.parse_args()
@@ -186,6 +193,34 @@ def main():
         ins = [('x', x, 0), ('kc', kc, None), ('vc', vc, None)] + \
               [(n, a, 1) for n, a in zip(wnames, w)]
         jobs.append((f'decode{c}', exe, ins, layer_numpy(x, kc, vc, w, False)))
+
+    for spec in [b for b in args.blocks.split(',') if b]:
+        kind, shape = spec.split(':')
+        rows, cols = (int(v) for v in shape.split('x'))
+        x = (3.0 * rng.standard_normal((rows, cols))).astype(np.float32)
+        if kind == 'silu':
+            exe = compile_(jax.nn.silu, [x], ['x'], ['o'])
+            ins = [('x', x, None)]
+            ref = x.astype(np.float64) / (1 + np.exp(-x.astype(np.float64)))
+        elif kind == 'swiglu':
+            u = rng.standard_normal((rows, cols)).astype(np.float32)
+            exe = compile_(lambda g, u: jax.nn.silu(g) * u, [x, u], ['g', 'u'], ['o'])
+            ins = [('g', x, None), ('u', u, None)]
+            g64 = x.astype(np.float64)
+            ref = g64 / (1 + np.exp(-g64)) * u
+        elif kind == 'rmsnorm':
+            gain = (1 + 0.1 * rng.standard_normal(cols)).astype(np.float32)
+
+            def rms(y, g):
+                import jax.numpy as jnp
+                return y * jax.lax.rsqrt(jnp.mean(y * y, -1, keepdims=True) + EPS) * g
+            exe = compile_(rms, [x, gain], ['x', 'gain'], ['o'])
+            ins = [('x', x, None), ('gain', gain, 1)]
+            x64 = x.astype(np.float64)
+            ref = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + EPS) * gain
+        else:
+            sys.exit(f'unknown block {kind!r}: silu, swiglu or rmsnorm')
+        jobs.append((f'{kind}{rows}x{cols}', exe, ins, ref))
 
     # Warm-up: Cheetah's one-time setup, on a tiny product.
     wx = np.ones((2, 8), np.float32)

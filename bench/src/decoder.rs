@@ -233,11 +233,11 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         f: f_map,
     };
     let head_lay = HeadLayout::new(n, d, vocab).map_err(e)?;
-    // The MLP densely packed: the input replicated with period D, one output ciphertext each
-    // (gate and up as its real and imaginary parts for SwiGLU; FC1 real for GPT-2), then the
-    // down projection from the FFN's width.
-    let dense_in = DenseLayout::new(n, d).map_err(e)?;
-    let dense_f = DenseLayout::new(n, ffn).map_err(e)?;
+    // The MLP densely packed: the input in blocks of the least period that holds the rows, one
+    // output ciphertext each (gate and up as its real and imaginary parts for SwiGLU; FC1 real
+    // for GPT-2), then the down projection from the FFN's width.
+    let dense_in = DenseLayout::for_rows(n, d, 2 * ffn).map_err(e)?;
+    let dense_f = DenseLayout::for_rows(n, ffn, 2 * d).map_err(e)?;
     let up_rows = move |_: usize, s: usize| -> (Option<usize>, Option<usize>) {
         match (s < ffn, gated) {
             (true, true) => (Some(s), Some(ffn + s)),

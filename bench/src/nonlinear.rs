@@ -151,7 +151,7 @@ pub enum Variant {
     QuadBeaver,
     /// RMSNorm `x/√(mean(x²) + ε)` (Llama-architecture decoders), no affine.
     LnRms,
-    /// SiLU from the exponential and the reciprocal.
+    /// SiLU as ReLU plus two degree-7 pieces of `SiLU − ReLU` on GELU's power tree.
     Silu,
 }
 
@@ -915,8 +915,9 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
              EncFormer's 0-round form (D and kappa folded into the next layer); rms = RMSNorm \
              (Llama decoders), the accurate protocol without the mean."
         ),
-        "silu: x·sigmoid(x) (Llama MLPs) as ReLU(x) − t·e^-t/(1 + e^-t), t = min(|x|, 16), \
-         from the exponential and a per-element reciprocal; no SPU row."
+        "silu: x·sigmoid(x) (Llama MLPs) as ReLU(x) plus two degree-7 pieces of SiLU − ReLU, \
+         on [0, 4] and (4, 12] of |x|, zero beyond; SPU's jax.nn.silu is timed by \
+         scripts/bench_spu_gpt2.py --blocks (no SPU row here)."
             .into(),
         "gelu: bolt-split = EncFormer's split, the candidates F0(x), F1(x) handed over as \
          shares (CKKS's cost not included)."
@@ -925,7 +926,8 @@ pub fn bench_nonlinear(opts: &BenchNonlinearOptions) -> Result<BenchNonlinearRep
             "quad: FEnc2's a·x²+b·x+c with (a, b, c) = {QUAD_COEFFS:?}, x clamped to ±{:.1}.",
             Variant::QuadSquare.quad().range(ring)
         ),
-        "SPU: bench_spu.py has no max pool, quadratic, RMSNorm or SiLU; its GELU is the tanh form and its \
+        "SPU: bench_spu.py has no max pool, quadratic, RMSNorm or SiLU (scripts/bench_spu_gpt2.py \
+         --blocks times SPU's RMSNorm and SiLU); its GELU is the tanh form and its \
          LayerNorm has no affine (ours run without affine too)."
             .into(),
     ];

@@ -156,7 +156,7 @@ pub fn decode_plan(model: &DecoderModel, max_ctx: usize) -> Result<DecodePlan, S
 pub fn fingerprint(plan: &DecodePlan) -> [u8; 32] {
     let cfg = plan.cfg();
     let mut h = Sha256::new();
-    h.update(b"veil/decoder/plan/v1");
+    h.update(b"veil/decoder/plan/v2");
     h.update([match cfg.family {
         Family::Llama => 1u8,
         Family::Gpt2 => 2u8,

@@ -13,7 +13,7 @@ use veil_core::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, kv_reads, pair_map, rope_rows, DecodeLayout, EncKvCache, HeadPair,
 };
-use veil_core::decoder::head::{lm_head, matvec, matvec_periodic, DenseLayout, HeadLayout};
+use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
 use veil_core::decoder::reference::{linear, rope};
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
@@ -480,15 +480,15 @@ fn dense_gate_and_up_in_one_ciphertext_match_f64() {
     assert!(worst < 1e-6, "off by {worst}");
 }
 
-/// A short output by the hybrid diagonal method (`matvec_periodic`): 48 rows of a 300-wide
-/// product, 32 in the real parts and 16 in the imaginary parts, from 32 diagonals and a sum
-/// over the `D / 32 = 16` partial sums, against `f64`.
+/// A short output by the staggered packing (`DenseLayout::with_period`): 48 rows of a
+/// 300-wide product, at period 32 (32 rows in the real parts, 16 in the imaginary parts) and at
+/// period 128 (all in the real parts), from `w = 512·P/n` diagonals and a sum over the `n/P`
+/// windows, against `f64`.
 #[test]
-fn a_short_dense_product_by_the_hybrid_method_matches_f64() {
+fn a_short_dense_product_by_the_staggered_packing_matches_f64() {
     let e = env();
     let n = e.ck.params().max_slots();
-    let (d, out, period) = (300, 48, 32);
-    let lay = DenseLayout::new(n, d).unwrap();
+    let (d, out) = (300, 48);
     let mut rng = test_rng(10);
     let w = Mat {
         rows: out,
@@ -497,24 +497,35 @@ fn a_short_dense_product_by_the_hybrid_method_matches_f64() {
     };
     let x = uniform(&mut rng, d, 1.0);
     let wf = |r: usize, c: usize| w.get(r, c);
-    let rows = |_: usize, s: usize| (Some(s), Some(period + s).filter(|&r| r < out));
-    let dry = SymExec::new(n);
-    matvec_periodic(&dry, &lay, &dry.fresh(e.top), period, &rows, &wf).unwrap();
-    let keys =
-        e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
-            .unwrap();
-    let ex = CkksExec::new(&e.ck, &keys, n);
-    let xc = enc(&e, &lay.input(&x), &mut rng);
-    let y = matvec_periodic(&ex, &lay, &xc, period, &rows, &wf).unwrap();
-    let got = dec(&e, &y);
     let want = linear(&w, &x);
-    let mut worst: f64 = 0.0;
-    for s in 0..period {
-        worst = worst.max((got[s].re - want[s]).abs());
-        if period + s < out {
-            worst = worst.max((got[s].im - want[period + s]).abs());
+    for period in [32, 128] {
+        let lay = DenseLayout::with_period(n, d, period).unwrap();
+        let rows = |_: usize, s: usize| {
+            (
+                Some(s).filter(|&r| r < out),
+                Some(period + s).filter(|&r| r < out),
+            )
+        };
+        let dry = SymExec::new(n);
+        matvec(&dry, &lay, &dry.fresh(e.top), 1, &rows, &wf).unwrap();
+        assert_eq!(dry.counts().pt_mults, lay.diagonals() as u64);
+        let keys =
+            e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
+                .unwrap();
+        let ex = CkksExec::new(&e.ck, &keys, n);
+        let xc = enc(&e, &lay.input(&x), &mut rng);
+        let y = matvec(&ex, &lay, &xc, 1, &rows, &wf).unwrap();
+        let got = dec(&e, &y[0]);
+        let mut worst: f64 = 0.0;
+        for s in 0..period {
+            let (re, im) = rows(0, s);
+            worst = worst.max((got[s].re - re.map_or(0.0, |r| want[r])).abs());
+            worst = worst.max((got[s].im - im.map_or(0.0, |r| want[r])).abs());
         }
+        println!(
+            "staggered product ({out} × {d}, period {period}, {} diagonals): worst |err| {worst:.2e}",
+            lay.diagonals()
+        );
+        assert!(worst < 1e-6, "period {period}: off by {worst}");
     }
-    println!("hybrid product ({out} × {d}, period {period}): worst |err| {worst:.2e}");
-    assert!(worst < 1e-6, "off by {worst}");
 }

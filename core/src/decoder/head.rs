@@ -1,22 +1,37 @@
-//! The LM head in CKKS: `logits = W·h` for the final hidden state `h` (width `d`) and the
-//! server's `V × d` head (SmolLM2: 49,152 × 576), densely packed so that a token's logits
-//! cost `⌈V / 2n⌉` ciphertexts, not one per block of the attention's layout.
+//! Dense products in CKKS for one token: the LM head's `logits = W·h` for the final hidden
+//! state `h` (width `d`) and the server's `V × d` head (SmolLM2: 49,152 × 576), and one
+//! token's projections and MLP, each packed so that its plaintexts carry (almost) only
+//! weights.
 //!
 //! # Packing
 //!
-//! `h` is zero-padded to `D`, the least power of two `≥ d` (at most `n`), and *replicated*
-//! `n / D` times over the `n` slots: slot `s` holds `h[s mod D]`. Output block `b` (rows
-//! `b·n .. (b+1)·n` of `W`) is the generalized diagonal product
+//! `h` is zero-padded to `D`, the least power of two `≥ d` (at most `n`), and laid over the `n`
+//! slots in blocks of a *period* `P` (a power of two, `n/D ≤ P ≤ n`): block `j` holds `h`
+//! rotated by `j·w`, `w = D·P/n`, so slot `j·P + u` holds `h[(u + j·w) mod D]`. With `P = n`
+//! this is the plain replication (slot `s` holds `h[s mod D]`).
 //!
-//! `y_b = Σ_{k<D} diag_{b,k} ⊙ ρ(h, k)`,  `diag_{b,k}[s] = W[b·n + s][(s + k) mod D]`
+//! Output ciphertext `u` carries two rows per slot `t < P` (one in the real part, one in the
+//! imaginary part: `W` is real, so `(d_re + i·d_im) ⊙ h` carries both products). Its `w`
+//! generalized diagonals are
 //!
-//! (zero past `V` rows or `d` columns), evaluated by baby-step giant-step with `k = i·g + j`:
-//! `y = Σ_i ρ(Σ_j ρ(diag_{ig+j}, −ig) ⊙ ρ(h, j), ig)`. Two blocks share a ciphertext as its
-//! real and imaginary parts (`h` is real, so `(d_re + i·d_im) ⊙ h` carries both products),
-//! which halves the products and the ciphertexts the client receives.
+//! `diag_k[s] = W[row(s mod P)][col(s + k)]`  for `k < w`,
 //!
-//! Per token: `g − 1` baby rotations (hoisted, shared by every output), `D/g − 1` giant
-//! rotations (lazy) and `D` plaintext products per output ciphertext, one level.
+//! with `col(s)` the column slot `s` holds (zero past `V` rows or `d` columns), evaluated by
+//! baby-step giant-step with `k = i·g + j`: `z = Σ_i ρ(Σ_j ρ(diag_{ig+j}, −ig) ⊙ ρ(h, j), ig)`.
+//! Slot `j·P + t` of `z` then holds row `t`'s products over the `w` columns that block `j`'s
+//! window reaches, and the `n/P` windows of a row tile its `D` columns exactly once (a window
+//! that runs past its block continues at the next block's start, whose rotation is `w` further
+//! on: the window's tail fills the head of the `w`-block its own start leaves out). The
+//! `log₂(n/P)` rotations of `rotate_sum` by multiples of `P` add the windows.
+//!
+//! Per token and output ciphertext: `w = D·P/n` plaintext products, `g − 1` baby rotations
+//! (hoisted, shared by every output), `w/g − 1` giant rotations (lazy) and `log₂(n/P)` to add
+//! the windows, one level. Over all outputs that is `⌈R/2P⌉·D·P/n` products for `R` rows, the
+//! least any packing of `R·d` weights in `n`-slot complex plaintexts needs (up to the padding),
+//! where the plain replication spends `D` products on every output ciphertext however few of
+//! its slots hold rows (SmolLM2's `q`, `k`, `v`: 960 rows, 64 products at `P = 512` instead of
+//! 1,024). The period is the least that holds the rows in one ciphertext
+//! ([`DenseLayout::for_rows`]).
 //!
 //! The kernel itself ([`matvec`]) takes any placement of the outputs ([`RowMap`]): the LM
 //! head's blocks of the vocabulary, or one token's MLP with `gate` and `up` in the real and
@@ -28,18 +43,24 @@ use crate::error::{Error, Result};
 use crate::transformer::shift::rotate_sum;
 use alloc::vec::Vec;
 
-/// The input packing of a dense product: `n` slots, input width `d` padded to `D`.
+/// The input packing of a dense product: `n` slots, input width `d` padded to `D`, blocks of
+/// the period `P` (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenseLayout {
     slots: usize,
     d: usize,
     dpad: usize,
-    g: usize,
+    period: usize,
 }
 
 impl DenseLayout {
-    /// The layout; `d` must fit the slots (`D ≤ n`), `n` a power of two.
+    /// The replicated layout (`P = n`); `d` must fit the slots (`D ≤ n`), `n` a power of two.
     pub fn new(slots: usize, d: usize) -> Result<Self> {
+        Self::with_period(slots, d, slots)
+    }
+
+    /// The layout with period `period`: a power of two with `n/D ≤ P ≤ n`.
+    pub fn with_period(slots: usize, d: usize, period: usize) -> Result<Self> {
         if d == 0 || !slots.is_power_of_two() {
             return Err(Error::InvalidParameters(
                 "dense product: the width must be positive, the slots a power of two",
@@ -51,9 +72,30 @@ impl DenseLayout {
                 "dense product: the input is wider than the slots",
             ));
         }
-        // Baby steps ≈ √D, a power of two (D is one).
-        let g = 1usize << (dpad.trailing_zeros().div_ceil(2));
-        Ok(Self { slots, d, dpad, g })
+        if !period.is_power_of_two() || period > slots || period * dpad < slots {
+            return Err(Error::InvalidParameters(
+                "dense product: the period must be a power of two with n/D <= P <= n",
+            ));
+        }
+        Ok(Self {
+            slots,
+            d,
+            dpad,
+            period,
+        })
+    }
+
+    /// The layout whose period is the least that holds `rows` output rows in one ciphertext
+    /// (two per slot), within `n/D ≤ P ≤ n`.
+    pub fn for_rows(slots: usize, d: usize, rows: usize) -> Result<Self> {
+        let dpad = d.next_power_of_two();
+        let lo = (slots / dpad.max(1)).max(1);
+        let p = rows
+            .div_ceil(2)
+            .max(1)
+            .next_power_of_two()
+            .clamp(lo, slots.max(1));
+        Self::with_period(slots, d, p)
     }
 
     /// The padded width `D`.
@@ -61,7 +103,17 @@ impl DenseLayout {
         self.dpad
     }
 
-    /// Slot values of the input: `x` (`d` values) zero-padded to `D` and replicated.
+    /// The period `P`: output rows per part of an output ciphertext.
+    pub fn period(&self) -> usize {
+        self.period
+    }
+
+    /// Diagonals per output ciphertext, `w = D·P/n`.
+    pub fn diagonals(&self) -> usize {
+        self.dpad * self.period / self.slots
+    }
+
+    /// Slot values of the input: `x` (`d` values) zero-padded to `D` and laid out in blocks.
     pub fn input(&self, x: &[f64]) -> Vec<C64> {
         (0..self.slots)
             .map(|s| {
@@ -77,8 +129,12 @@ impl DenseLayout {
 
     /// Which element of `x` slot `s` of the input holds (`None`: padding).
     pub fn input_home(&self, s: usize) -> Option<usize> {
-        let c = s % self.dpad;
-        (s < self.slots && c < self.d).then_some(c)
+        if s >= self.slots {
+            return None;
+        }
+        let (j, u) = (s / self.period, s % self.period);
+        let c = (u + j * self.diagonals()) % self.dpad;
+        (c < self.d).then_some(c)
     }
 }
 
@@ -147,8 +203,9 @@ pub type HeadWeights<'a> = &'a dyn Fn(usize, usize) -> f64;
 /// of output ciphertext `u` carries in its real and imaginary parts (`None`: nothing).
 pub type RowMap<'a> = &'a dyn Fn(usize, usize) -> (Option<usize>, Option<usize>);
 
-/// `y = W·x` for the replicated input `x` ([`DenseLayout::input`]) and `W` with `lay`'s input
-/// width: `cts` ciphertexts whose slots hold the rows `rows` names, one level below the input.
+/// `y = W·x` for the input `x` laid out by `lay` ([`DenseLayout::input`]): `cts` ciphertexts
+/// whose slots `t < P` hold the rows `rows(u, t)` names, one level below the input (see the
+/// module docs).
 pub fn matvec<E: Exec>(
     ex: &E,
     lay: &DenseLayout,
@@ -157,48 +214,6 @@ pub fn matvec<E: Exec>(
     rows: RowMap<'_>,
     w: HeadWeights<'_>,
 ) -> Result<Vec<E::Ct>> {
-    product(ex, lay, x, cts, rows, w, None)
-}
-
-/// `y = W·x` for an output of at most `2·period` rows (`period` a power of two dividing `D`):
-/// the hybrid of the diagonal method, `period` diagonals instead of `D` (row `rows(0, s mod
-/// period)` in slot `s`), then `log₂(D / period)` rotations by multiples of `period` that add
-/// the `D / period` partial sums. One ciphertext, one level below the input; its slots
-/// `s < period` hold the rows `rows(0, s)` names. `D / period` times fewer plaintexts to
-/// encode and multiply than [`matvec`] for a short output (`W_o`, `W_down`).
-pub fn matvec_periodic<E: Exec>(
-    ex: &E,
-    lay: &DenseLayout,
-    x: &E::Ct,
-    period: usize,
-    rows: RowMap<'_>,
-    w: HeadWeights<'_>,
-) -> Result<E::Ct> {
-    if period == 0 || !period.is_power_of_two() || period > lay.dpad {
-        return Err(Error::InvalidParameters(
-            "dense product: the period must be a power of two at most the padded width",
-        ));
-    }
-    let z = product(ex, lay, x, 1, rows, w, Some(period))?
-        .pop()
-        .ok_or(Error::InvalidParameters("dense product: empty output"))?;
-    if period == lay.dpad {
-        return Ok(z);
-    }
-    rotate_sum(ex, z, lay.dpad / period, period as i64)
-}
-
-/// The diagonal products: `D` diagonals with the rows `rows` names in every slot, or (with a
-/// period `m`) `m` diagonals with the rows repeating every `m` slots.
-fn product<E: Exec>(
-    ex: &E,
-    lay: &DenseLayout,
-    x: &E::Ct,
-    cts: usize,
-    rows: RowMap<'_>,
-    w: HeadWeights<'_>,
-    period: Option<usize>,
-) -> Result<Vec<E::Ct>> {
     let n = lay.slots;
     if ex.slots() != n {
         return Err(Error::SlotMismatch {
@@ -206,27 +221,18 @@ fn product<E: Exec>(
             found: ex.slots(),
         });
     }
-    let dp = lay.dpad;
-    let diags = period.unwrap_or(dp);
-    // Baby steps ≈ √diags, a power of two.
-    let g = match period {
-        None => lay.g.min(dp),
-        Some(m) => (1usize << m.trailing_zeros().div_ceil(2)).min(m),
-    };
+    let (p, diags) = (lay.period, lay.diagonals());
+    // Baby steps ≈ √w, a power of two (w is one).
+    let g = (1usize << diags.trailing_zeros().div_ceil(2)).min(diags);
     let giants = diags / g;
     let ks: Vec<i64> = (0..g as i64).collect();
     let babies = ex.rotate_many(x, &ks)?;
     // diag_{u,k}[s]: the weight that slot s of output u multiplies with ρ(x, k)[s].
     let weight = move |row: Option<usize>, s: usize, k: usize| -> f64 {
-        let col = (s + k) % dp;
-        match row {
-            Some(r) if col < lay.d => w(r, col),
+        match (row, lay.input_home((s + k) % n)) {
+            (Some(r), Some(col)) => w(r, col),
             _ => 0.0,
         }
-    };
-    let row_at = move |u: usize, s: usize| match period {
-        Some(m) => rows(u, s % m),
-        None => rows(u, s),
     };
     let mut out = Vec::with_capacity(cts);
     for u in 0..cts {
@@ -238,7 +244,7 @@ fn product<E: Exec>(
                     .map(|s| {
                         // ρ(diag, −ig)[s] = diag[(s − ig) mod n].
                         let src = (s + n - shift % n) % n;
-                        let (re, im) = row_at(u, src);
+                        let (re, im) = rows(u, src % p);
                         C64::new(weight(re, src, k), weight(im, src, k))
                     })
                     .collect()
@@ -266,7 +272,12 @@ fn product<E: Exec>(
         if parts.is_empty() {
             return Err(Error::InvalidParameters("dense product: empty output"));
         }
-        out.push(ex.rotate_sum_lazy(parts)?);
+        let z = ex.rotate_sum_lazy(parts)?;
+        out.push(if p == n {
+            z
+        } else {
+            rotate_sum(ex, z, n / p, p as i64)?
+        });
     }
     Ok(out)
 }
@@ -298,8 +309,8 @@ mod tests {
         assert!(HeadLayout::new(1000, 16, 10).is_err());
         let lay = HeadLayout::new(1 << 14, 576, 49_152).unwrap();
         assert_eq!(
-            (lay.dense().dpad(), lay.cts(), lay.dense().g),
-            (1024, 2, 32)
+            (lay.dense().dpad(), lay.cts(), lay.dense().diagonals()),
+            (1024, 2, 1024)
         );
         let v = lay.input(&vec![1.0; 576]);
         assert_eq!(v[1024 + 575], C64::real(1.0));
@@ -314,15 +325,51 @@ mod tests {
         let c = ex.counts();
         assert_eq!(c.pt_mults, 2 * 1024);
         assert_eq!(c.rotations, 31 + 2 * 31);
-        // A short output (576 rows: 512 real + 64 imaginary) with period 512: 512 diagonals,
-        // then a sum over the two halves of D = 1024.
+        // A short output (576 rows: 512 real + 64 imaginary) at period 512: w = 1024·512/2^14
+        // = 32 diagonals (7 baby and 3 giant rotations), then log2(32) = 5 rotations add the
+        // windows.
+        let d = DenseLayout::for_rows(1 << 14, 576, 576).unwrap();
+        assert_eq!((d.period(), d.diagonals()), (512, 32));
         let ex = SymExec::new(1 << 14);
         let rows = |_: usize, s: usize| (Some(s), Some(512 + s).filter(|&r| r < 576));
-        let y = matvec_periodic(&ex, lay.dense(), &ex.fresh(3), 512, &rows, &w).unwrap();
-        assert_eq!(y.level, 2);
+        let y = matvec(&ex, &d, &ex.fresh(3), 1, &rows, &w).unwrap();
+        assert_eq!(y[0].level, 2);
         let c = ex.counts();
-        assert_eq!(c.pt_mults, 512);
-        assert!(c.rotations < 31 + 15 + 2);
-        assert!(matvec_periodic(&ex, lay.dense(), &ex.fresh(3), 2048, &rows, &w).is_err());
+        assert_eq!(c.pt_mults, 32);
+        assert_eq!(c.rotations, 7 + 3 + 5);
+        assert!(DenseLayout::with_period(1 << 14, 576, 8).is_err());
+        assert!(DenseLayout::with_period(1 << 14, 576, 3 << 8).is_err());
+        assert!(DenseLayout::with_period(1 << 14, 576, 1 << 15).is_err());
+    }
+
+    /// Every row's `n/P` windows of `w` diagonals reach each of its `d` columns exactly once,
+    /// for every period a layout admits.
+    #[test]
+    fn windows_tile_the_columns() {
+        for (n, d) in [
+            (64usize, 16usize),
+            (64, 13),
+            (256, 48),
+            (256, 256),
+            (128, 5),
+        ] {
+            let mut p = n / d.next_power_of_two();
+            while p <= n {
+                let lay = DenseLayout::with_period(n, d, p).unwrap();
+                let w = lay.diagonals();
+                for t in 0..p {
+                    let mut seen = vec![0u32; d];
+                    for j in 0..n / p {
+                        for k in 0..w {
+                            if let Some(c) = lay.input_home((j * p + t + k) % n) {
+                                seen[c] += 1;
+                            }
+                        }
+                    }
+                    assert!(seen.iter().all(|&c| c == 1), "n {n} d {d} P {p} t {t}");
+                }
+                p *= 2;
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! the conversions carry the fewest primes.
 
 use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
-use super::head::{matvec, matvec_periodic, DenseLayout, HeadLayout};
+use super::head::{matvec, DenseLayout, HeadLayout};
 use super::{DecoderConfig, Family};
 use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
 use crate::error::Error;
@@ -117,52 +117,47 @@ fn boundary(b: u32) -> BoundaryCfg {
     }
 }
 
-/// Where a dense product's output rows land: block `2u` of `rows` (`slots` rows each) in the
-/// real parts of ciphertext `u`, block `2u + 1` in the imaginary parts. With `periodic`, one
-/// ciphertext by the hybrid method ([`matvec_periodic`]) whose first `slots` slots hold the
-/// rows.
+/// Where a dense product's output rows land, at the product's period `P` (`slots`): block `2u`
+/// of `rows` (`P` rows each) in the real parts of ciphertext `u`'s slots `t < P`, block `2u + 1`
+/// in the imaginary parts; or, `paired`, rows `i` and `rows/2 + i` in the real and imaginary
+/// parts of slot `i mod P` of ciphertext `⌊i/P⌋` (Llama's gate and up, which SwiGLU multiplies
+/// element by element).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenseRows {
     /// Output rows.
     pub rows: usize,
-    /// Rows per part of a ciphertext: the slots, or the period.
+    /// Rows per part of a ciphertext: the product's period.
     pub slots: usize,
-    /// Whether the product is the hybrid one (`slots` is its period).
-    pub periodic: bool,
+    /// Whether row `i` and row `rows/2 + i` share a slot.
+    pub paired: bool,
 }
 
 impl DenseRows {
-    /// `rows` rows on `slots` slots from an input padded to `dpad`: the hybrid product when
-    /// the rows fit two periods of at most `dpad` (`W_o`, `W_down`), the full one otherwise.
-    pub fn for_product(rows: usize, slots: usize, dpad: usize) -> Self {
-        let m = rows.div_ceil(2).next_power_of_two();
-        if m <= dpad && m < slots {
-            Self {
-                rows,
-                slots: m,
-                periodic: true,
-            }
-        } else {
-            Self {
-                rows,
-                slots,
-                periodic: false,
-            }
-        }
-    }
-
-    /// The full product's rows (no period).
-    pub fn full(rows: usize, slots: usize) -> Self {
+    /// `rows` rows in blocks of `slots`.
+    pub fn new(rows: usize, slots: usize) -> Self {
         Self {
             rows,
             slots,
-            periodic: false,
+            paired: false,
         }
     }
 
-    /// Output ciphertexts, `⌈rows / 2n⌉`.
+    /// `2·half` rows, row `i` beside row `half + i`.
+    pub fn pairs(half: usize, slots: usize) -> Self {
+        Self {
+            rows: 2 * half,
+            slots,
+            paired: true,
+        }
+    }
+
+    /// Output ciphertexts: `⌈rows / 2P⌉` (paired: `⌈(rows/2) / P⌉`).
     pub fn cts(&self) -> usize {
-        self.rows.div_ceil(2 * self.slots)
+        if self.paired {
+            (self.rows / 2).div_ceil(self.slots)
+        } else {
+            self.rows.div_ceil(2 * self.slots)
+        }
     }
 
     /// The rows slot `s` of ciphertext `u` carries (real, imaginary).
@@ -170,14 +165,54 @@ impl DenseRows {
         if s >= self.slots {
             return (None, None);
         }
+        if self.paired {
+            let h = self.rows / 2;
+            let i = u * self.slots + s;
+            return if i < h {
+                (Some(i), Some(h + i))
+            } else {
+                (None, None)
+            };
+        }
         let row = |b: usize| Some(b * self.slots + s).filter(|&r| r < self.rows);
         (row(2 * u), row(2 * u + 1))
     }
 
     /// The home of row `e`: ciphertext, part (0 real, 1 imaginary), slot.
     pub fn home(&self, e: usize) -> (usize, usize, usize) {
+        if self.paired {
+            let h = self.rows / 2;
+            let (part, i) = if e < h { (0, e) } else { (1, e - h) };
+            return (i / self.slots, part, i % self.slots);
+        }
         let b = e / self.slots;
         (b / 2, b % 2, e % self.slots)
+    }
+}
+
+/// One dense product's packing: its input's layout and its output rows, at one period (the
+/// least that holds the rows in one ciphertext, [`DenseLayout::for_rows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dense {
+    /// The input's layout.
+    pub lay: DenseLayout,
+    /// Where the output rows land.
+    pub rows: DenseRows,
+}
+
+impl Dense {
+    /// A product of `rows` rows (paired: `2·rows`, row `i` beside row `rows + i`) from an
+    /// input of width `d`.
+    fn new(slots: usize, d: usize, rows: usize, paired: bool) -> Result<Self, Error> {
+        let all = if paired { 2 * rows } else { rows };
+        let lay = DenseLayout::for_rows(slots, d, all)?;
+        let p = lay.period();
+        let rows = if paired {
+            DenseRows::pairs(rows, p)
+        } else {
+            DenseRows::new(rows, p)
+        };
+        Ok(Self { lay, rows })
     }
 }
 
@@ -217,17 +252,17 @@ pub struct DecodePlan {
     pub(super) lay: DecodeLayout,
     /// The attention's query ciphertexts (with [`DecodeLayout::groups`] heads each).
     pub(super) qcts: Vec<QueryCt>,
-    /// The dense products' input packing at width `d`.
-    pub(super) dense_d: DenseLayout,
-    /// The same at width `ffn` (`W_down`'s input).
-    pub(super) dense_f: DenseLayout,
-    /// Where `W_o`'s and `W_down`'s rows land.
-    pub(super) rows_o: DenseRows,
-    /// Where the LM head's rows land.
-    pub(super) rows_head: DenseRows,
-    /// Where `[W_q; W_k; W_v]`'s rows land (densely, before they are converted into the
+    /// `[W_q; W_k; W_v]`'s packing (its rows dense, before they are converted into the
     /// cache's layout).
-    pub(super) rows_qkv: DenseRows,
+    pub(super) qkv: Dense,
+    /// `W_o`'s packing.
+    pub(super) o: Dense,
+    /// The MLP's first product's (Llama: `[W_gate; W_up]` paired; GPT-2: `W_up`).
+    pub(super) up: Dense,
+    /// `W_down`'s packing.
+    pub(super) down: Dense,
+    /// The LM head's packing (the plain replication: its rows fill every slot).
+    pub(super) head: Dense,
     /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
     /// output, the MLP input, the activation, the head's input, the attention input.
     pub(super) levels: [usize; 7],
@@ -306,7 +341,6 @@ impl DecodePlan {
         let slots = params.n() / 2;
         let (d, kv) = (cfg.hidden, cfg.kv_heads);
         let pairs = head_pairs(cfg.heads, kv)?;
-        let dense_d = DenseLayout::new(slots, d)?;
         let lay = match groups {
             Some(k) => DecodeLayout::grouped(slots, cfg.head_dim(), k)?,
             None => Self::pick_groups(slots, cfg, max_ctx)?,
@@ -314,8 +348,7 @@ impl DecodePlan {
         let qcts = Self::build_query_cts(cfg, &pairs, lay.groups());
         let reads: Vec<usize> = qcts.iter().map(|q| q.kv).collect();
         let kv_cts = kv.div_ceil(lay.groups());
-        let dense_f = DenseLayout::new(slots, cfg.ffn)?;
-        // The LM head's packing must fit (its rows are `rows_head`).
+        // The LM head's packing must fit.
         HeadLayout::new(slots, d, cfg.vocab)?;
         let primes: Vec<f64> = params.q().iter().map(|q| q.value() as f64).collect();
         let delta = params.default_scale();
@@ -372,31 +405,32 @@ impl DecodePlan {
         })?;
 
         // The dense products, each one level.
-        let dense = |lay: DenseLayout, rows: DenseRows, b: u32| {
+        let dense = |p: Dense, b: u32| {
             pick_level(params, slots, boundary(b), |l| {
                 dry::<()>(slots, &primes, |ex| {
                     let x = ex.fresh(l, delta);
-                    let at = move |u: usize, s: usize| rows.at(u, s);
-                    if rows.periodic {
-                        Ok(alloc::vec![matvec_periodic(
-                            ex, &lay, &x, rows.slots, &at, &zero
-                        )?])
-                    } else {
-                        matvec(ex, &lay, &x, rows.cts(), &at, &zero)
-                    }
+                    let at = move |u: usize, s: usize| p.rows.at(u, s);
+                    matvec(ex, &p.lay, &x, p.rows.cts(), &at, &zero)
                 })
                 .map(|r| r.0)
             })
         };
-        // W_o reads width d, W_down width ffn: the period must suit both.
-        let rows_o = DenseRows::for_product(d, slots, dense_d.dpad().min(dense_f.dpad()));
-        let rows_head = DenseRows::full(cfg.vocab, slots);
-        let rows_qkv = DenseRows::full(d + 2 * cfg.kv_dim(), slots);
-        let (lq, c2m_q, dry_q) = dense(dense_d, rows_qkv, ranges.y)?;
-        let (lo, c2m_y, dry_o) = dense(dense_d, rows_o, ranges.x)?;
-        let (lm, c2m_u, dry_u) = dense(dense_d, Self::up_rows_of(cfg, slots), ranges.y)?;
-        let (lg, c2m_d, dry_d) = dense(dense_f, rows_o, ranges.x)?;
-        let (lh, c2m_h, dry_h) = dense(dense_d, rows_head, ranges.y)?;
+        let qkv = Dense::new(slots, d, d + 2 * cfg.kv_dim(), false)?;
+        let o = Dense::new(slots, d, d, false)?;
+        let up = match cfg.family {
+            Family::Llama => Dense::new(slots, d, cfg.ffn, true)?,
+            Family::Gpt2 => Dense::new(slots, d, cfg.ffn, false)?,
+        };
+        let down = Dense::new(slots, cfg.ffn, d, false)?;
+        let head = Dense {
+            lay: DenseLayout::new(slots, d)?,
+            rows: DenseRows::new(cfg.vocab, slots),
+        };
+        let (lq, c2m_q, dry_q) = dense(qkv, ranges.y)?;
+        let (lo, c2m_y, dry_o) = dense(o, ranges.x)?;
+        let (lm, c2m_u, dry_u) = dense(up, ranges.y)?;
+        let (lg, c2m_d, dry_d) = dense(down, ranges.x)?;
+        let (lh, c2m_h, dry_h) = dense(head, ranges.y)?;
 
         let levels = [la, la - 1, lo, lm, lg, lh, lq];
         let m2c_bounds = [
@@ -428,11 +462,11 @@ impl DecodePlan {
             slots,
             lay,
             qcts,
-            dense_d,
-            dense_f,
-            rows_o,
-            rows_head,
-            rows_qkv,
+            qkv,
+            o,
+            up,
+            down,
+            head,
             levels,
             ranges,
             norms: alloc::vec![
@@ -560,43 +594,16 @@ impl DecodePlan {
         &self.dry_counts
     }
 
-    /// The MLP's first product's rows: Llama's gate in the real parts and up in the imaginary
-    /// parts of the same slots (rows `i` and `ffn + i` of `[W_gate; W_up]`), GPT-2's up densely.
-    fn up_rows_of(cfg: &DecoderConfig, slots: usize) -> DenseRows {
-        DenseRows::full(
-            match cfg.family {
-                // Laid out by `up_at`; `rows` counts the ciphertexts' capacity.
-                Family::Llama => 2 * cfg.ffn.div_ceil(slots) * slots,
-                Family::Gpt2 => cfg.ffn,
-            },
-            slots,
-        )
-    }
-
     /// Output ciphertexts of the MLP's first product.
     pub fn up_cts(&self) -> usize {
-        match self.cfg.family {
-            Family::Llama => self.cfg.ffn.div_ceil(self.slots),
-            Family::Gpt2 => self.cfg.ffn.div_ceil(2 * self.slots),
-        }
+        self.up.rows.cts()
     }
 
     /// The rows slot `s` of the MLP's first output ciphertext `u` carries, as rows of
     /// `[W_gate; W_up]` (Llama: gate row `i` in the real part, up row `i` in the imaginary part,
-    /// `i = u·n + s`) or of `W_up` (GPT-2: [`DenseRows`]).
+    /// paired) or of `W_up` (GPT-2): [`DenseRows::at`].
     pub fn up_at(&self, u: usize, s: usize) -> (Option<usize>, Option<usize>) {
-        let f = self.cfg.ffn;
-        match self.cfg.family {
-            Family::Llama => {
-                let i = u * self.slots + s;
-                if i < f {
-                    (Some(i), Some(f + i))
-                } else {
-                    (None, None)
-                }
-            }
-            Family::Gpt2 => DenseRows::full(f, self.slots).at(u, s),
-        }
+        self.up.rows.at(u, s)
     }
 
     /// The head groups per ciphertext that minimize the cost model's estimate of the token at

@@ -49,11 +49,17 @@
 //! output goes through the conversions once more to reach the cache's replicated layout: the
 //! M2C lays the shares out as the cache needs at no cost, where a projection straight into
 //! that layout would encode `D` plaintext diagonals for every one of its ciphertexts.
+//!
+//! Every dense product's input is laid out by its own M2C in blocks of the product's period
+//! ([`super::head`]'s staggered packing, [`DecodePlan`]'s `Dense`), so each product encodes
+//! about `rows·D/2n` plaintexts per token (SmolLM2: 64 for `q`, `k`, `v`, 256 for gate and up,
+//! 64 for `W_o`, 128 for `W_down`), not `D` per output ciphertext: the server re-encodes them
+//! every step (RoPE moves with the position, and caching all of them would take tens of GB).
 
 use super::cache::EncKvCache;
-use super::head::{matvec, matvec_periodic};
+use super::head::matvec;
 use super::plan::{
-    DecodePlan, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_QKV, B_UP, B_VAL, MPC_CONFIG,
+    DecodePlan, Dense, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_QKV, B_UP, B_VAL, MPC_CONFIG,
 };
 use super::{DecoderWeights, Family};
 use crate::circuits::exec::Exec;
@@ -351,7 +357,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .await?)
     }
 
-    /// M2C of a vector into the replicated dense packing of width `x.len()`.
+    /// M2C of a vector into a dense product's input layout.
     async fn m2c_dense(
         &mut self,
         which: usize,
@@ -412,59 +418,49 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     }
 
     /// `x + W·input (+ b)` for a product into the residual stream (`W_o`, `W_down`): the
-    /// hybrid product at the server (`W` is `None` at the client), then the C2M into `x`'s
+    /// dense product at the server (`W` is `None` at the client), then the C2M into `x`'s
     /// shares; the two are reported as the blocks `names`.
     #[allow(clippy::too_many_arguments)]
     async fn add_product(
         &mut self,
         which: usize,
         input: Option<Ciphertext<B>>,
-        lay: &super::head::DenseLayout,
+        p: Dense,
         w: Option<&Mat>,
         b: Option<&[f64]>,
         x: &RingShares,
         names: [&'static str; 2],
         progress: &mut dyn FnMut(&BlockCost),
     ) -> Result<RingShares, ProtocolError> {
-        let rows = self.plan.rows_o;
-        let period = rows.periodic.then_some(rows.slots);
-        let at = move |u: usize, s: usize| rows.at(u, s);
         let cts = match w {
             Some(w) => {
                 let wf = |r: usize, c: usize| w.get(r, c);
-                self.dense(input, lay, rows.cts(), period, &at, &wf, b)?
+                self.dense(input, p, &wf, b)?
             }
             None => None,
         };
         self.done(names[0], progress);
-        let y = self.c2m_dense(which, cts, rows).await?;
+        let y = self.c2m_dense(which, cts, p.rows).await?;
         let x = ops::add(self.h.party.ring(), x, &y)?;
         self.done(names[1], progress);
         Ok(x)
     }
 
-    /// A dense product `W·x (+ b)` at the server on the replicated input `x`: `cts`
-    /// ciphertexts, or with a `period` the hybrid product's one.
-    #[allow(clippy::too_many_arguments)]
+    /// A dense product `W·x (+ b)` at the server on the input `x` in `p`'s layout.
     fn dense(
         &self,
         x: Option<Ciphertext<B>>,
-        lay: &super::head::DenseLayout,
-        cts: usize,
-        period: Option<usize>,
-        at: &dyn Fn(usize, usize) -> (Option<usize>, Option<usize>),
+        p: Dense,
         w: &dyn Fn(usize, usize) -> f64,
         b: Option<&[f64]>,
     ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
         let (Some(ex), Some(x)) = (self.h.exec(), x) else {
             return Ok(None);
         };
-        let mut out = match period {
-            Some(m) => vec![matvec_periodic(ex, lay, &x, m, at, w)?],
-            None => matvec(ex, lay, &x, cts, at, w)?,
-        };
+        let at = move |u: usize, s: usize| p.rows.at(u, s);
+        let mut out = matvec(ex, &p.lay, &x, p.rows.cts(), &at, w)?;
         if let Some(b) = b {
-            add_rows(ex, &mut out, at, b)?;
+            add_rows(ex, &mut out, &at, b)?;
         }
         Ok(Some(out))
     }
@@ -492,10 +488,8 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         // Attention.
         let a = self.norm(2 * li, &x).await?;
         self.done("norm1", progress);
-        let ac = self.m2c_dense(B_QKV, &a, &plan.dense_d).await?;
+        let ac = self.m2c_dense(B_QKV, &a, &plan.qkv.lay).await?;
         self.done("m2c:a", progress);
-        let rows_qkv = plan.rows_qkv;
-        let at_qkv = move |u: usize, s: usize| rows_qkv.at(u, s);
         let qkv_cts = match w {
             Some(w) => {
                 let rope = match cfg.family {
@@ -518,21 +512,13 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     };
                     v * g[c]
                 };
-                self.dense(
-                    ac,
-                    &plan.dense_d,
-                    rows_qkv.cts(),
-                    None,
-                    &at_qkv,
-                    &wf,
-                    bias.map(|b| &b.qkv[..]),
-                )?
+                self.dense(ac, plan.qkv, &wf, bias.map(|b| &b.qkv[..]))?
             }
             None => None,
         };
         self.done("qkv", progress);
         // q, k and v as shares, then converted back in the cache's replicated layout.
-        let qkv = self.c2m_dense(B_QKV, qkv_cts, rows_qkv).await?;
+        let qkv = self.c2m_dense(B_QKV, qkv_cts, plan.qkv.rows).await?;
         self.done("c2m:qkv", progress);
         let qv = qkv.as_slice();
         let lay_in: Vec<ComplexShares> = (0..plan.qkv_cts())
@@ -660,14 +646,14 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         }
         self.done("c2m:o", progress);
         let oc = self
-            .m2c_dense(B_OUT, &RingShares::new(o), &plan.dense_d)
+            .m2c_dense(B_OUT, &RingShares::new(o), &plan.o.lay)
             .await?;
         self.done("m2c:o", progress);
         let x = self
             .add_product(
                 B_OUT,
                 oc,
-                &plan.dense_d,
+                plan.o,
                 w.map(|w| &w.wo),
                 bias.map(|b| &b.o[..]),
                 &x,
@@ -679,7 +665,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         // MLP.
         let m = self.norm(2 * li + 1, &x).await?;
         self.done("norm2", progress);
-        let mc = self.m2c_dense(B_UP, &m, &plan.dense_d).await?;
+        let mc = self.m2c_dense(B_UP, &m, &plan.up.lay).await?;
         self.done("m2c:m", progress);
         let u_cts = match w {
             Some(w) => {
@@ -692,22 +678,13 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     };
                     v * g[c]
                 };
-                let at = |u: usize, s: usize| plan.up_at(u, s);
-                self.dense(
-                    mc,
-                    &plan.dense_d,
-                    plan.up_cts(),
-                    None,
-                    &at,
-                    &wf,
-                    bias.map(|b| &b.up[..]),
-                )?
+                self.dense(mc, plan.up, &wf, bias.map(|b| &b.up[..]))?
             }
             None => None,
         };
         self.done("up", progress);
         let ush = self.c2m(B_UP, u_cts, plan.up_cts()).await?;
-        let pick = |u: usize, part: usize, s: usize| {
+        let pick_at = |(u, part, s): (usize, usize, usize)| {
             let c = &ush[u];
             if part == 0 {
                 c.re.as_slice()[s]
@@ -716,34 +693,29 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             }
         };
         self.done("c2m:u", progress);
+        let rows = plan.up.rows;
         let g = match cfg.family {
             Family::Llama => {
-                let gate: Vec<u64> = (0..f).map(|i| pick(i / n, 0, i % n)).collect();
-                let up: Vec<u64> = (0..f).map(|i| pick(i / n, 1, i % n)).collect();
+                let gate: Vec<u64> = (0..f).map(|e| pick_at(rows.home(e))).collect();
+                let up: Vec<u64> = (f..2 * f).map(|e| pick_at(rows.home(e))).collect();
                 Silu.swiglu(self.h.party, &RingShares::new(gate), &RingShares::new(up))
                     .await?
             }
             Family::Gpt2 => {
-                let rows = DenseRows::full(f, n);
-                let up: Vec<u64> = (0..f)
-                    .map(|e| {
-                        let (u, part, s) = rows.home(e);
-                        pick(u, part, s)
-                    })
-                    .collect();
+                let up: Vec<u64> = (0..f).map(|e| pick_at(rows.home(e))).collect();
                 DecodePlan::gelu()
                     .run(self.h.party, &RingShares::new(up))
                     .await?
             }
         };
         self.done("act", progress);
-        let gc = self.m2c_dense(B_DOWN, &g, &plan.dense_f).await?;
+        let gc = self.m2c_dense(B_DOWN, &g, &plan.down.lay).await?;
         self.done("m2c:g", progress);
         let x = self
             .add_product(
                 B_DOWN,
                 gc,
-                &plan.dense_f,
+                plan.down,
                 w.map(|w| &w.w_down),
                 bias.map(|b| &b.down[..]),
                 &x,
@@ -764,28 +736,18 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let plan = self.plan;
         let h = self.norm(2 * self.plan.cfg.layers, x).await?;
         self.done("norm-f", progress);
-        let hc = self.m2c_dense(B_HEAD, &h, &plan.dense_d).await?;
+        let hc = self.m2c_dense(B_HEAD, &h, &plan.head.lay).await?;
         self.done("m2c:h", progress);
-        let rows = plan.rows_head;
-        let at = move |u: usize, s: usize| rows.at(u, s);
         let l_cts = match self.h.model() {
             Some(m) => {
                 let (hw, g) = (m.w.lm_head(), &m.w.final_norm);
                 let wf = |r: usize, c: usize| hw.get(r, c) * g[c];
-                self.dense(
-                    hc,
-                    &plan.dense_d,
-                    rows.cts(),
-                    None,
-                    &at,
-                    &wf,
-                    m.head_bias.as_deref(),
-                )?
+                self.dense(hc, plan.head, &wf, m.head_bias.as_deref())?
             }
             None => None,
         };
         self.done("lm-head", progress);
-        let l = self.c2m_dense(B_HEAD, l_cts, rows).await?;
+        let l = self.c2m_dense(B_HEAD, l_cts, plan.head.rows).await?;
         self.done("c2m:l", progress);
         let out = self.h.open_to_client(l).await?;
         self.done("head", progress);

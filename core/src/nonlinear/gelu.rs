@@ -560,12 +560,36 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
     t: &RingShares,
 ) -> Result<RingShares> {
     let r = p.ring();
-    let p0 = p.is_p0();
-    let n = t.len();
-    let (ca, cb) = pt_coeffs(q);
     // u = t/4 at 20 bits: t·2^{20−15}.
     let u = RingShares::new(t.as_slice().iter().map(|&v| r.mul(v, 1 << 5)).collect());
-    let u2 = p.square_fx(&u, PT_FU).await?;
+    power_tree_lanes(p, &[q], 0, &u).await
+}
+
+/// Degree-7 polynomials `Σ c_k u^k` at 13 bits by the power tree, for `u` at 20 bits (`|u| ≤ 1`
+/// on the lanes that count; the others come out garbled, see the module docs): `u` holds
+/// `pieces.len()` blocks of equal length, block `i` evaluated with `pieces[i]` (one batch: the
+/// same products and rounds as one polynomial). Each piece's cubic `B = c_4 + … + c_7·u³` must
+/// stay below `2^6` on `[0, 1]`, and the value below `2^{−2−h}·2^{ℓ−43}` for `h` bits of
+/// `headroom`: the last sum is held at `43 − h` fractional bits (`A` at `25 − h`, `B` at
+/// `23 − h`), and its truncation needs it within `2^{ℓ−2}` (GELU's `|Q| ≤ 0.17` takes `h = 0`,
+/// SiLU's `0.28` takes `h = 1`).
+pub(crate) async fn power_tree_lanes<R: RngCore + CryptoRng>(
+    p: &mut Party<R>,
+    pieces: &[&[f64; 8]],
+    headroom: u32,
+    u: &RingShares,
+) -> Result<RingShares> {
+    let r = p.ring();
+    let p0 = p.is_p0();
+    let all = u.len();
+    if pieces.is_empty() || !all.is_multiple_of(pieces.len()) {
+        return Err(MpcError::InvalidConfig(
+            "power tree: the lanes must split evenly over the pieces",
+        ));
+    }
+    let block = all / pieces.len();
+    let coeffs: Vec<([i64; 4], [i64; 4])> = pieces.iter().map(|q| pt_coeffs(q)).collect();
+    let u2 = p.square_fx(u, PT_FU).await?;
     let mut lhs = u.as_slice().to_vec();
     lhs.extend_from_slice(u2.as_slice());
     let mut rhs = u2.as_slice().to_vec();
@@ -594,13 +618,15 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
         s = r.add(s, r.mul(r.from_signed(c[2]), u2s[k]));
         r.add(s, r.mul(r.from_signed(c[3]), u34s[k]))
     };
-    let mut ab = Vec::with_capacity(2 * n);
-    ab.extend((0..n).map(|k| lin(&ca, PT_FU, k)));
-    ab.extend((0..n).map(|k| lin(&cb, PT_FU, k)));
-    let ab = p.trunc_round(RingShares::new(ab), PT_AB_SHIFT).await?;
-    let (a, b) = ab.as_slice().split_at(n);
-    let u4 = RingShares::new(u34s[n..].to_vec());
-    // |B(u)| ≤ 35.5 at 23 bits (< 2^29) for u ∈ [0, 1] (both fits: B rises from c₄).
+    let mut ab = Vec::with_capacity(2 * all);
+    ab.extend((0..all).map(|k| lin(&coeffs[k / block].0, PT_FU, k)));
+    ab.extend((0..all).map(|k| lin(&coeffs[k / block].1, PT_FU, k)));
+    let ab = p
+        .trunc_round(RingShares::new(ab), PT_AB_SHIFT + headroom)
+        .await?;
+    let (a, b) = ab.as_slice().split_at(all);
+    let u4 = RingShares::new(u34s[all..].to_vec());
+    // |B(u)| < 2^6 at 23 bits (< 2^29) for u ∈ [0, 1] (every fit here: B rises from c₄).
     let prod = p
         .mul_bounded_fx(&RingShares::new(b.to_vec()), PT_B_BOUND, &u4, PT_BOUND, 0)
         .await?;
@@ -611,22 +637,27 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
             .map(|(&z, &av)| r.add(z, (av << 18) & r.mask()))
             .collect(),
     );
-    p.trunc_round(raw, PT_OUT_SHIFT).await
+    p.trunc_round(raw, PT_OUT_SHIFT - headroom).await
 }
 
 /// Reference of [`power_tree_eval`] with exact rounding.
 fn power_tree_ref(q: &[f64; 8], t: i64) -> i64 {
+    power_tree_ref_u(q, 0, t << 5)
+}
+
+/// Reference of [`power_tree_lanes`] on one lane with exact rounding (`u` at 20 bits).
+pub(crate) fn power_tree_ref_u(q: &[f64; 8], headroom: u32, u: i64) -> i64 {
     let (ca, cb) = pt_coeffs(q);
-    let u = (t << 5) as i128;
+    let u = u as i128;
     let u2 = fixed::round_shift(u * u, PT_FU) as i128;
     let u3 = fixed::round_shift(u * u2, PT_FU) as i128;
     let u4 = fixed::round_shift(u2 * u2, PT_FU) as i128;
     let lin = |c: &[i64; 4]| {
         ((c[0] as i128) << PT_FU) + c[1] as i128 * u + c[2] as i128 * u2 + c[3] as i128 * u3
     };
-    let a = fixed::round_shift(lin(&ca), PT_AB_SHIFT) as i128;
-    let b = fixed::round_shift(lin(&cb), PT_AB_SHIFT) as i128;
-    fixed::round_shift(u4 * b + (a << 18), PT_OUT_SHIFT)
+    let a = fixed::round_shift(lin(&ca), PT_AB_SHIFT + headroom) as i128;
+    let b = fixed::round_shift(lin(&cb), PT_AB_SHIFT + headroom) as i128;
+    fixed::round_shift(u4 * b + (a << 18), PT_OUT_SHIFT - headroom)
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@
 //! * [`gelu`]: GELU (BOLT's piecewise quartic, degree-7 erf and tanh fits), all in MPC or
 //!   with EncFormer's CKKS-evaluated candidates.
 //! * [`pool`]: 2×2 max pooling (and fused ReLU); [`quad`]: FEnc2's `a·x² + b·x + c`.
-//! * [`silu`]: SiLU `x·σ(x)` (Llama-architecture MLPs) from [`exp`] and [`recip`].
+//! * [`silu`]: SiLU `x·σ(x)` (Llama-architecture MLPs), two degree-7 pieces beside ReLU on
+//!   GELU's power tree.
 //!
 //! # Fixed point
 //!

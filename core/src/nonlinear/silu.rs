@@ -1,63 +1,93 @@
 //! SiLU (`x·σ(x)`, the activation of Llama-architecture MLPs, where SwiGLU multiplies it by
-//! the up projection) in two-party MPC, from the exponential and reciprocal blocks.
+//! the up projection) in two-party MPC, as a two-piece polynomial beside ReLU.
 //!
 //! # The function
 //!
-//! `SiLU(x) − ReLU(x) = −t·σ(−t)` with `t = |x|`, for either sign of `x` (`σ(−t) =
-//! 1 − σ(t)`), and `σ(−t) = e^{−t}/(1 + e^{−t})` needs the exponential of a non-positive
-//! value only, with a denominator in `[1, 2]`: both well conditioned. So
+//! `SiLU(x) − ReLU(x) = Q(|x|)` with `Q(t) = −t·σ(−t) = −t/(1 + e^t)`, for either sign of `x`
+//! (`σ(−t) = 1 − σ(t)`): an even correction that decays like `t·e^{−t}`, more slowly than
+//! GELU's, so one polynomial would need degree 11–12 with coefficients in the ten thousands
+//! to reach `10⁻⁴` on `[0, 12]`. Two pieces of degree 7 do it with small ones:
 //!
-//! `out = ReLU(x) − t'·e^{−t'}·1/(1 + e^{−t'})`, `t' = min(|x|, T)`, `T = 16`,
+//! | piece | variable | fit (Lawson) | max fit error | with the coefficients rounded |
+//! |---|---|---|---|---|
+//! | `t ∈ [0, 4]` | `u = t/4` | [`SILU_QA`] | `2.5·10⁻⁵` | `3.7·10⁻⁵` |
+//! | `t ∈ (4, 12]` | `v = (t − 4)/8` | [`SILU_QB`] | `1.2·10⁻⁵` | `3.3·10⁻⁵` |
 //!
-//! which is exact but for the clamp: beyond `T` the term is below `T·e^{−T} < 1.8·10⁻⁶`.
+//! and beyond `T = 12` the output is `ReLU(x)`, off by at most `12/(1 + e^{12}) = 7.4·10⁻⁵`.
 //!
 //! # Protocol ([`Silu::run`])
 //!
 //! 1. `a = [x < 0]` (one [`Party::msb`]), `m = a·x` (one mux): `ReLU(x) = x − m`,
-//!    `t = x − 2m`, local.
-//! 2. `t' = min(t, T)` ([`Party::clamp`], one ReLU).
-//! 3. `e = e^{−t'}` at 20 bits ([`exp_neg`]).
-//! 4. `q = 1/(1 + e)` at 20 bits ([`recip`] with `J = 1`: `1 + e ∈ [1, 2]`).
-//! 5. `σ = e·q` and `y = t'·σ`, two bounded products ([`Party::mul_bounded_fx`]: `e, q, σ`
-//!    below `2^{21}` at 20 bits, `t'` below `2^{18}` at 13), then `out = ReLU(x) − y`.
+//!    `t = |x| = x − 2m`, local.
+//! 2. `[t ≤ 4]` and `[t ≤ 12]` (one MSB over `2n`: `t` is non-negative and small, so
+//!    `t − c` does not wrap).
+//! 3. Both pieces on all lanes in one batch of GELU's power tree (`u²`; `u³, u⁴`;
+//!    `A + u⁴·B`: four bounded products in three levels on `2n` lanes); the lanes outside
+//!    a piece's interval come out garbled, as GELU's do, and the exact bits below drop them.
+//! 4. `out = ReLU(x) + [t ≤ 4]·Q_A + ([t ≤ 12] ⊕ [t ≤ 4])·Q_B` (one mux over `2n`).
 //!
 //! # Range and error
 //!
 //! Input and output at `F = 13`, valid for `|x| < 2^{ℓ−2}` as integers (the MSB's and the
-//! mux's range); saturation is natural (beyond `T` the output is `ReLU(x)` up to the
-//! `≤ 1.8·10⁻⁶` of the tail). Against the `f64` function ([`Silu::f64_reference`]) the
-//! error is at most [`Silu::MAX_ERR`] `= 5·10⁻⁴`: the exponential's error (at most
-//! [`crate::nonlinear::exp::EXP_ERR`], relative near `0` and small in absolute terms where
-//! `t'` is large) times `t'/(1 + e)²`, the reciprocal's few ulps at 20 bits, three
-//! truncations at 20 bits and the last at 13. Measured: `2.7·10⁻⁴` at most for the
-//! reference over `[−20, 20]` every 5 ulps, `2.3·10⁻⁴` for the protocol on the test's
-//! inputs. The protocol is within [`Silu::REF_ULPS`] of [`Silu::reference`] (the same steps
-//! on the same integers, exactly rounded).
+//! mux's range); saturation is natural (beyond `T` the output is `ReLU(x)`). Against the
+//! `f64` function ([`Silu::f64_reference`]) the error is at most [`Silu::MAX_ERR`]
+//! `= 5·10⁻⁴`: the fits or the tail (`≤ 7.4·10⁻⁵`) plus the power tree's fixed point (powers
+//! at 20 bits, each within 2 ulps, times `Σ|c_k| ≤ 39`; the truncations to 13 bits: within 3
+//! ulps of `2^{−13}` in all). The protocol is within [`Silu::REF_ULPS`] of
+//! [`Silu::reference`] (the same steps on the same integers, exactly rounded).
 //!
 //! # Cost (measured on 613 values, both parties, IKNP at 16 B per COT, `ℓ = 43`)
 //!
-//! 23.1 kB and 1,231 COTs per element, 14 + 77 rounds: the reciprocal is per element here
-//! (in the softmax it is per row), so it dominates; GELU's degree-7 fit costs 6.8 kB. A
-//! piecewise fit of `−t·σ(−t)` (degree 9 or more on `[0, 8]`, or EncFormer's CKKS-side
-//! candidates) is the cheaper form to build next.
+//! 10.5 kB and 554 COTs per element, 2 + 29 rounds; measured error `1.7·10⁻⁴` for the protocol
+//! on the test's inputs, `9.7·10⁻⁵` for the reference over `[−20, 20]` every 5 ulps. The form
+//! before it, `t·e^{−t}/(1 + e^{−t})`
+//! from the exponential and reciprocal blocks (exact but for its clamp at 16, error `2.7·10⁻⁴`),
+//! cost 23.1 kB, 1,231 COTs and 14 + 77 rounds: its reciprocal is per element here (in the
+//! softmax it is per row).
 
 use crate::mpc::error::{MpcError, Result};
-use crate::mpc::{Party, RingCfg, RingShares};
-use crate::nonlinear::exp::{exp_neg, exp_neg_reference, EXP_FRAC};
-use crate::nonlinear::fixed::{self, round_shift};
-use crate::nonlinear::ops::sub;
-use crate::nonlinear::recip::{recip, recip_reference};
+use crate::mpc::{BoolShares, Party, RingCfg, RingShares};
+use crate::nonlinear::fixed;
+use crate::nonlinear::gelu::{power_tree_lanes, power_tree_ref_u};
+use crate::nonlinear::ops::{add, sub};
 use alloc::vec::Vec;
 use rand_core::{CryptoRng, RngCore};
 
-/// The clamp `T` of `|x|`.
-pub const SILU_T: f64 = 16.0;
-/// The recip's threshold count: `1 + e ∈ [1, 2] ⊂ [15/16, 4)`.
-const RECIP_J: u32 = 1;
-/// Bound bits of `e`, `q`, `σ` at [`EXP_FRAC`] bits (`≤ 1 + ε`).
-const UNIT_BOUND: u32 = EXP_FRAC + 1;
-/// Bound bits of `t' ≤ 16` at 13 bits.
-const T_BOUND: u32 = 18;
+/// The cutoff `T`: beyond it the output is `ReLU(x)`.
+pub const SILU_T: f64 = 12.0;
+/// The boundary between the two pieces.
+pub const SILU_MID: f64 = 4.0;
+/// `Q(4u) ≈ −4u/(1 + e^{4u})` on `u ∈ [0, 1]`, ascending powers of `u` (Lawson's iteratively
+/// reweighted least squares against the exact function, max error `2.49·10⁻⁵`).
+pub const SILU_QA: [f64; 8] = [
+    -2.482_774_494_911_294_7e-5,
+    -1.996_031_807_367_21,
+    3.895_941_886_195_384_7,
+    1.038_596_131_456_575,
+    -10.384_184_722_098_908,
+    12.862_969_208_343_854,
+    -6.944_030_133_541_418,
+    1.454_794_575_017_937_6,
+];
+/// `Q(4 + 8v)` on `v ∈ [0, 1]`, the same way (max error `1.15·10⁻⁵`).
+pub const SILU_QB: [f64; 8] = [
+    -0.071_956_371_704_934_19,
+    0.423_141_122_899_131_97,
+    -1.096_932_327_275_840_4,
+    1.525_163_630_205_341_5,
+    -1.045_881_698_316_609_5,
+    0.098_166_516_045_424_38,
+    0.290_285_989_794_756_17,
+    -0.122_072_128_198_958_32,
+];
+
+/// The power tree's headroom: `|Q| ≤ 0.28` is past GELU's `2^{−2}` at 43 bits.
+const HEADROOM: u32 = 1;
+
+/// XOR of two bit-share vectors (local).
+fn xor(a: &[u8], b: &[u8]) -> Vec<u8> {
+    a.iter().zip(b).map(|(&x, &y)| x ^ y).collect()
+}
 
 /// The SiLU block (see the module documentation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -90,28 +120,34 @@ impl Silu {
         let r = p.ring();
         self.validate(r)?;
         let p0 = p.is_p0();
+        let n = x.len();
         let a = p.msb(x).await?;
         let m = p.mux(&a, x).await?;
         let relu = sub(r, x, &m)?;
         let t = sub(r, &relu, &m)?;
-        let tc = p.clamp(&t, None, Some(fixed::encode(SILU_T, 13))).await?;
-        let neg = RingShares::new(tc.as_slice().iter().map(|&v| r.sub(0, v)).collect());
-        let e = exp_neg(p, &neg, 13).await?;
-        let one = 1u64 << EXP_FRAC;
-        let s = RingShares::new(
-            e.as_slice()
+        let (mid, cut) = (fixed::encode(SILU_MID, 13), fixed::encode(SILU_T, 13));
+        let shifted = |c: i64| {
+            let c = r.from_signed(c);
+            t.as_slice()
                 .iter()
-                .map(|&v| if p0 { r.add(v, one) } else { v })
-                .collect(),
-        );
-        let q = recip(p, &s, EXP_FRAC, RECIP_J).await?;
-        let sig = p
-            .mul_bounded_fx(&e, UNIT_BOUND, &q, UNIT_BOUND, EXP_FRAC)
-            .await?;
-        let y = p
-            .mul_bounded_fx(&tc, T_BOUND, &sig, UNIT_BOUND, EXP_FRAC)
-            .await?;
-        sub(r, &relu, &y)
+                .map(move |&v| if p0 { r.add(v, c) } else { v })
+        };
+        // [t ≤ c] = [t − (c + 1) < 0].
+        let mut arg = Vec::with_capacity(2 * n);
+        arg.extend(shifted(-(mid + 1)));
+        arg.extend(shifted(-(cut + 1)));
+        let b = p.msb(&RingShares::new(arg)).await?;
+        let (b_mid, b_cut) = b.as_slice().split_at(n);
+        // u = t/4 and v = (t − 4)/8 at 20 bits.
+        let mut u: Vec<u64> = t.as_slice().iter().map(|&v| r.mul(v, 1 << 5)).collect();
+        u.extend(shifted(-mid).map(|v| r.mul(v, 1 << 4)));
+        let q = power_tree_lanes(p, &[&SILU_QA, &SILU_QB], HEADROOM, &RingShares::new(u)).await?;
+        let mut sel = b_mid.to_vec();
+        sel.extend(xor(b_cut, b_mid));
+        let o = p.mux(&BoolShares::new(sel), &q).await?;
+        let (oa, ob) = o.as_slice().split_at(n);
+        let pieces = RingShares::new(oa.iter().zip(ob).map(|(&a, &b)| r.add(a, b)).collect());
+        add(r, &relu, &pieces)
     }
 
     /// SwiGLU's product `SiLU(gate) ⊙ up` (the Llama MLP's hidden vector before its down
@@ -136,16 +172,18 @@ impl Silu {
         if self.validate(ring).is_err() {
             return Vec::new();
         }
-        let tmax = fixed::encode(SILU_T, 13);
+        let (mid, cut) = (fixed::encode(SILU_MID, 13), fixed::encode(SILU_T, 13));
         x.iter()
             .map(|&v| {
                 let relu = v.max(0);
-                let tc = v.unsigned_abs().min(tmax as u64) as i64;
-                let e = exp_neg_reference(-tc, 13);
-                let q = recip_reference(e + (1 << EXP_FRAC), EXP_FRAC, RECIP_J);
-                let sig = round_shift(e as i128 * q as i128, EXP_FRAC);
-                let y = round_shift(tc as i128 * sig as i128, EXP_FRAC);
-                relu.wrapping_sub(y)
+                let t = v.unsigned_abs();
+                if t <= mid as u64 {
+                    relu + power_tree_ref_u(&SILU_QA, HEADROOM, (t as i64) << 5)
+                } else if t <= cut as u64 {
+                    relu + power_tree_ref_u(&SILU_QB, HEADROOM, (t as i64 - mid) << 4)
+                } else {
+                    relu
+                }
             })
             .collect()
     }
@@ -177,8 +215,11 @@ mod tests {
     fn inputs(g: &mut rand_chacha::ChaCha20Rng, f: u32) -> Vec<i64> {
         let mut xs = uniform(g, 400, 25.0, f);
         xs.extend(uniform(g, 200, 4.0, f));
-        let t = fixed::encode(SILU_T, f);
-        xs.extend([0, 1, -1, t, t + 1, -t, -t - 1, t - 1, -t + 1]);
+        for c in [SILU_T, SILU_MID] {
+            let t = fixed::encode(c, f);
+            xs.extend([t, t + 1, -t, -t - 1, t - 1, -t + 1]);
+        }
+        xs.extend([0, 1, -1]);
         xs.extend([1 << 30, -(1 << 30), (1 << 40) - 5, -(1 << 40) + 5]);
         xs
     }
@@ -196,12 +237,8 @@ mod tests {
         let (s0, s1) = (m0.read(), m1.read());
         let c1 = p0.ot_counts();
         let got = open(r, &o0, &o1);
-        assert_within(
-            &got,
-            &s.reference(r, &xs),
-            Silu::REF_ULPS,
-            "silu vs reference",
-        );
+        let rf = s.reference(r, &xs);
+        assert_within(&got, &rf, Silu::REF_ULPS, "silu vs reference");
         let xf: Vec<f64> = xs.iter().map(|&v| fixed::decode(v, r.frac)).collect();
         let gf: Vec<f64> = got.iter().map(|&v| fixed::decode(v, r.frac)).collect();
         let e = ErrStats::of(&gf, &s.f64_reference(&xf));
