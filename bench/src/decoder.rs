@@ -14,7 +14,8 @@ use veil_core::ckks::{Ciphertext, C64};
 use veil_core::decoder::cache::{
     head_pairs, kv_map, kv_reads, pair_map, rope_rows, DecodeLayout, EncKvCache,
 };
-use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
+use veil_core::decoder::head::{lm_head, matvec, HeadLayout};
+use veil_core::decoder::plan::Dense;
 use veil_core::packing::{ChannelMap, Mat};
 use veil_core::params;
 use veil_core::transformer::projection::{project, ProjConfig, ProjGroup};
@@ -233,19 +234,13 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         f: f_map,
     };
     let head_lay = HeadLayout::new(n, d, vocab).map_err(e)?;
-    // The MLP densely packed: the input in blocks of the least period that holds the rows, one
-    // output ciphertext each (gate and up as its real and imaginary parts for SwiGLU; FC1 real
-    // for GPT-2), then the down projection from the FFN's width.
-    let dense_in = DenseLayout::for_rows(n, d, 2 * ffn).map_err(e)?;
-    let dense_f = DenseLayout::for_rows(n, ffn, 2 * d).map_err(e)?;
-    let up_rows = move |_: usize, s: usize| -> (Option<usize>, Option<usize>) {
-        match (s < ffn, gated) {
-            (true, true) => (Some(s), Some(ffn + s)),
-            (true, false) => (Some(s), None),
-            _ => (None, None),
-        }
-    };
-    let down_rows = move |_: usize, s: usize| ((s < d).then_some(s), None);
+    // The MLP densely packed as the decode plan packs it (`decoder::plan::Dense`): each
+    // product's input in blocks of the least period that holds its rows (gate and up as real
+    // and imaginary parts for SwiGLU), then the down projection from the FFN's width.
+    let dense_up = Dense::new(n, d, ffn, gated).map_err(e)?;
+    let dense_down = Dense::new(n, ffn, d, false).map_err(e)?;
+    let up_rows = move |u: usize, s: usize| dense_up.rows.at(u, s);
+    let down_rows = move |u: usize, s: usize| dense_down.rows.at(u, s);
     // Levels: the input of the attention at 4 (projection 3, cache 2, scores 1), the
     // probabilities and the MLP inputs at 3 and 2, the head's input at 1.
     let (lx, lp, lm, lh) = (4usize, 3usize, 2usize, 1usize);
@@ -288,8 +283,24 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         project_one(&dry, &mp.down, &fm, &fd_map, &mp.x, &z).map_err(e)?;
         let wz = |_: usize, _: usize| 0.0;
         lm_head(&dry, &head_lay, &dry.fresh(lh), &wz).map_err(e)?;
-        matvec(&dry, &dense_in, &dry.fresh(lm), 1, &up_rows, &wz).map_err(e)?;
-        matvec(&dry, &dense_f, &dry.fresh(lm), 1, &down_rows, &wz).map_err(e)?;
+        matvec(
+            &dry,
+            &dense_up.lay,
+            &dry.fresh(lm),
+            dense_up.rows.cts(),
+            &up_rows,
+            &wz,
+        )
+        .map_err(e)?;
+        matvec(
+            &dry,
+            &dense_down.lay,
+            &dry.fresh(lm),
+            dense_down.rows.cts(),
+            &down_rows,
+            &wz,
+        )
+        .map_err(e)?;
     }
     let rots = dry.rotations_used();
     let crate::CpuKeys {
@@ -369,12 +380,28 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         let fdn = |i: usize, o: usize| C64::real(w_down.get(o, i));
         project_one(&ex, &mp.down, &fm, &fd_map, &mp.x, &fdn).map_err(e)?;
         lap.tick(if gated { "down" } else { "fc2" });
-        let xd = enc(&dense_in.input(&vec![0.5; d]), lm, &mut rng)?;
-        let fdense = enc(&dense_f.input(&vec![0.5; ffn]), lm, &mut rng)?;
+        let xd = enc(&dense_up.lay.input(&vec![0.5; d]), lm, &mut rng)?;
+        let fdense = enc(&dense_down.lay.input(&vec![0.5; ffn]), lm, &mut rng)?;
         lap.reset();
-        matvec(&ex, &dense_in, &xd, 1, &up_rows, &fu_dense).map_err(e)?;
+        matvec(
+            &ex,
+            &dense_up.lay,
+            &xd,
+            dense_up.rows.cts(),
+            &up_rows,
+            &fu_dense,
+        )
+        .map_err(e)?;
         lap.tick(if gated { "gate+up dense" } else { "fc1 dense" });
-        matvec(&ex, &dense_f, &fdense, 1, &down_rows, &fd_dense).map_err(e)?;
+        matvec(
+            &ex,
+            &dense_down.lay,
+            &fdense,
+            dense_down.rows.cts(),
+            &down_rows,
+            &fd_dense,
+        )
+        .map_err(e)?;
         lap.tick(if gated { "down dense" } else { "fc2 dense" });
         let wh = |r: usize, c: usize| w_head.get(r, c);
         lm_head(&ex, &head_lay, &hc, &wh).map_err(e)?;

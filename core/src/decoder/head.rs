@@ -30,8 +30,8 @@
 //! least any packing of `R·d` weights in `n`-slot complex plaintexts needs (up to the padding),
 //! where the plain replication spends `D` products on every output ciphertext however few of
 //! its slots hold rows (SmolLM2's `q`, `k`, `v`: 960 rows, 64 products at `P = 512` instead of
-//! 1,024). The period is the least that holds the rows in one ciphertext
-//! ([`DenseLayout::for_rows`]).
+//! 1,024). The period is the least that holds the rows in one ciphertext, or `P = n` and
+//! `⌈R/2n⌉` ciphertexts for more rows ([`DenseLayout::for_rows`]).
 //!
 //! The kernel itself ([`matvec`]) takes any placement of the outputs ([`RowMap`]): the LM
 //! head's blocks of the vocabulary, or one token's MLP with `gate` and `up` in the real and
@@ -72,7 +72,7 @@ impl DenseLayout {
                 "dense product: the input is wider than the slots",
             ));
         }
-        if !period.is_power_of_two() || period > slots || period * dpad < slots {
+        if !period.is_power_of_two() || period > slots || period < slots / dpad {
             return Err(Error::InvalidParameters(
                 "dense product: the period must be a power of two with n/D <= P <= n",
             ));
@@ -86,7 +86,7 @@ impl DenseLayout {
     }
 
     /// The layout whose period is the least that holds `rows` output rows in one ciphertext
-    /// (two per slot), within `n/D ≤ P ≤ n`.
+    /// (two per slot), within `n/D ≤ P ≤ n` (`P = n` when they need several ciphertexts).
     pub fn for_rows(slots: usize, d: usize, rows: usize) -> Result<Self> {
         let dpad = d.next_power_of_two();
         let lo = (slots / dpad.max(1)).max(1);
@@ -201,6 +201,8 @@ pub type HeadWeights<'a> = &'a dyn Fn(usize, usize) -> f64;
 
 /// Where the outputs of [`matvec`] land: `rows(u, s)` is the pair of output rows that slot `s`
 /// of output ciphertext `u` carries in its real and imaginary parts (`None`: nothing).
+/// [`matvec`] asks only for slots `s < P`, the layout's period: the slots from `P` on carry
+/// copies of the window sums and no rows of their own, so rows a map names there are ignored.
 pub type RowMap<'a> = &'a dyn Fn(usize, usize) -> (Option<usize>, Option<usize>);
 
 /// `y = W·x` for the input `x` laid out by `lay` ([`DenseLayout::input`]): `cts` ciphertexts

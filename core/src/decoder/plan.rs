@@ -191,7 +191,8 @@ impl DenseRows {
 }
 
 /// One dense product's packing: its input's layout and its output rows, at one period (the
-/// least that holds the rows in one ciphertext, [`DenseLayout::for_rows`]).
+/// least that holds the rows in one ciphertext, or the slot count for more rows,
+/// [`DenseLayout::for_rows`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dense {
     /// The input's layout.
@@ -202,8 +203,9 @@ pub struct Dense {
 
 impl Dense {
     /// A product of `rows` rows (paired: `2·rows`, row `i` beside row `rows + i`) from an
-    /// input of width `d`.
-    fn new(slots: usize, d: usize, rows: usize, paired: bool) -> Result<Self, Error> {
+    /// input of width `d`, at the least period that holds them ([`DenseLayout::for_rows`]); a
+    /// typed error for a width or slot count the packing cannot take.
+    pub fn new(slots: usize, d: usize, rows: usize, paired: bool) -> Result<Self, Error> {
         let all = if paired { 2 * rows } else { rows };
         let lay = DenseLayout::for_rows(slots, d, all)?;
         let p = lay.period();

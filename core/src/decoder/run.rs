@@ -22,7 +22,7 @@
 //! | block | where | in → out |
 //! |---|---|---|
 //! | `norm1`: RMSNorm / LayerNorm without its affine map | MPC | `x → n` |
-//! | `m2c:a` | conversion | `n` → replicated dense packing |
+//! | `m2c:a` | conversion | `n` → the staggered packing at the product's period |
 //! | `qkv`: `[W_q; W_k; W_v]` with the norm's gain (and GPT-2's bias) folded in, RoPE at the public position folded into the `q`, `k` rows, `1/√d_h` into `q` | CKKS | → one dense ciphertext |
 //! | `c2m:qkv`, `m2c:qkv`: `q`, `k`, `v` back in, replicated in the cache's layout | conversions | |
 //! | `scores`: append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
@@ -52,7 +52,8 @@
 //!
 //! Every dense product's input is laid out by its own M2C in blocks of the product's period
 //! ([`super::head`]'s staggered packing, [`DecodePlan`]'s `Dense`), so each product encodes
-//! about `rows·D/2n` plaintexts per token (SmolLM2: 64 for `q`, `k`, `v`, 256 for gate and up,
+//! `⌈rows/2P⌉·D·P/n` plaintexts per token, `P` the least power of two ≥ `rows/2` (SmolLM2: 64
+//! for `q`, `k`, `v`, 256 for gate and up,
 //! 64 for `W_o`, 128 for `W_down`), not `D` per output ciphertext: the server re-encodes them
 //! every step (RoPE moves with the position, and caching all of them would take tens of GB).
 

@@ -247,7 +247,8 @@ const PT_AB_SHIFT: u32 = 12;
 const PT_OUT_SHIFT: u32 = 30;
 /// Bound bits of `u`, `u²`, `u⁴` at [`PT_FU`] (`≤ 1 + ε`) for [`Party::mul_bounded_fx`].
 const PT_BOUND: u32 = 21;
-/// Bound bits of `B(u)` at 23 bits (`|B| ≤ 35.5 < 2^6` on `[0, 1]` for both fits).
+/// Bound bits of `B(u)` at `23 − h` bits (`|B| ≤ 35.5 < 2^6` on `[0, 1]` for every fit: erf,
+/// tanh and SiLU's two pieces).
 const PT_B_BOUND: u32 = 29;
 /// Bound bits of Knuth's `u` and `y` at 13 bits (`|u| ≤ 4.7`, `|y| ≤ 7.7` on
 /// `[0, T⁺]`; `2^{18}` leaves a factor 4).
@@ -569,7 +570,7 @@ async fn power_tree_eval<R: RngCore + CryptoRng>(
 /// on the lanes that count; the others come out garbled, see the module docs): `u` holds
 /// `pieces.len()` blocks of equal length, block `i` evaluated with `pieces[i]` (one batch: the
 /// same products and rounds as one polynomial). Each piece's cubic `B = c_4 + … + c_7·u³` must
-/// stay below `2^6` on `[0, 1]`, and the value below `2^{−2−h}·2^{ℓ−43}` for `h` bits of
+/// stay below `2^6` on `[0, 1]`, and the value below `2^{h−2}·2^{ℓ−43}` for `h` bits of
 /// `headroom`: the last sum is held at `43 − h` fractional bits (`A` at `25 − h`, `B` at
 /// `23 − h`), and its truncation needs it within `2^{ℓ−2}` (GELU's `|Q| ≤ 0.17` takes `h = 0`,
 /// SiLU's `0.28` takes `h = 1`).
@@ -585,6 +586,11 @@ pub(crate) async fn power_tree_lanes<R: RngCore + CryptoRng>(
     if pieces.is_empty() || !all.is_multiple_of(pieces.len()) {
         return Err(MpcError::InvalidConfig(
             "power tree: the lanes must split evenly over the pieces",
+        ));
+    }
+    if headroom > 2 {
+        return Err(MpcError::InvalidConfig(
+            "power tree: at most 2 bits of headroom (the sums' fractional bits)",
         ));
     }
     let block = all / pieces.len();
@@ -626,7 +632,7 @@ pub(crate) async fn power_tree_lanes<R: RngCore + CryptoRng>(
         .await?;
     let (a, b) = ab.as_slice().split_at(all);
     let u4 = RingShares::new(u34s[all..].to_vec());
-    // |B(u)| < 2^6 at 23 bits (< 2^29) for u ∈ [0, 1] (every fit here: B rises from c₄).
+    // |B(u)| < 2^6 at 23 − h bits (< 2^29) for u ∈ [0, 1] (every fit here: B rises from c₄).
     let prod = p
         .mul_bounded_fx(&RingShares::new(b.to_vec()), PT_B_BOUND, &u4, PT_BOUND, 0)
         .await?;
