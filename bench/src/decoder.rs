@@ -422,13 +422,15 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
             .sum();
         let head_s = blocks.iter().find(|b| b.0 == "head").map_or(0.0, |b| b.1);
         // C2M: scores (pairs·blocks), the attention output, the MLP's first and second
-        // projections; M2C: the attention input, the probabilities, the MLP's two inputs.
+        // projections; M2C: the attention input, the probabilities (compact, `d_h` blocks per
+        // ciphertext, as the product sends them; this kernel timing feeds them spread), the
+        // MLP's two inputs.
         let conversion_cts = pairs.len() * nb
             + mp.x.cts
             + mp.f.cts
             + mp.x.cts
             + mp.x.cts
-            + pairs.len() * nb
+            + (pairs.len() * nb).div_ceil(dh)
             + mp.x.cts
             + fd_map.cts;
         steps.push(StepTiming {

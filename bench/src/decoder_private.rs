@@ -52,6 +52,15 @@ pub struct BenchGenerateArgs {
     /// The session's maximum context: the plan (the cache's head groups) is made for it.
     #[arg(long, default_value_t = 256)]
     pub max_ctx: usize,
+    /// OT behind the MPC's correlated OTs: silent (Ferret with EMP's parameters, the product's
+    /// default and SPU Cheetah's) or iknp (16 bytes per COT). The silent OT's set-up and its
+    /// first extension fall in step 0; later extensions in the step that drains the pool.
+    #[arg(long, default_value = "silent")]
+    pub ot: String,
+    /// MiB of encoded weights the server keeps between steps (`DecodeRun::with_weight_cache`;
+    /// 0: every plaintext encoded at each use).
+    #[arg(long, default_value_t = 0)]
+    pub weight_cache_mib: usize,
     /// Worker threads of each party's CPU backend.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -87,6 +96,10 @@ pub struct GenerateReport {
     pub layers: usize,
     /// The parameter set.
     pub params: String,
+    /// The OT: `silent` or `iknp`.
+    pub ot: String,
+    /// MiB of encoded weights the server kept between steps.
+    pub weight_cache_mib: usize,
     /// The session's maximum context.
     pub max_ctx: usize,
     /// `log2` bounds of the residual stream, the products' outputs and the activation.
@@ -200,6 +213,7 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             "positive counts, at most --max-ctx steps",
         ));
     }
+    let silent = crate::e2e::silent_ot(&a.ot)?;
     let (w, prompt, new, ranges, cal) = inputs(a)?;
     let cfg = w.cfg.clone();
     // Every prompt position, then a step per generated token but the last; logits from the
@@ -244,7 +258,7 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         Link::Tcp,
         tcfg,
         |t0| {
-            let mut p0 = crate::e2e::party(PartyId::P0, false)?;
+            let mut p0 = crate::e2e::party(PartyId::P0, silent)?;
             let ch = p0.channel();
             let fut = async {
                 let mut run = DecodeRun::client(&mut p0, ck, sk, &plan)?;
@@ -290,10 +304,11 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
             drive(ch, fut, t0).map_err(protocol("client"))
         },
         |t1| {
-            let mut p1 = crate::e2e::party(PartyId::P1, false)?;
+            let mut p1 = crate::e2e::party(PartyId::P1, silent)?;
             let ch = p1.channel();
             let fut = async {
-                let mut run = DecodeRun::server(&mut p1, server_keys, &plan, &served)?;
+                let mut run = DecodeRun::server(&mut p1, server_keys, &plan, &served)?
+                    .with_weight_cache(a.weight_cache_mib << 20);
                 for i in 0..steps {
                     let mut mark = Instant::now();
                     let mut blocks = Vec::new();
@@ -355,6 +370,8 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
         shape: a.shape,
         layers: cfg.layers,
         params: p.name().to_string(),
+        ot: a.ot.clone(),
+        weight_cache_mib: a.weight_cache_mib,
         max_ctx,
         ranges: (plan.ranges().x, plan.ranges().y, plan.ranges().g),
         groups: (plan.layout().groups(), plan.layout().t()),
@@ -368,10 +385,20 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
 /// The report as a table.
 pub fn render(r: &GenerateReport) -> String {
     let mut s = format!(
-        "private decode, {:?} shape, {} layer(s), {} ({} Galois keys, {:.1} s), \
+        "private decode, {:?} shape, {} layer(s), {} ({} Galois keys, {:.1} s), {} OT, \
+         weight cache {} MiB, \
          max context {} ({} heads per ciphertext, {} positions per cache block)\n\
          step  ctx    seconds      MiB  rounds  logits\n",
-        r.shape, r.layers, r.params, r.galois_keys, r.keygen_s, r.max_ctx, r.groups.0, r.groups.1
+        r.shape,
+        r.layers,
+        r.params,
+        r.galois_keys,
+        r.keygen_s,
+        r.ot,
+        r.weight_cache_mib,
+        r.max_ctx,
+        r.groups.0,
+        r.groups.1
     );
     // Every step is in the JSON; the table shows the first two and the powers of two.
     let last = r.steps.len().saturating_sub(1);

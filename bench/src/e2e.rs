@@ -224,6 +224,19 @@ fn per_block(events: &[Measured], conv_bytes: &[u64]) -> Vec<BlockRow> {
     rows
 }
 
+/// Whether an `--ot` value asks for the silent OT (`silent`) rather than IKNP (`iknp`).
+pub fn silent_ot(v: &str) -> Result<bool, BenchError> {
+    match v {
+        "silent" => Ok(true),
+        "iknp" => Ok(false),
+        v => Err(BenchError::InvalidOption {
+            option: "--ot",
+            value: v.into(),
+            expected: "iknp or silent",
+        }),
+    }
+}
+
 /// A fresh party seeded from the OS, with the silent OT or IKNP.
 pub fn party(id: PartyId, silent: bool) -> Result<Party<ChaCha20Rng>, BenchError> {
     let rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
@@ -324,17 +337,7 @@ fn run_one(a: &BenchE2eArgs, cfg: EncoderConfig, m: usize) -> Result<E2eRun, Ben
     let params = session_params().map_err(core("session parameters"))?;
     let blocks = blocks_of(a)?;
     let valid = a.valid.unwrap_or(m - m / 4).clamp(1, m);
-    let silent = match a.ot.as_str() {
-        "silent" => true,
-        "iknp" => false,
-        v => {
-            return Err(BenchError::InvalidOption {
-                option: "--ot",
-                value: v.into(),
-                expected: "iknp or silent",
-            })
-        }
-    };
+    let silent = silent_ot(&a.ot)?;
     let mut rng = ChaCha20Rng::from_rng(OsRng).map_err(BenchError::Rng)?;
     let w = EncoderWeights::random(cfg, &mut rng);
     let x = {

@@ -539,6 +539,8 @@ pub fn run_serve(a: &ServeArgs) -> Result<(), CliError> {
                 ..SessionOptions::default()
             },
             max_ctx: a.max_ctx,
+            weight_cache: crate::infer::gb_bytes("--weight-cache", a.weight_cache)?
+                .map_or(0, |b| b as usize),
         },
         server: veil_host::serve::ServerOptions {
             transport: transport(a.timeout),

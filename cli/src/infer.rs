@@ -32,6 +32,11 @@ pub struct ServeArgs {
     /// cache one session holds at the server.
     #[arg(long, default_value_t = 128)]
     pub max_ctx: usize,
+    /// (Decoders) GB of encoded weights each session keeps between tokens: every product's
+    /// plaintexts but a Llama's q/k rows are encoded once and reused while they fit (8.6 GB
+    /// holds all of SmolLM2's, its LM head included); default none (encoded at each use).
+    #[arg(long, value_name = "GB")]
+    pub weight_cache: Option<f64>,
     /// The classification head to serve (a `veil-head.json`-format file); default: the model
     /// directory's `veil-head.json`, else the built-in all-MiniLM-L6-v2 sentiment head.
     #[arg(long, value_name = "FILE", conflicts_with = "cnn")]

@@ -251,6 +251,14 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng, M: ?Sized> HybridRun<'a, 'p
         }
     }
 
+    /// Limits the server executor's cache of keyed plaintexts to `bytes`
+    /// ([`CkksExec::with_cache_budget`]); nothing at the client.
+    pub fn set_cache_budget(&mut self, bytes: usize) {
+        if let Role::Server { ex, .. } = &mut self.role {
+            ex.set_cache_budget(bytes);
+        }
+    }
+
     /// The server's model (`None` at the client).
     pub fn model(&self) -> Option<&'a M> {
         match self.role {

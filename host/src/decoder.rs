@@ -156,7 +156,7 @@ pub fn decode_plan(model: &DecoderModel, max_ctx: usize) -> Result<DecodePlan, S
 pub fn fingerprint(plan: &DecodePlan) -> [u8; 32] {
     let cfg = plan.cfg();
     let mut h = Sha256::new();
-    h.update(b"veil/decoder/plan/v2");
+    h.update(b"veil/decoder/plan/v3");
     h.update([match cfg.family {
         Family::Llama => 1u8,
         Family::Gpt2 => 2u8,
@@ -261,6 +261,10 @@ pub struct DecodeOptions {
     /// (Server) the largest maximum context a client may ask for: it bounds the encrypted
     /// cache the server holds for one session.
     pub max_ctx: usize,
+    /// (Server) bytes of encoded weights one session keeps between steps
+    /// ([`DecodeRun::with_weight_cache`]; 0: encoded at each use). It adds to the session's
+    /// memory.
+    pub weight_cache: usize,
 }
 
 impl Default for DecodeOptions {
@@ -271,6 +275,7 @@ impl Default for DecodeOptions {
                 ..SessionOptions::default()
             },
             max_ctx: 128,
+            weight_cache: 0,
         }
     }
 }
@@ -383,8 +388,9 @@ pub fn serve_one<B: PolyBackend>(
     let (mut p, setup_s) = crate::bert::setup_party(PartyId::P1, &opts.session, t)?;
     let ch = p.channel();
     let served = ServedDecoder::new(&model.weights).map_err(SessionError::Params)?;
-    let mut run =
-        DecodeRun::server(&mut p, server.keys(), &plan, &served).map_err(SessionError::Plan)?;
+    let mut run = DecodeRun::server(&mut p, server.keys(), &plan, &served)
+        .map_err(SessionError::Plan)?
+        .with_weight_cache(opts.weight_cache);
     let mut steps = 0usize;
     // Step and end frames are 0 or 1 bytes: nothing larger is buffered.
     let small = crate::transport::TransportConfig::frame_limit(64);

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ciphertext, Ckks, SecretKey, C64};
 use veil_core::decoder::cache::{
-    head_pairs, kv_map, kv_reads, pair_map, rope_rows, DecodeLayout, EncKvCache, HeadPair,
+    head_pairs, kv_map, kv_reads, pair_map, rope_rows, spread_blocks, unpack_qkv, DecodeLayout,
+    EncKvCache, HeadPair,
 };
 use veil_core::decoder::head::{lm_head, matvec, DenseLayout, HeadLayout};
 use veil_core::decoder::reference::{linear, rope};
@@ -527,5 +528,131 @@ fn a_short_dense_product_by_the_staggered_packing_matches_f64() {
             lay.diagonals()
         );
         assert!(worst < 1e-6, "period {period}: off by {worst}");
+    }
+}
+
+/// The probabilities' compact layout, spread by the server: blocks packed `d_h` to a ciphertext
+/// at their segment offsets ([`DecodeLayout::compact_slot`]) come out of [`spread_blocks`] as
+/// [`DecodeLayout::rows_grouped`] would have laid them (every row replicated over its group's
+/// segments, each group its own rows), for one and for several head groups, more blocks than
+/// one compact ciphertext holds included; one level down, with the dry run's rotations.
+#[test]
+fn compact_probability_blocks_spread_to_the_replicated_layout() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let mut rng = test_rng(12);
+    for (dh, groups, blocks) in [(16usize, 1usize, 5usize), (8, 4, 11), (16, 2, 3)] {
+        let lay = DecodeLayout::grouped(n, dh, groups).unwrap();
+        let t = lay.t();
+        // Block c, group i, row r: re and im parts.
+        let vals: Vec<Vec<(Vec<f64>, Vec<f64>)>> = (0..blocks)
+            .map(|_| {
+                (0..groups)
+                    .map(|_| (uniform(&mut rng, t, 1.0), uniform(&mut rng, t, 1.0)))
+                    .collect()
+            })
+            .collect();
+        let mut compact = vec![vec![C64::default(); n]; blocks.div_ceil(dh)];
+        for (c, per) in vals.iter().enumerate() {
+            for (i, (re, im)) in per.iter().enumerate() {
+                for r in 0..t {
+                    let (k, slot) = lay.compact_slot(c, i, r);
+                    assert_eq!(compact[k][slot], C64::default(), "slot {slot} used twice");
+                    compact[k][slot] = C64::new(re[r], im[r]);
+                }
+            }
+        }
+        let dry = SymExec::new(n);
+        let fresh: Vec<_> = compact.iter().map(|_| dry.fresh(e.top)).collect();
+        spread_blocks(&dry, &lay, &fresh, blocks).unwrap();
+        let keys =
+            e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
+                .unwrap();
+        let ex = CkksExec::new(&e.ck, &keys, n);
+        let cts: Vec<_> = compact.iter().map(|v| enc(&e, v, &mut rng)).collect();
+        let out = spread_blocks(&ex, &lay, &cts, blocks).unwrap();
+        assert_eq!(out.len(), blocks);
+        let mut worst: f64 = 0.0;
+        for (c, z) in out.iter().enumerate() {
+            assert_eq!(ex.level(z), e.top - 1);
+            let parts: Vec<(&[f64], Option<&[f64]>)> = vals[c]
+                .iter()
+                .map(|(re, im)| (&re[..], Some(&im[..])))
+                .collect();
+            let want = lay.rows_grouped(&parts);
+            for (g, w) in dec(&e, z).iter().zip(&want) {
+                worst = worst.max((g.re - w.re).abs()).max((g.im - w.im).abs());
+            }
+        }
+        println!(
+            "spread d_h {dh}, {groups} group(s), {blocks} blocks from {} ciphertext(s): worst |err| {worst:.2e}",
+            cts.len()
+        );
+        assert!(worst < 1e-6, "d_h {dh}, groups {groups}: off by {worst}");
+    }
+}
+
+/// A step's q, k and v in their compact layout (row `w mod t` of every segment for item `w`,
+/// [`DecodeLayout::compact_item_slot`]) come out of [`unpack_qkv`] as the queries replicated
+/// over the rows ([`DecodeLayout::replicated`]) and the keys and values in row `r0` alone, for
+/// several positions' rows `r0` (shifts both ways) and more items than one ciphertext's rows.
+#[test]
+fn compact_queries_keys_and_values_unpack_to_the_cache_layouts() {
+    let e = env();
+    let n = e.ck.params().max_slots();
+    let mut rng = test_rng(13);
+    for (dh, groups, queries, kv, r0s) in [
+        (16usize, 2usize, 3usize, 2usize, vec![0usize, 5, 31]),
+        (64, 1, 20, 8, vec![0, 17]),
+    ] {
+        let lay = DecodeLayout::grouped(n, dh, groups).unwrap();
+        let (t, segs) = (lay.t(), lay.segments());
+        let items = queries + 2 * kv;
+        let vals: Vec<(Vec<f64>, Vec<f64>)> = (0..items)
+            .map(|_| (uniform(&mut rng, segs, 1.0), uniform(&mut rng, segs, 1.0)))
+            .collect();
+        let mut compact = vec![vec![C64::default(); n]; items.div_ceil(t)];
+        for (w, (re, im)) in vals.iter().enumerate() {
+            for seg in 0..segs {
+                let (k, slot) = lay.compact_item_slot(w, seg);
+                compact[k][slot] = C64::new(re[seg], im[seg]);
+            }
+        }
+        let dry = SymExec::new(n);
+        let fresh: Vec<_> = compact.iter().map(|_| dry.fresh(e.top)).collect();
+        for &r0 in &r0s {
+            unpack_qkv(&dry, &lay, &fresh, queries, kv, r0).unwrap();
+        }
+        let keys =
+            e.ck.gen_evaluation_keys(&e.sk, &dry.rotations_used(), false, &mut rng, |_, _| {})
+                .unwrap();
+        let ex = CkksExec::new(&e.ck, &keys, n);
+        let cts: Vec<_> = compact.iter().map(|v| enc(&e, v, &mut rng)).collect();
+        for &r0 in &r0s {
+            let (q, rows) = unpack_qkv(&ex, &lay, &cts, queries, kv, r0).unwrap();
+            assert_eq!((q.len(), rows.len()), (queries, 2 * kv));
+            let mut worst: f64 = 0.0;
+            for (w, z) in q.iter().chain(&rows).enumerate() {
+                assert_eq!(ex.level(z), e.top - 1);
+                let (re, im) = &vals[w];
+                let mut want = lay.replicated(re, Some(im));
+                if w >= queries {
+                    // Only row r0 of each segment.
+                    for (s, v) in want.iter_mut().enumerate() {
+                        if s % t != r0 {
+                            *v = C64::default();
+                        }
+                    }
+                }
+                for (g, w) in dec(&e, z).iter().zip(&want) {
+                    worst = worst.max((g.re - w.re).abs()).max((g.im - w.im).abs());
+                }
+            }
+            println!(
+                "unpack d_h {dh}, {groups} group(s), {queries} + 2·{kv} items from {} ciphertext(s), r0 = {r0}: worst |err| {worst:.2e}",
+                cts.len()
+            );
+            assert!(worst < 1e-6, "d_h {dh}, r0 {r0}: off by {worst}");
+        }
     }
 }

@@ -18,6 +18,7 @@ use veil_core::decoder::reference::{
 use veil_core::decoder::run::{DecodeRun, ServedDecoder};
 use veil_core::decoder::{DecoderConfig, DecoderWeights, Family};
 use veil_core::hybrid::{BlockCost, ServerKeys};
+use veil_core::mpc::ot::silent::INSECURE_SILENT_TEST;
 use veil_core::mpc::{Party, PartyId};
 use veil_core::params;
 use veil_core::Error;
@@ -45,7 +46,17 @@ struct Seen {
     costs: Vec<BlockCost>,
 }
 
-/// The prompt through the private session, then `gen` greedy tokens; `max_ctx` positions.
+/// A party with IKNP, or with the (small, insecure) silent OT behind its pools.
+fn party(id: PartyId, seed: u64, silent: bool) -> Party<ChaCha20Rng> {
+    if silent {
+        Party::with_silent_ot(id, MPC_CONFIG, seeded(seed), INSECURE_SILENT_TEST).unwrap()
+    } else {
+        Party::new(id, MPC_CONFIG, seeded(seed)).unwrap()
+    }
+}
+
+/// The prompt through the private session, then `gen` greedy tokens; `max_ctx` positions;
+/// `silent`: the silent OT behind both parties' COT pools.
 fn generate(
     w: &DecoderWeights,
     prompt: &[u32],
@@ -53,6 +64,7 @@ fn generate(
     max_ctx: usize,
     groups: Option<usize>,
     cal: Option<(&ActRanges, bool)>,
+    silent: bool,
 ) -> Result<Seen, String> {
     let p = params::insecure_logn12().validate().unwrap();
     let plan = match cal {
@@ -97,7 +109,7 @@ fn generate(
     std::thread::scope(|s| {
         let (ck1, plan1, pk1, keys1, served1) = (&ck, &plan, &pk, &keys, &served);
         let h = s.spawn(move || {
-            let mut p1 = Party::new(PartyId::P1, MPC_CONFIG, seeded(2)).unwrap();
+            let mut p1 = party(PartyId::P1, 2, silent);
             let ch = p1.channel();
             let fut = async {
                 let keys = ServerKeys {
@@ -114,7 +126,7 @@ fn generate(
             };
             drive(ch, fut, &mut t1).map_err(|e| e.to_string())
         });
-        let mut p0 = Party::new(PartyId::P0, MPC_CONFIG, seeded(1)).unwrap();
+        let mut p0 = party(PartyId::P0, 1, silent);
         let ch = p0.channel();
         let mut costs = Vec::new();
         let fut = async {
@@ -201,7 +213,7 @@ fn compare(
     groups: Option<usize>,
     cal: Option<(&ActRanges, bool)>,
 ) -> (f64, Seen) {
-    let seen = generate(w, prompt, gen, 24, groups, cal).unwrap();
+    let seen = generate(w, prompt, gen, 24, groups, cal, false).unwrap();
     // The reference over the same tokens (the prompt, then the private run's own picks).
     let mut cache = KvCache::new(&w.cfg, 24).unwrap();
     let mut want = Vec::new();
@@ -355,10 +367,52 @@ fn gpt2_over_several_key_ciphertexts_matches_the_reference() {
 #[test]
 fn a_full_context_is_refused() {
     let w = random_weights(&small(Family::Llama), 3).unwrap();
-    let err = match generate(&w, &[1, 2, 3], 1, 2, None, None) {
+    let err = match generate(&w, &[1, 2, 3], 1, 2, None, None, false) {
         Ok(_) => panic!("a third position in a two-position session ran"),
         Err(e) => e,
     };
     let want = Error::ContextFull { max: 2 }.to_string();
     assert_eq!(err.matches(&want).count(), 2, "{err}");
+}
+
+/// With the silent OT, a decode step's layers run on silently made COTs: each layer's pools are
+/// topped up to its demand at its last run before it runs (the `ot-fill` blocks), so from the
+/// second step on the nonlinear blocks send a derandomization bit per COT instead of IKNP's
+/// 16 bytes. The same generation runs twice, with IKNP and with the silent OT: the tokens are
+/// the reference's both times, and from step 1 on every MPC block of the silent run costs at
+/// most half the IKNP run's bytes at the same step (without the top-up both ran every COT on
+/// IKNP, whatever the OT, and cost the same).
+#[test]
+fn the_silent_ot_serves_every_step_after_the_first_from_its_pools() {
+    let w = random_weights(&small(Family::Llama), 11).unwrap();
+    let (prompt, gen) = ([5u32, 17, 230], 2);
+    let greedy = reference::greedy(&w, &prompt, gen).unwrap();
+    let iknp = generate(&w, &prompt, gen, 24, None, None, false).unwrap();
+    let silent = generate(&w, &prompt, gen, 24, None, None, true).unwrap();
+    assert_eq!(iknp.tokens, greedy);
+    assert_eq!(silent.tokens, greedy);
+    check_report(&silent, gen);
+    let fills = silent.costs.iter().filter(|c| c.block == "ot-fill").count();
+    assert!(fills >= 2, "{fills} pool fills");
+    assert!(!iknp.costs.iter().any(|c| c.block == "ot-fill"));
+    let per_step = |seen: &Seen, block: &str| -> Vec<u64> {
+        seen.costs
+            .iter()
+            .filter(|c| c.layer == 0 && c.block == block)
+            .map(|c| c.tally.mpc_bytes)
+            .collect()
+    };
+    for block in ["norm1", "softmax", "norm2", "act"] {
+        let (a, b) = (per_step(&iknp, block), per_step(&silent, block));
+        println!("{block}: bytes per step at layer 0, IKNP {a:?}, silent {b:?}");
+        assert_eq!(a.len(), prompt.len() + gen - 1);
+        assert_eq!(a.len(), b.len());
+        // Step 0's layer 0 has no measure yet and runs on IKNP in both.
+        for (i, (x, y)) in a.iter().zip(&b).enumerate().skip(1) {
+            assert!(
+                2 * y <= *x,
+                "{block} at step {i}: silent {y} bytes, IKNP {x}"
+            );
+        }
+    }
 }

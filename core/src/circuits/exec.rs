@@ -382,6 +382,11 @@ impl<'a, B: PolyBackend> CkksExec<'a, B> {
         self
     }
 
+    /// [`CkksExec::with_cache_budget`] in place.
+    pub fn set_cache_budget(&mut self, bytes: usize) {
+        self.cache_budget = bytes;
+    }
+
     /// Bytes of plaintexts held in the cache.
     pub fn cached_bytes(&self) -> usize {
         self.cached_bytes.get()

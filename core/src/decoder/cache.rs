@@ -16,8 +16,25 @@
 //!   for every `r` (the Q projection of a row-replicated input gives this layout directly;
 //!   [`DecodeLayout::replicated`]). Since `K_g` is real, `(q_h + i·q_{h'}) ⊙ K_g` carries both
 //!   heads' products at the cost of one.
-//! * a new position's `k` and `v` arrive replicated the same way; [`EncKvCache::append`] keeps
-//!   row `pos mod t` (one plaintext mask, one level) and adds it into its block: no rotation.
+//! * a new position's `k` and `v` are kept in row `pos mod t` of every segment (one plaintext
+//!   mask, one level) and added into their block: [`EncKvCache::append`] masks row-replicated
+//!   inputs, [`EncKvCache::append_rows`] takes rows [`unpack_qkv`] has already placed.
+//!
+//! # Compact conversions
+//!
+//! The replicated layouts carry each value `t` times (queries) or `d_h` times (probabilities),
+//! and an M2C conversion costs a whole ciphertext whatever it carries. So the shares enter
+//! compact and the server unpacks them, with the level the masks above spend anyway:
+//! * [`unpack_qkv`]: the step's queries, keys and values as one row each of `⌈items / t⌉`
+//!   ciphertexts (instead of `items`); per item a mask, a shift to its row (a rotation per set
+//!   bit) and, for a query, `log₂ t` shift-and-add steps over the rows;
+//! * [`spread_blocks`]: the probabilities' blocks as one segment offset each of
+//!   `⌈blocks / d_h⌉` ciphertexts (instead of one per block); per block a mask, a shift to
+//!   offset 0 and `log₂ d_h` shift-and-add steps over the group's segments.
+//!
+//! Each rotation is a shift by `±2^b` rows or `2^b` segments. At GPT2-base's shape (four heads
+//! per ciphertext, `t = 32`) a step's q, k, v travel in one ciphertext instead of nine, and at
+//! context 256 the probabilities in one instead of 24.
 //!
 //! With `k` **head groups** per ciphertext ([`DecodeLayout::grouped`]) the segments are
 //! `k·d_h` and `t = n / (k·d_h)`: segment `i·d_h + j` holds dimension `j` of the `i`-th head
@@ -34,8 +51,9 @@
 //!   the conversion to MPC shares every slot anyway, so the parties add the `d_h` segments of
 //!   their shares locally ([`DecodeLayout::fold_scores`]), which saves `log₂ d_h` rotations per
 //!   ciphertext and no conversion traffic.
-//! * [`EncKvCache::values`]: the probabilities come back from MPC replicated over the segments
-//!   (slot `j·t + r` is `p_h[b·t + r] + i·p_{h'}[b·t + r]`, [`DecodeLayout::rows`]); per query
+//! * [`EncKvCache::values`]: the probabilities, replicated over the segments by
+//!   [`spread_blocks`] (slot `j·t + r` is `p_h[b·t + r] + i·p_{h'}[b·t + r]`,
+//!   [`DecodeLayout::rows`]); per query
 //!   pair, one tensor product per block summed before one relinearization and one rescale, then
 //!   the sum over the `t` rows of each segment by doubling (`⌈log₂ t⌉` rotations), which leaves
 //!   `o_h[j] + i·o_{h'}[j]` in row 0 of segment `j` ([`DecodeLayout::read_values`]): the input
@@ -175,6 +193,36 @@ impl DecodeLayout {
         (0..self.segments()).map(|s| slots[s * self.t]).collect()
     }
 
+    /// Where the probabilities of block `c` (a query ciphertext's cache block, counted over
+    /// all of them) travel in the **compact** layout of [`spread_blocks`]: `(ciphertext,
+    /// slot)` of head group `i`'s row `r`. Compact ciphertext `c / d_h` carries `d_h` blocks,
+    /// block `c` in segment offset `o = (d_h − c mod d_h) mod d_h` of every group; for `o ≠ 0`
+    /// each group carries the *next* group's rows, so that the right shift by `(c mod d_h)`
+    /// segments which brings offset `o` to offset 0 lands every group's rows in their own group.
+    pub fn compact_slot(&self, c: usize, i: usize, r: usize) -> (usize, usize) {
+        let (dh, k) = (self.head_dim, self.groups);
+        let cl = c % dh;
+        let o = (dh - cl) % dh;
+        let src = if cl == 0 { i } else { (i + k - 1) % k };
+        (c / dh, (src * dh + o) * self.t + r)
+    }
+
+    /// Where item `w` of a step's compact queries, keys and values ([`unpack_qkv`]) carries
+    /// segment `seg`: `(ciphertext, slot)`, row `w mod t` of ciphertext `w / t`.
+    pub fn compact_item_slot(&self, w: usize, seg: usize) -> (usize, usize) {
+        (w / self.t, seg * self.t + w % self.t)
+    }
+
+    /// The plaintext keeping segment offset `o` of every group (segments `i·d_h + o`).
+    fn segment_mask(&self, o: usize) -> Vec<C64> {
+        let mut v = vec![C64::default(); self.slots];
+        for i in 0..self.groups {
+            let s = i * self.head_dim + o;
+            v[s * self.t..(s + 1) * self.t].fill(C64::real(1.0));
+        }
+        v
+    }
+
     /// The plaintext keeping row `r` of every segment.
     fn row_mask(&self, r: usize) -> Vec<C64> {
         let mut v = vec![C64::default(); self.slots];
@@ -183,6 +231,131 @@ impl DecodeLayout {
         }
         v
     }
+}
+
+/// The probabilities' blocks in the layout [`EncKvCache::values`] reads ([`DecodeLayout::rows`]:
+/// every row replicated over the `d_h` segments of its group) from their **compact** layout
+/// ([`DecodeLayout::compact_slot`]: `d_h` blocks per ciphertext, one segment offset each), so
+/// the conversion carries `⌈blocks / d_h⌉` ciphertexts instead of one per block. Per block: one
+/// plaintext mask (one level) keeps its offset, a right shift by `c mod d_h` segments brings it
+/// to offset 0 (one rotation per set bit), and `log₂ d_h` shift-and-add steps by
+/// `t, 2t, …, (d_h/2)·t` slots copy it over the group's `d_h` segments. Every rotation is a
+/// right shift by `2^m·t` slots, the same `log₂ d_h` Galois keys. `d_h` must be a power of two
+/// (it divides the power-of-two slot count). Returns `blocks` ciphertexts one level below the
+/// compact ones.
+pub fn spread_blocks<E: Exec>(
+    ex: &E,
+    lay: &DecodeLayout,
+    compact: &[E::Ct],
+    blocks: usize,
+) -> Result<Vec<E::Ct>> {
+    let (n, dh, t) = (lay.slots, lay.head_dim, lay.t);
+    if compact.len() != blocks.div_ceil(dh) {
+        return Err(Error::Shape {
+            what: "decode probabilities: compact ciphertexts",
+            expected: blocks.div_ceil(dh),
+            found: compact.len(),
+        });
+    }
+    let right = |m: u32| (n - (t << m)) as i64;
+    let mut out = Vec::with_capacity(blocks);
+    for c in 0..blocks {
+        let cl = c % dh;
+        let o = (dh - cl) % dh;
+        let key = pt_key(0xdec1, &[n as u64, lay.segments() as u64, o as u64]);
+        let mask = move || lay.segment_mask(o);
+        let mut z = ex.mul_plain(&compact[c / dh], Some(key), &mask)?;
+        ex.rescale(&mut z)?;
+        for m in 0..dh.trailing_zeros() {
+            if (cl >> m) & 1 == 1 {
+                z = ex.rotate(&z, right(m))?;
+            }
+        }
+        for m in 0..dh.trailing_zeros() {
+            let r = ex.rotate(&z, right(m))?;
+            ex.add_assign(&mut z, &r)?;
+        }
+        out.push(z);
+    }
+    Ok(out)
+}
+
+/// `z` shifted by `k` rows within its segments (`k > 0`: row `r + k` to row `r`; `k < 0`: row
+/// `r` to row `r − k`), one rotation per set bit of `|k|` by `±2^b` slots. The caller keeps
+/// every nonzero slot's row and its shifted row inside the segment (`t` rows).
+fn shift_rows<E: Exec>(ex: &E, mut z: E::Ct, k: i64, n: usize) -> Result<E::Ct> {
+    let a = k.unsigned_abs();
+    for b in 0..64 - a.leading_zeros() {
+        if (a >> b) & 1 == 1 {
+            let step = if k > 0 {
+                1i64 << b
+            } else {
+                n as i64 - (1i64 << b)
+            };
+            z = ex.rotate(&z, step)?;
+        }
+    }
+    Ok(z)
+}
+
+/// [`unpack_qkv`]'s output: the replicated queries, then the keys' and values' rows.
+pub type QkvRows<C> = (Vec<C>, Vec<C>);
+
+/// A step's queries, keys and values from their **compact** layout: item `w` (query
+/// ciphertexts first, then the key ciphertexts, then the value ciphertexts, as
+/// [`EncKvCache::append`] and [`EncKvCache::scores`] take them) sits in row `w mod t` of every
+/// segment of compact ciphertext `w / t` ([`DecodeLayout::compact_item_slot`]), so the
+/// conversion carries `⌈items / t⌉` ciphertexts instead of one per item. Each item costs one
+/// plaintext mask (the level the cache's row mask and the query's drop to the cache level
+/// spend anyway):
+/// * a query goes to row 0 (one rotation per set bit of its row) and is copied over the `t`
+///   rows (`log₂ t` shift-and-add steps): the replicated layout of the score product;
+/// * a key or a value goes to row `r0 = position mod t`, the only row its cache block keeps
+///   ([`EncKvCache::append_rows`]).
+///
+/// Every rotation is by `±2^b` slots, `b < log₂ t`. Returns the queries and the keys and values
+/// (in that order), one level below the compact ciphertexts.
+pub fn unpack_qkv<E: Exec>(
+    ex: &E,
+    lay: &DecodeLayout,
+    compact: &[E::Ct],
+    queries: usize,
+    kv: usize,
+    r0: usize,
+) -> Result<QkvRows<E::Ct>> {
+    let (n, t) = (lay.slots, lay.t);
+    let items = queries + 2 * kv;
+    if r0 >= t {
+        return Err(Error::InvalidParameters(
+            "decode q, k, v: the cache row is past the block's rows",
+        ));
+    }
+    if compact.len() != items.div_ceil(t) {
+        return Err(Error::Shape {
+            what: "decode q, k, v: compact ciphertexts",
+            expected: items.div_ceil(t),
+            found: compact.len(),
+        });
+    }
+    let (mut q, mut rows) = (Vec::with_capacity(queries), Vec::with_capacity(2 * kv));
+    for w in 0..items {
+        let r = w % t;
+        let key = pt_key(0xdec0, &[n as u64, lay.segments() as u64, r as u64]);
+        let mask = move || lay.row_mask(r);
+        let mut z = ex.mul_plain(&compact[w / t], Some(key), &mask)?;
+        ex.rescale(&mut z)?;
+        if w < queries {
+            z = shift_rows(ex, z, r as i64, n)?;
+            for m in 0..t.trailing_zeros() {
+                let s = ex.rotate(&z, (n - (1 << m)) as i64)?;
+                ex.add_assign(&mut z, &s)?;
+            }
+            q.push(z);
+        } else {
+            rows.push(shift_rows(ex, z, r as i64 - r0 as i64, n)?);
+        }
+    }
+    Ok((q, rows))
 }
 
 /// Two query heads that read the same KV head, carried by one ciphertext as its real and
@@ -417,7 +590,7 @@ impl<C> EncKvCache<C> {
         if len >= max {
             return Err(Error::ContextFull { max });
         }
-        let (b, r) = (len / lay.t, len % lay.t);
+        let r = len % lay.t;
         let key = pt_key(0xdec0, &[lay.slots as u64, lay.segments() as u64, r as u64]);
         let mask = move || lay.row_mask(r);
         let mut rows = Vec::with_capacity(2 * self.kv_heads);
@@ -426,6 +599,39 @@ impl<C> EncKvCache<C> {
             ex.rescale(&mut z)?;
             rows.push(z);
         }
+        self.append_rows(ex, layer, rows)
+    }
+
+    /// [`EncKvCache::append`] of keys and values already reduced to their row: `rows` are the
+    /// `kv_heads` key ciphertexts then the value ciphertexts, each zero but in row
+    /// `len mod t` of its segments ([`unpack_qkv`] makes them). Nothing checks the zeros: a row
+    /// elsewhere would corrupt the block's other positions, so only the protocol's own
+    /// unpacking feeds this.
+    pub fn append_rows<E: Exec<Ct = C>>(
+        &mut self,
+        ex: &E,
+        layer: usize,
+        mut rows: Vec<C>,
+    ) -> Result<()> {
+        if ex.slots() != self.lay.slots {
+            return Err(Error::SlotMismatch {
+                expected: self.lay.slots,
+                found: ex.slots(),
+            });
+        }
+        if rows.len() != 2 * self.kv_heads {
+            return Err(Error::Shape {
+                what: "KV cache: new key and value rows",
+                expected: 2 * self.kv_heads,
+                found: rows.len(),
+            });
+        }
+        let (max, lay) = (self.max, self.lay);
+        let len = self.layer(layer)?.len;
+        if len >= max {
+            return Err(Error::ContextFull { max });
+        }
+        let (b, r) = (len / lay.t, len % lay.t);
         // Every cached ciphertext sits at one level and scale: the first append fixes them; a
         // later input above the level is dropped to it, one below it is refused, and a scale
         // that differs is refused by a trial addition to the probe (a copy of the first row).

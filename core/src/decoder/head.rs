@@ -37,7 +37,7 @@
 //! head's blocks of the vocabulary, or one token's MLP with `gate` and `up` in the real and
 //! imaginary parts of one ciphertext.
 
-use crate::circuits::exec::{Exec, PlainTerm, PtValues};
+use crate::circuits::exec::{pt_key, Exec, PlainTerm, PtValues};
 use crate::ckks::C64;
 use crate::error::{Error, Result};
 use crate::transformer::shift::rotate_sum;
@@ -216,6 +216,22 @@ pub fn matvec<E: Exec>(
     rows: RowMap<'_>,
     w: HeadWeights<'_>,
 ) -> Result<Vec<E::Ct>> {
+    matvec_keyed(ex, lay, x, cts, rows, w, None)
+}
+
+/// [`matvec`] with its plaintext diagonals keyed from `key` (`pt_key(key, [u, k])` for output
+/// `u`'s diagonal `k`), so an executor that caches keyed plaintexts encodes them once, not once
+/// per call: for weights that are the same at every call (no RoPE folded in), under a key no
+/// other matrix uses.
+pub fn matvec_keyed<E: Exec>(
+    ex: &E,
+    lay: &DenseLayout,
+    x: &E::Ct,
+    cts: usize,
+    rows: RowMap<'_>,
+    w: HeadWeights<'_>,
+    key: Option<u64>,
+) -> Result<Vec<E::Ct>> {
     let n = lay.slots;
     if ex.slots() != n {
         return Err(Error::SlotMismatch {
@@ -257,10 +273,14 @@ pub fn matvec<E: Exec>(
             .collect();
         let sums: Vec<Vec<PlainTerm<'_, E::Ct>>> = closures
             .iter()
-            .map(|grp| {
+            .enumerate()
+            .map(|(i, grp)| {
                 grp.iter()
                     .enumerate()
-                    .map(|(j, f)| (&babies[j], None, f as PtValues<'_>))
+                    .map(|(j, f)| {
+                        let k = key.map(|b| pt_key(b, &[u as u64, (i * g + j) as u64]));
+                        (&babies[j], k, f as PtValues<'_>)
+                    })
                     .collect()
             })
             .collect();

@@ -5,12 +5,12 @@
 //!
 //! Every CKKS block of a decode step is shallow ([`super::run`] lists them): the projections
 //! are one dense product each ([`super::head::matvec`], one level); the attention is the
-//! cache's row mask and the score product on `q`, `k`, `v` converted into the cache's layout
-//! (two levels), the values one product. Each block starts at the lowest level from which its
+//! unpacking of `q`, `k`, `v` converted in compact (a mask: one level) and the score product
+//! (two levels), the values the spread of the compact probabilities (a mask) and one product. Each block starts at the lowest level from which its
 //! output still reaches an admissible C2M (the planning helpers shared with the encoder), so
 //! the conversions carry the fewest primes.
 
-use super::cache::{head_pairs, DecodeLayout, EncKvCache, HeadPair};
+use super::cache::{head_pairs, spread_blocks, unpack_qkv, DecodeLayout, EncKvCache, HeadPair};
 use super::head::{matvec, DenseLayout, HeadLayout};
 use super::{DecoderConfig, Family};
 use crate::convert::{BoundaryCfg, C2mPlan, M2cPlan, ProtocolError};
@@ -358,24 +358,34 @@ impl DecodePlan {
         let nq = qcts.len();
         let qkv_cts = nq + 2 * kv_cts;
 
-        // Attention: q, k, v (converted in, replicated) → cache (row mask) → scores; and the
+        // Attention: q, k, v (converted in compact) → unpacked (row masks) → cache → scores; and the
         // values from a cache at the level the first half leaves it.
         let attn = |l: usize| -> Option<(Dry, Dry)> {
             let first = dry::<()>(slots, &primes, |ex| {
-                let mut out: Vec<Tracked> = (0..qkv_cts).map(|_| ex.fresh(l, delta)).collect();
-                let v = out.split_off(nq + kv_cts);
-                let k = out.split_off(nq);
+                // q, k and v arrive compact and are unpacked (at position 0 here: the keys'
+                // and values' shifts at other positions use the same `±2^b` keys, which the
+                // queries' copies and the values' row sums already need).
+                let compact: Vec<Tracked> = (0..qkv_cts.div_ceil(lay.t()))
+                    .map(|_| ex.fresh(l, delta))
+                    .collect();
+                let (q, rows) = unpack_qkv(ex, &lay, &compact, nq, kv_cts, 0)?;
                 let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
-                c.append(ex, 0, k, v)?;
-                Ok(c.scores(ex, 0, &out, &reads)?.concat())
+                c.append_rows(ex, 0, rows)?;
+                Ok(c.scores(ex, 0, &q, &reads)?.concat())
             })?
             .0;
             let second = dry::<()>(slots, &primes, |ex| {
                 let z = ex.fresh(l, delta);
                 let mut c = EncKvCache::<Tracked>::new(lay, 1, kv_cts, 1)?;
                 c.append(ex, 0, vec_of(kv_cts, z), vec_of(kv_cts, z))?;
-                let p: Vec<Vec<Tracked>> = (0..nq)
-                    .map(|_| alloc::vec![ex.fresh(l - 1, delta)])
+                // The probabilities arrive compact (one block per query ciphertext here) and
+                // are spread over the segments first.
+                let compact: Vec<Tracked> = (0..nq.div_ceil(lay.head_dim()))
+                    .map(|_| ex.fresh(l, delta))
+                    .collect();
+                let p: Vec<Vec<Tracked>> = spread_blocks(ex, &lay, &compact, nq)?
+                    .into_iter()
+                    .map(|z| alloc::vec![z])
                     .collect();
                 c.values(ex, 0, &p, &reads)
             })?
@@ -434,7 +444,7 @@ impl DecodePlan {
         let (lg, c2m_d, dry_d) = dense(down, ranges.x)?;
         let (lh, c2m_h, dry_h) = dense(head, ranges.y)?;
 
-        let levels = [la, la - 1, lo, lm, lg, lh, lq];
+        let levels = [la, la, lo, lm, lg, lh, lq];
         let m2c_bounds = [
             ranges.y,
             bounds::P,

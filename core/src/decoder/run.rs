@@ -24,11 +24,11 @@
 //! | `norm1`: RMSNorm / LayerNorm without its affine map | MPC | `x → n` |
 //! | `m2c:a` | conversion | `n` → the staggered packing at the product's period |
 //! | `qkv`: `[W_q; W_k; W_v]` with the norm's gain (and GPT-2's bias) folded in, RoPE at the public position folded into the `q`, `k` rows, `1/√d_h` into `q` | CKKS | → one dense ciphertext |
-//! | `c2m:qkv`, `m2c:qkv`: `q`, `k`, `v` back in, replicated in the cache's layout | conversions | |
-//! | `scores`: append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
+//! | `c2m:qkv`, `m2c:qkv`: `q`, `k`, `v` back in, compact (one row each) | conversions | |
+//! | `scores`: unpack (`q` replicated over the rows, `k`, `v` to the position's row: [`unpack_qkv`]), append `k`, `v` to the cache; `q ⊙ K` per cached block | CKKS | → score products |
 //! | `c2m:s` (each party folds the `d_h` segments of its shares) | conversion | → scores |
 //! | `softmax` over the `len` cached positions | MPC | → probabilities |
-//! | `m2c:p`, `values` (`P·V` per query ciphertext over the cache) | conversion, CKKS | → attention output |
+//! | `m2c:p` (compact: one segment offset per block), `values` (spread over the segments, [`spread_blocks`]; `P·V` per query ciphertext over the cache) | conversion, CKKS | → attention output |
 //! | `c2m:o`, `m2c:o`, `out` (`W_o`, `+ b_o`), `c2m:y`; `x += y` | conversions, CKKS | |
 //! | `norm2`, `m2c:m`, `up` (`[W_gate; W_up]`, gate and up in one ciphertext's two parts) | MPC, conversion, CKKS | |
 //! | `c2m:u`, `act` (SwiGLU, or GPT-2's `gelu_new`) | conversion, MPC | → `g` |
@@ -46,9 +46,17 @@
 //! projection it is free (the server encodes every weight plaintext per step anyway).
 //!
 //! The projection is dense (one output ciphertext for `q`, `k` and `v` together) and its
-//! output goes through the conversions once more to reach the cache's replicated layout: the
-//! M2C lays the shares out as the cache needs at no cost, where a projection straight into
-//! that layout would encode `D` plaintext diagonals for every one of its ciphertexts.
+//! output goes through the conversions once more to reach the cache's layout: the M2C lays
+//! the shares out compact at no cost (one row per query, key and value ciphertext) and the
+//! server unpacks them with the mask level the cache spends anyway, where a projection
+//! straight into the cache's layout would encode `D` plaintext diagonals for every one of its
+//! ciphertexts. The probabilities likewise enter compact and are spread by the server: the
+//! conversions carry `⌈items / t⌉` and `⌈blocks / d_h⌉` ciphertexts, not one per item and
+//! block ([`super::cache`]'s "Compact conversions").
+//!
+//! With the silent OT behind the parties' COT pools, each layer's pools are topped up to its
+//! demand at its last run before it runs (the `ot-fill` block), so every layer but the first
+//! step's first runs on silently made COTs.
 //!
 //! Every dense product's input is laid out by its own M2C in blocks of the product's period
 //! ([`super::head`]'s staggered packing, [`DecodePlan`]'s `Dense`), so each product encodes
@@ -57,8 +65,8 @@
 //! 64 for `W_o`, 128 for `W_down`), not `D` per output ciphertext: the server re-encodes them
 //! every step (RoPE moves with the position, and caching all of them would take tens of GB).
 
-use super::cache::EncKvCache;
-use super::head::matvec;
+use super::cache::{spread_blocks, unpack_qkv, EncKvCache};
+use super::head::matvec_keyed;
 use super::plan::{
     DecodePlan, Dense, DenseRows, B_ATTN, B_DOWN, B_HEAD, B_OUT, B_QKV, B_UP, B_VAL, MPC_CONFIG,
 };
@@ -184,6 +192,12 @@ pub struct DecodeRun<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> {
     layer: usize,
     ready: bool,
     broken: bool,
+    /// Each layer's COT demand at its last run, `(as sender, as receiver)`: with the silent OT
+    /// the pools are topped up to it (and half again) before the layer runs.
+    demand: Vec<Option<(usize, usize)>>,
+    /// Whether the server keys its fixed weights' plaintexts for the executor's cache
+    /// ([`DecodeRun::with_weight_cache`]).
+    weight_cache: bool,
 }
 
 /// Adds `b[row]` to the slots of `cts` laid out by `at` (the server's bias, in CKKS).
@@ -224,6 +238,8 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             layer: 0,
             ready: false,
             broken: false,
+            demand: vec![None; plan.cfg.layers],
+            weight_cache: false,
         })
     }
 
@@ -249,7 +265,23 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             layer: 0,
             ready: false,
             broken: false,
+            demand: vec![None; plan.cfg.layers],
+            weight_cache: false,
         })
+    }
+
+    /// Keeps the server's encoded weights between steps within `bytes` (the executor's cache
+    /// of keyed plaintexts; its masks count too): every product's plaintexts but a Llama's
+    /// `q`/`k` rows (RoPE moves them with the position) are encoded at their first step and
+    /// reused while they fit, the layers first, the LM head last; past the budget the rest are
+    /// encoded at each use as without it. At the client it does nothing. 1 GiB holds a
+    /// GPT2-base layer's products, 8 GiB all of SmolLM2's with its LM head.
+    pub fn with_weight_cache(mut self, bytes: usize) -> Self {
+        if bytes > 0 {
+            self.h.set_cache_budget(bytes);
+            self.weight_cache = self.h.is_server();
+        }
+        self
     }
 
     /// Positions processed so far (the next step's position).
@@ -322,10 +354,17 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             self.ready = true;
         }
         self.h.mark();
+        let silent = self.h.party.silent_stats().is_some();
         let mut x = xs;
         for l in 0..plan.cfg.layers {
             self.layer = l;
+            if silent {
+                self.top_up_ots(progress).await?;
+            }
+            let before = self.h.party.ot_counts();
             x = self.layer(x, progress).await?;
+            let after = self.h.party.ot_counts();
+            self.demand[l] = Some(((after.0 - before.0) as usize, (after.1 - before.1) as usize));
         }
         let out = if logits {
             self.head(&x, progress).await?
@@ -334,6 +373,33 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         };
         self.pos += 1;
         Ok(out)
+    }
+
+    /// With the silent OT, fills the COT pools before layer `self.layer` runs so that they hold
+    /// its demand (at its last run, or the last layer run's when it has not run yet) and half
+    /// again for the context's growth (the softmax's share grows with it): the layer then runs
+    /// on silently made COTs (1 derandomization bit each) instead of IKNP's 16 bytes. A call the
+    /// pool cannot cover goes to IKNP whole, so the margin matters; what a layer leaves in the
+    /// pools serves the next, so the margin is made once, not per layer. The first layer of the
+    /// first step has no measure and runs on IKNP. Both parties count the same COTs (one's sender count is the other's
+    /// receiver count) and hold the same pools, so their fills pair up.
+    async fn top_up_ots(
+        &mut self,
+        progress: &mut dyn FnMut(&BlockCost),
+    ) -> Result<(), ProtocolError> {
+        let l = self.layer;
+        let known = self.demand[l].or_else(|| self.demand[..l].iter().rev().find_map(|d| *d));
+        let Some((s, r)) = known else {
+            return Ok(());
+        };
+        let (ps, pr) = self.h.party.pooled_ots();
+        let want = |d: usize, have: usize| (d + d / 2).saturating_sub(have);
+        let (fs, fr) = (want(s, ps), want(r, pr));
+        if fs > 0 || fr > 0 {
+            self.h.party.preprocess_ot(fs, fr).await?;
+            self.done("ot-fill", progress);
+        }
+        Ok(())
     }
 
     fn done(&mut self, block: &'static str, progress: &mut dyn FnMut(&BlockCost)) {
@@ -436,7 +502,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         let cts = match w {
             Some(w) => {
                 let wf = |r: usize, c: usize| w.get(r, c);
-                self.dense(input, p, &wf, b)?
+                self.dense(which, input, p, &wf, b)?
             }
             None => None,
         };
@@ -450,6 +516,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     /// A dense product `W·x (+ b)` at the server on the input `x` in `p`'s layout.
     fn dense(
         &self,
+        which: usize,
         x: Option<Ciphertext<B>>,
         p: Dense,
         w: &dyn Fn(usize, usize) -> f64,
@@ -459,7 +526,12 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             return Ok(None);
         };
         let at = move |u: usize, s: usize| p.rows.at(u, s);
-        let mut out = matvec(ex, &p.lay, &x, p.rows.cts(), &at, w)?;
+        // Weights the same at every step (all but a Llama's q and k rows, which carry RoPE at
+        // the position) are keyed, so the executor keeps their plaintexts while its budget lasts.
+        let fixed = which != B_QKV || self.plan.cfg.family == Family::Gpt2;
+        let key = (self.weight_cache && fixed)
+            .then(|| crate::circuits::exec::pt_key(0xdec2, &[self.layer as u64, which as u64]));
+        let mut out = matvec_keyed(ex, &p.lay, &x, p.rows.cts(), &at, w, key)?;
         if let Some(b) = b {
             add_rows(ex, &mut out, &at, b)?;
         }
@@ -513,46 +585,52 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     };
                     v * g[c]
                 };
-                self.dense(ac, plan.qkv, &wf, bias.map(|b| &b.qkv[..]))?
+                self.dense(B_QKV, ac, plan.qkv, &wf, bias.map(|b| &b.qkv[..]))?
             }
             None => None,
         };
         self.done("qkv", progress);
-        // q, k and v as shares, then converted back in the cache's replicated layout.
+        // q, k and v as shares, then converted back in compact.
         let qkv = self.c2m_dense(B_QKV, qkv_cts, plan.qkv.rows).await?;
         self.done("c2m:qkv", progress);
         let qv = qkv.as_slice();
-        let lay_in: Vec<ComplexShares> = (0..plan.qkv_cts())
-            .map(|u| {
-                let (mut re, mut im) = (vec![0u64; n], vec![0u64; n]);
-                for sl in 0..n {
-                    let (a, b) = plan.qkv_at(u, sl);
-                    if let Some(a) = a {
-                        re[sl] = qv[a];
-                    }
-                    if let Some(b) = b {
-                        im[sl] = qv[b];
-                    }
+        // q, k and v compact (row `w mod t` of every segment for item `w`); the server unpacks
+        // them into the replicated queries and the new cache rows (`unpack_qkv`).
+        let items = plan.qkv_cts();
+        let ncompact = items.div_ceil(t);
+        let (mut cre, mut cim) = (vec![vec![0u64; n]; ncompact], vec![vec![0u64; n]; ncompact]);
+        for w in 0..items {
+            for seg in 0..plan.lay.segments() {
+                let (k, slot) = plan.lay.compact_item_slot(w, seg);
+                let (a, b) = plan.qkv_at(w, seg * t);
+                if let Some(a) = a {
+                    cre[k][slot] = qv[a];
                 }
-                ComplexShares {
-                    re: RingShares::new(re),
-                    im: RingShares::new(im),
+                if let Some(b) = b {
+                    cim[k][slot] = qv[b];
                 }
+            }
+        }
+        let lay_in: Vec<ComplexShares> = cre
+            .into_iter()
+            .zip(cim)
+            .map(|(re, im)| ComplexShares {
+                re: RingShares::new(re),
+                im: RingShares::new(im),
             })
             .collect();
         let rc = self.h.m2c(&plan.m2c[B_ATTN], &lay_in).await?;
         self.done("m2c:qkv", progress);
         let s_cts = match (rc, self.h.exec(), self.cache.as_mut()) {
-            (Some(mut q), Some(ex), Some(cache)) => {
+            (Some(c), Some(ex), Some(cache)) => {
                 if cache.len(li) != self.pos {
                     return Err(Error::InvalidParameters(
                         "the KV cache is out of step with the session",
                     )
                     .into());
                 }
-                let v = q.split_off(nq + nc);
-                let k = q.split_off(nq);
-                cache.append(ex, li, k, v)?;
+                let (q, rows) = unpack_qkv(ex, &plan.lay, &c, nq, nc, self.pos % t)?;
+                cache.append_rows(ex, li, rows)?;
                 Some(
                     cache
                         .scores(ex, li, &q, &reads)?
@@ -591,38 +669,40 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .await?;
         self.done("softmax", progress);
         let ps = p.as_slice();
-        let mut pin = Vec::with_capacity(nq * blocks);
-        for qc in &plan.qcts {
+        // The probabilities in the compact layout: `d_h` blocks per ciphertext, each at its own
+        // segment offset; the server spreads them over the segments (`spread_blocks`).
+        let combos = nq * blocks;
+        let ncompact = combos.div_ceil(dh);
+        let mut re = vec![vec![0u64; n]; ncompact];
+        let mut im = vec![vec![0u64; n]; ncompact];
+        for (u, qc) in plan.qcts.iter().enumerate() {
             for b in 0..blocks {
-                let lay_rows = |im: bool| -> Vec<u64> {
-                    let mut v = vec![0u64; n];
-                    for (i, pr) in qc.pairs.iter().enumerate() {
-                        let h = match pr {
-                            Some(pr) if im => pr.im,
-                            Some(pr) => Some(pr.re),
-                            None => None,
-                        };
-                        let Some(h) = h else { continue };
-                        for row in 0..t.min(len - b * t) {
-                            let val = ps[h * len + b * t + row];
-                            for j in 0..dh {
-                                v[(i * dh + j) * t + row] = val;
-                            }
+                let c = u * blocks + b;
+                for (i, pr) in qc.pairs.iter().enumerate() {
+                    let Some(pr) = pr else { continue };
+                    for row in 0..t.min(len - b * t) {
+                        let (k, slot) = plan.lay.compact_slot(c, i, row);
+                        re[k][slot] = ps[pr.re * len + b * t + row];
+                        if let Some(h) = pr.im {
+                            im[k][slot] = ps[h * len + b * t + row];
                         }
                     }
-                    v
-                };
-                pin.push(ComplexShares {
-                    re: RingShares::new(lay_rows(false)),
-                    im: RingShares::new(lay_rows(true)),
-                });
+                }
             }
         }
+        let pin: Vec<ComplexShares> = re
+            .into_iter()
+            .zip(im)
+            .map(|(re, im)| ComplexShares {
+                re: RingShares::new(re),
+                im: RingShares::new(im),
+            })
+            .collect();
         let pc = self.h.m2c(&plan.m2c[B_VAL], &pin).await?;
         self.done("m2c:p", progress);
         let o_cts = match (pc, self.h.exec(), self.cache.as_ref()) {
             (Some(pc), Some(ex), Some(cache)) => {
-                let mut it = pc.into_iter();
+                let mut it = spread_blocks(ex, &plan.lay, &pc, combos)?.into_iter();
                 let per: Vec<Vec<Ciphertext<B>>> = (0..nq)
                     .map(|_| it.by_ref().take(blocks).collect())
                     .collect();
@@ -679,7 +759,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     };
                     v * g[c]
                 };
-                self.dense(mc, plan.up, &wf, bias.map(|b| &b.up[..]))?
+                self.dense(B_UP, mc, plan.up, &wf, bias.map(|b| &b.up[..]))?
             }
             None => None,
         };
@@ -743,7 +823,7 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             Some(m) => {
                 let (hw, g) = (m.w.lm_head(), &m.w.final_norm);
                 let wf = |r: usize, c: usize| hw.get(r, c) * g[c];
-                self.dense(hc, plan.head, &wf, m.head_bias.as_deref())?
+                self.dense(B_HEAD, hc, plan.head, &wf, m.head_bias.as_deref())?
             }
             None => None,
         };

@@ -232,6 +232,14 @@ impl<R: RngCore + CryptoRng> Party<R> {
         self.ot.as_ref().map_or((0, 0), |o| (o.sent, o.received))
     }
 
+    /// Precomputed COTs waiting in this party's pools: `(as sender, as receiver)` (zeros before
+    /// setup). The peer's counts are these swapped: both ends of a COT leave their pools at once.
+    pub fn pooled_ots(&self) -> (usize, usize) {
+        self.ot
+            .as_ref()
+            .map_or((0, 0), |o| (o.sender.pooled(), o.receiver.pooled()))
+    }
+
     /// Counters of this party's silent-OT sender (extensions run, COTs handed
     /// out, extension-message bytes it sent), for a party built with
     /// [`Party::with_silent_ot`] after setup; `None` otherwise.

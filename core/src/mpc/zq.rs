@@ -164,8 +164,10 @@ impl Modulus {
 pub struct RnsBasis {
     primes: alloc::vec::Vec<u64>,
     q: Modulus,
-    /// `(q/p_i) · ((q/p_i)^{-1} mod p_i) mod q`.
-    crt: alloc::vec::Vec<u128>,
+    /// `q/p_i`.
+    cofactor: alloc::vec::Vec<u128>,
+    /// `(q/p_i)^{-1} mod p_i`.
+    inv: alloc::vec::Vec<u64>,
 }
 
 fn inv_mod(a: u128, m: u128) -> Option<u128> {
@@ -187,17 +189,20 @@ impl RnsBasis {
     /// Basis from pairwise coprime moduli.
     pub fn new(primes: &[u64]) -> Result<Self> {
         let q = Modulus::from_primes(primes)?;
-        let mut crt = alloc::vec::Vec::with_capacity(primes.len());
+        let mut cofactor = alloc::vec::Vec::with_capacity(primes.len());
+        let mut inv = alloc::vec::Vec::with_capacity(primes.len());
         for &p in primes {
             let qi = q.value() / p as u128;
-            let inv = inv_mod(qi % p as u128, p as u128)
+            let v = inv_mod(qi % p as u128, p as u128)
                 .ok_or(MpcError::InvalidConfig("RNS moduli not coprime"))?;
-            crt.push(q.mul(qi, inv));
+            cofactor.push(qi);
+            inv.push(v as u64);
         }
         Ok(RnsBasis {
             primes: primes.to_vec(),
             q,
-            crt,
+            cofactor,
+            inv,
         })
     }
 
@@ -216,12 +221,20 @@ impl RnsBasis {
         if residues.len() != self.primes.len() {
             return Err(MpcError::InvalidInput("residue count"));
         }
+        // x = Σ (q/p_i)·(r_i·(q/p_i)^{-1} mod p_i) mod q: each term is below q (its second
+        // factor is below p_i), so no product needs reducing mod q.
         let mut x = 0u128;
-        for ((&r, &p), &c) in residues.iter().zip(&self.primes).zip(&self.crt) {
+        for (((&r, &p), &qi), &v) in residues
+            .iter()
+            .zip(&self.primes)
+            .zip(&self.cofactor)
+            .zip(&self.inv)
+        {
             if r >= p {
                 return Err(MpcError::InvalidInput("residue not reduced"));
             }
-            x = self.q.add(x, self.q.mul(r as u128, c));
+            let y = (r as u128 * v as u128) % p as u128;
+            x = self.q.add(x, qi * y);
         }
         Ok(x)
     }
@@ -268,6 +281,18 @@ mod tests {
         ] {
             let r = b.decompose(x);
             assert_eq!(b.compose(&r).unwrap(), x);
+        }
+        // Many elements across Z_q, and a three-prime basis (the CRT sum of three terms).
+        let b3 = RnsBasis::new(&[1_099_511_627_791, 1_152_921_504_606_830_593, 65_537]).unwrap();
+        let mut z = 0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c834u128;
+        for _ in 0..2000 {
+            z = z
+                .wrapping_mul(0x2360_ed05_1fc6_5da4_4385_df64_9fcc_f645)
+                .wrapping_add(1);
+            for bb in [&b, &b3] {
+                let x = z % bb.modulus().value();
+                assert_eq!(bb.compose(&bb.decompose(x)).unwrap(), x);
+            }
         }
         assert!(RnsBasis::new(&[6, 9]).is_err());
         assert!(b.compose(&[1]).is_err());

@@ -121,6 +121,10 @@ pub trait CotSender {
     fn silent_stats(&self) -> Option<silent::SilentStats> {
         None
     }
+    /// Precomputed COTs waiting in this sender's pool (0 for a generator without one).
+    fn pooled(&self) -> usize {
+        0
+    }
 }
 
 /// Receiver side of a correlated-OT generator.
@@ -137,6 +141,10 @@ pub trait CotReceiver {
         _random_choices: Vec<u8>,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async { Err(crate::mpc::MpcError::InvalidConfig("this OT has no pool")) })
+    }
+    /// Precomputed COTs waiting in this receiver's pool (0 for a generator without one).
+    fn pooled(&self) -> usize {
+        0
     }
     /// Random COTs `(t_j, r_j)` for `suggested.len()` OTs: `suggested` are
     /// uniformly random choice bits the generator may use (the default, via

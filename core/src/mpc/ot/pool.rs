@@ -90,6 +90,10 @@ impl CotSender for PooledSender {
         self.inner.silent_stats()
     }
 
+    fn pooled(&self) -> usize {
+        self.available()
+    }
+
     fn fill<'a>(&'a mut self, ch: &'a Channel, m: usize) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             self.compact();
@@ -157,6 +161,10 @@ impl CotReceiver for PooledReceiver {
             self.pos += m;
             Ok(out)
         })
+    }
+
+    fn pooled(&self) -> usize {
+        self.available()
     }
 
     fn fill<'a>(
