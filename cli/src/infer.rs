@@ -33,7 +33,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 128)]
     pub max_ctx: usize,
     /// (Decoders) GB of encoded weights each session keeps between tokens: every product's
-    /// plaintexts but a Llama's q/k rows are encoded once and reused while they fit (8.6 GB
+    /// plaintexts but a Llama's q/k/v product (RoPE) are encoded once and reused while they fit (8.6 GB
     /// holds all of SmolLM2's, its LM head included); default none (encoded at each use).
     #[arg(long, value_name = "GB")]
     pub weight_cache: Option<f64>,

@@ -62,8 +62,9 @@
 //!
 //! Per generated token and layer the work is `pairs · blocks` tensor products and
 //! relinearizations for the scores and `pairs · (blocks + ⌈log₂ t⌉)` operations for the
-//! values: linear in the context (in blocks of `t` positions), never quadratic, and nothing
-//! in the cache is recomputed.
+//! values, plus the unpackings: a mask and up to `2·log₂ t` rotations per `q`/`k`/`v`
+//! ciphertext, a mask and up to `2·log₂ d_h` per probability block. Linear in the context (in
+//! blocks of `t` positions), never quadratic, and nothing in the cache is recomputed.
 
 use super::reference::rope;
 use crate::circuits::exec::{accumulate, pt_key, Exec};
@@ -250,6 +251,7 @@ pub fn spread_blocks<E: Exec>(
     blocks: usize,
 ) -> Result<Vec<E::Ct>> {
     let (n, dh, t) = (lay.slots, lay.head_dim, lay.t);
+    check_unpack(ex, lay)?;
     if compact.len() != blocks.div_ceil(dh) {
         return Err(Error::Shape {
             what: "decode probabilities: compact ciphertexts",
@@ -262,7 +264,10 @@ pub fn spread_blocks<E: Exec>(
     for c in 0..blocks {
         let cl = c % dh;
         let o = (dh - cl) % dh;
-        let key = pt_key(0xdec1, &[n as u64, lay.segments() as u64, o as u64]);
+        let key = pt_key(
+            0xdec1,
+            &[n as u64, lay.segments() as u64, dh as u64, o as u64],
+        );
         let mask = move || lay.segment_mask(o);
         let mut z = ex.mul_plain(&compact[c / dh], Some(key), &mask)?;
         ex.rescale(&mut z)?;
@@ -278,6 +283,23 @@ pub fn spread_blocks<E: Exec>(
         out.push(z);
     }
     Ok(out)
+}
+
+/// The executor's slots are the layout's, and the rows and the head width are powers of two
+/// (the unpackings shift and copy by doubling).
+fn check_unpack<E: Exec>(ex: &E, lay: &DecodeLayout) -> Result<()> {
+    if ex.slots() != lay.slots {
+        return Err(Error::SlotMismatch {
+            expected: lay.slots,
+            found: ex.slots(),
+        });
+    }
+    if !lay.t.is_power_of_two() || !lay.head_dim.is_power_of_two() {
+        return Err(Error::InvalidParameters(
+            "decode layout: compact conversions need power-of-two rows and head width",
+        ));
+    }
+    Ok(())
 }
 
 /// `z` shifted by `k` rows within its segments (`k > 0`: row `r + k` to row `r`; `k < 0`: row
@@ -324,6 +346,7 @@ pub fn unpack_qkv<E: Exec>(
     r0: usize,
 ) -> Result<QkvRows<E::Ct>> {
     let (n, t) = (lay.slots, lay.t);
+    check_unpack(ex, lay)?;
     let items = queries + 2 * kv;
     if r0 >= t {
         return Err(Error::InvalidParameters(

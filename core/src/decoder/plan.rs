@@ -5,10 +5,11 @@
 //!
 //! Every CKKS block of a decode step is shallow ([`super::run`] lists them): the projections
 //! are one dense product each ([`super::head::matvec`], one level); the attention is the
-//! unpacking of `q`, `k`, `v` converted in compact (a mask: one level) and the score product
-//! (two levels), the values the spread of the compact probabilities (a mask) and one product. Each block starts at the lowest level from which its
-//! output still reaches an admissible C2M (the planning helpers shared with the encoder), so
-//! the conversions carry the fewest primes.
+//! unpacking of `q`, `k`, `v` converted in compact (a mask) and the score product: two levels;
+//! the values are the spread of the compact probabilities (a mask) and one product: two
+//! levels. Each block starts at the lowest level from which its output still reaches an
+//! admissible C2M (the planning helpers shared with the encoder), so the conversions carry the
+//! fewest primes.
 
 use super::cache::{head_pairs, spread_blocks, unpack_qkv, DecodeLayout, EncKvCache, HeadPair};
 use super::head::{matvec, DenseLayout, HeadLayout};
@@ -232,7 +233,11 @@ pub struct QueryCt {
 /// (`veil-bench generate`, GPT2-base shape): `(seconds, MiB)` per ciphertext of `q`, `k`, `v`
 /// converted in, per cached block of one query ciphertext (the score product, its C2M, the
 /// probabilities' M2C and the value product), and per query ciphertext's attention output
-/// (its C2M); a MiB weighs [`MIB_S`] seconds.
+/// (its C2M); a MiB weighs [`MIB_S`] seconds. Measured before the compact conversions
+/// ([`super::cache::unpack_qkv`], [`super::cache::spread_blocks`]), which carry `q`, `k`, `v` in
+/// `⌈items / t⌉` ciphertexts and the probabilities in `⌈blocks / d_h⌉` at the cost of a mask and
+/// a few rotations each: not yet re-measured, so the groups it picks may no longer be the
+/// cheapest.
 const PER_M2C: (f64, f64) = (0.07, 0.85);
 const PER_BLOCK: (f64, f64) = (0.14, 1.17);
 const PER_QUERY: (f64, f64) = (0.06, 0.40);
@@ -265,8 +270,8 @@ pub struct DecodePlan {
     pub(super) down: Dense,
     /// The LM head's packing (the plain replication: its rows fill every slot).
     pub(super) head: Dense,
-    /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
-    /// output, the MLP input, the activation, the head's input, the attention input.
+    /// M2C levels: `q`, `k`, `v` (compact), the probabilities (compact, the same level), the
+    /// attention output, the MLP input, the activation, the head's input, the attention input.
     pub(super) levels: [usize; 7],
     /// The activation bounds.
     pub(super) ranges: Ranges,
@@ -276,8 +281,8 @@ pub struct DecodePlan {
     /// ([`DecodePlan::with_norms`]).
     pub(super) norms: Vec<NormShift>,
     /// Per-step CKKS operations of one layer at one cached block, from the dry runs: the
-    /// append and the scores, the values, `W_o`, the MLP's up (and gate), `W_down`, the LM head,
-    /// and the `Q`/`K`/`V` projection.
+    /// unpacking, the append and the scores, the spread and the values, `W_o`, the MLP's up
+    /// (and gate), `W_down`, the LM head, and the `Q`/`K`/`V` projection.
     pub(super) dry_counts: [OpCounts; 7],
     pub(super) m2c: [M2cPlan; 7],
     pub(super) c2m: [C2mPlan; 7],
@@ -594,8 +599,8 @@ impl DecodePlan {
         &self.qcts
     }
 
-    /// M2C levels: `q`, `k`, `v` in the cache's layout, the probabilities, the attention
-    /// output, the MLP input, the activation, the head's input, the attention input.
+    /// M2C levels: `q`, `k`, `v` (compact), the probabilities (compact, the same level), the
+    /// attention output, the MLP input, the activation, the head's input, the attention input.
     pub fn levels(&self) -> [usize; 7] {
         self.levels
     }

@@ -62,8 +62,10 @@
 //! ([`super::head`]'s staggered packing, [`DecodePlan`]'s `Dense`), so each product encodes
 //! `⌈rows/2P⌉·D·P/n` plaintexts per token, `P` the least power of two ≥ `rows/2` (SmolLM2: 64
 //! for `q`, `k`, `v`, 256 for gate and up,
-//! 64 for `W_o`, 128 for `W_down`), not `D` per output ciphertext: the server re-encodes them
-//! every step (RoPE moves with the position, and caching all of them would take tens of GB).
+//! 64 for `W_o`, 128 for `W_down`), not `D` per output ciphertext. By default the server
+//! encodes them at every step; [`DecodeRun::with_weight_cache`] keeps the fixed ones (all but a
+//! Llama's `[W_q; W_k; W_v]`, whose `q` and `k` rows RoPE moves with the position) within a
+//! memory budget.
 
 use super::cache::{spread_blocks, unpack_qkv, EncKvCache};
 use super::head::matvec_keyed;
@@ -272,7 +274,8 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
 
     /// Keeps the server's encoded weights between steps within `bytes` (the executor's cache
     /// of keyed plaintexts; its masks count too): every product's plaintexts but a Llama's
-    /// `q`/`k` rows (RoPE moves them with the position) are encoded at their first step and
+    /// `[W_q; W_k; W_v]` (its `q`, `k` rows carry RoPE at the position, and every diagonal
+    /// mixes them with the `v` rows) are encoded at their first step and
     /// reused while they fit, the layers first, the LM head last; past the budget the rest are
     /// encoded at each use as without it. At the client it does nothing. 1 GiB holds a
     /// GPT2-base layer's products, 8 GiB all of SmolLM2's with its LM head.
@@ -381,8 +384,9 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
     /// on silently made COTs (1 derandomization bit each) instead of IKNP's 16 bytes. A call the
     /// pool cannot cover goes to IKNP whole, so the margin matters; what a layer leaves in the
     /// pools serves the next, so the margin is made once, not per layer. The first layer of the
-    /// first step has no measure and runs on IKNP. Both parties count the same COTs (one's sender count is the other's
-    /// receiver count) and hold the same pools, so their fills pair up.
+    /// first step has no measure and runs on IKNP. Both parties count the same COTs (one's
+    /// sender count is the other's receiver count) and hold the same pools, so their fills pair
+    /// up.
     async fn top_up_ots(
         &mut self,
         progress: &mut dyn FnMut(&BlockCost),
@@ -526,8 +530,9 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             return Ok(None);
         };
         let at = move |u: usize, s: usize| p.rows.at(u, s);
-        // Weights the same at every step (all but a Llama's q and k rows, which carry RoPE at
-        // the position) are keyed, so the executor keeps their plaintexts while its budget lasts.
+        // Weights the same at every step (all but a Llama's q/k/v product: its q and k rows
+        // carry RoPE at the position) are keyed, so the executor keeps their plaintexts while
+        // its budget lasts.
         let fixed = which != B_QKV || self.plan.cfg.family == Family::Gpt2;
         let key = (self.weight_cache && fixed)
             .then(|| crate::circuits::exec::pt_key(0xdec2, &[self.layer as u64, which as u64]));
