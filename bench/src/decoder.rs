@@ -3,8 +3,11 @@
 //! cache held encrypted at the server, the score products, the attention over the cached
 //! values, the output projection, the MLP's projections, and the LM head once per token; at
 //! the contexts asked for, with random weights at SmolLM2's or GPT2-base's shape (CKKS on the
-//! CPU backend, N = 2^15). The MPC half (norms, softmax, SiLU/GELU) and the conversions are
-//! not in it: it counts the ciphertexts each conversion carries instead.
+//! CPU backend, N = 2^15). The queries, keys and values and the probabilities enter as the
+//! product's conversions deliver them, compact, and are unpacked as the product unpacks them
+//! (`unpack_qkv`, `spread_blocks`; fresh encryptions stand in for the conversions' outputs).
+//! The MPC half (norms, softmax, SiLU/GELU) and the conversions are not in it: it counts the
+//! ciphertexts each conversion carries instead.
 
 use crate::BenchError;
 use serde::Serialize;
@@ -12,7 +15,8 @@ use std::time::Instant;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ciphertext, C64};
 use veil_core::decoder::cache::{
-    head_pairs, kv_map, kv_reads, pair_map, rope_rows, DecodeLayout, EncKvCache,
+    head_pairs, kv_map, kv_reads, pair_map, rope_rows, spread_blocks, unpack_qkv, DecodeLayout,
+    EncKvCache,
 };
 use veil_core::decoder::head::{lm_head, matvec, HeadLayout};
 use veil_core::decoder::plan::Dense;
@@ -270,10 +274,32 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
     {
         let x: Vec<_> = (0..mp.x.cts).map(|_| dry.fresh(lx)).collect();
         let [q, k, v] = projections(&dry, &mp, &x, [&wq, &wk, &wv]).map_err(e)?;
+        let qkv_items = (q.len(), k.len() + v.len());
+        let compact: Vec<_> = (0..(qkv_items.0 + qkv_items.1).div_ceil(t))
+            .map(|_| dry.fresh(lx))
+            .collect();
+        // Every row a key or value can land in: every shift the unpacking can take.
         let mut c = EncKvCache::new(lay, 1, kv_heads, max_ctx).map_err(e)?;
-        c.append(&dry, 0, k, v).map_err(e)?;
+        let mut q = Vec::new();
+        for r0 in 0..t.min(max_ctx) {
+            let (qu, rows) =
+                unpack_qkv(&dry, &lay, &compact, qkv_items.0, qkv_items.1 / 2, r0).map_err(e)?;
+            c.append_rows(&dry, 0, rows).map_err(e)?;
+            q = qu;
+        }
         c.scores(&dry, 0, &q, &kv_reads(&pairs)).map_err(e)?;
-        let pr: Vec<Vec<_>> = pairs.iter().map(|_| vec![dry.fresh(lp)]).collect();
+        let combos = pairs.len() * lay.blocks(max_ctx);
+        let pc: Vec<_> = (0..combos.div_ceil(dh))
+            .map(|_| dry.fresh(lp + 1))
+            .collect();
+        let mut it = spread_blocks(&dry, &lay, &pc, combos)
+            .map_err(e)?
+            .into_iter();
+        let nbm = lay.blocks(max_ctx);
+        let pr: Vec<Vec<_>> = pairs
+            .iter()
+            .map(|_| it.by_ref().take(nbm).collect())
+            .collect();
         let o = c.values(&dry, 0, &pr, &kv_reads(&pairs)).map_err(e)?;
         let z = |_: usize, _: usize| C64::default();
         project_one(&dry, &mp.out, &o, &mp.q, &mp.x, &z).map_err(e)?;
@@ -351,18 +377,39 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
         lap.tick(if gated { "rope fold" } else { "scale W_q" });
         let [q, k, v] = projections(&ex, &mp, &xc, [&wq_p, &wk_p, &wv]).map_err(e)?;
         lap.tick("qkv");
-        cache.append(&ex, 0, k, v).map_err(e)?;
-        lap.tick("append");
-        let s = cache.scores(&ex, 0, &q, &kv_reads(&pairs)).map_err(e)?;
-        lap.tick("scores");
-        let nb = lay.blocks(ctx);
-        let pr: Vec<Vec<Ct>> = pairs
-            .iter()
-            .map(|_| (0..nb).map(|_| enc(&ones, lp, &mut rng)).collect())
+        // The product converts q, k and v to shares and back in the compact layout (`t` items
+        // per ciphertext); fresh encryptions at the projection's input level stand in for
+        // that conversion's output.
+        let (nq, nkv) = (q.len(), k.len() + v.len());
+        drop((q, k, v));
+        let compact: Vec<Ct> = (0..(nq + nkv).div_ceil(t))
+            .map(|_| enc(&ones, lx, &mut rng))
             .collect::<Result<_, _>>()?;
         lap.reset();
+        let (q, rows) = unpack_qkv(&ex, &lay, &compact, nq, nkv / 2, pos % t).map_err(e)?;
+        cache.append_rows(&ex, 0, rows).map_err(e)?;
+        lap.tick("unpack+append");
+        let s = cache.scores(&ex, 0, &q, &kv_reads(&pairs)).map_err(e)?;
+        lap.tick("scores");
+        // The probabilities, compact (`d_h` blocks per ciphertext), spread as the product
+        // spreads them.
+        let nb = lay.blocks(ctx);
+        let combos = pairs.len() * nb;
+        let pc: Vec<Ct> = (0..combos.div_ceil(dh))
+            .map(|_| enc(&ones, lp + 1, &mut rng))
+            .collect::<Result<_, _>>()?;
+        lap.reset();
+        let mut it = spread_blocks(&ex, &lay, &pc, combos)
+            .map_err(e)?
+            .into_iter();
+        let pr: Vec<Vec<Ct>> = pairs
+            .iter()
+            .map(|_| it.by_ref().take(nb).collect())
+            .collect();
+        lap.tick("spread");
         let o = cache.values(&ex, 0, &pr, &kv_reads(&pairs)).map_err(e)?;
         lap.tick("values");
+        let conv_qkv = (nq + nkv, (nq + nkv).div_ceil(t));
         let fo = |i: usize, o: usize| C64::real(wo.get(o, i));
         project_one(&ex, &mp.out, &o, &mp.q, &mp.x, &fo).map_err(e)?;
         lap.tick("out proj");
@@ -421,11 +468,12 @@ pub fn run(a: &BenchDecoderArgs) -> Result<DecoderReport, BenchError> {
             .map(|b| b.1)
             .sum();
         let head_s = blocks.iter().find(|b| b.0 == "head").map_or(0.0, |b| b.1);
-        // C2M: scores (pairs·blocks), the attention output, the MLP's first and second
-        // projections; M2C: the attention input, the probabilities (compact, `d_h` blocks per
-        // ciphertext, as the product sends them; this kernel timing feeds them spread), the
-        // MLP's two inputs.
-        let conversion_cts = pairs.len() * nb
+        // C2M: q/k/v, scores (pairs·blocks), the attention output, the MLP's first and
+        // second projections; M2C: the attention input, q/k/v compact, the probabilities
+        // (compact, `d_h` blocks per ciphertext), the MLP's two inputs.
+        let conversion_cts = conv_qkv.0
+            + conv_qkv.1
+            + pairs.len() * nb
             + mp.x.cts
             + mp.f.cts
             + mp.x.cts

@@ -21,7 +21,8 @@ pub(crate) mod track;
 use crate::circuits::exec::{CkksExec, Exec, OpCounts};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey};
 use crate::convert::{
-    c2m_p0, c2m_p1, m2c_p0, m2c_p1, C2mPlan, ComplexShares, M2cPlan, ProtocolError, RunStats,
+    c2m_p0, c2m_p1, m2c_p0, m2c_p0_slots, m2c_p1, m2c_p1_slots, C2mPlan, ComplexShares, M2cPlan,
+    ProtocolError, RunStats, SlotShares,
 };
 use crate::error::Error;
 use crate::mpc::{MpcConfig, Party, PartyId, RingShares};
@@ -297,6 +298,27 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng, M: ?Sized> HybridRun<'a, 'p
                 (Some(c), st)
             }
             Role::Client { sk } => (None, m2c_p0(self.party, self.ck, sk, plan, inputs).await?),
+        };
+        self.meter.note(&st);
+        Ok(out)
+    }
+
+    /// [`HybridRun::m2c`] of inputs given by their distinct values ([`SlotShares`]: the lift's
+    /// OTs and bytes only for the values, none for repeats and public zeros).
+    pub async fn m2c_slots(
+        &mut self,
+        plan: &M2cPlan,
+        inputs: &[SlotShares],
+    ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
+        let (out, st) = match &self.role {
+            Role::Server { .. } => {
+                let (c, st) = m2c_p1_slots(self.party, self.ck, plan, inputs).await?;
+                (Some(c), st)
+            }
+            Role::Client { sk } => (
+                None,
+                m2c_p0_slots(self.party, self.ck, sk, plan, inputs).await?,
+            ),
         };
         self.meter.note(&st);
         Ok(out)

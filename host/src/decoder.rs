@@ -151,12 +151,13 @@ pub fn decode_plan(model: &DecoderModel, max_ctx: usize) -> Result<DecodePlan, S
     plan.with_norms(cal).map_err(SessionError::Plan)
 }
 
-/// The fingerprint of a plan: SHA-256 over the architecture, the maximum context, the head
-/// groups, the activation bounds and every norm's shift and widening.
+/// The fingerprint of a plan: SHA-256 over the protocol's version (v4: the conversions into
+/// the dense and compact layouts lift distinct values only), the architecture, the maximum
+/// context, the head groups, the activation bounds and every norm's shift and widening.
 pub fn fingerprint(plan: &DecodePlan) -> [u8; 32] {
     let cfg = plan.cfg();
     let mut h = Sha256::new();
-    h.update(b"veil/decoder/plan/v3");
+    h.update(b"veil/decoder/plan/v4");
     h.update([match cfg.family {
         Family::Llama => 1u8,
         Family::Gpt2 => 2u8,

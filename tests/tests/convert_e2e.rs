@@ -10,8 +10,9 @@ use std::sync::Arc;
 use veil_backend_cpu::CpuBackend;
 use veil_core::ckks::{Ciphertext, Ckks, Encoder, PublicKey, SecretKey, C64};
 use veil_core::convert::{
-    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, BoundaryCfg, C2mPlan,
-    CommonMasks, ComplexShares, ConvertError, M2cPlan, RunStats, K_BITS,
+    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p0_slots, m2c_p1, m2c_p1_slots,
+    BoundaryCfg, C2mPlan, CommonMasks, ComplexShares, ConvertError, M2cPlan, ProtocolError,
+    RunStats, SlotShares, K_BITS,
 };
 use veil_core::mpc::{MpcConfig, RingCfg, RingShares};
 use veil_core::params;
@@ -487,6 +488,133 @@ fn m2c_encrypts_the_shared_values_at_any_level() {
         let seeded = veil_core::serial::ciphertext_len(&p, level, 1, true) as u64;
         assert_eq!(st0.ciphertext_bytes, 2 * seeded);
         assert_eq!(st1.ciphertext_bytes, 2 * seeded);
+    }
+}
+
+/// Bytes one party sent and received over a run's channel.
+fn run_bytes(st: &RunStats) -> u64 {
+    let c = st.channel.offline_online();
+    c.bytes_sent + c.bytes_recv
+}
+
+/// M2C from distinct values (`SlotShares`): a layout that repeats 24 values 16 times with
+/// padding in the real parts, and another pattern of them in every other imaginary slot,
+/// decrypts to the values in their slots (within ½ ulp) and public zeros elsewhere, as the same
+/// layout converted from full share vectors does, for at most a tenth of its lift's bytes. A slot
+/// naming a value past the input's is refused by both parties, before anything is sent.
+#[test]
+fn m2c_from_distinct_values_fills_the_repeats_and_zeros() {
+    let (ck, sk, mut rng) = setup();
+    let p = ck.params().clone();
+    let n = p.max_slots();
+    let r = RingCfg::ENCFORMER;
+    let level = 1;
+    let plan = M2cPlan::new(&p, level, n, SCALE, cfg()).unwrap();
+    let d = 24;
+    let vals = boundary_values(&mut rng, d);
+    let (v0, v1) = share_vec(&r, &vals, &mut rng);
+    let z = SlotShares::ZERO;
+    let re: Vec<u32> = (0..n)
+        .map(|s| if s % 32 < d { (s % 32) as u32 } else { z })
+        .collect();
+    let im: Vec<u32> = (0..n)
+        .map(|s| if s % 2 == 0 { ((7 * s) % d) as u32 } else { z })
+        .collect();
+    let want = |m: &[u32], s: usize| {
+        if m[s] != z {
+            r.decode(r.encode(vals[m[s] as usize]))
+        } else {
+            0.0
+        }
+    };
+    let slots = |v: &RingShares| SlotShares::gather(v, re.clone(), im.clone());
+    let (in0, in1) = (vec![slots(&v0)], vec![slots(&v1)]);
+    assert_eq!(in0[0].values.len(), d);
+    let (st0, (cts, st1)) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), m2c_p0_slots(pp, &ck, &sk, &plan, &in0), t).unwrap(),
+        |pp, t| drive(pp.channel(), m2c_p1_slots(pp, &ck, &plan, &in1), t).unwrap(),
+    );
+    let f = (1u64 << r.frac) as f64;
+    let dz = ck.decrypt_decode(&sk, &cts[0]).unwrap();
+    let mut worst = 0f64;
+    for k in 0..n {
+        worst = worst
+            .max((dz[k].re - want(&re, k)).abs() * f)
+            .max((dz[k].im - want(&im, k)).abs() * f);
+    }
+    // The same layout from full share vectors.
+    let full = |v: &RingShares| {
+        let a = v.as_slice();
+        let pick = |m: &[u32]| {
+            RingShares::new(
+                m.iter()
+                    .map(|&c| if c == z { 0 } else { a[c as usize] })
+                    .collect(),
+            )
+        };
+        vec![ComplexShares {
+            re: pick(&re),
+            im: pick(&im),
+        }]
+    };
+    let (f0, f1) = (full(&v0), full(&v1));
+    let (fs0, (fcts, _)) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), m2c_p0(pp, &ck, &sk, &plan, &f0), t).unwrap(),
+        |pp, t| drive(pp.channel(), m2c_p1(pp, &ck, &plan, &f1), t).unwrap(),
+    );
+    let df = ck.decrypt_decode(&sk, &fcts[0]).unwrap();
+    let mut worst_full = 0f64;
+    for k in 0..n {
+        worst_full = worst_full
+            .max((df[k].re - want(&re, k)).abs() * f)
+            .max((df[k].im - want(&im, k)).abs() * f);
+    }
+    // The lift's bytes: the run's less its ciphertexts.
+    let (b, bf) = (
+        run_bytes(&st0) - st0.ciphertext_bytes,
+        run_bytes(&fs0) - fs0.ciphertext_bytes,
+    );
+    println!(
+        "M2C from {d} distinct values in {n} slots: max error {worst:.2e} ulp (full vectors \
+         {worst_full:.2e}), the lift's {b} bytes against {bf} ({:.3}x); P1's run {} bytes",
+        b as f64 / bf as f64,
+        run_bytes(&st1)
+    );
+    assert!(
+        worst < 0.5 && worst_full < 0.5,
+        "{worst} / {worst_full} ulp"
+    );
+    assert!(
+        4 * b <= bf,
+        "{b} bytes from distinct values, {bf} from full vectors"
+    );
+
+    // A source past the values: a typed refusal on both sides.
+    let mut bad = in0.clone();
+    bad[0].re[5] = d as u32;
+    let bad1 = {
+        let mut b = in1.clone();
+        b[0].re[5] = d as u32;
+        b
+    };
+    let (e0, e1) = run_mem(
+        MpcConfig::ENCFORMER,
+        |pp, t| drive(pp.channel(), m2c_p0_slots(pp, &ck, &sk, &plan, &bad), t),
+        |pp, t| drive(pp.channel(), m2c_p1_slots(pp, &ck, &plan, &bad1), t),
+    );
+    let want_err = ProtocolError::SlotSource {
+        index: 0,
+        slot: 5,
+        source: d as u32,
+        values: d,
+    };
+    for e in [e0.err(), e1.err()] {
+        match e {
+            Some(veil_host::mpc::DriverError::Convert(e)) => assert_eq!(e, want_err),
+            other => panic!("expected the slot refusal, got {other:?}"),
+        }
     }
 }
 

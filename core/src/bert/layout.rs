@@ -177,14 +177,7 @@ impl Layout {
             let t = if h.part == 0 { &mut re } else { &mut im };
             t[h.ct as usize][h.slot as usize] = v;
         }
-        Ok(re
-            .into_iter()
-            .zip(im)
-            .map(|(re, im)| ComplexShares {
-                re: RingShares::new(re),
-                im: RingShares::new(im),
-            })
-            .collect())
+        Ok(ComplexShares::zip(re, im))
     }
 }
 

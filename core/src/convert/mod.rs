@@ -201,8 +201,8 @@ pub use budget::{
 pub use decode::WideSlots;
 pub use plan::{C2mPlan, M2cPlan};
 pub use protocol::{
-    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p1, ComplexShares, MaskedBatch,
-    ProtocolError, RunStats, TAG_C2M_CT, TAG_M2C_CT,
+    c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p0_slots, m2c_p1, m2c_p1_slots,
+    ComplexShares, MaskedBatch, ProtocolError, RunStats, SlotShares, TAG_C2M_CT, TAG_M2C_CT,
 };
 pub use wide::{local_trunc_wide, rerandomize, CommonMasks, Wide, W_BITS};
 

@@ -60,6 +60,17 @@ pub enum ProtocolError {
         /// Length of the real (or, if the real part fits, the imaginary) shares.
         found: usize,
     },
+    /// A slot of an M2C input ([`SlotShares`]) names a value past the input's distinct values.
+    SlotSource {
+        /// Index of the input.
+        index: usize,
+        /// The slot (the imaginary parts' slots follow the real parts').
+        slot: usize,
+        /// The value it names.
+        source: u32,
+        /// Distinct values the input has.
+        values: usize,
+    },
 }
 
 impl fmt::Display for ProtocolError {
@@ -81,6 +92,15 @@ impl fmt::Display for ProtocolError {
             } => write!(
                 f,
                 "M2C input {index}: {found} shares, the plan has {expected} slots"
+            ),
+            ProtocolError::SlotSource {
+                index,
+                slot,
+                source,
+                values,
+            } => write!(
+                f,
+                "M2C input {index}: slot {slot} takes value {source} of {values}"
             ),
         }
     }
@@ -116,6 +136,97 @@ pub struct ComplexShares {
     pub re: RingShares,
     /// Imaginary parts `[[y]]` (`n` elements; empty in M2C input means `y = 0`).
     pub im: RingShares,
+}
+
+/// One M2C input given by its distinct values: real slot `s` holds `values[re[s]]`, imaginary
+/// slot `s` holds `values[im[s]]`, and a slot whose source is [`SlotShares::ZERO`] a public zero
+/// (an empty `im`: every imaginary slot zero). The Ring2Field lift, one correlated OT per value,
+/// runs on the distinct values only and its shares are then copied to their slots (the encoding
+/// map re-randomizes each slot with a common mask of its own), so a layout that repeats a vector
+/// `r` times or pads it with zeros costs `r` times fewer OTs and bytes, or none for the padding.
+/// Both parties give the same `re` and `im` (the layout is public).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotShares {
+    /// Shares of the distinct values, `[[v]]` over `Z_{2^ℓ}` at scale `2^F`.
+    pub values: RingShares,
+    /// Per real slot (`n`), the index of its value in `values`, or [`SlotShares::ZERO`].
+    pub re: Vec<u32>,
+    /// Per imaginary slot (`n`, or empty), likewise.
+    pub im: Vec<u32>,
+}
+
+impl SlotShares {
+    /// The source of a slot that holds a public zero.
+    pub const ZERO: u32 = u32::MAX;
+
+    /// One input whose slots take elements of `all` (`re[s]`, `im[s]`: an index into `all`,
+    /// or [`SlotShares::ZERO`]): the elements it uses become its distinct values, in the order
+    /// the slots first name them. Sources past `all` are refused at the conversion.
+    pub fn gather(all: &RingShares, mut re: Vec<u32>, mut im: Vec<u32>) -> SlotShares {
+        let a = all.as_slice();
+        // The value each element of `all` became (`ZERO`: not yet used).
+        let mut at = alloc::vec![SlotShares::ZERO; a.len()];
+        let mut values = Vec::new();
+        for c in re.iter_mut().chain(im.iter_mut()) {
+            if *c == SlotShares::ZERO {
+                continue;
+            }
+            let i = *c as usize;
+            let Some(&v) = a.get(i) else {
+                // Past `all`: left past the values, for the conversion's check to name.
+                *c = u32::MAX - 1;
+                continue;
+            };
+            if at[i] == SlotShares::ZERO {
+                at[i] = values.len() as u32;
+                values.push(v);
+            }
+            *c = at[i];
+        }
+        SlotShares {
+            values: RingShares::new(values),
+            re,
+            im,
+        }
+    }
+
+    /// [`SlotShares::gather`] for several inputs, pairing `re[k]` with `im[k]`.
+    pub fn gather_all(all: &RingShares, re: Vec<Vec<u32>>, im: Vec<Vec<u32>>) -> Vec<SlotShares> {
+        re.into_iter()
+            .zip(im)
+            .map(|(re, im)| SlotShares::gather(all, re, im))
+            .collect()
+    }
+}
+
+/// The inputs of one M2C: full share vectors, or distinct values and their slots.
+#[derive(Clone, Copy)]
+enum M2cInputs<'a> {
+    Full(&'a [ComplexShares]),
+    Slots(&'a [SlotShares]),
+}
+
+impl M2cInputs<'_> {
+    fn len(&self) -> usize {
+        match self {
+            M2cInputs::Full(x) => x.len(),
+            M2cInputs::Slots(x) => x.len(),
+        }
+    }
+}
+
+impl ComplexShares {
+    /// One complex vector per pair of real and imaginary share vectors, in order: how a
+    /// layout's staged parts become a conversion's input.
+    pub fn zip(re: Vec<Vec<u64>>, im: Vec<Vec<u64>>) -> Vec<ComplexShares> {
+        re.into_iter()
+            .zip(im)
+            .map(|(re, im)| ComplexShares {
+                re: RingShares::new(re),
+                im: RingShares::new(im),
+            })
+            .collect()
+    }
 }
 
 /// What one conversion run cost, as seen by one party.
@@ -395,26 +506,49 @@ pub async fn c2m_p0<B: PolyBackend, R: RngCore + CryptoRng>(
 async fn m2c_local<R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     plan: &M2cPlan,
-    inputs: &[ComplexShares],
+    inputs: M2cInputs<'_>,
 ) -> Result<Vec<Zeroizing<Vec<i128>>>, ProtocolError> {
     check_party(party, plan.cfg.ring)?;
     let n = plan.slots;
-    let mut flat = Vec::new();
-    for (index, x) in inputs.iter().enumerate() {
-        let found = if x.re.len() != n {
-            x.re.len()
-        } else {
-            x.im.len()
-        };
-        if x.re.len() != n || !(x.im.is_empty() || x.im.len() == n) {
+    let lengths = |index: usize, re: usize, im: usize| {
+        if re != n || !(im == 0 || im == n) {
             return Err(ProtocolError::InputLength {
                 index,
                 expected: n,
-                found,
+                found: if re != n { re } else { im },
             });
         }
-        flat.extend_from_slice(x.re.as_slice());
-        flat.extend_from_slice(x.im.as_slice());
+        Ok(())
+    };
+    let mut flat = Vec::new();
+    match inputs {
+        M2cInputs::Full(xs) => {
+            for (index, x) in xs.iter().enumerate() {
+                lengths(index, x.re.len(), x.im.len())?;
+                flat.extend_from_slice(x.re.as_slice());
+                flat.extend_from_slice(x.im.as_slice());
+            }
+        }
+        M2cInputs::Slots(xs) => {
+            for (index, x) in xs.iter().enumerate() {
+                lengths(index, x.re.len(), x.im.len())?;
+                let values = x.values.len();
+                let bad =
+                    x.re.iter()
+                        .chain(&x.im)
+                        .position(|&c| c != SlotShares::ZERO && c as usize >= values);
+                if let Some(slot) = bad {
+                    let source = x.re.iter().chain(&x.im).nth(slot).copied().unwrap_or(0);
+                    return Err(ProtocolError::SlotSource {
+                        index,
+                        slot,
+                        source,
+                        values,
+                    });
+                }
+                flat.extend_from_slice(x.values.as_slice());
+            }
+        }
     }
     let mk = ZqModulus::new(1u128 << K_BITS)?;
     // |x| ≤ B_max·2^F < 2^{b+F+1}: the known-MSB Ring2Field (one Z_{2^K} COT per value) applies
@@ -435,13 +569,32 @@ async fn m2c_local<R: RngCore + CryptoRng>(
     let mut masks = CommonMasks::from_seed((a ^ (b << 64)).to_le_bytes());
     let mut at = 0;
     let mut out = Vec::with_capacity(inputs.len());
-    for x in inputs {
-        let re = &lifted[at..at + n];
-        at += n;
-        let im = &lifted[at..at + x.im.len()];
-        at += x.im.len();
-        let c = plan.encode_shares(re, im, p0, &mut masks)?;
-        out.push(c);
+    match inputs {
+        M2cInputs::Full(xs) => {
+            for x in xs {
+                let re = &lifted[at..at + n];
+                at += n;
+                let im = &lifted[at..at + x.im.len()];
+                at += x.im.len();
+                out.push(plan.encode_shares(re, im, p0, &mut masks)?);
+            }
+        }
+        M2cInputs::Slots(xs) => {
+            for x in xs {
+                let v = &lifted[at..at + x.values.len()];
+                at += x.values.len();
+                // Checked above: every source is a value or a public zero.
+                let spread = |src: &[u32]| -> Zeroizing<Vec<u128>> {
+                    Zeroizing::new(
+                        src.iter()
+                            .map(|&c| v.get(c as usize).copied().unwrap_or(0))
+                            .collect(),
+                    )
+                };
+                let (re, im) = (spread(&x.re), spread(&x.im));
+                out.push(plan.encode_shares(&re, &im, p0, &mut masks)?);
+            }
+        }
     }
     Ok(out)
 }
@@ -472,6 +625,27 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
     plan: &M2cPlan,
     inputs: &[ComplexShares],
 ) -> Result<RunStats, ProtocolError> {
+    m2c_p0_in(party, ckks, sk, plan, M2cInputs::Full(inputs)).await
+}
+
+/// [`m2c_p0`] on inputs given by their distinct values ([`SlotShares`]).
+pub async fn m2c_p0_slots<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    sk: &SecretKey,
+    plan: &M2cPlan,
+    inputs: &[SlotShares],
+) -> Result<RunStats, ProtocolError> {
+    m2c_p0_in(party, ckks, sk, plan, M2cInputs::Slots(inputs)).await
+}
+
+async fn m2c_p0_in<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    sk: &SecretKey,
+    plan: &M2cPlan,
+    inputs: M2cInputs<'_>,
+) -> Result<RunStats, ProtocolError> {
     let ch = party.channel();
     let meter = RunMeter::start(&ch);
     let coeffs = m2c_local(party, plan, inputs).await?;
@@ -498,6 +672,25 @@ pub async fn m2c_p1<B: PolyBackend, R: RngCore + CryptoRng>(
     ckks: &Ckks<B>,
     plan: &M2cPlan,
     inputs: &[ComplexShares],
+) -> Result<(Vec<Ciphertext<B>>, RunStats), ProtocolError> {
+    m2c_p1_in(party, ckks, plan, M2cInputs::Full(inputs)).await
+}
+
+/// [`m2c_p1`] on inputs given by their distinct values ([`SlotShares`]).
+pub async fn m2c_p1_slots<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    plan: &M2cPlan,
+    inputs: &[SlotShares],
+) -> Result<(Vec<Ciphertext<B>>, RunStats), ProtocolError> {
+    m2c_p1_in(party, ckks, plan, M2cInputs::Slots(inputs)).await
+}
+
+async fn m2c_p1_in<B: PolyBackend, R: RngCore + CryptoRng>(
+    party: &mut Party<R>,
+    ckks: &Ckks<B>,
+    plan: &M2cPlan,
+    inputs: M2cInputs<'_>,
 ) -> Result<(Vec<Ciphertext<B>>, RunStats), ProtocolError> {
     let ch = party.channel();
     let meter = RunMeter::start(&ch);

@@ -54,6 +54,11 @@
 //! conversions carry `⌈items / t⌉` and `⌈blocks / d_h⌉` ciphertexts, not one per item and
 //! block ([`super::cache`]'s "Compact conversions").
 //!
+//! Every M2C of the step gives its input as distinct values and the slots that take them
+//! ([`SlotShares`], [`HybridRun::m2c_slots`]): a dense product's input repeats its vector
+//! `n / P` times and has no imaginary part, the compact layouts leave most slots zero, and the
+//! lift's correlated OTs (123 bits each) are paid per distinct value, not per slot.
+//!
 //! With the silent OT behind the parties' COT pools, each layer's pools are topped up to its
 //! demand at its last run before it runs (the `ot-fill` block), so every layer but the first
 //! step's first runs on silently made COTs.
@@ -75,7 +80,7 @@ use super::plan::{
 use super::{DecoderWeights, Family};
 use crate::circuits::exec::Exec;
 use crate::ckks::{Ciphertext, Ckks, SecretKey, C64};
-use crate::convert::{ComplexShares, ProtocolError};
+use crate::convert::{ComplexShares, ProtocolError, SlotShares};
 use crate::error::Error;
 use crate::hybrid::{BlockCost, HybridRun, ServerKeys};
 use crate::mpc::{Party, RingShares};
@@ -436,20 +441,17 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         lay: &super::head::DenseLayout,
     ) -> Result<Option<Ciphertext<B>>, ProtocolError> {
         let n = self.plan.slots;
-        let xs = x.as_slice();
-        let re: Vec<u64> = (0..n)
+        // The vector's elements once each (the layout repeats them `n / P` times), the
+        // imaginary parts zero.
+        let re = (0..n)
             .map(|s| {
                 lay.input_home(s)
-                    .and_then(|c| xs.get(c))
-                    .copied()
-                    .unwrap_or(0)
+                    .filter(|&c| c < x.len())
+                    .map_or(SlotShares::ZERO, |c| c as u32)
             })
             .collect();
-        let input = [ComplexShares {
-            re: RingShares::new(re),
-            im: RingShares::new(vec![0u64; n]),
-        }];
-        let out = self.h.m2c(&self.plan.m2c[which], &input).await?;
+        let input = [SlotShares::gather(x, re, Vec::new())];
+        let out = self.h.m2c_slots(&self.plan.m2c[which], &input).await?;
         Ok(out.and_then(|mut v| v.pop()))
     }
 
@@ -598,33 +600,26 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
         // q, k and v as shares, then converted back in compact.
         let qkv = self.c2m_dense(B_QKV, qkv_cts, plan.qkv.rows).await?;
         self.done("c2m:qkv", progress);
-        let qv = qkv.as_slice();
         // q, k and v compact (row `w mod t` of every segment for item `w`); the server unpacks
         // them into the replicated queries and the new cache rows (`unpack_qkv`).
         let items = plan.qkv_cts();
         let ncompact = items.div_ceil(t);
-        let (mut cre, mut cim) = (vec![vec![0u64; n]; ncompact], vec![vec![0u64; n]; ncompact]);
+        let z = SlotShares::ZERO;
+        let (mut cre, mut cim) = (vec![vec![z; n]; ncompact], vec![vec![z; n]; ncompact]);
         for w in 0..items {
             for seg in 0..plan.lay.segments() {
                 let (k, slot) = plan.lay.compact_item_slot(w, seg);
                 let (a, b) = plan.qkv_at(w, seg * t);
                 if let Some(a) = a {
-                    cre[k][slot] = qv[a];
+                    cre[k][slot] = a as u32;
                 }
                 if let Some(b) = b {
-                    cim[k][slot] = qv[b];
+                    cim[k][slot] = b as u32;
                 }
             }
         }
-        let lay_in: Vec<ComplexShares> = cre
-            .into_iter()
-            .zip(cim)
-            .map(|(re, im)| ComplexShares {
-                re: RingShares::new(re),
-                im: RingShares::new(im),
-            })
-            .collect();
-        let rc = self.h.m2c(&plan.m2c[B_ATTN], &lay_in).await?;
+        let lay_in = SlotShares::gather_all(&qkv, cre, cim);
+        let rc = self.h.m2c_slots(&plan.m2c[B_ATTN], &lay_in).await?;
         self.done("m2c:qkv", progress);
         let s_cts = match (rc, self.h.exec(), self.cache.as_mut()) {
             (Some(c), Some(ex), Some(cache)) => {
@@ -673,13 +668,13 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
             .run(self.h.party, &RingShares::new(s))
             .await?;
         self.done("softmax", progress);
-        let ps = p.as_slice();
         // The probabilities in the compact layout: `d_h` blocks per ciphertext, each at its own
         // segment offset; the server spreads them over the segments (`spread_blocks`).
         let combos = nq * blocks;
         let ncompact = combos.div_ceil(dh);
-        let mut re = vec![vec![0u64; n]; ncompact];
-        let mut im = vec![vec![0u64; n]; ncompact];
+        let z = SlotShares::ZERO;
+        let mut re = vec![vec![z; n]; ncompact];
+        let mut im = vec![vec![z; n]; ncompact];
         for (u, qc) in plan.qcts.iter().enumerate() {
             for b in 0..blocks {
                 let c = u * blocks + b;
@@ -687,23 +682,16 @@ impl<'a, 'p, 'w, B: PolyBackend, R: RngCore + CryptoRng> DecodeRun<'a, 'p, 'w, B
                     let Some(pr) = pr else { continue };
                     for row in 0..t.min(len - b * t) {
                         let (k, slot) = plan.lay.compact_slot(c, i, row);
-                        re[k][slot] = ps[pr.re * len + b * t + row];
+                        re[k][slot] = (pr.re * len + b * t + row) as u32;
                         if let Some(h) = pr.im {
-                            im[k][slot] = ps[h * len + b * t + row];
+                            im[k][slot] = (h * len + b * t + row) as u32;
                         }
                     }
                 }
             }
         }
-        let pin: Vec<ComplexShares> = re
-            .into_iter()
-            .zip(im)
-            .map(|(re, im)| ComplexShares {
-                re: RingShares::new(re),
-                im: RingShares::new(im),
-            })
-            .collect();
-        let pc = self.h.m2c(&plan.m2c[B_VAL], &pin).await?;
+        let pin = SlotShares::gather_all(&p, re, im);
+        let pc = self.h.m2c_slots(&plan.m2c[B_VAL], &pin).await?;
         self.done("m2c:p", progress);
         let o_cts = match (pc, self.h.exec(), self.cache.as_ref()) {
             (Some(pc), Some(ex), Some(cache)) => {

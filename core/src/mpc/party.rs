@@ -611,11 +611,17 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let ot = self.ot()?;
         expect_len("COT batch", corr.len(), b.q.len())?;
         let h = &ot.hash;
-        let (a0, a1) = (h.hash(&b.q, 0, b.tweak, 1), h.hash(&b.q, 0, b.tweak, 2));
-        let (c0, c1) = (
-            h.hash(&b.q, b.delta, b.tweak, 1),
-            h.hash(&b.q, b.delta, b.tweak, 2),
-        );
+        // The high 128 pad bits matter only when `q` is not a power of two.
+        let wide = !q.is_power_of_two();
+        let hi = |off: u128| {
+            if wide {
+                h.hash(&b.q, off, b.tweak, 2)
+            } else {
+                alloc::vec![0; b.q.len()]
+            }
+        };
+        let (a0, a1) = (h.hash(&b.q, 0, b.tweak, 1), hi(0));
+        let (c0, c1) = (h.hash(&b.q, b.delta, b.tweak, 1), hi(b.delta));
         let mut p = Vec::with_capacity(corr.len());
         let mut d = Vec::with_capacity(corr.len());
         for j in 0..corr.len() {
@@ -639,10 +645,12 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let msg = ch.recv_msg::<M>(&ZqShape { count: n, q: *q }).await?;
         let d = msg.corrections();
         let ot = self.ot()?;
-        let (t0, t1) = (
-            ot.hash.hash(&b.t, 0, b.tweak, 1),
-            ot.hash.hash(&b.t, 0, b.tweak, 2),
-        );
+        let t0 = ot.hash.hash(&b.t, 0, b.tweak, 1);
+        let t1 = if q.is_power_of_two() {
+            alloc::vec![0; n]
+        } else {
+            ot.hash.hash(&b.t, 0, b.tweak, 2)
+        };
         let mut out = Vec::with_capacity(n);
         for j in 0..n {
             let t = q.reduce_wide(t1[j], t0[j]);

@@ -89,9 +89,20 @@ impl Modulus {
         x % self.q
     }
 
+    /// Whether `q` is a power of two (`2^128 ≡ 0 mod q`: the low 128 bits decide every
+    /// reduction, and they alone are uniform mod `q`).
+    #[inline]
+    pub fn is_power_of_two(&self) -> bool {
+        self.q.is_power_of_two()
+    }
+
     /// `(hi·2^128 + lo) mod q`, used to map 256 hash bits to a
-    /// statistically uniform element (bias ≤ q/2^256).
+    /// statistically uniform element (bias ≤ q/2^256; none for a power of two, where it is
+    /// `lo mod q` and `hi` is not read).
     pub fn reduce_wide(&self, hi: u128, lo: u128) -> u128 {
+        if self.is_power_of_two() {
+            return lo & (self.q - 1);
+        }
         let mut r = hi % self.q;
         for i in (0..128).rev() {
             r = (r << 1) | ((lo >> i) & 1); // r < 2^125
@@ -261,6 +272,23 @@ mod tests {
         assert_eq!(m.mul(q - 1, q - 1), 1);
         assert_eq!(m.reduce_wide(0, q + 5), 5);
         assert_eq!(m.reduce_wide(1, 0), (u128::MAX % q + 1) % q);
+        // A power of two: the shortcut equals the bitwise reduction it skips.
+        let k = Modulus::new(1u128 << 123).unwrap();
+        for (hi, lo) in [
+            (0, 0),
+            (1, 0),
+            (u128::MAX, u128::MAX),
+            (0x1234 << 90, 7 << 122 | 99),
+        ] {
+            let mut r = hi % k.value();
+            for i in (0..128).rev() {
+                r = (r << 1) | ((lo >> i) & 1);
+                if r >= k.value() {
+                    r -= k.value();
+                }
+            }
+            assert_eq!(k.reduce_wide(hi, lo), r);
+        }
         assert_eq!(m.to_signed(m.from_signed(-7)), -7);
         assert_eq!(Modulus::new(1u128 << 124), Err(MpcError::ModulusTooLarge));
         assert!(Modulus::from_primes(&[u64::MAX, u64::MAX]).is_err());
