@@ -4,7 +4,8 @@
 # greedy tokens on the same dequantized weights. One JSON report per prompt lands in OUT
 # (resumable: a prompt whose report exists is skipped); scripts/smollm2_table.py prints the table.
 #   scripts/smollm2-table.sh [OUT] [VEIL_BENCH]
-# About 8 minutes per prompt on two cores (36-45 s per step with the weights kept).
+# About 6 minutes per prompt on two cores (26-34 s per step with the weights kept; the first
+# step about a minute).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-results/smollm2-table}

@@ -21,7 +21,7 @@ pub(crate) mod track;
 use crate::circuits::exec::{CkksExec, Exec, OpCounts};
 use crate::ckks::{Ciphertext, Ckks, EvaluationKeys, PublicKey, SecretKey};
 use crate::convert::{
-    c2m_p0, c2m_p1, m2c_p0, m2c_p0_slots, m2c_p1, m2c_p1_slots, C2mPlan, ComplexShares, M2cPlan,
+    c2m_p0, c2m_p1, m2c_p0_in, m2c_p1_in, C2mPlan, ComplexShares, M2cInputs, M2cPlan,
     ProtocolError, RunStats, SlotShares,
 };
 use crate::error::Error;
@@ -292,32 +292,33 @@ impl<'a, 'p, B: PolyBackend, R: RngCore + CryptoRng, M: ?Sized> HybridRun<'a, 'p
         plan: &M2cPlan,
         inputs: &[ComplexShares],
     ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
-        let (out, st) = match &self.role {
-            Role::Server { .. } => {
-                let (c, st) = m2c_p1(self.party, self.ck, plan, inputs).await?;
-                (Some(c), st)
-            }
-            Role::Client { sk } => (None, m2c_p0(self.party, self.ck, sk, plan, inputs).await?),
-        };
-        self.meter.note(&st);
-        Ok(out)
+        self.m2c_in(plan, M2cInputs::Full(inputs)).await
     }
 
     /// [`HybridRun::m2c`] of inputs given by their distinct values ([`SlotShares`]: the lift's
-    /// OTs and bytes only for the values, none for repeats and public zeros).
+    /// OTs and bytes only for the values, none for repeats and public zeros). Both sides give
+    /// the same slot maps and value counts (the layout is public).
     pub async fn m2c_slots(
         &mut self,
         plan: &M2cPlan,
         inputs: &[SlotShares],
     ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
+        self.m2c_in(plan, M2cInputs::Slots(inputs)).await
+    }
+
+    async fn m2c_in(
+        &mut self,
+        plan: &M2cPlan,
+        inputs: M2cInputs<'_>,
+    ) -> Result<Option<Vec<Ciphertext<B>>>, ProtocolError> {
         let (out, st) = match &self.role {
             Role::Server { .. } => {
-                let (c, st) = m2c_p1_slots(self.party, self.ck, plan, inputs).await?;
+                let (c, st) = m2c_p1_in(self.party, self.ck, plan, inputs).await?;
                 (Some(c), st)
             }
             Role::Client { sk } => (
                 None,
-                m2c_p0_slots(self.party, self.ck, sk, plan, inputs).await?,
+                m2c_p0_in(self.party, self.ck, sk, plan, inputs).await?,
             ),
         };
         self.meter.note(&st);

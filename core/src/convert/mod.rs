@@ -152,8 +152,9 @@
 //! then runs the exact rounding of stage 3 on its `2n` real values: with IKNP and radix 4 a
 //! 16-bit comparison plus 2 COTs, ≈ 410 bytes per real value (offline + online, both
 //! directions; ≈ 27 MB for `n = 2^15`) and 7 rounds after the ciphertext frame (8 in all).
-//! M2C sends one seeded ciphertext per pair plus Ring2Field of the `2n` real values: the
-//! known-MSB variant ([`crate::mpc::Party::ring_to_field_known_msb`]; `|x| ≤ B_max·2^F <
+//! M2C sends one seeded ciphertext per pair plus Ring2Field of the `2n` real values (or, for an
+//! input given by its distinct values, [`SlotShares`], of those values only: the lifted shares
+//! are copied to the slots that take them, and public zeros cost nothing): the known-MSB variant ([`crate::mpc::Party::ring_to_field_known_msb`]; `|x| ≤ B_max·2^F <
 //! 2^{ℓ-2}`), one `Z_{2^K}` COT per value, ≈ 31 bytes per real value and 2 rounds (2.1 MB for
 //! `n = 2^15`; the comparison-based [`crate::mpc::Party::ring_to_field`] used before costs
 //! ≈ 1.09 KB per value and 9 rounds, 71 MB).
@@ -181,8 +182,11 @@
 //! of C2M is local except the exact rounding, a composition of a millionaires' comparison and
 //! correlated OTs on additive shares (each party sees only OT messages and masked
 //! corrections). In M2C, P1 sees Ring2Field transcripts (one COT per value: the correction is
-//! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties and only serve to make P0's
-//! share uniform for the wrap argument. Statistical failure as stated above.
+//! masked by the OT pad) and `Enc_sk(p_0)`, semantically secure. Common masks are public to both parties. They make P0's share
+//! uniform for the wrap argument, and they make the slots independent: a [`SlotShares`] input
+//! copies one lifted share to several slots, and the encoding map adds a fresh common mask to
+//! every slot before its local truncation, so each slot's wrap and rounding events are those of
+//! an independently shared value. Statistical failure as stated above.
 
 // Layering, bottom up: `wide` (share arithmetic in Z_2^W) → `budget` (ring widths, the boundary
 // promise, local truncation, sizing) → `plan` (validated C2M / M2C plans) → `decode` / `encode`
@@ -204,6 +208,7 @@ pub use protocol::{
     c2m_mask, c2m_p0, c2m_p1, complexify, decomplexify, m2c_p0, m2c_p0_slots, m2c_p1, m2c_p1_slots,
     ComplexShares, MaskedBatch, ProtocolError, RunStats, SlotShares, TAG_C2M_CT, TAG_M2C_CT,
 };
+pub(crate) use protocol::{m2c_p0_in, m2c_p1_in, M2cInputs};
 pub use wide::{local_trunc_wide, rerandomize, CommonMasks, Wide, W_BITS};
 
 use core::fmt;

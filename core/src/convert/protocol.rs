@@ -51,7 +51,8 @@ pub enum ProtocolError {
         /// Its index in the batch.
         index: usize,
     },
-    /// An M2C input's share vectors do not have the plan's slot count.
+    /// An M2C input's share vectors do not have the plan's slot count (or an input given by
+    /// distinct values has more of them than twice that count).
     InputLength {
         /// Index of the input.
         index: usize,
@@ -166,22 +167,22 @@ impl SlotShares {
         let a = all.as_slice();
         // The value each element of `all` became (`ZERO`: not yet used).
         let mut at = alloc::vec![SlotShares::ZERO; a.len()];
-        let mut values = Vec::new();
+        // At most one value per element of `all`: no reallocation leaves copies of shares.
+        let mut values = Vec::with_capacity(a.len());
         for c in re.iter_mut().chain(im.iter_mut()) {
-            if *c == SlotShares::ZERO {
-                continue;
-            }
             let i = *c as usize;
-            let Some(&v) = a.get(i) else {
-                // Past `all`: left past the values, for the conversion's check to name.
-                *c = u32::MAX - 1;
-                continue;
-            };
+            // A source past `all` (`ZERO` among them) stays as it is: it is past the values
+            // too (there are at most `all.len()`), and the conversion's check names it.
+            let Some(&v) = a.get(i) else { continue };
             if at[i] == SlotShares::ZERO {
                 at[i] = values.len() as u32;
                 values.push(v);
             }
             *c = at[i];
+        }
+        // Imaginary parts that are all public zeros are no imaginary parts.
+        if im.iter().all(|&c| c == SlotShares::ZERO) {
+            im = Vec::new();
         }
         SlotShares {
             values: RingShares::new(values),
@@ -190,18 +191,23 @@ impl SlotShares {
         }
     }
 
-    /// [`SlotShares::gather`] for several inputs, pairing `re[k]` with `im[k]`.
+    /// [`SlotShares::gather`] for several inputs, `re[k]` with `im[k]`. A missing `im[k]` is
+    /// all zero; a missing `re[k]` is empty, which the conversion refuses (nothing is dropped).
     pub fn gather_all(all: &RingShares, re: Vec<Vec<u32>>, im: Vec<Vec<u32>>) -> Vec<SlotShares> {
-        re.into_iter()
-            .zip(im)
-            .map(|(re, im)| SlotShares::gather(all, re, im))
+        let k = re.len().max(im.len());
+        let (mut re, mut im) = (re.into_iter(), im.into_iter());
+        (0..k)
+            .map(|_| {
+                let (r, i) = (re.next().unwrap_or_default(), im.next().unwrap_or_default());
+                SlotShares::gather(all, r, i)
+            })
             .collect()
     }
 }
 
 /// The inputs of one M2C: full share vectors, or distinct values and their slots.
 #[derive(Clone, Copy)]
-enum M2cInputs<'a> {
+pub(crate) enum M2cInputs<'a> {
     Full(&'a [ComplexShares]),
     Slots(&'a [SlotShares]),
 }
@@ -217,13 +223,15 @@ impl M2cInputs<'_> {
 
 impl ComplexShares {
     /// One complex vector per pair of real and imaginary share vectors, in order: how a
-    /// layout's staged parts become a conversion's input.
+    /// layout's staged parts become a conversion's input. A missing imaginary part is zero; a
+    /// missing real part is empty, which the conversion refuses (nothing is dropped).
     pub fn zip(re: Vec<Vec<u64>>, im: Vec<Vec<u64>>) -> Vec<ComplexShares> {
-        re.into_iter()
-            .zip(im)
-            .map(|(re, im)| ComplexShares {
-                re: RingShares::new(re),
-                im: RingShares::new(im),
+        let k = re.len().max(im.len());
+        let (mut re, mut im) = (re.into_iter(), im.into_iter());
+        (0..k)
+            .map(|_| ComplexShares {
+                re: RingShares::new(re.next().unwrap_or_default()),
+                im: RingShares::new(im.next().unwrap_or_default()),
             })
             .collect()
     }
@@ -520,7 +528,12 @@ async fn m2c_local<R: RngCore + CryptoRng>(
         }
         Ok(())
     };
-    let mut flat = Vec::new();
+    let total = match inputs {
+        M2cInputs::Full(xs) => xs.iter().map(|x| x.re.len() + x.im.len()).sum(),
+        M2cInputs::Slots(xs) => xs.iter().map(|x| x.values.len()).sum(),
+    };
+    // Sized once: no reallocation leaves copies of shares behind.
+    let mut flat = Vec::with_capacity(total);
     match inputs {
         M2cInputs::Full(xs) => {
             for (index, x) in xs.iter().enumerate() {
@@ -533,12 +546,20 @@ async fn m2c_local<R: RngCore + CryptoRng>(
             for (index, x) in xs.iter().enumerate() {
                 lengths(index, x.re.len(), x.im.len())?;
                 let values = x.values.len();
+                // More values than slots would lift shares that no slot takes.
+                if values > 2 * n {
+                    return Err(ProtocolError::InputLength {
+                        index,
+                        expected: 2 * n,
+                        found: values,
+                    });
+                }
                 let bad =
                     x.re.iter()
                         .chain(&x.im)
-                        .position(|&c| c != SlotShares::ZERO && c as usize >= values);
-                if let Some(slot) = bad {
-                    let source = x.re.iter().chain(&x.im).nth(slot).copied().unwrap_or(0);
+                        .enumerate()
+                        .find(|&(_, &c)| c != SlotShares::ZERO && c as usize >= values);
+                if let Some((slot, &source)) = bad {
                     return Err(ProtocolError::SlotSource {
                         index,
                         slot,
@@ -629,6 +650,9 @@ pub async fn m2c_p0<B: PolyBackend, R: RngCore + CryptoRng>(
 }
 
 /// [`m2c_p0`] on inputs given by their distinct values ([`SlotShares`]).
+/// Both parties give the same `re`, `im` and number of values per input (the layout is public:
+/// derive them from the plan, never from shares); a mismatch gives a wrong ciphertext or a
+/// one-sided failure, not a check.
 pub async fn m2c_p0_slots<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
@@ -639,7 +663,7 @@ pub async fn m2c_p0_slots<B: PolyBackend, R: RngCore + CryptoRng>(
     m2c_p0_in(party, ckks, sk, plan, M2cInputs::Slots(inputs)).await
 }
 
-async fn m2c_p0_in<B: PolyBackend, R: RngCore + CryptoRng>(
+pub(crate) async fn m2c_p0_in<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
     sk: &SecretKey,
@@ -677,6 +701,9 @@ pub async fn m2c_p1<B: PolyBackend, R: RngCore + CryptoRng>(
 }
 
 /// [`m2c_p1`] on inputs given by their distinct values ([`SlotShares`]).
+/// Both parties give the same `re`, `im` and number of values per input (the layout is public:
+/// derive them from the plan, never from shares); a mismatch gives a wrong ciphertext or a
+/// one-sided failure, not a check.
 pub async fn m2c_p1_slots<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
@@ -686,7 +713,7 @@ pub async fn m2c_p1_slots<B: PolyBackend, R: RngCore + CryptoRng>(
     m2c_p1_in(party, ckks, plan, M2cInputs::Slots(inputs)).await
 }
 
-async fn m2c_p1_in<B: PolyBackend, R: RngCore + CryptoRng>(
+pub(crate) async fn m2c_p1_in<B: PolyBackend, R: RngCore + CryptoRng>(
     party: &mut Party<R>,
     ckks: &Ckks<B>,
     plan: &M2cPlan,

@@ -600,7 +600,8 @@ impl<R: RngCore + CryptoRng> Party<R> {
         Ok(sums)
     }
 
-    /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128).
+    /// Z_q version of [`Party::cot_send_corr`] (pads from 256 hash bits, bias ≤ 2^-128; from
+    /// 128 bits, unbiased, when `q` is a power of two).
     pub(crate) fn cot_send_corr_zq<M: ZqMessage>(
         &mut self,
         b: &CotBatchS,
