@@ -52,6 +52,10 @@ pub struct BenchGenerateArgs {
     /// The session's maximum context: the plan (the cache's head groups) is made for it.
     #[arg(long, default_value_t = 256)]
     pub max_ctx: usize,
+    /// Heads per ciphertext in the cache's layout (`DecodePlan::with_groups`); by default the
+    /// cost model's choice for `--max-ctx`. For measuring the cost model.
+    #[arg(long)]
+    pub groups: Option<usize>,
     /// OT behind the MPC's correlated OTs: silent (Ferret with EMP's parameters, the product's
     /// default and SPU Cheetah's) or iknp (16 bytes per COT). The silent OT's set-up and its
     /// first extension fall in step 0; later extensions in the step that drains the pool.
@@ -223,7 +227,7 @@ pub fn run(a: &BenchGenerateArgs) -> Result<GenerateReport, BenchError> {
     let p = session_params().map_err(core("decode parameters"))?;
     // A real checkpoint's norms are planned per site from the calibration (its massive
     // activations: `DecodePlan::with_norms`).
-    let plan = DecodePlan::with_options(&p, &cfg, max_ctx, None, ranges)
+    let plan = DecodePlan::with_options(&p, &cfg, max_ctx, a.groups, ranges)
         .and_then(|plan| match &cal {
             Some(r) => plan.with_norms(r),
             None => Ok(plan),

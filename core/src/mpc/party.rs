@@ -614,20 +614,15 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let h = &ot.hash;
         // The high 128 pad bits matter only when `q` is not a power of two.
         let wide = !q.is_power_of_two();
-        let hi = |off: u128| {
-            if wide {
-                h.hash(&b.q, off, b.tweak, 2)
-            } else {
-                alloc::vec![0; b.q.len()]
-            }
-        };
+        let hi = |off: u128| wide.then(|| h.hash(&b.q, off, b.tweak, 2));
+        let at = |v: &Option<Vec<u128>>, j: usize| v.as_ref().map_or(0, |v| v[j]);
         let (a0, a1) = (h.hash(&b.q, 0, b.tweak, 1), hi(0));
         let (c0, c1) = (h.hash(&b.q, b.delta, b.tweak, 1), hi(b.delta));
         let mut p = Vec::with_capacity(corr.len());
         let mut d = Vec::with_capacity(corr.len());
         for j in 0..corr.len() {
-            let p0 = q.reduce_wide(a1[j], a0[j]);
-            let p1 = q.reduce_wide(c1[j], c0[j]);
+            let p0 = q.reduce_wide(at(&a1, j), a0[j]);
+            let p1 = q.reduce_wide(at(&c1, j), c0[j]);
             d.push(q.sub(q.add(p0, corr[j]), p1));
             p.push(p0);
         }
@@ -647,14 +642,11 @@ impl<R: RngCore + CryptoRng> Party<R> {
         let d = msg.corrections();
         let ot = self.ot()?;
         let t0 = ot.hash.hash(&b.t, 0, b.tweak, 1);
-        let t1 = if q.is_power_of_two() {
-            alloc::vec![0; n]
-        } else {
-            ot.hash.hash(&b.t, 0, b.tweak, 2)
-        };
+        // The high 128 pad bits matter only when `q` is not a power of two.
+        let t1 = (!q.is_power_of_two()).then(|| ot.hash.hash(&b.t, 0, b.tweak, 2));
         let mut out = Vec::with_capacity(n);
         for j in 0..n {
-            let t = q.reduce_wide(t1[j], t0[j]);
+            let t = q.reduce_wide(t1.as_ref().map_or(0, |v| v[j]), t0[j]);
             out.push(if b.r[j] == 1 { q.add(t, d[j]) } else { t });
         }
         Ok(Zeroizing::new(out))
