@@ -229,18 +229,24 @@ pub struct QueryCt {
     pub pairs: Vec<Option<HeadPair>>,
 }
 
-/// The cost model that picks the head groups, measured on the 2-core machine at `N = 2^14`
-/// (`veil-bench generate`, GPT2-base shape): `(seconds, MiB)` per ciphertext of `q`, `k`, `v`
-/// converted in, per cached block of one query ciphertext (the score product, its C2M, the
-/// probabilities' M2C and the value product), and per query ciphertext's attention output
-/// (its C2M); a MiB weighs [`MIB_S`] seconds. Measured before the compact conversions
-/// ([`super::cache::unpack_qkv`], [`super::cache::spread_blocks`]), which carry `q`, `k`, `v` in
-/// `⌈items / t⌉` ciphertexts and the probabilities in `⌈blocks / d_h⌉` at the cost of a mask and
-/// a few rotations each: not yet re-measured, so the groups it picks may no longer be the
-/// cheapest.
-const PER_M2C: (f64, f64) = (0.07, 0.85);
-const PER_BLOCK: (f64, f64) = (0.14, 1.17);
-const PER_QUERY: (f64, f64) = (0.06, 0.40);
+/// The cost model that picks the head groups: `(seconds, MiB)` per query ciphertext times the
+/// cache blocks it reads (`PER_BLOCK`: the score product, its C2M, the probabilities' spread and
+/// the value product), per query ciphertext (`PER_QUERY`: its unpacking and replication over
+/// the `t` rows, its share of the key and value ciphertexts' unpacking and append, the values'
+/// row sums and its output's C2M), and per compact ciphertext that a conversion carries in
+/// (`PER_COMPACT`: `q`, `k`, `v` and the probabilities); a MiB weighs [`MIB_S`] seconds.
+///
+/// Fitted on 2026-12-07 on the 2-core machine at `N = 2^14` (`veil-bench generate --shape
+/// gpt2-base --groups K`, one layer, weights kept, each run alone): the least-squares fit of a
+/// constant plus the block and query counts to the mean step at contexts 57–64, 113–127 and
+/// 241–255, 19 windows of 8 runs (`K` = 1, 2, 4, 8, 16 to context 128; 4, 8, 16 to 256;
+/// residuals within 0.29 s and 0.75 MiB; two runs of one `K` differ by up to 0.19 s at one
+/// context, with the silent OT's extensions falling in some steps and not others), and the conversions' own blocks for `PER_COMPACT`. GPT-2 has as many key
+/// ciphertexts as query ciphertexts, so `PER_QUERY` carries both: for a grouped-query model it
+/// is a little high.
+const PER_BLOCK: (f64, f64) = (0.039, 0.49);
+const PER_QUERY: (f64, f64) = (0.070, 0.40);
+const PER_COMPACT: (f64, f64) = (0.023, 0.39);
 /// Seconds a MiB weighs in the cost model: SPU's decode layer spends about 4 s and 40 MiB, and
 /// the goal bounds both, so 0.1 s.
 const MIB_S: f64 = 0.1;
@@ -624,8 +630,8 @@ impl DecodePlan {
     }
 
     /// The head groups per ciphertext that minimize the cost model's estimate of the token at
-    /// the full context (time and bytes): the `q`, `k`, `v` ciphertexts converted in, the query
-    /// ciphertexts times the cache blocks they read, and the query ciphertexts' outputs.
+    /// the full context (time and bytes, [`PER_BLOCK`]): the query ciphertexts times the cache
+    /// blocks they read, the query ciphertexts, and the compact ciphertexts converted in.
     fn pick_groups(
         slots: usize,
         cfg: &DecoderConfig,
@@ -640,9 +646,11 @@ impl DecodePlan {
                 let c = kv.div_ceil(k);
                 let q = c * per_group;
                 let w = |(t, b): (f64, f64)| t + MIB_S * b;
-                let est = w(PER_M2C) * (q + 2 * c) as f64
-                    + w(PER_BLOCK) * (q * lay.blocks(max_ctx)) as f64
-                    + w(PER_QUERY) * q as f64;
+                let blocks = q * lay.blocks(max_ctx);
+                let compact = (q + 2 * c).div_ceil(lay.t()) + blocks.div_ceil(dh);
+                let est = w(PER_BLOCK) * blocks as f64
+                    + w(PER_QUERY) * q as f64
+                    + w(PER_COMPACT) * compact as f64;
                 if best.as_ref().is_none_or(|b| est < b.0) {
                     best = Some((est, lay));
                 }
@@ -854,8 +862,8 @@ mod tests {
             context: 1024,
             ..smol.clone()
         };
-        for cfg in [smol, gpt2] {
-            let plan = DecodePlan::new(&p, &cfg, 256).unwrap();
+        for cfg in [&smol, &gpt2] {
+            let plan = DecodePlan::new(&p, cfg, 256).unwrap();
             std::println!(
                 "{:?}: levels {:?} c2m {:?} keys {} t {} groups {} qkv cts {}",
                 cfg.family,
@@ -867,6 +875,22 @@ mod tests {
                 plan.qkv_cts()
             );
             assert_eq!(plan.levels[B_ATTN], 3);
+        }
+        // The head groups the cost model picks are the measured best (time + MIB_S·MiB per
+        // step, one layer, PER_BLOCK's runs): GPT2-base 4 at contexts 128 and 256 (at 256:
+        // 4.04 against 4.38 for 16 and 4.71 for 8; at 128 within 0.1 of 16, ahead of 1, 2
+        // and 8), 16 at 64 (within 0.1 of 4: the runs' spread); SmolLM2's shape 4 (one layer
+        // at 128: 2.30 against 2.42 for 2 and 2.49 for 1).
+        let slots = p.n() / 2;
+        for (cfg, ctx, want) in [
+            (&gpt2, 64, 16),
+            (&gpt2, 128, 4),
+            (&gpt2, 256, 4),
+            (&smol, 128, 4),
+            (&smol, 256, 4),
+        ] {
+            let lay = DecodePlan::pick_groups(slots, cfg, ctx).unwrap();
+            assert_eq!(lay.groups(), want, "{:?} at context {ctx}", cfg.family);
         }
     }
 
