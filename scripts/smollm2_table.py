@@ -6,10 +6,11 @@ first token equal).
 
     python3 scripts/smollm2_table.py OUT [FILE.gguf]
 
-The prompts' text comes from scripts/smollm2-table.sh's list (by report number). With the GGUF
-(the cached SmolLM2 file), the private and plaintext tokens are shown as text, decoded with the GGUF's own
-byte-level vocabulary (scripts/llama_reference.py's reader), in place of the token ids (which
-the reports keep)."""
+Without the GGUF, the prompts' text comes from scripts/smollm2-table.sh's list (by report
+number; a warning when the list and the reports differ in number). With the GGUF (the cached
+SmolLM2 file; its reader, scripts/llama_reference.py, needs numpy), the prompts, the private and
+the plaintext tokens are shown as text decoded from the reports' ids with the GGUF's own
+byte-level vocabulary, in place of the ids (which the reports keep)."""
 import json
 import pathlib
 import re
@@ -49,7 +50,8 @@ if gguf:
     dec = byte_decoder()
 
     def decode(ids):
-        raw = bytes(dec[c] for i in ids for c in vocab[i] if c in dec)
+        # A character outside the byte mapping (none in a byte-level vocabulary) becomes U+FFFD.
+        raw = b"".join(bytes([dec[c]]) if c in dec else "\ufffd".encode() for i in ids for c in vocab[i])
         return raw.decode("utf-8", "replace")
 
 
@@ -63,8 +65,10 @@ for f in sorted(out.glob("[0-9][0-9].json")):
     t, ref = r["tokens"], r["reference"]
     same = sum(a == b for a, b in zip(t, ref))
     i = int(f.stem)
-    text = prompts[i] if i < len(prompts) else "?"
+    text = decode(r["prompt"]) if decode else (prompts[i] if i < len(prompts) else "?")
     rows.append((f.stem, text, r["prompt"], t, ref, same, len(ref), t[:1] == ref[:1], r["worst_logit_err"]))
+if not decode and len(prompts) != len(rows):
+    print(f"warning: {len(prompts)} prompts in smollm2-table.sh, {len(rows)} reports", file=sys.stderr)
 if decode:
     print("| # | prompt | private text | plaintext text | equal | first | worst abs dlogit |")
     print("|---|---|---|---|---|---|---|")

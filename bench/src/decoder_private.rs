@@ -53,7 +53,8 @@ pub struct BenchGenerateArgs {
     #[arg(long, default_value_t = 256)]
     pub max_ctx: usize,
     /// Heads per ciphertext in the cache's layout (`DecodePlan::with_groups`); by default the
-    /// cost model's choice for `--max-ctx`. For measuring the cost model.
+    /// cost model's choice for the session's maximum context (`--max-ctx`, or for a `--model`
+    /// run the prompt and the new tokens). For measuring the cost model.
     #[arg(long)]
     pub groups: Option<usize>,
     /// OT behind the MPC's correlated OTs: silent (Ferret with EMP's parameters, the product's

@@ -238,10 +238,11 @@ pub struct QueryCt {
 ///
 /// Fitted on 2026-12-07 on the 2-core machine at `N = 2^14` (`veil-bench generate --shape
 /// gpt2-base --groups K`, one layer, weights kept, each run alone): the least-squares fit of a
-/// constant plus the block and query counts to the mean step at contexts 57–64, 113–127 and
-/// 241–255, 19 windows of 8 runs (`K` = 1, 2, 4, 8, 16 to context 128; 4, 8, 16 to 256;
-/// residuals within 0.29 s and 0.75 MiB; two runs of one `K` differ by up to 0.19 s at one
-/// context, with the silent OT's extensions falling in some steps and not others), and the conversions' own blocks for `PER_COMPACT`. GPT-2 has as many key
+/// constant plus the block and query counts (the blocks at contexts 64, 128 and 256) to the mean
+/// step at contexts 57–64, 113–127 and 241–255, 19 windows of 8 runs (`K` = 1, 2, 4, 8, 16 to
+/// context 128; 4, 8, 16 to 256; residuals within 0.29 s and 0.75 MiB; two runs of one `K`
+/// differ by up to 0.19 s at one context, with the silent OT's extensions falling in some steps
+/// and not others), and the conversions' own blocks for `PER_COMPACT`. GPT-2 has as many key
 /// ciphertexts as query ciphertexts, so `PER_QUERY` carries both: for a grouped-query model it
 /// is a little high.
 const PER_BLOCK: (f64, f64) = (0.039, 0.49);
@@ -876,11 +877,11 @@ mod tests {
             );
             assert_eq!(plan.levels[B_ATTN], 3);
         }
-        // The head groups the cost model picks are the measured best (time + MIB_S·MiB per
-        // step, one layer, PER_BLOCK's runs): GPT2-base 4 at contexts 128 and 256 (at 256:
-        // 4.04 against 4.38 for 16 and 4.71 for 8; at 128 within 0.1 of 16, ahead of 1, 2
-        // and 8), 16 at 64 (within 0.1 of 4: the runs' spread); SmolLM2's shape 4 (one layer
-        // at 128: 2.30 against 2.42 for 2 and 2.49 for 1).
+        // The head groups the cost model picks, against the measurements (time + MIB_S·MiB per
+        // step, one layer, PER_BLOCK's runs): GPT2-base 4 at contexts 128 and 256 (at 256 the
+        // best of 4, 8 and 16: 4.04 against 4.38 and 4.71; at 128 within 0.1 of 16, ahead of
+        // 1, 2 and 8), 16 at 64 (within 0.1 of 4: the runs' spread); SmolLM2's shape 4 at 128
+        // (one layer: 2.30 against 2.42 for 2 and 2.49 for 1) and, not measured, at 256.
         let slots = p.n() / 2;
         for (cfg, ctx, want) in [
             (&gpt2, 64, 16),
